@@ -1,0 +1,1 @@
+//! offload-bench: placeholder, filled in by its own change.

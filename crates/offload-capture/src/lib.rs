@@ -1,0 +1,1 @@
+//! offload-capture: placeholder, filled in by its own change.

@@ -1,0 +1,1 @@
+//! offload-lab: placeholder, filled in by its own change.
