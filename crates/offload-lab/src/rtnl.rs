@@ -1,0 +1,580 @@
+//! Synchronous rtnetlink control of links, addresses, neighbours and the GRO
+//! size knobs.
+//!
+//! Messages are built with `netlink-packet-route` and sent over a blocking
+//! `netlink-sys` socket: one request, then read until the kernel's ACK (or
+//! `NLMSG_DONE` for dumps). There is no async runtime here on purpose: a lab
+//! does a handful of requests and the oracle none on its hot path
+//! (docs/decisions/0020-netlink-and-syscall-crates.md).
+//!
+//! An [`Rtnl`] socket acts on the network namespace it was *created* in, and
+//! keeps doing so from whatever thread later uses it.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
+    NLM_F_REPLACE, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
+use netlink_packet_route::route::RouteType;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::error::{Error, Result};
+
+/// Largest value the kernel accepts for `gro_max_size` / `gro_ipv4_max_size`
+/// (`GRO_MAX_SIZE` = 8 × 65535, `include/linux/netdevice.h`).
+pub const GRO_MAX_SIZE: u32 = 8 * 65535;
+
+/// Default of both GRO size knobs (`GRO_LEGACY_MAX_SIZE`).
+pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
+
+/// The parts of a link's state the lab cares about, as read by `RTM_GETLINK`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinkState {
+    /// Interface index.
+    pub index: u32,
+    /// Interface name.
+    pub name: String,
+    /// `IFF_UP` is set.
+    pub up: bool,
+    /// MTU in bytes.
+    pub mtu: u32,
+    /// Link-layer address (6 bytes for Ethernet).
+    pub mac: Vec<u8>,
+    /// `IFLA_GRO_MAX_SIZE` (IPv6 and non-IP limit).
+    pub gro_max_size: Option<u32>,
+    /// `IFLA_GRO_IPV4_MAX_SIZE` (IPv4 limit, 6.3+).
+    pub gro_ipv4_max_size: Option<u32>,
+    /// `IFLA_GSO_MAX_SIZE`.
+    pub gso_max_size: Option<u32>,
+    /// `IFLA_GSO_IPV4_MAX_SIZE`.
+    pub gso_ipv4_max_size: Option<u32>,
+    /// `IFLA_TSO_MAX_SIZE` (read-only, set by the driver).
+    pub tso_max_size: Option<u32>,
+    /// `IFLA_INFO_KIND`, e.g. `"tun"`, `"veth"`, `"vxlan"`.
+    pub kind: Option<String>,
+}
+
+/// Parameters of a VXLAN device (`ip link add NAME type vxlan ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VxlanParams {
+    /// VXLAN Network Identifier (24 bits).
+    pub vni: u32,
+    /// UDP destination port the device listens on (4789 is the IANA port).
+    pub port: u16,
+    /// Local IPv4 address to bind to, if any.
+    pub local: Option<Ipv4Addr>,
+    /// Lower device index (`dev`), if any.
+    pub link: Option<u32>,
+}
+
+/// A blocking rtnetlink socket bound to one network namespace.
+#[derive(Debug)]
+pub struct Rtnl {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl Rtnl {
+    /// Opens a socket in the *calling thread's* network namespace.
+    pub fn open() -> Result<Self> {
+        let mut sock =
+            Socket::new(NETLINK_ROUTE).map_err(|e| Error::sys("socket(NETLINK_ROUTE)", e))?;
+        sock.bind_auto()
+            .map_err(|e| Error::sys("bind(NETLINK_ROUTE)", e))?;
+        // Extended ACKs make the kernel's refusal reasons (e.g. "too big
+        // gro_max_size") part of the error; failure to enable them is harmless.
+        let _ = sock.set_ext_ack(true);
+        Ok(Rtnl {
+            sock,
+            seq: 0,
+            buf: Vec::with_capacity(256 * 1024),
+        })
+    }
+
+    /// Sends one request and collects every inner message of the reply until
+    /// the final ACK or `NLMSG_DONE`.
+    fn request(
+        &mut self,
+        op: &str,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        header.sequence_number = seq;
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+        packet.finalize();
+        let mut out = vec![0u8; packet.buffer_len()];
+        packet.serialize(&mut out);
+        let kernel = SocketAddr::new(0, 0);
+        self.sock
+            .send_to(&out, &kernel, 0)
+            .map_err(|e| Error::Netlink {
+                op: op.to_string(),
+                source: e,
+            })?;
+
+        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
+        let mut replies = Vec::new();
+        loop {
+            self.buf.clear();
+            let (len, _) = self
+                .sock
+                .recv_from(&mut self.buf, 0)
+                .map_err(|e| Error::Netlink {
+                    op: op.to_string(),
+                    source: e,
+                })?;
+            let mut offset = 0;
+            while offset < len {
+                let bytes = &self.buf[offset..len];
+                let reply =
+                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).map_err(|e| {
+                        Error::NetlinkReply {
+                            op: op.to_string(),
+                            detail: e.to_string(),
+                        }
+                    })?;
+                let step = reply.header.length as usize;
+                if step == 0 {
+                    return Err(Error::NetlinkReply {
+                        op: op.to_string(),
+                        detail: "zero-length netlink message".into(),
+                    });
+                }
+                offset += (step + 3) & !3;
+                if reply.header.sequence_number != seq {
+                    // A reply to an earlier request (cannot happen with
+                    // strictly sequential use, but never mix them up).
+                    continue;
+                }
+                match reply.payload {
+                    NetlinkPayload::Error(err) => {
+                        return match err.code {
+                            None => Ok(replies),
+                            Some(code) => Err(Error::Netlink {
+                                op: op.to_string(),
+                                source: io::Error::from_raw_os_error(-code.get()),
+                            }),
+                        };
+                    }
+                    NetlinkPayload::Done(_) => return Ok(replies),
+                    NetlinkPayload::InnerMessage(inner) => {
+                        replies.push(inner);
+                        if !dump && flags & NLM_F_ACK == 0 {
+                            return Ok(replies);
+                        }
+                    }
+                    NetlinkPayload::Noop | NetlinkPayload::Overrun(_) => {}
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn ack(&mut self, op: &str, msg: RouteNetlinkMessage, flags: u16) -> Result<()> {
+        self.request(op, msg, NLM_F_ACK | flags).map(|_| ())
+    }
+
+    /// Returns the state of the link called `name`.
+    pub fn link_by_name(&mut self, name: &str) -> Result<LinkState> {
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        let op = format!("RTM_GETLINK {name}");
+        let replies = match self.request(&op, RouteNetlinkMessage::GetLink(msg), 0) {
+            Err(Error::Netlink { source, .. }) if source.raw_os_error() == Some(libc::ENODEV) => {
+                return Err(Error::NoDevice(name.to_string()))
+            }
+            other => other?,
+        };
+        first_link(&op, replies)
+    }
+
+    /// Returns the state of the link with index `index`.
+    pub fn link(&mut self, index: u32) -> Result<LinkState> {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        let op = format!("RTM_GETLINK ifindex {index}");
+        let replies = self.request(&op, RouteNetlinkMessage::GetLink(msg), 0)?;
+        first_link(&op, replies)
+    }
+
+    /// Lists every link in the namespace.
+    pub fn links(&mut self) -> Result<Vec<LinkState>> {
+        let replies = self.request(
+            "RTM_GETLINK dump",
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            NLM_F_DUMP,
+        )?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(link_state(&l)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn set_link(&mut self, op: &str, index: u32, f: impl FnOnce(&mut LinkMessage)) -> Result<()> {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        f(&mut msg);
+        self.ack(op, RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
+    /// Sets `IFF_UP` (or clears it).
+    pub fn set_up(&mut self, index: u32, up: bool) -> Result<()> {
+        let op = format!(
+            "RTM_SETLINK ifindex {index} {}",
+            if up { "up" } else { "down" }
+        );
+        self.set_link(&op, index, |m| {
+            m.header.change_mask = LinkFlags::Up;
+            if up {
+                m.header.flags = LinkFlags::Up;
+            }
+        })
+    }
+
+    /// Sets the link-layer address.
+    pub fn set_mac(&mut self, index: u32, mac: [u8; 6]) -> Result<()> {
+        let op = format!("RTM_SETLINK ifindex {index} address {}", fmt_mac(mac));
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::Address(mac.to_vec()))
+        })
+    }
+
+    /// Sets the MTU.
+    pub fn set_mtu(&mut self, index: u32, mtu: u32) -> Result<()> {
+        let op = format!("RTM_SETLINK ifindex {index} mtu {mtu}");
+        self.set_link(&op, index, |m| m.attributes.push(LinkAttribute::Mtu(mtu)))
+    }
+
+    /// Sets `gro_max_size` (`IFLA_GRO_MAX_SIZE`, the IPv6 and non-IP limit).
+    ///
+    /// Kernel coupling rule (`netif_set_gro_max_size`): a value ≤ 65536 also
+    /// overwrites `gro_ipv4_max_size`. Use [`Rtnl::set_gro_sizes`] to set both
+    /// in the right order.
+    pub fn set_gro_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gro_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gro_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GroMaxSize(size))
+        })
+    }
+
+    /// Sets `gro_ipv4_max_size` (`IFLA_GRO_IPV4_MAX_SIZE`, 6.3+).
+    pub fn set_gro_ipv4_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gro_ipv4_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gro_ipv4_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GroIpv4MaxSize(size))
+        })
+    }
+
+    /// Sets both GRO size knobs, IPv6 first (its coupling rule would otherwise
+    /// overwrite the IPv4 value), then reads them back and fails on mismatch.
+    pub fn set_gro_sizes(
+        &mut self,
+        index: u32,
+        gro_max_size: u32,
+        gro_ipv4_max_size: u32,
+    ) -> Result<()> {
+        self.set_gro_max_size(index, gro_max_size)?;
+        self.set_gro_ipv4_max_size(index, gro_ipv4_max_size)?;
+        let state = self.link(index)?;
+        let name = state.name.clone();
+        for (knob, wanted, actual) in [
+            ("gro_max_size", gro_max_size, state.gro_max_size),
+            (
+                "gro_ipv4_max_size",
+                gro_ipv4_max_size,
+                state.gro_ipv4_max_size,
+            ),
+        ] {
+            if actual != Some(wanted) {
+                return Err(Error::KnobMismatch {
+                    knob: format!("{knob} of {name}"),
+                    wanted: u64::from(wanted),
+                    actual: actual.map_or(0, u64::from),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds an address. IPv6 addresses get `nodad` so they are usable at once
+    /// and the kernel sends no Duplicate Address Detection probes.
+    pub fn add_address(&mut self, index: u32, addr: IpAddr, prefix_len: u8) -> Result<()> {
+        let mut msg = AddressMessage::default();
+        msg.header.index = index;
+        msg.header.prefix_len = prefix_len;
+        match addr {
+            IpAddr::V4(_) => {
+                msg.header.family = AddressFamily::Inet;
+                msg.attributes.push(AddressAttribute::Local(addr));
+                msg.attributes.push(AddressAttribute::Address(addr));
+            }
+            IpAddr::V6(_) => {
+                msg.header.family = AddressFamily::Inet6;
+                msg.attributes.push(AddressAttribute::Address(addr));
+                msg.attributes
+                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            }
+        }
+        let op = format!("RTM_NEWADDR {addr}/{prefix_len} ifindex {index}");
+        self.ack(
+            &op,
+            RouteNetlinkMessage::NewAddress(msg),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+    }
+
+    /// Adds (or replaces) a permanent neighbour entry, so the kernel can
+    /// answer `ip` without ARP or Neighbour Discovery traffic.
+    pub fn add_neighbour(&mut self, index: u32, ip: IpAddr, mac: [u8; 6]) -> Result<()> {
+        let mut msg = NeighbourMessage::default();
+        msg.header.ifindex = index;
+        msg.header.state = NeighbourState::Permanent;
+        msg.header.kind = RouteType::Unicast;
+        let dst = match ip {
+            IpAddr::V4(v4) => {
+                msg.header.family = AddressFamily::Inet;
+                NeighbourAddress::Inet(v4)
+            }
+            IpAddr::V6(v6) => {
+                msg.header.family = AddressFamily::Inet6;
+                NeighbourAddress::Inet6(v6)
+            }
+        };
+        msg.attributes.push(NeighbourAttribute::Destination(dst));
+        msg.attributes
+            .push(NeighbourAttribute::LinkLayerAddress(mac.to_vec()));
+        let op = format!("RTM_NEWNEIGH {ip} lladdr {} ifindex {index}", fmt_mac(mac));
+        self.ack(
+            &op,
+            RouteNetlinkMessage::NewNeighbour(msg),
+            NLM_F_CREATE | NLM_F_REPLACE,
+        )
+    }
+
+    fn new_link(&mut self, op: &str, name: &str, infos: Vec<LinkInfo>) -> Result<()> {
+        check_ifname(name)?;
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        msg.attributes.push(LinkAttribute::LinkInfo(infos));
+        self.ack(
+            op,
+            RouteNetlinkMessage::NewLink(msg),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+    }
+
+    /// Creates a veth pair `name` <-> `peer` in this namespace.
+    pub fn create_veth(&mut self, name: &str, peer: &str) -> Result<()> {
+        check_ifname(peer)?;
+        let mut peer_msg = LinkMessage::default();
+        peer_msg
+            .attributes
+            .push(LinkAttribute::IfName(peer.to_string()));
+        let op = format!("RTM_NEWLINK {name} type veth peer {peer}");
+        self.new_link(
+            &op,
+            name,
+            vec![
+                LinkInfo::Kind(InfoKind::Veth),
+                LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer_msg))),
+            ],
+        )
+    }
+
+    /// Creates a VXLAN device. Bring it up to make the kernel open its UDP
+    /// socket (only then does GRO look inside VXLAN packets on that port).
+    pub fn create_vxlan(&mut self, name: &str, params: &VxlanParams) -> Result<()> {
+        if params.vni >= 1 << 24 {
+            return Err(Error::OutOfRange {
+                knob: "vxlan vni",
+                value: u64::from(params.vni),
+                range: "0..16777216",
+            });
+        }
+        let mut data = vec![InfoVxlan::Id(params.vni), InfoVxlan::Port(params.port)];
+        if let Some(local) = params.local {
+            data.push(InfoVxlan::Local(local));
+        }
+        if let Some(link) = params.link {
+            data.push(InfoVxlan::Link(link));
+        }
+        let op = format!(
+            "RTM_NEWLINK {name} type vxlan id {} dstport {}",
+            params.vni, params.port
+        );
+        self.new_link(
+            &op,
+            name,
+            vec![
+                LinkInfo::Kind(InfoKind::Vxlan),
+                LinkInfo::Data(InfoData::Vxlan(data)),
+            ],
+        )
+    }
+
+    /// Deletes a link.
+    pub fn delete_link(&mut self, index: u32) -> Result<()> {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        let op = format!("RTM_DELLINK ifindex {index}");
+        self.ack(&op, RouteNetlinkMessage::DelLink(msg), 0)
+    }
+
+    /// Assigns a namespace id (in *this* socket's namespace) to the namespace
+    /// behind `ns_fd`; `None` lets the kernel choose. Namespace ids vanish
+    /// when the namespace they name is destroyed, which makes them a witness
+    /// of namespace teardown.
+    pub fn assign_nsid(
+        &mut self,
+        ns_fd: std::os::fd::BorrowedFd<'_>,
+        id: Option<i32>,
+    ) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        let raw = u32::try_from(ns_fd.as_raw_fd()).map_err(|_| Error::NetlinkReply {
+            op: "RTM_NEWNSID".into(),
+            detail: "negative fd".into(),
+        })?;
+        let mut msg = NsidMessage::default();
+        msg.header.family = AddressFamily::Unspec;
+        msg.attributes.push(NsidAttribute::Fd(raw));
+        msg.attributes.push(NsidAttribute::Id(id.unwrap_or(-1)));
+        self.ack("RTM_NEWNSID", RouteNetlinkMessage::NewNsId(msg), 0)
+    }
+
+    /// Returns the id this namespace uses for the namespace behind `ns_fd`,
+    /// if one is assigned.
+    pub fn nsid_of(&mut self, ns_fd: std::os::fd::BorrowedFd<'_>) -> Result<Option<i32>> {
+        use std::os::fd::AsRawFd;
+        let raw = u32::try_from(ns_fd.as_raw_fd()).map_err(|_| Error::NetlinkReply {
+            op: "RTM_GETNSID".into(),
+            detail: "negative fd".into(),
+        })?;
+        let mut msg = NsidMessage::default();
+        msg.header.family = AddressFamily::Unspec;
+        msg.attributes.push(NsidAttribute::Fd(raw));
+        let replies = self.request("RTM_GETNSID", RouteNetlinkMessage::GetNsId(msg), 0)?;
+        Ok(nsids(replies).into_iter().next().filter(|id| *id >= 0))
+    }
+
+    /// Lists every namespace id assigned in this namespace.
+    pub fn nsids(&mut self) -> Result<Vec<i32>> {
+        let mut msg = NsidMessage::default();
+        msg.header.family = AddressFamily::Unspec;
+        let replies = self.request(
+            "RTM_GETNSID dump",
+            RouteNetlinkMessage::GetNsId(msg),
+            NLM_F_DUMP,
+        )?;
+        Ok(nsids(replies))
+    }
+}
+
+fn nsids(replies: Vec<RouteNetlinkMessage>) -> Vec<i32> {
+    let mut out = Vec::new();
+    for r in replies {
+        if let RouteNetlinkMessage::NewNsId(m) = r {
+            for a in m.attributes {
+                if let NsidAttribute::Id(id) = a {
+                    out.push(id);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn first_link(op: &str, replies: Vec<RouteNetlinkMessage>) -> Result<LinkState> {
+    for r in replies {
+        if let RouteNetlinkMessage::NewLink(l) = r {
+            return Ok(link_state(&l));
+        }
+    }
+    Err(Error::NetlinkReply {
+        op: op.to_string(),
+        detail: "no RTM_NEWLINK in reply".into(),
+    })
+}
+
+fn link_state(l: &LinkMessage) -> LinkState {
+    let mut s = LinkState {
+        index: l.header.index,
+        up: l.header.flags.contains(LinkFlags::Up),
+        ..LinkState::default()
+    };
+    for a in &l.attributes {
+        match a {
+            LinkAttribute::IfName(n) => s.name.clone_from(n),
+            LinkAttribute::Mtu(m) => s.mtu = *m,
+            LinkAttribute::Address(mac) => s.mac.clone_from(mac),
+            LinkAttribute::GroMaxSize(v) => s.gro_max_size = Some(*v),
+            LinkAttribute::GroIpv4MaxSize(v) => s.gro_ipv4_max_size = Some(*v),
+            LinkAttribute::GsoMaxSize(v) => s.gso_max_size = Some(*v),
+            LinkAttribute::GsoIpv4MaxSize(v) => s.gso_ipv4_max_size = Some(*v),
+            LinkAttribute::TsoMaxSize(v) => s.tso_max_size = Some(*v),
+            LinkAttribute::LinkInfo(infos) => {
+                for i in infos {
+                    if let LinkInfo::Kind(k) = i {
+                        s.kind = Some(k.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+fn check_gro_size(knob: &'static str, size: u32) -> Result<()> {
+    if size == 0 || size > GRO_MAX_SIZE {
+        return Err(Error::OutOfRange {
+            knob,
+            value: u64::from(size),
+            range: "1..=524280",
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `name` is a valid interface name (1..=15 bytes, no NUL, `/`
+/// or whitespace).
+pub fn check_ifname(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() < libc::IFNAMSIZ
+        && !name
+            .bytes()
+            .any(|b| b == 0 || b == b'/' || b.is_ascii_whitespace());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadIfName(name.to_string()))
+    }
+}
+
+/// Formats a MAC address as `aa:bb:cc:dd:ee:ff`.
+pub fn fmt_mac(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
