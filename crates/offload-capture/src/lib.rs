@@ -1,1 +1,61 @@
-//! offload-capture: placeholder, filled in by its own change.
+//! offload-capture: streaming pcap and pcapng reading and writing.
+//!
+//! The capture tools (`offload gro`, `offload gso`, `offload analyze`) stream
+//! captures through the GRO/GSO engine with this crate. It is built for files
+//! larger than memory and for BIG TCP super-packets:
+//!
+//! * [`CaptureReader`] reads pcap (microsecond and nanosecond magic, either byte
+//!   order) and pcapng (sections of either byte order, several interfaces each
+//!   with its own link type, `if_tsresol` including power-of-2 resolutions, and
+//!   `if_tsoffset`; Enhanced, Simple and obsolete Packet blocks; other blocks
+//!   skipped). It keeps one reusable buffer and returns zero-copy [`Frame`]s:
+//!   no allocation per frame, constant memory.
+//! * [`CaptureWriter`] writes pcap or pcapng (chosen from the extension with
+//!   [`CaptureFormat::from_path`]) with nanosecond timestamps and frames up to
+//!   [`MAX_FRAME_LEN`], lossless by default; see [`Oversize`] for files that
+//!   tshark must read (it stops at frames above [`WIRESHARK_MAX_CAPLEN`]).
+//! * Every problem is a [`CaptureError`] naming the file, the frame number
+//!   (1-based, as Wireshark numbers frames), the byte offset, the structure and
+//!   field, and an [`ErrorKind`] with the numbers. The reader returns every good
+//!   frame before the bad one, never panics, and never allocates on a length it
+//!   has not checked.
+//!
+//! ```
+//! use offload_capture::{CaptureFormat, CaptureReader, CaptureWriter, FrameMeta, LinkType};
+//!
+//! // Write two frames to an in-memory pcapng, then read them back.
+//! let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+//! struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+//! impl std::io::Write for Shared {
+//!     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().write(b) }
+//!     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+//! }
+//! let mut w = CaptureWriter::from_writer(Shared(out.clone()), "mem.pcapng", CaptureFormat::PcapNg)?;
+//! w.write_frame(&FrameMeta::new(1_000_000_007, LinkType::RAW, 20), &[0x45; 20])?;
+//! w.write_frame(&FrameMeta::new(2_000_000_000, LinkType::ETHERNET, 60), &[0; 60])?;
+//! w.finish()?;
+//!
+//! let bytes = out.lock().unwrap().clone();
+//! let mut r = CaptureReader::from_reader(std::io::Cursor::new(bytes), "mem.pcapng")?;
+//! let f = r.next_frame()?.expect("first frame");
+//! assert_eq!((f.number, f.link_type, f.timestamp_ns, f.data.len()), (1, LinkType::RAW, 1_000_000_007, 20));
+//! let f = r.next_frame()?.expect("second frame");
+//! assert_eq!((f.interface, f.link_type), (1, LinkType::ETHERNET));
+//! assert!(r.next_frame()?.is_none());
+//! # Ok::<(), offload_capture::CaptureError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod buffer;
+mod error;
+mod format;
+mod linktype;
+mod reader;
+mod writer;
+
+pub use error::{CaptureError, ErrorKind};
+pub use format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
+pub use linktype::LinkType;
+pub use reader::{CaptureReader, Frame, Interface, TsResolution};
+pub use writer::{CaptureWriter, FrameMeta, InterfaceDesc, Oversize, WriterStats};

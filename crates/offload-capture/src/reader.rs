@@ -1,0 +1,1067 @@
+//! Streaming pcap/pcapng reader: one reusable buffer, zero-copy frames.
+//!
+//! [`CaptureReader::next_frame`] returns a [`Frame`] that borrows the reader's
+//! buffer, so the per-frame path does no allocation and no copy beyond the one
+//! `read` into the buffer. Memory stays constant whatever the file size: the
+//! buffer holds 1 MiB, and grows only for a single record larger than that
+//! (up to [`MAX_FRAME_LEN`](crate::MAX_FRAME_LEN) plus the record header).
+//!
+//! Validation happens before anything is buffered: a length field is checked
+//! against the format's minimum, against [`MAX_FRAME_LEN`](crate::MAX_FRAME_LEN),
+//! against the snapshot length and, when the file size is known (files opened by
+//! path), against the bytes left in the file. The first bad record ends the
+//! stream with a [`CaptureError`]; every frame before it has been returned. After
+//! an error (or the end of input) `next_frame` keeps returning `Ok(None)`.
+//!
+//! Frame numbers are 1-based and count what tshark 4.0 counts as frames: in
+//! pcapng that is Enhanced, Simple and obsolete Packet blocks, and also systemd
+//! Journal Export blocks and Custom blocks, which this reader skips (so the
+//! numbers it returns can have gaps, and stay equal to Wireshark's).
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use crate::buffer::{ReadBuf, DEFAULT_CAPACITY};
+use crate::error::{CaptureError, ErrorKind};
+use crate::format::{u16_at, u32_at, u64_at, CaptureFormat, Endian, MAX_BLOCK_LEN, MAX_FRAME_LEN};
+use crate::LinkType;
+
+/// One captured frame, borrowed from the reader's buffer until the next call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// 1-based frame number, as Wireshark numbers it.
+    pub number: u64,
+    /// Index into [`CaptureReader::interfaces`] (0 for pcap). In pcapng this is
+    /// global across sections: the n-th Interface Description Block of the file.
+    pub interface: u32,
+    /// Link type of the frame's interface.
+    pub link_type: LinkType,
+    /// Nanoseconds since 1970-01-01 UTC, `if_tsoffset` applied. Simple Packet
+    /// Blocks carry no time and give 0.
+    pub timestamp_ns: i64,
+    /// Length of the frame on the wire; larger than `data.len()` when the
+    /// capture truncated it to the snapshot length.
+    pub orig_len: u32,
+    /// Captured bytes, starting with the link-layer header.
+    pub data: &'a [u8],
+    /// Byte offset of the frame's record (pcap) or block (pcapng) in the file.
+    pub offset: u64,
+}
+
+impl Frame<'_> {
+    /// Captured length (`data.len()`).
+    #[inline]
+    pub fn caplen(&self) -> u32 {
+        // data.len() <= MAX_FRAME_LEN, checked when read.
+        u32::try_from(self.data.len()).unwrap_or(u32::MAX)
+    }
+
+    /// True when fewer bytes were captured than were on the wire (snaplen cut).
+    #[inline]
+    pub fn is_truncated(&self) -> bool {
+        (self.data.len() as u64) < u64::from(self.orig_len)
+    }
+}
+
+/// The `if_tsresol` byte of a pcapng interface: `0..=127` means units of
+/// 10^-n s, `0x80 | n` means units of 2^-n s. pcap files give 6 or 9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TsResolution(pub u8);
+
+impl TsResolution {
+    /// Microseconds, the pcapng default and classic pcap.
+    pub const MICRO: TsResolution = TsResolution(6);
+    /// Nanoseconds.
+    pub const NANO: TsResolution = TsResolution(9);
+
+    /// Number of timestamp units per second, `None` when it does not fit in a
+    /// `u128` (an exponent above 38 for decimal or 127 for binary).
+    pub fn units_per_second(self) -> Option<u128> {
+        let n = u32::from(self.0 & 0x7f);
+        if self.0 & 0x80 != 0 {
+            1u128.checked_shl(n).filter(|_| n < 128)
+        } else {
+            10u128.checked_pow(n)
+        }
+    }
+}
+
+/// An interface of the capture (pcap files have exactly one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Link type of its frames.
+    pub link_type: LinkType,
+    /// Snapshot length, 0 meaning "no limit" (pcapng).
+    pub snaplen: u32,
+    /// Timestamp resolution of its frames in the file.
+    pub ts_resolution: TsResolution,
+    /// `if_tsoffset`: seconds added to every timestamp.
+    pub ts_offset_s: i64,
+    /// `if_name`, when the file gives one.
+    pub name: Option<String>,
+    /// `if_fcslen` (pcapng) or the FCS length bits of the pcap link type field.
+    pub fcs_len: Option<u8>,
+    /// 0-based pcapng section the interface belongs to (0 for pcap).
+    pub section: u32,
+}
+
+/// Converts raw timestamp units of one interface to nanoseconds.
+#[derive(Clone, Copy, Debug)]
+struct TsConv {
+    /// Nanoseconds per unit when that is an integer, else 0 (use `per_second`).
+    mul: u64,
+    /// Units per second, for resolutions finer than a nanosecond or not dividing it.
+    per_second: u128,
+    /// `if_tsoffset` in nanoseconds.
+    offset_ns: i128,
+}
+
+impl TsConv {
+    fn new(res: TsResolution, offset_s: i64) -> Option<TsConv> {
+        let per_second = res.units_per_second()?;
+        let mul = if 1_000_000_000 % per_second == 0 {
+            (1_000_000_000 / per_second) as u64
+        } else {
+            0
+        };
+        Some(TsConv {
+            mul,
+            per_second,
+            offset_ns: i128::from(offset_s) * 1_000_000_000,
+        })
+    }
+
+    #[inline]
+    fn to_ns(self, units: u64) -> Result<i64, i128> {
+        if self.mul != 0 && self.offset_ns == 0 {
+            if let Some(v) = units.checked_mul(self.mul) {
+                if let Ok(v) = i64::try_from(v) {
+                    return Ok(v);
+                }
+            }
+        }
+        self.to_ns_slow(units)
+    }
+
+    #[cold]
+    fn to_ns_slow(self, units: u64) -> Result<i64, i128> {
+        // units < 2^64 and 10^9 < 2^30: the product fits in u128.
+        let ns = (u128::from(units) * 1_000_000_000) / self.per_second;
+        // ns < 2^94 fits i128, as does the sum with an offset below 2^94.
+        let t = ns as i128 + self.offset_ns;
+        i64::try_from(t).map_err(|_| i128::from(units))
+    }
+}
+
+/// What the per-frame path needs to know about an interface.
+#[derive(Clone, Copy, Debug)]
+struct IfFast {
+    link_type: LinkType,
+    snaplen: u32,
+    conv: TsConv,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PcapState {
+    order: Endian,
+    nanos: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct NgSection {
+    order: Endian,
+    /// Index in `interfaces` of the section's interface 0.
+    first_iface: u32,
+    /// Interfaces the section declared so far.
+    count: u32,
+    /// 0-based section number.
+    index: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    Pcap(PcapState),
+    PcapNg(NgSection),
+}
+
+const SHB: u32 = 0x0A0D_0D0A;
+const IDB: u32 = 1;
+const PB: u32 = 2;
+const SPB: u32 = 3;
+const EPB: u32 = 6;
+const JEB: u32 = 9;
+const CB_COPY: u32 = 0x0000_0BAD;
+const CB_NOCOPY: u32 = 0x4000_0BAD;
+const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
+
+/// Streaming reader of pcap and pcapng captures. See the module documentation.
+#[derive(Debug)]
+pub struct CaptureReader {
+    buf: ReadBuf,
+    name: String,
+    file_len: Option<u64>,
+    format: CaptureFormat,
+    state: State,
+    interfaces: Vec<Interface>,
+    fast: Vec<IfFast>,
+    /// Number of the last frame counted (Wireshark numbering).
+    number: u64,
+    check_snaplen: bool,
+    done: bool,
+}
+
+/// Location of the structure an error is about.
+#[derive(Clone, Copy)]
+struct At {
+    frame: Option<u64>,
+    offset: u64,
+    structure: &'static str,
+}
+
+impl CaptureReader {
+    /// Opens a capture file; the format is recognised by its magic number, not
+    /// by its name. Reads the file header (and the first pcapng section header).
+    pub fn open(path: impl AsRef<Path>) -> Result<CaptureReader, CaptureError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let io_err = |e, field| CaptureError {
+            file: name.clone(),
+            frame: None,
+            last_frame: 0,
+            offset: 0,
+            structure: "file",
+            field,
+            kind: ErrorKind::Io(e),
+        };
+        let f = File::open(path).map_err(|e| io_err(e, "open"))?;
+        let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
+        // Only a regular file has a size we can trust for "remaining bytes" checks.
+        let len = meta.is_file().then(|| meta.len());
+        CaptureReader::build(Box::new(f), name, len)
+    }
+
+    /// Reads a capture from any byte stream (a pipe, stdin, a decompressor);
+    /// `name` is used in error messages. Reads the file header now.
+    pub fn from_reader(
+        src: impl Read + Send + 'static,
+        name: impl Into<String>,
+    ) -> Result<CaptureReader, CaptureError> {
+        CaptureReader::build(Box::new(src), name.into(), None)
+    }
+
+    fn build(
+        src: Box<dyn Read + Send>,
+        name: String,
+        file_len: Option<u64>,
+    ) -> Result<CaptureReader, CaptureError> {
+        let mut r = CaptureReader {
+            buf: ReadBuf::new(src, DEFAULT_CAPACITY),
+            name,
+            file_len,
+            format: CaptureFormat::Pcap,
+            state: State::Pcap(PcapState {
+                order: Endian::Little,
+                nanos: false,
+            }),
+            interfaces: Vec::new(),
+            fast: Vec::new(),
+            number: 0,
+            check_snaplen: true,
+            done: false,
+        };
+        let at = At {
+            frame: None,
+            offset: 0,
+            structure: "file header",
+        };
+        let have = r.fill(4, at, "magic")?;
+        if have < 4 {
+            return Err(r.err(
+                at,
+                "magic",
+                ErrorKind::Truncated {
+                    needed: 4,
+                    available: have as u64,
+                },
+            ));
+        }
+        let magic = u32_at(r.buf.data(), 0, Endian::Big);
+        if magic == SHB {
+            r.format = CaptureFormat::PcapNg;
+            r.state = State::PcapNg(NgSection {
+                order: Endian::Little,
+                first_iface: 0,
+                count: 0,
+                index: 0,
+            });
+            r.read_shb(true)?;
+        } else {
+            r.read_pcap_header()?;
+        }
+        Ok(r)
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> CaptureFormat {
+        self.format
+    }
+
+    /// The name used in error messages (the path for files).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes consumed so far (the offset of the next record), for progress bars.
+    pub fn bytes_read(&self) -> u64 {
+        self.buf.offset()
+    }
+
+    /// Size of the file when known (files opened by path), for progress bars.
+    pub fn file_len(&self) -> Option<u64> {
+        self.file_len
+    }
+
+    /// Interfaces declared so far (pcapng declares them as the file goes on;
+    /// a frame's `interface` is always an index into this slice).
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Number of the last frame read (Wireshark numbering), 0 before the first.
+    pub fn last_frame_number(&self) -> u64 {
+        self.number
+    }
+
+    /// Whether a captured length above the snapshot length is an error (the
+    /// default, `true`). Wireshark and libpcap tolerate such records in pcap
+    /// files; turn the check off to read files from writers that lie about
+    /// their snapshot length. A snapshot length of 0 never limits.
+    pub fn set_snaplen_check(&mut self, on: bool) {
+        self.check_snaplen = on;
+    }
+
+    /// The next frame, `Ok(None)` at the end of the capture. The frame borrows
+    /// the reader's buffer. On error the reader stops: later calls give `Ok(None)`.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        if self.done {
+            return Ok(None);
+        }
+        // Stop pessimistically: only a successfully returned frame clears the
+        // flag (inside the parsers, because the returned frame keeps `self`
+        // borrowed, so nothing can be done here after the call).
+        self.done = true;
+        match self.state {
+            State::Pcap(p) => self.next_pcap(p),
+            State::PcapNg(_) => self.next_pcapng(),
+        }
+    }
+
+    // ----- helpers -----
+
+    fn err(&self, at: At, field: &'static str, kind: ErrorKind) -> CaptureError {
+        CaptureError {
+            file: self.name.clone(),
+            frame: at.frame,
+            last_frame: self.number,
+            offset: at.offset,
+            structure: at.structure,
+            field,
+            kind,
+        }
+    }
+
+    /// `fill` with I/O errors turned into a located error.
+    #[inline]
+    fn fill(&mut self, n: usize, at: At, field: &'static str) -> Result<usize, CaptureError> {
+        match self.buf.fill(n) {
+            Ok(k) => Ok(k),
+            Err(e) => Err(self.err(at, field, ErrorKind::Io(e))),
+        }
+    }
+
+    /// Fills `n` bytes or reports the structure as truncated.
+    #[inline]
+    fn need(&mut self, n: usize, at: At, field: &'static str) -> Result<(), CaptureError> {
+        let have = self.fill(n, at, field)?;
+        if have < n {
+            return Err(self.err(
+                at,
+                field,
+                ErrorKind::Truncated {
+                    needed: n as u64,
+                    available: have as u64,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of the file after `pos`, when the size is known.
+    #[inline]
+    fn remaining_after(&self, pos: u64) -> Option<u64> {
+        self.file_len.map(|l| l.saturating_sub(pos))
+    }
+
+    // ----- pcap -----
+
+    fn read_pcap_header(&mut self) -> Result<(), CaptureError> {
+        let at = At {
+            frame: None,
+            offset: 0,
+            structure: "file header",
+        };
+        let magic_le = u32_at(self.buf.data(), 0, Endian::Little);
+        let (order, nanos) = match magic_le {
+            0xA1B2_C3D4 => (Endian::Little, false),
+            0xA1B2_3C4D => (Endian::Little, true),
+            0xD4C3_B2A1 => (Endian::Big, false),
+            0x4D3C_B2A1 => (Endian::Big, true),
+            _ => {
+                let magic = u32_at(self.buf.data(), 0, Endian::Big);
+                return Err(self.err(at, "magic", ErrorKind::UnknownMagic { magic }));
+            }
+        };
+        self.need(24, at, "header")?;
+        let h = self.buf.data();
+        let major = u16_at(h, 4, order);
+        let minor = u16_at(h, 6, order);
+        let snaplen = u32_at(h, 16, order);
+        let lt_field = u32_at(h, 20, order);
+        if major != 2 {
+            return Err(self.err(
+                at,
+                "version",
+                ErrorKind::UnsupportedVersion { major, minor },
+            ));
+        }
+        // Bits 26..31 carry the FCS length (draft-ietf-opsawg-pcap, libpcap's
+        // LT_FCS_LENGTH); the link type proper is the low 26 bits.
+        let link_type = LinkType(lt_field & 0x03FF_FFFF);
+        let fcs_len = (lt_field & 0x0400_0000 != 0).then(|| ((lt_field >> 28) as u8) * 2);
+        let res = if nanos {
+            TsResolution::NANO
+        } else {
+            TsResolution::MICRO
+        };
+        self.interfaces.push(Interface {
+            link_type,
+            snaplen,
+            ts_resolution: res,
+            ts_offset_s: 0,
+            name: None,
+            fcs_len,
+            section: 0,
+        });
+        // Unwrap-free: MICRO and NANO always convert.
+        let conv = TsConv {
+            mul: if nanos { 1 } else { 1000 },
+            per_second: 0,
+            offset_ns: 0,
+        };
+        let conv = TsConv {
+            per_second: res.units_per_second().unwrap_or(1_000_000),
+            ..conv
+        };
+        self.fast.push(IfFast {
+            link_type,
+            snaplen,
+            conv,
+        });
+        self.buf.consume(24);
+        self.state = State::Pcap(PcapState { order, nanos });
+        Ok(())
+    }
+
+    #[inline]
+    fn next_pcap(&mut self, p: PcapState) -> Result<Option<Frame<'_>>, CaptureError> {
+        let offset = self.buf.offset();
+        let number = self.number + 1;
+        let at = At {
+            frame: Some(number),
+            offset,
+            structure: "record header",
+        };
+        let have = self.fill(16, at, "header")?;
+        if have == 0 {
+            return Ok(None);
+        }
+        if have < 16 {
+            return Err(self.err(
+                at,
+                "header",
+                ErrorKind::Truncated {
+                    needed: 16,
+                    available: have as u64,
+                },
+            ));
+        }
+        let h = self.buf.data();
+        let ts_sec = u32_at(h, 0, p.order);
+        let ts_frac = u32_at(h, 4, p.order);
+        let caplen = u32_at(h, 8, p.order);
+        let orig_len = u32_at(h, 12, p.order);
+        let iface = self.fast.first().copied();
+        let (link_type, snaplen) =
+            iface.map_or((LinkType::ETHERNET, 0), |i| (i.link_type, i.snaplen));
+        if caplen > MAX_FRAME_LEN {
+            return Err(self.err(
+                at,
+                "caplen",
+                ErrorKind::TooLarge {
+                    value: caplen.into(),
+                    max: MAX_FRAME_LEN.into(),
+                },
+            ));
+        }
+        if let Some(rem) = self.remaining_after(offset + 16) {
+            if u64::from(caplen) > rem {
+                return Err(self.err(
+                    at,
+                    "caplen",
+                    ErrorKind::ExceedsRemaining {
+                        value: caplen.into(),
+                        remaining: rem,
+                    },
+                ));
+            }
+        }
+        if self.check_snaplen && snaplen != 0 && caplen > snaplen {
+            return Err(self.err(
+                at,
+                "caplen",
+                ErrorKind::ExceedsSnaplen {
+                    value: caplen.into(),
+                    snaplen,
+                },
+            ));
+        }
+        let total = 16 + caplen as usize;
+        let have = self.fill(total, at, "packet data")?;
+        if have < total {
+            let at = At {
+                structure: "record",
+                ..at
+            };
+            return Err(self.err(
+                at,
+                "packet data",
+                ErrorKind::Truncated {
+                    needed: caplen.into(),
+                    available: (have - 16) as u64,
+                },
+            ));
+        }
+        // u32 seconds * 1e9 + u32 fraction * 1000 < 4.3e18 + 4.3e12 < i64::MAX.
+        let frac_ns = if p.nanos {
+            i64::from(ts_frac)
+        } else {
+            i64::from(ts_frac) * 1000
+        };
+        let timestamp_ns = i64::from(ts_sec) * 1_000_000_000 + frac_ns;
+        self.number = number;
+        self.done = false;
+        let rec = self.buf.take(total);
+        Ok(Some(Frame {
+            number,
+            interface: 0,
+            link_type,
+            timestamp_ns,
+            orig_len,
+            data: rec.get(16..).unwrap_or(&[]),
+            offset,
+        }))
+    }
+
+    // ----- pcapng -----
+
+    fn section(&self) -> NgSection {
+        match self.state {
+            State::PcapNg(s) => s,
+            State::Pcap(_) => NgSection {
+                order: Endian::Little,
+                first_iface: 0,
+                count: 0,
+                index: 0,
+            },
+        }
+    }
+
+    /// Checks a block length read at `offset` for a block that will be buffered whole.
+    fn check_block_len(&self, at: At, len: u32, min: u32, max: u32) -> Result<(), CaptureError> {
+        const F: &str = "block_total_length";
+        if len < min {
+            return Err(self.err(
+                at,
+                F,
+                ErrorKind::TooSmall {
+                    value: len.into(),
+                    min: min.into(),
+                },
+            ));
+        }
+        if len % 4 != 0 {
+            return Err(self.err(at, F, ErrorKind::NotMultipleOf4 { value: len.into() }));
+        }
+        if let Some(rem) = self.remaining_after(at.offset) {
+            if u64::from(len) > rem {
+                return Err(self.err(
+                    at,
+                    F,
+                    ErrorKind::ExceedsRemaining {
+                        value: len.into(),
+                        remaining: rem,
+                    },
+                ));
+            }
+        }
+        if len > max {
+            return Err(self.err(
+                at,
+                F,
+                ErrorKind::TooLarge {
+                    value: len.into(),
+                    max: max.into(),
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Buffers a whole block of `len` bytes (already checked) and verifies its
+    /// trailing length.
+    fn load_block(&mut self, at: At, len: u32, order: Endian) -> Result<(), CaptureError> {
+        let n = len as usize;
+        let have = self.fill(n, at, "block body")?;
+        if have < n {
+            return Err(self.err(
+                at,
+                "block body",
+                ErrorKind::Truncated {
+                    needed: n as u64,
+                    available: have as u64,
+                },
+            ));
+        }
+        let trailing = u32_at(self.buf.data(), n - 4, order);
+        if trailing != len {
+            let at = At {
+                offset: at.offset + u64::from(len) - 4,
+                ..at
+            };
+            return Err(self.err(
+                at,
+                "trailing block_total_length",
+                ErrorKind::TrailingLengthMismatch {
+                    leading: len,
+                    trailing,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads a Section Header Block at the current position (its type already seen).
+    fn read_shb(&mut self, first: bool) -> Result<(), CaptureError> {
+        let offset = self.buf.offset();
+        let at = At {
+            frame: None,
+            offset,
+            structure: "section header block",
+        };
+        self.need(12, at, "byte_order_magic")?;
+        let h = self.buf.data();
+        let order = match u32_at(h, 8, Endian::Little) {
+            BYTE_ORDER_MAGIC => Endian::Little,
+            0x4D3C_2B1A => Endian::Big,
+            other => {
+                return Err(self.err(
+                    at,
+                    "byte_order_magic",
+                    ErrorKind::InvalidValue {
+                        value: other.into(),
+                        reason: "not 0x1A2B3C4D in either byte order",
+                    },
+                ));
+            }
+        };
+        let len = u32_at(h, 4, order);
+        self.check_block_len(at, len, 28, MAX_BLOCK_LEN)?;
+        self.load_block(at, len, order)?;
+        let h = self.buf.data();
+        let major = u16_at(h, 12, order);
+        let minor = u16_at(h, 14, order);
+        // 1.0 is the version everyone writes; Wireshark also reads 1.2.
+        if major != 1 || !(minor == 0 || minor == 2) {
+            return Err(self.err(
+                at,
+                "version",
+                ErrorKind::UnsupportedVersion { major, minor },
+            ));
+        }
+        let index = if first { 0 } else { self.section().index + 1 };
+        let first_iface = u32::try_from(self.interfaces.len()).unwrap_or(u32::MAX);
+        self.state = State::PcapNg(NgSection {
+            order,
+            first_iface,
+            count: 0,
+            index,
+        });
+        self.buf.consume(len as usize);
+        Ok(())
+    }
+
+    fn next_pcapng(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        loop {
+            let sec = self.section();
+            let offset = self.buf.offset();
+            let at = At {
+                frame: None,
+                offset,
+                structure: "block",
+            };
+            let have = self.fill(8, at, "block header")?;
+            if have == 0 {
+                return Ok(None);
+            }
+            if have < 8 {
+                return Err(self.err(
+                    at,
+                    "block header",
+                    ErrorKind::Truncated {
+                        needed: 8,
+                        available: have as u64,
+                    },
+                ));
+            }
+            let btype = u32_at(self.buf.data(), 0, sec.order);
+            let len = u32_at(self.buf.data(), 4, sec.order);
+            match btype {
+                EPB | PB | SPB => return self.read_packet_block(btype, len, sec),
+                SHB => self.read_shb(false)?,
+                IDB => self.read_idb(len, sec)?,
+                _ => {
+                    if matches!(btype, JEB | CB_COPY | CB_NOCOPY) {
+                        // tshark 4.0 shows these as frames; keep its numbering.
+                        self.number += 1;
+                    }
+                    self.skip_block(len, sec)?;
+                }
+            }
+        }
+    }
+
+    /// Skips a block of any size without buffering it whole.
+    fn skip_block(&mut self, len: u32, sec: NgSection) -> Result<(), CaptureError> {
+        let offset = self.buf.offset();
+        let at = At {
+            frame: None,
+            offset,
+            structure: "block",
+        };
+        // No upper bound: skipped blocks are streamed, never buffered.
+        self.check_block_len(at, len, 12, u32::MAX)?;
+        let body = u64::from(len) - 4;
+        let skipped = match self.buf.skip(body) {
+            Ok(k) => k,
+            Err(e) => return Err(self.err(at, "block body", ErrorKind::Io(e))),
+        };
+        if skipped < body {
+            return Err(self.err(
+                at,
+                "block body",
+                ErrorKind::Truncated {
+                    needed: len.into(),
+                    available: skipped,
+                },
+            ));
+        }
+        let tat = At {
+            offset: offset + body,
+            ..at
+        };
+        let have = self.fill(4, tat, "trailing block_total_length")?;
+        if have < 4 {
+            return Err(self.err(
+                at,
+                "block body",
+                ErrorKind::Truncated {
+                    needed: len.into(),
+                    available: body + have as u64,
+                },
+            ));
+        }
+        let trailing = u32_at(self.buf.data(), 0, sec.order);
+        if trailing != len {
+            return Err(self.err(
+                tat,
+                "trailing block_total_length",
+                ErrorKind::TrailingLengthMismatch {
+                    leading: len,
+                    trailing,
+                },
+            ));
+        }
+        self.buf.consume(4);
+        Ok(())
+    }
+
+    fn read_idb(&mut self, len: u32, sec: NgSection) -> Result<(), CaptureError> {
+        let offset = self.buf.offset();
+        let at = At {
+            frame: None,
+            offset,
+            structure: "interface description block",
+        };
+        let o = sec.order;
+        self.check_block_len(at, len, 20, MAX_BLOCK_LEN)?;
+        self.load_block(at, len, o)?;
+        let b = self.buf.data().get(..len as usize).unwrap_or(&[]);
+        let link_type = LinkType(u32::from(u16_at(b, 8, o)));
+        let snaplen = u32_at(b, 12, o);
+        let mut res = TsResolution::MICRO;
+        let mut ts_offset_s = 0i64;
+        let mut name = None;
+        let mut fcs_len = None;
+        // Options: code u16, length u16, value padded to 4 bytes; code 0 ends.
+        let end = len as usize - 4;
+        let mut pos = 16usize;
+        while pos + 4 <= end {
+            let code = u16_at(b, pos, o);
+            let olen = usize::from(u16_at(b, pos + 2, o));
+            if code == 0 {
+                break;
+            }
+            let vstart = pos + 4;
+            let Some(val) = b
+                .get(vstart..vstart + olen)
+                .filter(|_| vstart + olen <= end)
+            else {
+                let at = At {
+                    offset: offset + pos as u64,
+                    ..at
+                };
+                return Err(self.err(
+                    at,
+                    "option_length",
+                    ErrorKind::InvalidValue {
+                        value: olen as u64,
+                        reason: "option runs past the end of the block",
+                    },
+                ));
+            };
+            match (code, olen) {
+                (9, 1..) => res = TsResolution(val[0]),
+                (14, 8) => ts_offset_s = u64_at(val, 0, o) as i64,
+                (2, _) => name = Some(String::from_utf8_lossy(val).into_owned()),
+                (13, 1..) => fcs_len = Some(val[0]),
+                _ => {}
+            }
+            pos = vstart + olen.div_ceil(4) * 4;
+        }
+        let Some(conv) = TsConv::new(res, ts_offset_s) else {
+            return Err(self.err(
+                at,
+                "if_tsresol",
+                ErrorKind::InvalidValue {
+                    value: res.0.into(),
+                    reason: "resolution finer than 10^-38 or 2^-127 s",
+                },
+            ));
+        };
+        self.interfaces.push(Interface {
+            link_type,
+            snaplen,
+            ts_resolution: res,
+            ts_offset_s,
+            name,
+            fcs_len,
+            section: sec.index,
+        });
+        self.fast.push(IfFast {
+            link_type,
+            snaplen,
+            conv,
+        });
+        self.state = State::PcapNg(NgSection {
+            count: sec.count + 1,
+            ..sec
+        });
+        self.buf.consume(len as usize);
+        Ok(())
+    }
+
+    #[inline]
+    fn read_packet_block(
+        &mut self,
+        btype: u32,
+        len: u32,
+        sec: NgSection,
+    ) -> Result<Option<Frame<'_>>, CaptureError> {
+        let offset = self.buf.offset();
+        let number = self.number + 1;
+        let structure = match btype {
+            EPB => "enhanced packet block",
+            SPB => "simple packet block",
+            _ => "packet block",
+        };
+        let at = At {
+            frame: Some(number),
+            offset,
+            structure,
+        };
+        let o = sec.order;
+        let fixed: u32 = if btype == SPB { 16 } else { 32 };
+        self.check_block_len(at, len, fixed, MAX_BLOCK_LEN)?;
+        self.load_block(at, len, o)?;
+        let b = self.buf.data();
+        let (local_if, ts_hi, ts_lo, caplen, orig_len) = if btype == SPB {
+            let orig = u32_at(b, 8, o);
+            (0, 0, 0, orig, orig)
+        } else {
+            let iface = if btype == EPB {
+                u32_at(b, 8, o)
+            } else {
+                u32::from(u16_at(b, 8, o))
+            };
+            (
+                iface,
+                u32_at(b, 12, o),
+                u32_at(b, 16, o),
+                u32_at(b, 20, o),
+                u32_at(b, 24, o),
+            )
+        };
+        if local_if >= sec.count {
+            return Err(self.err(
+                at,
+                "interface_id",
+                ErrorKind::UnknownInterface {
+                    interface: local_if,
+                    declared: sec.count,
+                },
+            ));
+        }
+        let gi = sec.first_iface + local_if;
+        let Some(iface) = self.fast.get(gi as usize).copied() else {
+            return Err(self.err(
+                at,
+                "interface_id",
+                ErrorKind::UnknownInterface {
+                    interface: local_if,
+                    declared: sec.count,
+                },
+            ));
+        };
+        let room = len - fixed;
+        let caplen = if btype == SPB {
+            // The SPB has no captured length: it is the original length cut to
+            // the snapshot length and to the block (RFC draft, section 4.4).
+            let mut c = caplen.min(room);
+            if iface.snaplen != 0 {
+                c = c.min(iface.snaplen);
+            }
+            c
+        } else {
+            if caplen > MAX_FRAME_LEN {
+                return Err(self.err(
+                    at,
+                    "caplen",
+                    ErrorKind::TooLarge {
+                        value: caplen.into(),
+                        max: MAX_FRAME_LEN.into(),
+                    },
+                ));
+            }
+            if caplen > room {
+                return Err(self.err(
+                    at,
+                    "caplen",
+                    ErrorKind::ExceedsRemaining {
+                        value: caplen.into(),
+                        remaining: room.into(),
+                    },
+                ));
+            }
+            if self.check_snaplen && iface.snaplen != 0 && caplen > iface.snaplen {
+                return Err(self.err(
+                    at,
+                    "caplen",
+                    ErrorKind::ExceedsSnaplen {
+                        value: caplen.into(),
+                        snaplen: iface.snaplen,
+                    },
+                ));
+            }
+            caplen
+        };
+        let timestamp_ns = if btype == SPB {
+            0
+        } else {
+            let units = (u64::from(ts_hi) << 32) | u64::from(ts_lo);
+            match iface.conv.to_ns(units) {
+                Ok(t) => t,
+                Err(value) => {
+                    return Err(self.err(
+                        at,
+                        "timestamp",
+                        ErrorKind::TimestampOutOfRange { value },
+                    ));
+                }
+            }
+        };
+        let data_at = (fixed - 4) as usize;
+        self.number = number;
+        self.done = false;
+        let blk = self.buf.take(len as usize);
+        let data = blk.get(data_at..data_at + caplen as usize).unwrap_or(&[]);
+        Ok(Some(Frame {
+            number,
+            interface: gi,
+            link_type: iface.link_type,
+            timestamp_ns,
+            orig_len,
+            data,
+            offset,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolutions_convert_exactly() {
+        let us = TsConv::new(TsResolution(6), 0).unwrap();
+        assert_eq!(us.to_ns(1_500_000), Ok(1_500_000_000));
+        let ps = TsConv::new(TsResolution(12), 0).unwrap();
+        assert_eq!(ps.to_ns(1_234_567), Ok(1_234));
+        // 2^-10 s units: 1024 units is one second.
+        let bin = TsConv::new(TsResolution(0x80 | 10), 0).unwrap();
+        assert_eq!(bin.to_ns(1024 * 3 + 512), Ok(3_500_000_000));
+        // 2^-30 s: 1 unit is 0.93 ns, rounded down.
+        let bin30 = TsConv::new(TsResolution(0x80 | 30), 0).unwrap();
+        assert_eq!(bin30.to_ns(1 << 30), Ok(1_000_000_000));
+        assert_eq!(bin30.to_ns(1), Ok(0));
+        let off = TsConv::new(TsResolution(9), -10).unwrap();
+        assert_eq!(off.to_ns(5), Ok(-9_999_999_995));
+    }
+
+    #[test]
+    fn out_of_range_timestamps_are_reported_not_wrapped() {
+        let s = TsConv::new(TsResolution(0), 0).unwrap();
+        assert!(s.to_ns(u64::MAX).is_err());
+        let ns = TsConv::new(TsResolution(9), 0).unwrap();
+        assert!(ns.to_ns(u64::MAX).is_err());
+        assert_eq!(ns.to_ns(i64::MAX as u64), Ok(i64::MAX));
+    }
+
+    #[test]
+    fn absurd_resolutions_are_rejected() {
+        assert!(TsConv::new(TsResolution(39), 0).is_none());
+        assert!(TsConv::new(TsResolution(38), 0).is_some());
+        assert!(TsConv::new(TsResolution(0x80 | 127), 0).is_some());
+        assert_eq!(TsResolution(0x80).units_per_second(), Some(1));
+    }
+}

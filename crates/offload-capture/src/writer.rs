@@ -1,0 +1,558 @@
+//! pcap and pcapng writer with nanosecond timestamps and frames up to 16 MiB.
+//!
+//! The format is chosen by the caller or from the output file's extension
+//! (`.pcap`/`.cap` → pcap, `.pcapng` → pcapng). Both formats are written
+//! little-endian with nanosecond timestamps (pcap: magic `0xA1B23C4D`; pcapng:
+//! `if_tsresol = 9` on every interface).
+//!
+//! **Interfaces.** pcap holds one link type: the first frame (or
+//! [`CaptureWriter::add_interface`]) fixes it and a frame of another link type
+//! is an error. pcapng writes one Interface Description Block per distinct link
+//! type of the frames given with `interface: None`, created on first use, or
+//! exactly the interfaces the caller declared with `add_interface` when frames
+//! name one (`interface: Some(id)`), so that a pcapng → pcapng copy can keep the
+//! input's interfaces.
+//!
+//! **Large frames** (see `docs/decisions/0011-large-frames.md`). With
+//! [`Oversize::Keep`] (the default) every byte is written: frames above
+//! [`WIRESHARK_MAX_CAPLEN`] stay lossless, and this crate reads them back, but
+//! tshark 4 and tcpdump stop at the first of them. The header's snapshot length
+//! always covers what was written (files are patched in [`CaptureWriter::finish`];
+//! a non-seekable stream announces [`MAX_FRAME_LEN`]). pcapng interfaces then say
+//! snaplen 0, "no limit". With [`Oversize::Truncate`] frames are cut to the given
+//! length and keep their original length, as a capture with that snaplen would.
+//! [`WriterStats`] counts the frames above the Wireshark limit so that a command
+//! can warn.
+//!
+//! The per-frame path writes a stack header and the caller's slice into a
+//! `BufWriter`: no allocation.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::error::{CaptureError, ErrorKind};
+use crate::format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
+use crate::reader::Frame;
+use crate::LinkType;
+
+/// What the writer does with a frame longer than a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Oversize {
+    /// Write every byte (up to [`MAX_FRAME_LEN`]; longer frames are an error).
+    Keep,
+    /// Cut frames to this many bytes, keeping their original length, like a
+    /// capture with this snapshot length. `Truncate(WIRESHARK_MAX_CAPLEN)` makes
+    /// every file readable by tshark 4 and tcpdump.
+    Truncate(u32),
+}
+
+/// An interface declared to the writer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceDesc {
+    /// Link type of the interface's frames.
+    pub link_type: LinkType,
+    /// Written as `if_name` (pcapng only) when present.
+    pub name: Option<String>,
+}
+
+impl InterfaceDesc {
+    /// An unnamed interface of this link type.
+    pub fn new(link_type: LinkType) -> InterfaceDesc {
+        InterfaceDesc {
+            link_type,
+            name: None,
+        }
+    }
+}
+
+/// Everything about a frame except its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// Nanoseconds since 1970-01-01 UTC. Must be ≥ 0; pcap also needs < 2^32 s.
+    pub timestamp_ns: i64,
+    /// Length on the wire. Raised to the captured length if smaller.
+    pub orig_len: u32,
+    /// Link type of the frame (checked against the interface when one is named).
+    pub link_type: LinkType,
+    /// An interface id returned by [`CaptureWriter::add_interface`], or `None`
+    /// to use one interface per link type.
+    pub interface: Option<u32>,
+}
+
+impl FrameMeta {
+    /// Metadata of a complete frame of `len` bytes.
+    pub fn new(timestamp_ns: i64, link_type: LinkType, len: usize) -> FrameMeta {
+        FrameMeta {
+            timestamp_ns,
+            orig_len: u32::try_from(len).unwrap_or(u32::MAX),
+            link_type,
+            interface: None,
+        }
+    }
+}
+
+impl From<&Frame<'_>> for FrameMeta {
+    /// Copies time, lengths and link type; the interface is left to the writer.
+    fn from(f: &Frame<'_>) -> FrameMeta {
+        FrameMeta {
+            timestamp_ns: f.timestamp_ns,
+            orig_len: f.orig_len,
+            link_type: f.link_type,
+            interface: None,
+        }
+    }
+}
+
+/// Counters of what a writer wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Frames written.
+    pub frames: u64,
+    /// Bytes written to the output, headers included.
+    pub bytes: u64,
+    /// Largest captured length written.
+    pub max_caplen: u32,
+    /// Frames written with more than [`WIRESHARK_MAX_CAPLEN`] bytes (tshark 4
+    /// and tcpdump cannot read them).
+    pub over_wireshark_limit: u64,
+    /// Number of the first such frame.
+    pub first_over_wireshark_limit: Option<u64>,
+    /// Frames cut by [`Oversize::Truncate`].
+    pub truncated: u64,
+}
+
+enum Sink {
+    File(BufWriter<File>),
+    Stream(BufWriter<Box<dyn Write + Send>>),
+}
+
+impl Sink {
+    fn out(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::File(w) => w,
+            Sink::Stream(w) => w,
+        }
+    }
+}
+
+/// Writes frames to a pcap or pcapng file. See the module documentation.
+pub struct CaptureWriter {
+    sink: Sink,
+    name: String,
+    format: CaptureFormat,
+    oversize: Oversize,
+    /// pcap: link type of the file once the header is written.
+    pcap_link: Option<LinkType>,
+    /// pcap: snapshot length written in the header.
+    pcap_snaplen: u32,
+    /// pcapng: link type of each IDB written, by interface id.
+    ifaces: Vec<LinkType>,
+    /// pcapng: interface used for `interface: None` frames, per link type.
+    auto: Vec<(LinkType, u32)>,
+    stats: WriterStats,
+}
+
+impl std::fmt::Debug for CaptureWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureWriter")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .field("oversize", &self.oversize)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+const PCAP_NANO_MAGIC: u32 = 0xA1B2_3C4D;
+
+impl CaptureWriter {
+    /// Creates (truncates) `path`; `format: None` takes it from the extension.
+    pub fn create(
+        path: impl AsRef<Path>,
+        format: Option<CaptureFormat>,
+    ) -> Result<CaptureWriter, CaptureError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let err = |field, kind| CaptureError {
+            file: name.clone(),
+            frame: None,
+            last_frame: 0,
+            offset: 0,
+            structure: "output file",
+            field,
+            kind,
+        };
+        let format = match format.or_else(|| CaptureFormat::from_path(path)) {
+            Some(f) => f,
+            None => return Err(err("extension", ErrorKind::UnknownExtension)),
+        };
+        let f = File::create(path).map_err(|e| err("create", ErrorKind::Io(e)))?;
+        CaptureWriter::start(
+            Sink::File(BufWriter::with_capacity(1 << 20, f)),
+            name,
+            format,
+        )
+    }
+
+    /// Writes to any byte stream (stdout, a pipe, a `Vec<u8>`); `name` is used in
+    /// error messages. Without seeking, a pcap header written in
+    /// [`Oversize::Keep`] mode announces [`MAX_FRAME_LEN`] as snapshot length.
+    pub fn from_writer(
+        out: impl Write + Send + 'static,
+        name: impl Into<String>,
+        format: CaptureFormat,
+    ) -> Result<CaptureWriter, CaptureError> {
+        let sink: Box<dyn Write + Send> = Box::new(out);
+        CaptureWriter::start(
+            Sink::Stream(BufWriter::with_capacity(1 << 20, sink)),
+            name.into(),
+            format,
+        )
+    }
+
+    fn start(
+        sink: Sink,
+        name: String,
+        format: CaptureFormat,
+    ) -> Result<CaptureWriter, CaptureError> {
+        let mut w = CaptureWriter {
+            sink,
+            name,
+            format,
+            oversize: Oversize::Keep,
+            pcap_link: None,
+            pcap_snaplen: 0,
+            ifaces: Vec::new(),
+            auto: Vec::new(),
+            stats: WriterStats::default(),
+        };
+        if format == CaptureFormat::PcapNg {
+            w.write_shb()?;
+        }
+        Ok(w)
+    }
+
+    /// The output format.
+    pub fn format(&self) -> CaptureFormat {
+        self.format
+    }
+
+    /// What to do with frames above a length; call before the first frame
+    /// (pcap writes the snapshot length in its header).
+    pub fn set_oversize(&mut self, oversize: Oversize) {
+        self.oversize = oversize;
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    fn err(
+        &self,
+        frame: Option<u64>,
+        structure: &'static str,
+        field: &'static str,
+        kind: ErrorKind,
+    ) -> CaptureError {
+        CaptureError {
+            file: self.name.clone(),
+            frame,
+            last_frame: self.stats.frames,
+            offset: self.stats.bytes,
+            structure,
+            field,
+            kind,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8], frame: Option<u64>) -> Result<(), CaptureError> {
+        match self.sink.out().write_all(bytes) {
+            Ok(()) => {
+                self.stats.bytes += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => Err(self.err(frame, "output", "write", ErrorKind::Io(e))),
+        }
+    }
+
+    /// Declares an interface and returns its id for [`FrameMeta::interface`].
+    /// pcapng writes its IDB now; pcap accepts one link type only.
+    pub fn add_interface(&mut self, desc: &InterfaceDesc) -> Result<u32, CaptureError> {
+        match self.format {
+            CaptureFormat::Pcap => {
+                self.pcap_header(desc.link_type, None)?;
+                Ok(0)
+            }
+            CaptureFormat::PcapNg => self.write_idb(desc.link_type, desc.name.as_deref(), None),
+        }
+    }
+
+    fn write_shb(&mut self) -> Result<(), CaptureError> {
+        // SHB: type, length, byte-order magic, version 1.0, section length -1
+        // (unknown), option shb_userappl, end of options, length.
+        const APP: &[u8] = b"offload-capture";
+        let opt_len = 4 + APP.len().div_ceil(4) * 4 + 4;
+        let len = (28 + opt_len) as u32;
+        let mut b = Vec::with_capacity(len as usize);
+        b.extend_from_slice(&0x0A0D_0D0Au32.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&(-1i64).to_le_bytes());
+        push_option(&mut b, 4, APP);
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&len.to_le_bytes());
+        self.put(&b, None)
+    }
+
+    fn write_idb(
+        &mut self,
+        lt: LinkType,
+        name: Option<&str>,
+        frame: Option<u64>,
+    ) -> Result<u32, CaptureError> {
+        let Ok(lt16) = u16::try_from(lt.0) else {
+            return Err(self.err(
+                frame,
+                "interface description block",
+                "linktype",
+                ErrorKind::InvalidValue {
+                    value: lt.0.into(),
+                    reason: "pcapng link types are 16-bit",
+                },
+            ));
+        };
+        let snaplen = match self.oversize {
+            Oversize::Keep => 0, // "no limit": our frames may be any size up to MAX_FRAME_LEN
+            Oversize::Truncate(n) => n,
+        };
+        let mut b = Vec::with_capacity(64);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes()); // length, patched below
+        b.extend_from_slice(&lt16.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&snaplen.to_le_bytes());
+        if let Some(n) = name {
+            let n = n.as_bytes();
+            push_option(&mut b, 2, &n[..n.len().min(0xFFFF - 3)]);
+        }
+        push_option(&mut b, 9, &[9]); // if_tsresol: nanoseconds
+        b.extend_from_slice(&[0; 4]); // opt_endofopt
+        let len = (b.len() + 4) as u32;
+        b[4..8].copy_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        self.put(&b, frame)?;
+        let id = self.ifaces.len() as u32;
+        self.ifaces.push(lt);
+        Ok(id)
+    }
+
+    fn pcap_header(&mut self, lt: LinkType, frame: Option<u64>) -> Result<(), CaptureError> {
+        if let Some(file) = self.pcap_link {
+            if file != lt {
+                return Err(self.err(
+                    frame,
+                    "frame",
+                    "link_type",
+                    ErrorKind::LinkTypeMismatch { file, frame: lt },
+                ));
+            }
+            return Ok(());
+        }
+        let snaplen = match (self.oversize, &self.sink) {
+            (Oversize::Truncate(n), _) => n,
+            // Patched to the largest frame in finish().
+            (Oversize::Keep, Sink::File(_)) => WIRESHARK_MAX_CAPLEN,
+            (Oversize::Keep, Sink::Stream(_)) => MAX_FRAME_LEN,
+        };
+        let mut h = [0u8; 24];
+        h[0..4].copy_from_slice(&PCAP_NANO_MAGIC.to_le_bytes());
+        h[4..6].copy_from_slice(&2u16.to_le_bytes());
+        h[6..8].copy_from_slice(&4u16.to_le_bytes());
+        // thiszone and sigfigs stay 0.
+        h[16..20].copy_from_slice(&snaplen.to_le_bytes());
+        h[20..24].copy_from_slice(&lt.0.to_le_bytes());
+        self.put(&h, frame)?;
+        self.pcap_link = Some(lt);
+        self.pcap_snaplen = snaplen;
+        Ok(())
+    }
+
+    /// Writes one frame. `data` starts with the link-layer header.
+    pub fn write_frame(&mut self, meta: &FrameMeta, data: &[u8]) -> Result<(), CaptureError> {
+        let number = self.stats.frames + 1;
+        let nf = Some(number);
+        if meta.timestamp_ns < 0 {
+            return Err(self.err(
+                nf,
+                "frame",
+                "timestamp_ns",
+                ErrorKind::TimestampOutOfRange {
+                    value: meta.timestamp_ns.into(),
+                },
+            ));
+        }
+        let mut caplen = data.len();
+        if let Oversize::Truncate(n) = self.oversize {
+            if caplen > n as usize {
+                caplen = n as usize;
+                self.stats.truncated += 1;
+            }
+        }
+        if caplen > MAX_FRAME_LEN as usize {
+            return Err(self.err(
+                nf,
+                "frame",
+                "caplen",
+                ErrorKind::TooLarge {
+                    value: caplen as u64,
+                    max: MAX_FRAME_LEN.into(),
+                },
+            ));
+        }
+        let data = &data[..caplen];
+        let caplen32 = caplen as u32;
+        let orig_len = meta.orig_len.max(caplen32);
+        match self.format {
+            CaptureFormat::Pcap => {
+                self.pcap_header(meta.link_type, nf)?;
+                if let Some(i) = meta.interface.filter(|&i| i != 0) {
+                    return Err(self.err(
+                        nf,
+                        "frame",
+                        "interface",
+                        ErrorKind::UnknownInterface {
+                            interface: i,
+                            declared: 1,
+                        },
+                    ));
+                }
+                let secs = meta.timestamp_ns / 1_000_000_000;
+                let Ok(secs) = u32::try_from(secs) else {
+                    return Err(self.err(
+                        nf,
+                        "record header",
+                        "ts_sec",
+                        ErrorKind::TimestampOutOfRange {
+                            value: meta.timestamp_ns.into(),
+                        },
+                    ));
+                };
+                let nanos = (meta.timestamp_ns % 1_000_000_000) as u32;
+                let mut h = [0u8; 16];
+                h[0..4].copy_from_slice(&secs.to_le_bytes());
+                h[4..8].copy_from_slice(&nanos.to_le_bytes());
+                h[8..12].copy_from_slice(&caplen32.to_le_bytes());
+                h[12..16].copy_from_slice(&orig_len.to_le_bytes());
+                self.put(&h, nf)?;
+                self.put(data, nf)?;
+            }
+            CaptureFormat::PcapNg => {
+                let id = self.interface_for(meta, nf)?;
+                let ts = meta.timestamp_ns as u64;
+                let pad = (4 - caplen % 4) % 4;
+                let len = (32 + caplen + pad) as u32;
+                let mut h = [0u8; 28];
+                h[0..4].copy_from_slice(&6u32.to_le_bytes());
+                h[4..8].copy_from_slice(&len.to_le_bytes());
+                h[8..12].copy_from_slice(&id.to_le_bytes());
+                h[12..16].copy_from_slice(&((ts >> 32) as u32).to_le_bytes());
+                h[16..20].copy_from_slice(&(ts as u32).to_le_bytes());
+                h[20..24].copy_from_slice(&caplen32.to_le_bytes());
+                h[24..28].copy_from_slice(&orig_len.to_le_bytes());
+                self.put(&h, nf)?;
+                self.put(data, nf)?;
+                self.put(&[0u8; 3][..pad], nf)?;
+                self.put(&len.to_le_bytes(), nf)?;
+            }
+        }
+        let s = &mut self.stats;
+        s.frames = number;
+        s.max_caplen = s.max_caplen.max(caplen32);
+        if caplen32 > WIRESHARK_MAX_CAPLEN {
+            s.over_wireshark_limit += 1;
+            s.first_over_wireshark_limit.get_or_insert(number);
+        }
+        Ok(())
+    }
+
+    /// The pcapng interface id a frame goes to, writing an IDB if needed.
+    #[inline]
+    fn interface_for(&mut self, meta: &FrameMeta, nf: Option<u64>) -> Result<u32, CaptureError> {
+        if let Some(id) = meta.interface {
+            return match self.ifaces.get(id as usize) {
+                Some(&lt) if lt == meta.link_type => Ok(id),
+                Some(&lt) => Err(self.err(
+                    nf,
+                    "frame",
+                    "link_type",
+                    ErrorKind::LinkTypeMismatch {
+                        file: lt,
+                        frame: meta.link_type,
+                    },
+                )),
+                None => Err(self.err(
+                    nf,
+                    "frame",
+                    "interface",
+                    ErrorKind::UnknownInterface {
+                        interface: id,
+                        declared: self.ifaces.len() as u32,
+                    },
+                )),
+            };
+        }
+        if let Some(&(_, id)) = self.auto.iter().find(|(lt, _)| *lt == meta.link_type) {
+            return Ok(id);
+        }
+        let id = self.write_idb(meta.link_type, None, nf)?;
+        self.auto.push((meta.link_type, id));
+        Ok(id)
+    }
+
+    /// Copies a frame read by [`crate::CaptureReader`] (time, lengths, link type, bytes).
+    pub fn write(&mut self, frame: &Frame<'_>) -> Result<(), CaptureError> {
+        self.write_frame(&FrameMeta::from(frame), frame.data)
+    }
+
+    /// Flushes the output (and, for a pcap file, writes the final snapshot
+    /// length); returns the counters. Dropping a writer without `finish` loses
+    /// write errors and may leave a pcap header's snapshot length too small.
+    pub fn finish(mut self) -> Result<WriterStats, CaptureError> {
+        if self.format == CaptureFormat::Pcap && self.pcap_link.is_none() {
+            // An empty pcap still needs a header; Ethernet is the usual default.
+            self.pcap_header(LinkType::ETHERNET, None)?;
+        }
+        let need_patch =
+            self.format == CaptureFormat::Pcap && self.stats.max_caplen > self.pcap_snaplen;
+        let max = self.stats.max_caplen;
+        let r = match &mut self.sink {
+            Sink::File(w) => (|| -> io::Result<()> {
+                w.flush()?;
+                if need_patch {
+                    let f = w.get_mut();
+                    f.seek(SeekFrom::Start(16))?;
+                    f.write_all(&max.to_le_bytes())?;
+                    f.seek(SeekFrom::End(0))?;
+                }
+                Ok(())
+            })(),
+            Sink::Stream(w) => w.flush(),
+        };
+        match r {
+            Ok(()) => Ok(self.stats),
+            Err(e) => Err(self.err(None, "output", "flush", ErrorKind::Io(e))),
+        }
+    }
+}
+
+/// Appends a pcapng option (code, length, value padded to 4 bytes).
+fn push_option(b: &mut Vec<u8>, code: u16, value: &[u8]) {
+    b.extend_from_slice(&code.to_le_bytes());
+    b.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    b.extend_from_slice(value);
+    b.resize(b.len() + (4 - value.len() % 4) % 4, 0);
+}
