@@ -1,1 +1,25 @@
-//! offload engine
+//! # offload: the engine
+//!
+//! Coalesces packets (GRO) and segments super-packets (GSO/TSO) exactly as
+//! the Linux kernel does, BIG TCP included, with a named reason for every
+//! flush. No I/O and no Linux-only dependencies: a VPN or a userspace stack
+//! can depend on this crate alone.
+//!
+//! - [`wire`]: typed zero-copy views over headers, tolerant of snap-length
+//!   truncation and BIG TCP length encodings.
+//! - [`checksum`]: Internet checksums with the kernel's incremental arithmetic.
+//! - [`link`]: link layers (Ethernet/VLAN, SLL, SLL2, raw IP).
+//! - [`gro`]: the receive-side engine and its [`gro::FlushReason`]s.
+//! - [`gso`]: segmentation of super-packets.
+//! - [`build`]: a packet builder for tests, generators and samples.
+#![deny(unsafe_code)]
+
+pub mod build;
+pub mod checksum;
+pub mod gro;
+pub mod gso;
+pub mod link;
+pub mod wire;
+
+pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input};
+pub use link::LinkKind;

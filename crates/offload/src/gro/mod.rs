@@ -1,0 +1,368 @@
+//! Generic Receive Offload, as Linux 6.18 does it.
+//!
+//! [`GroEngine::receive`] takes one frame at a time and delivers packets
+//! through a callback in the order the kernel would hand them to the stack:
+//! a held packet completed by this frame first, then this frame if it went
+//! up alone. Every delivery carries a [`FlushReason`].
+//!
+//! The decision procedure follows the kernel layer by layer:
+//! `dev_gro_receive` (`net/core/gro.c`) → `inet_gro_receive`
+//! (`net/ipv4/af_inet.c`) / `ipv6_gro_receive` (`net/ipv6/ip6_offload.c`) →
+//! `tcp4_gro_receive`/`tcp6_gro_receive` → `tcp_gro_receive`
+//! (`net/ipv4/tcp_offload.c`), with the network-layer checks of
+//! `gro_receive_network_flush` (`include/net/gro.h`). The order of checks
+//! is the kernel's, because it decides which packets pass untouched and
+//! which complete the held packet. See `docs/engine.md` for the rule list.
+//!
+//! Model choices (not kernel behaviour, documented in
+//! `docs/decisions/0002-gro-time-and-buckets.md`): one GRO bucket (the RSS
+//! hash of a TAP or a NIC without hash is 0), a flush of everything when
+//! the capture shows an idle gap longer than the flush timeout, and no
+//! jiffy boundaries inside a burst.
+
+mod reason;
+mod rx;
+mod tcp;
+#[cfg(test)]
+mod tests;
+
+pub use reason::FlushReason;
+
+use crate::link::{L2Info, LinkKind};
+use crate::wire::ethernet::ethertype;
+
+/// `MAX_GRO_SKBS`: held packets per bucket.
+pub const MAX_GRO_SKBS: usize = 8;
+/// `GRO_LEGACY_MAX_SIZE`: above this only TCP may grow (BIG TCP).
+pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
+/// `GRO_MAX_SIZE`: the largest `gro_max_size` the kernel accepts (8 × 65535).
+pub const GRO_MAX_SIZE: u32 = 524_280;
+
+/// `SKB_GSO_*` bits the engine reports for delivered super-packets
+/// (`include/linux/skbuff.h`, 6.18 numbering).
+pub mod gso_type {
+    pub const TCPV4: u32 = 1 << 0;
+    pub const DODGY: u32 = 1 << 2;
+    pub const TCP_ECN: u32 = 1 << 3;
+    pub const TCPV6: u32 = 1 << 5;
+    pub const UDP_TUNNEL: u32 = 1 << 11;
+    pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
+    pub const UDP_L4: u32 = 1 << 16;
+    pub const TCP_ACCECN: u32 = 1 << 17;
+    /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
+    pub const TCP_FIXEDID: u32 = 1 << 30;
+    /// Inner IPv4 header kept a fixed ID (6.18: bit 31).
+    pub const TCP_FIXEDID_INNER: u32 = 1 << 31;
+}
+
+/// The knobs of a GRO run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroConfig {
+    /// `gro_max_size` (IFLA_GRO_MAX_SIZE): limit for IPv6 packets.
+    pub gro_max_size: u32,
+    /// `gro_ipv4_max_size` (IFLA_GRO_IPV4_MAX_SIZE): limit for everything
+    /// whose outer protocol is not IPv6 (including VLAN-tagged frames).
+    pub gro_ipv4_max_size: u32,
+    /// Idle gap after which every held packet is completed. 0 means every
+    /// frame is its own NAPI poll (nothing stays held).
+    pub flush_timeout_ns: u64,
+    /// Verify TCP/UDP checksums in software, as the kernel does for a device
+    /// that gives no hardware verdict. Off for captures taken on a sender
+    /// whose checksums were still to be filled in by the NIC.
+    pub verify_checksums: bool,
+}
+
+impl Default for GroConfig {
+    fn default() -> Self {
+        GroConfig {
+            gro_max_size: GRO_LEGACY_MAX_SIZE,
+            gro_ipv4_max_size: GRO_LEGACY_MAX_SIZE,
+            flush_timeout_ns: DEFAULT_FLUSH_TIMEOUT_NS,
+            verify_checksums: true,
+        }
+    }
+}
+
+/// Default flush timeout: 50 µs, the order of a NIC's interrupt
+/// moderation window (`rx-usecs`), which is what decides the size of a NAPI
+/// poll on a stock kernel (`gro_flush_timeout` 0). See
+/// `docs/decisions/0002-gro-time-and-buckets.md`.
+pub const DEFAULT_FLUSH_TIMEOUT_NS: u64 = 50_000;
+
+/// One frame handed to the engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// The bytes, starting with the link header.
+    pub data: &'a [u8],
+    pub link: LinkKind,
+    /// Capture timestamp in nanoseconds.
+    pub timestamp_ns: u64,
+    /// The frame's number in its capture (1-based), for evidence.
+    pub frame: u64,
+    /// The frame's length on the wire; more than `data.len()` when the
+    /// capture cut it short.
+    pub orig_len: u32,
+}
+
+/// The transport seen by the engine, for per-protocol statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Proto {
+    Tcp4,
+    Tcp6,
+    Udp4,
+    Udp6,
+    Other,
+}
+
+impl Proto {
+    pub const ALL: [Proto; 5] = [Proto::Tcp4, Proto::Tcp6, Proto::Udp4, Proto::Udp6, Proto::Other];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp4 => "tcp4",
+            Proto::Tcp6 => "tcp6",
+            Proto::Udp4 => "udp4",
+            Proto::Udp6 => "udp6",
+            Proto::Other => "other",
+        }
+    }
+}
+
+/// A packet the engine hands up the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivered<'a> {
+    /// The packet, with the same link header as its first frame.
+    pub data: &'a [u8],
+    pub link: LinkKind,
+    /// Timestamp of the last frame it contains.
+    pub timestamp_ns: u64,
+    /// Frames merged into it (`NAPI_GRO_CB(skb)->count`).
+    pub segments: u32,
+    /// `gso_size` when `segments > 1`, else 0.
+    pub gso_size: u32,
+    /// `SKB_GSO_*` bits when `segments > 1`, else 0.
+    pub gso_type: u32,
+    pub reason: FlushReason,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub proto: Proto,
+}
+
+/// Counters of a GRO run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroStats {
+    pub frames_in: u64,
+    pub packets_out: u64,
+    pub bytes_in: u64,
+    /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
+    pub proto_in: [u64; 5],
+    pub proto_out: [u64; 5],
+    /// Per [`FlushReason::index`].
+    pub reasons: Vec<u64>,
+}
+
+impl GroStats {
+    fn new() -> Self {
+        GroStats {
+            reasons: vec![0; FlushReason::ALL.len()],
+            ..Default::default()
+        }
+    }
+
+    /// Count of one reason.
+    pub fn reason_count(&self, r: FlushReason) -> u64 {
+        self.reasons[r.index()]
+    }
+}
+
+/// A held packet: the head of a super-packet in the making.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub data: Vec<u8>,
+    pub link: LinkKind,
+    /// Bytes of link header that form the flow key.
+    pub l2_key_len: usize,
+    /// Bytes the kernel's `skb->data` is past the frame start (the MAC header it pulled).
+    pub mac_len: usize,
+    pub outer_protocol: u16,
+    pub l3_off: usize,
+    pub l4_off: usize,
+    pub v6: bool,
+    pub proto: Proto,
+    pub count: u32,
+    /// `gso_size`: the first segment's payload length.
+    pub mss: u32,
+    /// `NAPI_GRO_CB(p)->ip_fixedid` (bit 0 outer/only header, bit 1 inner).
+    pub fixedid: u8,
+    /// Payload bytes held (`skb_gro_len(p)`).
+    pub payload: u32,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub last_ts: u64,
+}
+
+impl Held {
+    /// `p->len`: the packet's length from the kernel's `skb->data`.
+    pub fn skb_len(&self) -> usize {
+        self.data.len() - self.mac_len
+    }
+}
+
+/// The GRO engine: a flow table of held packets and the kernel's rules.
+#[derive(Debug)]
+pub struct GroEngine {
+    cfg: GroConfig,
+    /// Held packets, oldest first (the kernel keeps youngest first and
+    /// completes from the tail; the order is the same).
+    held: Vec<Held>,
+    last_ts: Option<u64>,
+    stats: GroStats,
+    /// Recycled buffers, so the per-packet path does not allocate.
+    pool: Vec<Vec<u8>>,
+}
+
+impl GroEngine {
+    pub fn new(cfg: GroConfig) -> Self {
+        GroEngine {
+            cfg,
+            held: Vec::with_capacity(MAX_GRO_SKBS + 1),
+            last_ts: None,
+            stats: GroStats::new(),
+            pool: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &GroConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &GroStats {
+        &self.stats
+    }
+
+    /// Number of packets currently held.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Feeds one frame. Deliveries (completed held packets, then the frame
+    /// itself if it was not held or merged) go to `out`, in kernel order.
+    pub fn receive<F: FnMut(&Delivered<'_>)>(&mut self, input: Input<'_>, out: &mut F) {
+        self.stats.frames_in += 1;
+        self.stats.bytes_in += input.data.len() as u64;
+        if let Some(last) = self.last_ts {
+            if input.timestamp_ns.saturating_sub(last) > self.cfg.flush_timeout_ns
+                && !self.held.is_empty()
+            {
+                self.flush_all(FlushReason::Timeout, out);
+            }
+        }
+        self.last_ts = Some(input.timestamp_ns);
+
+        let (verdict, proto) = self.classify(&input, out);
+        self.stats.proto_in[proto as usize] += 1;
+        if let Verdict::Pass(reason) = verdict {
+            self.pass(&input, reason, proto, out);
+        }
+        if self.cfg.flush_timeout_ns == 0 {
+            self.flush_all(FlushReason::Timeout, out);
+        }
+    }
+
+    /// Completes every held packet, oldest first (`__gro_flush`).
+    pub fn flush_all<F: FnMut(&Delivered<'_>)>(&mut self, reason: FlushReason, out: &mut F) {
+        while !self.held.is_empty() {
+            let p = self.held.remove(0);
+            self.complete(p, reason, out);
+        }
+    }
+
+    /// Completes everything at the end of the input.
+    pub fn finish<F: FnMut(&Delivered<'_>)>(&mut self, out: &mut F) {
+        self.flush_all(FlushReason::EndOfInput, out);
+    }
+
+    /// Delivers `input` unchanged.
+    fn pass<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        input: &Input<'_>,
+        reason: FlushReason,
+        proto: Proto,
+        out: &mut F,
+    ) {
+        self.stats.packets_out += 1;
+        self.stats.proto_out[proto as usize] += 1;
+        self.stats.reasons[reason.index()] += 1;
+        out(&Delivered {
+            data: input.data,
+            link: input.link,
+            timestamp_ns: input.timestamp_ns,
+            segments: 1,
+            gso_size: 0,
+            gso_type: 0,
+            reason,
+            first_frame: input.frame,
+            last_frame: input.frame,
+            proto,
+        });
+    }
+
+    /// `gro_complete`: finishes the headers of a held packet and delivers it.
+    fn complete<F: FnMut(&Delivered<'_>)>(&mut self, mut p: Held, reason: FlushReason, out: &mut F) {
+        let mut gso = 0;
+        if p.count > 1 {
+            gso = tcp::complete(&mut p);
+        }
+        self.stats.packets_out += 1;
+        self.stats.proto_out[p.proto as usize] += 1;
+        self.stats.reasons[reason.index()] += 1;
+        out(&Delivered {
+            data: &p.data,
+            link: p.link,
+            timestamp_ns: p.last_ts,
+            segments: p.count,
+            gso_size: if p.count > 1 { p.mss } else { 0 },
+            gso_type: gso,
+            reason,
+            first_frame: p.first_frame,
+            last_frame: p.last_frame,
+            proto: p.proto,
+        });
+        let mut buf = p.data;
+        buf.clear();
+        if self.pool.len() < 2 * MAX_GRO_SKBS {
+            self.pool.push(buf);
+        }
+    }
+
+    fn take_buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
+    }
+}
+
+/// The outcome of classifying a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The frame was merged or held; nothing more to deliver.
+    Consumed,
+    /// The frame goes up alone, unchanged.
+    Pass(FlushReason),
+}
+
+/// The maximum merged size for a held packet (`netif_get_gro_max_size`).
+fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
+    if outer_protocol == ethertype::IPV6 {
+        cfg.gro_max_size
+    } else {
+        cfg.gro_ipv4_max_size
+    }
+}
+
+/// The MAC header length the kernel pulls before GRO (`eth_type_trans`).
+fn mac_len(link: LinkKind, l2: &L2Info) -> usize {
+    match link {
+        LinkKind::Ethernet => crate::wire::ethernet::HEADER_LEN,
+        LinkKind::LinuxSll | LinkKind::LinuxSll2 => l2.l3_offset - 4 * l2.vlan_tags as usize,
+        _ => 0,
+    }
+}

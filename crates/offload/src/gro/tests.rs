@@ -1,0 +1,505 @@
+//! One test per GRO rule, named after the condition (kernel 6.18 behaviour).
+
+use super::*;
+use crate::build::{FrameSpec, TcpSpec};
+use crate::wire::tcp::flags as tf;
+
+const A: [u8; 4] = [10, 0, 0, 2];
+const B: [u8; 4] = [10, 0, 0, 1];
+const A6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+const B6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const MSS: usize = 1400;
+
+/// A segment of an IPv4 flow: seq = index × MSS, ID = 100 + index.
+fn seg4(i: u32) -> FrameSpec {
+    let mut s = FrameSpec::tcp4(A, B, TcpSpec::data(40000, 5201, 1000 + i * MSS as u32))
+        .payload(vec![i as u8; MSS]);
+    s.v4_mut().id = 100 + i as u16;
+    s
+}
+
+fn seg6(i: u32) -> FrameSpec {
+    FrameSpec::tcp6(A6, B6, TcpSpec::data(40000, 5201, 1000 + i * MSS as u32))
+        .payload(vec![i as u8; MSS])
+}
+
+#[derive(Debug)]
+struct Out {
+    data: Vec<u8>,
+    segments: u32,
+    reason: FlushReason,
+}
+
+fn run_cfg(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<Out> {
+    let mut e = GroEngine::new(cfg);
+    let mut outs = Vec::new();
+    let mut push = |d: &Delivered<'_>| {
+        outs.push(Out {
+            data: d.data.to_vec(),
+            segments: d.segments,
+            reason: d.reason,
+        })
+    };
+    for (i, f) in frames.iter().enumerate() {
+        let input = Input {
+            data: f,
+            link: LinkKind::Ethernet,
+            timestamp_ns: i as u64 * 1000,
+            frame: i as u64 + 1,
+            orig_len: f.len() as u32,
+        };
+        e.receive(input, &mut push);
+    }
+    e.finish(&mut push);
+    outs
+}
+
+fn run(frames: &[Vec<u8>]) -> Vec<Out> {
+    run_cfg(GroConfig { flush_timeout_ns: 10_000_000, ..GroConfig::default() }, frames)
+}
+
+fn build(specs: impl IntoIterator<Item = FrameSpec>) -> Vec<Vec<u8>> {
+    specs.into_iter().map(|s| s.build()).collect()
+}
+
+fn shape(o: &[Out]) -> Vec<(u32, FlushReason)> {
+    o.iter().map(|o| (o.segments, o.reason)).collect()
+}
+
+#[test]
+fn in_order_full_segments_merge_into_one() {
+    let o = run(&build((0..5).map(seg4)));
+    assert_eq!(shape(&o), vec![(5, FlushReason::EndOfInput)]);
+    let f = &o[0].data;
+    assert_eq!(f.len(), 14 + 40 + 5 * MSS);
+    let ip = crate::wire::ipv4::Ipv4::new_checked(&f[14..]).unwrap();
+    assert_eq!(ip.total_len() as usize, 40 + 5 * MSS);
+    assert!(ip.header_checksum_ok());
+    // TCP checksum field holds the pseudo-header sum (CHECKSUM_PARTIAL).
+    let pseudo = crate::checksum::pseudo_ipv4(A, B, 6, (20 + 5 * MSS) as u32);
+    assert_eq!(u16::from_be_bytes([f[50], f[51]]), crate::checksum::fold(pseudo));
+}
+
+#[test]
+fn single_held_segment_is_delivered_unchanged() {
+    let frames = build([seg4(0)]);
+    let o = run(&frames);
+    assert_eq!(o[0].data, frames[0]);
+    assert_eq!(o[0].segments, 1);
+}
+
+#[test]
+fn short_tail_merges_and_ends_the_run() {
+    let mut t = seg4(2);
+    t.payload.truncate(700);
+    let o = run(&build([seg4(0), seg4(1), t, seg4(3)]));
+    assert_eq!(shape(&o)[0], (3, FlushReason::ShortSegment));
+}
+
+#[test]
+fn short_segment_first_then_full_does_not_merge() {
+    let mut s = seg4(0);
+    s.payload.truncate(700);
+    let mut n = seg4(1);
+    n.tcp_mut().seq = 1700;
+    let o = run(&build([s, n]));
+    assert_eq!(shape(&o), vec![(1, FlushReason::SegmentLarger), (1, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn psh_merges_and_flushes_with_flag_on_the_head() {
+    let mut p = seg4(2);
+    p.tcp_mut().flags |= tf::PSH;
+    let o = run(&build([seg4(0), seg4(1), p]));
+    assert_eq!(shape(&o), vec![(3, FlushReason::PshFlag)]);
+    assert_ne!(o[0].data[14 + 20 + 13] & tf::PSH, 0);
+}
+
+#[test]
+fn lone_psh_segment_is_never_held() {
+    let mut p = seg4(0);
+    p.tcp_mut().flags |= tf::PSH;
+    let o = run(&build([p]));
+    assert_eq!(shape(&o), vec![(1, FlushReason::PshAlone)]);
+}
+
+#[test]
+fn syn_rst_urg_in_the_middle_flush_and_pass() {
+    for flag in [tf::SYN, tf::RST, tf::URG] {
+        let mut x = seg4(2);
+        x.tcp_mut().flags |= flag;
+        let o = run(&build([seg4(0), seg4(1), x, seg4(3), seg4(4)]));
+        assert_eq!(
+            shape(&o),
+            vec![
+                (2, FlushReason::TcpFlagsChanged),
+                (1, FlushReason::ControlFlags),
+                (2, FlushReason::EndOfInput)
+            ],
+            "flag {flag:#x}"
+        );
+    }
+}
+
+#[test]
+fn pure_ack_flushes_and_passes() {
+    let mut ack = seg4(2);
+    ack.payload.clear();
+    let o = run(&build([seg4(0), seg4(1), ack]));
+    assert_eq!(shape(&o), vec![(2, FlushReason::NoPayload), (1, FlushReason::NoPayload)]);
+}
+
+#[test]
+fn window_change_flushes_and_holds_new_head() {
+    let mut w = seg4(2);
+    w.tcp_mut().window = 1024;
+    let o = run(&build([seg4(0), seg4(1), w, seg4(3)]));
+    // seg 3 has the old window: it differs from the new head again.
+    assert_eq!(
+        shape(&o),
+        vec![
+            (2, FlushReason::WindowChanged),
+            (1, FlushReason::WindowChanged),
+            (1, FlushReason::EndOfInput)
+        ]
+    );
+}
+
+#[test]
+fn ack_number_change_flushes() {
+    let mut a = seg4(1);
+    a.tcp_mut().ack = 99;
+    let o = run(&build([seg4(0), a]));
+    assert_eq!(o[0].reason, FlushReason::AckChanged);
+}
+
+#[test]
+fn timestamp_change_flushes() {
+    let ts = |i: u32, v: u32| {
+        let mut s = seg4(i);
+        s.tcp_mut().options = crate::build::timestamp_option(v, 7).to_vec();
+        s
+    };
+    let o = run(&build([ts(0, 1), ts(1, 1), ts(2, 2), ts(3, 3)]));
+    assert_eq!(
+        shape(&o),
+        vec![
+            (2, FlushReason::TimestampChanged),
+            (1, FlushReason::TimestampChanged),
+            (1, FlushReason::EndOfInput)
+        ]
+    );
+}
+
+#[test]
+fn option_set_change_flushes() {
+    let mut o1 = seg4(1);
+    o1.tcp_mut().options = vec![1, 1, 1, 1];
+    let o = run(&build([seg4(0), o1]));
+    assert_eq!(o[0].reason, FlushReason::HeaderLengthChanged);
+    let mut a = seg4(0);
+    a.tcp_mut().options = vec![1, 1, 1, 1];
+    let mut b = seg4(1);
+    b.tcp_mut().options = vec![1, 1, 1, 0];
+    let o = run(&build([a, b]));
+    assert_eq!(o[0].reason, FlushReason::OptionsChanged);
+}
+
+#[test]
+fn sequence_gap_and_retransmission_flush() {
+    let mut gap = seg4(2);
+    gap.v4_mut().id = 101;
+    let o = run(&build([seg4(0), gap]));
+    assert_eq!(o[0].reason, FlushReason::SequenceGap);
+    let mut again = seg4(1);
+    again.v4_mut().id = 102;
+    let o = run(&build([seg4(0), seg4(1), again]));
+    assert_eq!(shape(&o)[0], (2, FlushReason::SequenceBehind));
+}
+
+#[test]
+fn bad_tcp_checksum_passes_without_flushing_the_run() {
+    let mut bad = seg4(2);
+    bad.tcp_mut().corrupt_checksum = true;
+    let o = run(&build([seg4(0), seg4(1), bad, seg4(2)]));
+    // Worked example E: the bad segment overtakes the held run.
+    assert_eq!(
+        shape(&o),
+        vec![(1, FlushReason::BadChecksum), (3, FlushReason::EndOfInput)]
+    );
+}
+
+#[test]
+fn checksum_check_can_be_disabled() {
+    let mut bad = seg4(1);
+    bad.tcp_mut().corrupt_checksum = true;
+    let cfg = GroConfig { verify_checksums: false, flush_timeout_ns: 1_000_000, ..Default::default() };
+    let o = run_cfg(cfg, &build([seg4(0), bad]));
+    assert_eq!(shape(&o), vec![(2, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ttl_change_flushes() {
+    let mut t = seg4(1);
+    t.v4_mut().ttl = 63;
+    let o = run(&build([seg4(0), t]));
+    assert_eq!(o[0].reason, FlushReason::TtlChanged);
+}
+
+#[test]
+fn tos_change_flushes() {
+    let mut t = seg4(1);
+    t.v4_mut().tos = 0x02;
+    let o = run(&build([seg4(0), t]));
+    assert_eq!(o[0].reason, FlushReason::TosChanged);
+}
+
+#[test]
+fn df_change_flushes() {
+    let mut t = seg4(1);
+    t.v4_mut().df = false;
+    let o = run(&build([seg4(0), t]));
+    assert_eq!(o[0].reason, FlushReason::DfChanged);
+}
+
+fn with_ids(ids: &[u16], df: bool) -> Vec<Vec<u8>> {
+    build(ids.iter().enumerate().map(|(i, id)| {
+        let mut s = seg4(i as u32);
+        s.v4_mut().id = *id;
+        s.v4_mut().df = df;
+        s
+    }))
+}
+
+#[test]
+fn ip_id_incrementing_merges_with_or_without_df() {
+    for df in [true, false] {
+        let o = run(&with_ids(&[100, 101, 102, 103], df));
+        assert_eq!(shape(&o), vec![(4, FlushReason::EndOfInput)]);
+    }
+}
+
+#[test]
+fn ip_id_fixed_merges_whatever_df_says_on_6_18() {
+    for df in [true, false] {
+        let o = run(&with_ids(&[777, 777, 777, 777], df));
+        assert_eq!(shape(&o), vec![(4, FlushReason::EndOfInput)]);
+    }
+}
+
+#[test]
+fn ip_id_random_does_not_merge() {
+    let o = run(&with_ids(&[101, 105, 107, 300, 2], false));
+    assert!(o.iter().all(|o| o.segments == 1));
+    assert_eq!(o[0].reason, FlushReason::IpIdMismatch);
+}
+
+#[test]
+fn ip_id_two_incrementing_then_fixed_splits() {
+    let o = run(&with_ids(&[8, 9, 9], true));
+    assert_eq!(shape(&o), vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]);
+    let o = run(&with_ids(&[8, 8, 9], true));
+    assert_eq!(shape(&o), vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ip_id_wraps_modulo_2_16() {
+    let o = run(&with_ids(&[65534, 65535, 0, 1], true));
+    assert_eq!(shape(&o), vec![(4, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ip_options_pass_without_flushing() {
+    let mut opt = seg4(1);
+    opt.v4_mut().options = vec![1, 1, 1, 0];
+    let o = run(&build([seg4(0), opt]));
+    assert_eq!(shape(&o), vec![(1, FlushReason::IpOptions), (1, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ip_fragment_passes_without_flushing() {
+    let mut fr = seg4(1);
+    fr.v4_mut().frag_extra = crate::wire::ipv4::MF;
+    let o = run(&build([seg4(0), fr]));
+    assert_eq!(o[0].reason, FlushReason::Fragment);
+}
+
+#[test]
+fn bad_ip_header_checksum_passes() {
+    let mut b = seg4(1);
+    b.v4_mut().corrupt_checksum = true;
+    let o = run(&build([seg4(0), b]));
+    assert_eq!(o[0].reason, FlushReason::BadIpChecksum);
+}
+
+#[test]
+fn ethernet_padding_flushes_the_run_and_passes() {
+    let mut ack = seg4(2);
+    ack.payload.clear();
+    ack.trailer = vec![0; 6];
+    let o = run(&build([seg4(0), seg4(1), ack]));
+    assert_eq!(
+        shape(&o),
+        vec![(2, FlushReason::IncomingLengthMismatch), (1, FlushReason::LengthMismatch)]
+    );
+}
+
+#[test]
+fn size_limit_splits_at_gro_max_size() {
+    // 20 + 20 + 46 × 1400 = 64440 < 65536; a 47th would be 65840.
+    let o = run(&build((0..50).map(seg4)));
+    assert_eq!(shape(&o), vec![(46, FlushReason::SizeLimit), (4, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ipv4_big_tcp_writes_total_length_zero() {
+    let cfg = GroConfig {
+        gro_ipv4_max_size: 185_000,
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
+    let o = run_cfg(cfg, &build((0..100).map(seg4)));
+    assert_eq!(o[0].segments, 100);
+    let f = &o[0].data;
+    let ip = crate::wire::ipv4::Ipv4::new_checked(&f[14..]).unwrap();
+    assert_eq!(ip.total_len(), 0);
+    assert!(ip.header_checksum_ok());
+}
+
+#[test]
+fn ipv6_merges_and_sets_payload_length() {
+    let o = run(&build((0..3).map(seg6)));
+    assert_eq!(o[0].segments, 3);
+    let ip = crate::wire::ipv6::Ipv6::new_checked(&o[0].data[14..]).unwrap();
+    assert_eq!(ip.payload_len() as usize, 20 + 3 * MSS);
+}
+
+#[test]
+fn ipv6_130_segments_at_65536_split_64400_64400_53200() {
+    let specs = (0..130).map(|i| {
+        let mut s = seg6(i);
+        s.tcp_mut().seq = 1000 + i * 1400;
+        s
+    });
+    let o = run(&build(specs));
+    let payloads: Vec<usize> = o.iter().map(|o| o.data.len() - 14 - 40 - 20).collect();
+    assert_eq!(payloads, vec![64400, 64400, 53200]);
+}
+
+#[test]
+fn ipv6_big_tcp_inserts_hop_by_hop_jumbo() {
+    let cfg = GroConfig { gro_max_size: 185_000, flush_timeout_ns: 10_000_000, ..Default::default() };
+    let o = run_cfg(cfg, &build((0..130).map(seg6)));
+    assert_eq!(o.len(), 1);
+    let f = &o[0].data;
+    assert_eq!(f.len(), 14 + 40 + 8 + 20 + 130 * MSS);
+    let ip = crate::wire::ipv6::Ipv6::new_checked(&f[14..]).unwrap();
+    assert_eq!((ip.payload_len(), ip.next_header()), (0, 0));
+    let chain = ip.walk_ext().unwrap();
+    assert_eq!(chain.jumbo, Some((8 + 20 + 130 * MSS) as u32));
+    assert_eq!(chain.upper, 6);
+}
+
+#[test]
+fn ipv6_hop_limit_and_traffic_class_changes_flush() {
+    let mut h = seg6(1);
+    h.v6_mut().hop_limit = 1;
+    assert_eq!(run(&build([seg6(0), h]))[0].reason, FlushReason::HopLimitChanged);
+    let mut t = seg6(1);
+    t.v6_mut().traffic_class = 4;
+    assert_eq!(run(&build([seg6(0), t]))[0].reason, FlushReason::TosChanged);
+}
+
+#[test]
+fn ipv6_flow_label_change_is_a_different_flow() {
+    let mut l = seg6(1);
+    l.v6_mut().flow_label = 5;
+    let o = run(&build([seg6(0), l]));
+    assert_eq!(shape(&o), vec![(1, FlushReason::EndOfInput), (1, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn ipv6_same_dest_options_merge_different_do_not() {
+    let dst = |i: u32, b: u8| {
+        let mut s = seg6(i);
+        s.v6_mut().ext.push((60, vec![1, 4, b, 0, 0, 0]));
+        s
+    };
+    assert_eq!(run(&build([dst(0, 0), dst(1, 0)]))[0].segments, 2);
+    let o = run(&build([dst(0, 0), dst(1, 1)]));
+    assert_eq!(o.len(), 2);
+    assert!(o.iter().all(|o| o.reason == FlushReason::EndOfInput));
+}
+
+#[test]
+fn ipv6_fragment_header_passes() {
+    let mut f = seg6(1);
+    f.v6_mut().ext.push((44, vec![0, 0, 0, 0, 0, 0]));
+    let o = run(&build([seg6(0), f]));
+    assert_eq!(o[0].reason, FlushReason::Fragment);
+}
+
+#[test]
+fn cwr_segment_never_merges() {
+    let mut c = seg4(1);
+    c.tcp_mut().flags |= tf::CWR;
+    let o = run(&build([seg4(0), c, seg4(2)]));
+    assert_eq!(o[0].reason, FlushReason::CwrSet);
+    assert!(o.iter().all(|o| o.segments == 1));
+}
+
+#[test]
+fn ninth_flow_evicts_the_oldest_held_packet() {
+    let flows: Vec<FrameSpec> = (0..9)
+        .map(|f| {
+            let mut s = seg4(0);
+            s.tcp_mut().sport = 30000 + f;
+            s
+        })
+        .collect();
+    let o = run(&build(flows));
+    assert_eq!(o[0].reason, FlushReason::TableFull);
+    assert_eq!(&o[0].data[34..36], &30000u16.to_be_bytes());
+    assert_eq!(o.len(), 9);
+}
+
+#[test]
+fn idle_gap_longer_than_timeout_flushes_everything() {
+    let frames = build([seg4(0), seg4(1)]);
+    let mut e = GroEngine::new(GroConfig { flush_timeout_ns: 1_000, ..Default::default() });
+    let mut reasons = Vec::new();
+    let mut push = |d: &Delivered<'_>| reasons.push(d.reason);
+    for (i, f) in frames.iter().enumerate() {
+        e.receive(
+            Input { data: f, link: LinkKind::Ethernet, timestamp_ns: i as u64 * 5_000, frame: 1, orig_len: f.len() as u32 },
+            &mut push,
+        );
+    }
+    e.finish(&mut push);
+    assert_eq!(reasons, vec![FlushReason::Timeout, FlushReason::EndOfInput]);
+}
+
+#[test]
+fn truncated_capture_frame_passes_untouched() {
+    let f = seg4(0).build();
+    let mut e = GroEngine::new(GroConfig::default());
+    let mut reasons = Vec::new();
+    e.receive(
+        Input { data: &f[..60], link: LinkKind::Ethernet, timestamp_ns: 0, frame: 1, orig_len: f.len() as u32 },
+        &mut |d: &Delivered<'_>| reasons.push(d.reason),
+    );
+    assert_eq!(reasons, vec![FlushReason::CaptureTruncated]);
+}
+
+#[test]
+fn interleaved_flows_merge_independently() {
+    let mut frames = Vec::new();
+    for i in 0..4 {
+        frames.push(seg4(i));
+        let mut s = seg6(i);
+        s.tcp_mut().sport = 1;
+        frames.push(s);
+    }
+    let o = run(&build(frames));
+    assert_eq!(shape(&o), vec![(4, FlushReason::EndOfInput), (4, FlushReason::EndOfInput)]);
+}

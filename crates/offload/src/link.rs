@@ -1,0 +1,139 @@
+//! Link layers the engine accepts, and how to find the network header.
+//!
+//! The engine is told the link type of each frame (from the capture's
+//! interface). It maps pcap `LINKTYPE_*` numbers here so that the capture
+//! crate and the engine stay independent.
+
+use crate::wire::ethernet::{self, ethertype, Ethernet};
+use crate::wire::sll;
+use crate::wire::WireError;
+
+/// A link layer the engine can dissect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkKind {
+    /// Ethernet II, possibly VLAN tagged (`LINKTYPE_ETHERNET` = 1).
+    Ethernet,
+    /// Raw IP, version from the first nibble (`LINKTYPE_RAW` = 101, DLT 12/14).
+    RawIp,
+    /// Raw IPv4 only (`LINKTYPE_IPV4` = 228).
+    Ipv4,
+    /// Raw IPv6 only (`LINKTYPE_IPV6` = 229).
+    Ipv6,
+    /// Linux cooked capture v1 (`LINKTYPE_LINUX_SLL` = 113).
+    LinuxSll,
+    /// Linux cooked capture v2 (`LINKTYPE_LINUX_SLL2` = 276).
+    LinuxSll2,
+}
+
+impl LinkKind {
+    /// Maps a pcap/pcapng link type number; `None` for link types the engine
+    /// does not dissect.
+    pub fn from_linktype(linktype: u32) -> Option<Self> {
+        Some(match linktype {
+            1 => LinkKind::Ethernet,
+            101 | 12 | 14 => LinkKind::RawIp,
+            228 => LinkKind::Ipv4,
+            229 => LinkKind::Ipv6,
+            113 => LinkKind::LinuxSll,
+            276 => LinkKind::LinuxSll2,
+            _ => return None,
+        })
+    }
+
+    /// The pcap link type number written for this link kind.
+    pub fn linktype(self) -> u32 {
+        match self {
+            LinkKind::Ethernet => 1,
+            LinkKind::RawIp => 101,
+            LinkKind::Ipv4 => 228,
+            LinkKind::Ipv6 => 229,
+            LinkKind::LinuxSll => 113,
+            LinkKind::LinuxSll2 => 276,
+        }
+    }
+}
+
+/// Where the network header of a frame starts and what the link says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L2Info {
+    /// Offset of the L3 header.
+    pub l3_offset: usize,
+    /// The EtherType of the L3 header (after VLAN tags).
+    pub ethertype: u16,
+    /// The outer protocol as the kernel's `skb->protocol` would be: the
+    /// first EtherType (a VLAN TPID for tagged frames). It selects between
+    /// `gro_max_size` and `gro_ipv4_max_size` (`netif_get_gro_max_size`).
+    pub outer_protocol: u16,
+    /// Number of in-band VLAN tags.
+    pub vlan_tags: u8,
+    /// The link header bytes that make up the GRO flow key
+    /// (`compare_ether_header` + VLAN headers), as a range of the frame.
+    pub key_len: usize,
+    /// The capture saw this frame leave the host (cooked captures only).
+    pub outgoing: bool,
+}
+
+/// Finds the network header of `frame`.
+pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
+    match link {
+        LinkKind::Ethernet => {
+            let eth = Ethernet::new_checked(frame)?;
+            let tags = eth.walk_tags()?;
+            Ok(L2Info {
+                l3_offset: tags.l3_offset,
+                ethertype: tags.ethertype,
+                outer_protocol: eth.ethertype(),
+                vlan_tags: tags.count as u8,
+                key_len: tags.l3_offset,
+                outgoing: false,
+            })
+        }
+        LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6 => {
+            let version = frame.first().map(|b| b >> 4).unwrap_or(0);
+            let et = match (link, version) {
+                (LinkKind::Ipv4, _) | (LinkKind::RawIp, 4) => ethertype::IPV4,
+                (LinkKind::Ipv6, _) | (LinkKind::RawIp, 6) => ethertype::IPV6,
+                _ => 0,
+            };
+            Ok(L2Info {
+                l3_offset: 0,
+                ethertype: et,
+                outer_protocol: et,
+                vlan_tags: 0,
+                key_len: 0,
+                outgoing: false,
+            })
+        }
+        LinkKind::LinuxSll | LinkKind::LinuxSll2 => {
+            let c = if link == LinkKind::LinuxSll {
+                sll::parse_sll(frame)?
+            } else {
+                sll::parse_sll2(frame)?
+            };
+            let mut info = L2Info {
+                l3_offset: c.header_len,
+                ethertype: c.protocol,
+                outer_protocol: c.protocol,
+                vlan_tags: 0,
+                key_len: c.header_len,
+                outgoing: c.pkttype == sll::pkttype::OUTGOING,
+            };
+            // Cooked captures keep VLAN tags in-band only when the tag was
+            // not offloaded; walk them like Ethernet does.
+            while ethernet::is_vlan_tpid(info.ethertype) {
+                if info.vlan_tags as usize == ethernet::MAX_VLAN_TAGS {
+                    return Err(WireError::invalid("802.1Q", "tag count", 9, "at most 8"));
+                }
+                let at = info.l3_offset;
+                if frame.len() < at + 4 {
+                    return Err(WireError::truncated("802.1Q", "tag", 4, frame.len() - at));
+                }
+                info.ethertype = u16::from_be_bytes([frame[at + 2], frame[at + 3]]);
+                info.l3_offset += 4;
+                info.vlan_tags += 1;
+            }
+            info.key_len = info.l3_offset;
+            Ok(info)
+        }
+    }
+}
