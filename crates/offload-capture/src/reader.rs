@@ -504,16 +504,6 @@ impl CaptureReader {
         let iface = self.fast.first().copied();
         let (link_type, snaplen) =
             iface.map_or((LinkType::ETHERNET, 0), |i| (i.link_type, i.snaplen));
-        if caplen > MAX_FRAME_LEN {
-            return Err(self.err(
-                at,
-                "caplen",
-                ErrorKind::TooLarge {
-                    value: caplen.into(),
-                    max: MAX_FRAME_LEN.into(),
-                },
-            ));
-        }
         if let Some(rem) = self.remaining_after(offset + 16) {
             if u64::from(caplen) > rem {
                 return Err(self.err(
@@ -525,6 +515,16 @@ impl CaptureReader {
                     },
                 ));
             }
+        }
+        if caplen > MAX_FRAME_LEN {
+            return Err(self.err(
+                at,
+                "caplen",
+                ErrorKind::TooLarge {
+                    value: caplen.into(),
+                    max: MAX_FRAME_LEN.into(),
+                },
+            ));
         }
         if self.check_snaplen && snaplen != 0 && caplen > snaplen {
             return Err(self.err(
