@@ -1,0 +1,823 @@
+//! The data-path loops of both ends: request/response (blocking for one flow
+//! per thread, edge-triggered epoll for many), connect/request/response,
+//! TCP stream and UDP flood.
+//!
+//! Hot-path rule: per transaction, the only syscalls are the I/O itself (and
+//! the epoll wait, shared by every transaction it reports); the clock is read
+//! once per completed transaction (its end is the next one's start), and the
+//! progress counter is a relaxed store to a cache line owned by the thread.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::config::{CloseMode, SocketKnobs};
+use crate::sock;
+use crate::sys;
+
+/// A histogram of nanoseconds from 1 ns to 60 s, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants that hdrhistogram accepts; a failure here is a
+    // programming error, not bad input.
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds")
+}
+
+/// Progress counters of one worker, on a cache line of their own so that
+/// sampling them from the control thread does not slow the worker.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct Slot {
+    /// Transactions, writes or packets so far.
+    pub txn: AtomicU64,
+    /// Payload bytes so far.
+    pub bytes: AtomicU64,
+    /// Datagrams so far.
+    pub packets: AtomicU64,
+}
+
+impl Slot {
+    fn set(&self, txn: u64, bytes: u64, packets: u64) {
+        self.txn.store(txn, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.packets.store(packets, Ordering::Relaxed);
+    }
+}
+
+/// Sums of all slots.
+pub fn sum_slots(slots: &[Slot]) -> (u64, u64, u64) {
+    slots.iter().fold((0, 0, 0), |a, s| {
+        (
+            a.0 + s.txn.load(Ordering::Relaxed),
+            a.1 + s.bytes.load(Ordering::Relaxed),
+            a.2 + s.packets.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// The shared clock edges of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Start of the warm-up.
+    pub start: Instant,
+    /// Start of the measurement window.
+    pub ws: Instant,
+    /// End of the measurement window: workers stop here.
+    pub we: Instant,
+}
+
+/// What a client worker measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Latency of every transaction completed in the window (ns).
+    pub hist: Histogram<u64>,
+    /// Transactions completed in the window.
+    pub window_txn: u64,
+    /// Transactions completed in the whole run.
+    pub total_txn: u64,
+    /// UDP transactions given up as lost.
+    pub lost: u64,
+    /// Failed sends (ENOBUFS, EAGAIN, ECONNREFUSED).
+    pub send_errors: u64,
+}
+
+impl Outcome {
+    /// An outcome with nothing counted.
+    pub fn empty() -> Self {
+        Outcome {
+            hist: new_histogram(),
+            window_txn: 0,
+            total_txn: 0,
+            lost: 0,
+            send_errors: 0,
+        }
+    }
+
+    #[inline]
+    fn complete(&mut self, t0: Instant, t1: Instant, w: &Window, slot: &Slot) {
+        self.total_txn += 1;
+        if t1 >= w.ws && t1 < w.we {
+            let ns = t1.saturating_duration_since(t0).as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.hist.saturating_record(ns.max(1));
+            self.window_txn += 1;
+        }
+        slot.txn.store(self.total_txn, Ordering::Relaxed);
+    }
+}
+
+/// Request/response parameters of a worker.
+#[derive(Debug, Clone)]
+pub struct RrParams {
+    /// Request bytes.
+    pub request: usize,
+    /// Response bytes.
+    pub response: usize,
+    /// Per-flow interval of the fixed-rate mode.
+    pub rate_interval: Option<Duration>,
+    /// UDP loss timeout.
+    pub udp_timeout: Duration,
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+fn errmsg(what: &str, e: io::Error) -> String {
+    format!("{what}: {e}")
+}
+
+/// Writes all of `buf` on a blocking socket, in as few calls as the kernel
+/// allows (one for a whole message when the send buffer has room).
+fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match sys::send(fd, buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from a blocking socket with a receive timeout. Returns
+/// Ok(false) on a clean end: EOF before the first byte, or `stop` set while
+/// idle. A timeout past `deadline` is an error.
+fn read_full(
+    fd: RawFd,
+    buf: &mut [u8],
+    stop: Option<&AtomicBool>,
+    deadline: Option<Instant>,
+) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match sys::recv(fd, &mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed mid-message")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                if got == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    return Ok(false);
+                }
+                if deadline.is_some_and(|d| Instant::now() > d) {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "no response from the peer"));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// How long a client waits past the window's end for a response before it
+/// calls the peer dead.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Client request/response on one blocking socket (TCP or connected UDP).
+pub fn client_rr_blocking(
+    fd: RawFd,
+    udp: bool,
+    p: &RrParams,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
+    sock::set_recv_timeout(fd, if udp { p.udp_timeout } else { Duration::from_millis(500) })
+        .map_err(|e| errmsg("setting SO_RCVTIMEO", e))?;
+    let req = vec![0x5au8; p.request];
+    let mut resp = vec![0u8; if udp { 65536 } else { p.response }];
+    let mut out = Outcome::empty();
+    let deadline = w.we + GRACE;
+    let mut t0 = Instant::now();
+    let mut intended = t0;
+    loop {
+        if p.rate_interval.is_some() {
+            if t0 < intended {
+                std::thread::sleep(intended - t0);
+            }
+            // Coordinated omission: latency counts from when the request
+            // should have left, even if an earlier slow response delayed it.
+            t0 = intended;
+        }
+        if udp {
+            if let Err(e) = sys::send(fd, &req) {
+                if !matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED)) {
+                    return Err(errmsg("udp send", e));
+                }
+                out.send_errors += 1;
+            }
+            match sys::recv(fd, &mut resp) {
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    out.lost += 1;
+                    let now = Instant::now();
+                    if now >= w.we {
+                        break;
+                    }
+                    if let Some(iv) = p.rate_interval {
+                        intended += iv;
+                    }
+                    t0 = now;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(errmsg("udp recv", e)),
+            }
+        } else {
+            write_all_fd(fd, &req).map_err(|e| errmsg("sending request", e))?;
+            match read_full(fd, &mut resp, None, Some(deadline)) {
+                Ok(true) => {}
+                Ok(false) => return Err("the server closed the data connection".into()),
+                Err(e) => return Err(errmsg("reading response", e)),
+            }
+        }
+        let t1 = Instant::now();
+        out.complete(t0, t1, w, slot);
+        if t1 >= w.we {
+            break;
+        }
+        if let Some(iv) = p.rate_interval {
+            intended += iv;
+        }
+        t0 = t1;
+    }
+    Ok(out)
+}
+
+struct ClientConn {
+    sent: usize,
+    got: usize,
+    t0: Instant,
+}
+
+/// Client request/response over many non-blocking sockets with
+/// edge-triggered epoll: each socket has one transaction in flight.
+pub fn client_rr_epoll(
+    fds: &[RawFd],
+    udp: bool,
+    p: &RrParams,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
+    let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
+    let flags = if udp {
+        sys::EPOLLIN | sys::EPOLLET
+    } else {
+        sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET
+    };
+    for (i, &fd) in fds.iter().enumerate() {
+        ep.add(fd, flags, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+    }
+    let req = vec![0x5au8; p.request];
+    let mut scratch = vec![0u8; if udp { 65536 } else { p.response.min(1 << 20) }];
+    let mut out = Outcome::empty();
+    let now = Instant::now();
+    let mut conns: Vec<ClientConn> = fds
+        .iter()
+        .map(|_| ClientConn {
+            sent: 0,
+            got: 0,
+            t0: now,
+        })
+        .collect();
+    // Returns whether the whole request is out.
+    let send_req = |fd: RawFd, c: &mut ClientConn, out: &mut Outcome| -> Result<bool, String> {
+        while c.sent < req.len() {
+            match sys::send(fd, &req[c.sent..]) {
+                Ok(n) => c.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if udp && matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::ECONNREFUSED)) => {
+                    // Counted; the loss timer will resend.
+                    out.send_errors += 1;
+                    c.sent = req.len();
+                }
+                Err(e) => return Err(errmsg("sending request", e)),
+            }
+        }
+        Ok(true)
+    };
+    for (i, c) in conns.iter_mut().enumerate() {
+        send_req(fds[i], c, &mut out)?;
+    }
+    let mut events = sys::event_buffer(1024);
+    let mut last_scan = now;
+    let deadline = w.we + GRACE;
+    'outer: loop {
+        let n = ep.wait(&mut events, 10).map_err(|e| errmsg("epoll_wait", e))?;
+        let mut last_clock = None;
+        for ev in &events[..n] {
+            let i = sys::event_token(ev) as usize;
+            let Some(c) = conns.get_mut(i) else { continue };
+            let fd = fds[i];
+            if c.sent < req.len() && !send_req(fd, c, &mut out)? {
+                continue;
+            }
+            loop {
+                let want = if udp { scratch.len() } else { (p.response - c.got).min(scratch.len()) };
+                match sys::recv(fd, &mut scratch[..want]) {
+                    Ok(0) if !udp => return Err("the server closed a data connection".into()),
+                    Ok(k) => {
+                        c.got += k;
+                        if udp || c.got >= p.response {
+                            let t1 = Instant::now();
+                            last_clock = Some(t1);
+                            out.complete(c.t0, t1, w, slot);
+                            if t1 >= w.we {
+                                break 'outer;
+                            }
+                            c.t0 = t1;
+                            c.got = 0;
+                            c.sent = 0;
+                            send_req(fd, c, &mut out)?;
+                            // Edge-triggered: the next response is a new
+                            // edge, so do not spend a read on EAGAIN here.
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if udp && e.raw_os_error() == Some(libc::ECONNREFUSED) => break,
+                    Err(e) => return Err(errmsg("reading response", e)),
+                }
+            }
+        }
+        let now = match last_clock {
+            Some(t) => t,
+            None => Instant::now(),
+        };
+        if now >= w.we {
+            if !udp && now > deadline {
+                return Err("no response from the server".into());
+            }
+            break;
+        }
+        if udp && now.duration_since(last_scan) >= Duration::from_millis(20) {
+            last_scan = now;
+            for (i, c) in conns.iter_mut().enumerate() {
+                if now.duration_since(c.t0) >= p.udp_timeout {
+                    out.lost += 1;
+                    c.t0 = now;
+                    c.sent = 0;
+                    send_req(fds[i], c, &mut out)?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Client tcp-crr: connect, request, response, close, per transaction.
+pub fn client_crr(
+    addr: SocketAddr,
+    knobs: &SocketKnobs,
+    close: CloseMode,
+    p: &RrParams,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
+    let req = vec![0x5au8; p.request];
+    let mut resp = vec![0u8; p.response];
+    let mut out = Outcome::empty();
+    let mut t0 = Instant::now();
+    loop {
+        let stream = sock::tcp_connect(addr, knobs).map_err(|e| errmsg("connect", e))?;
+        let fd = stream.as_raw_fd();
+        write_all_fd(fd, &req).map_err(|e| errmsg("sending request", e))?;
+        match read_full(fd, &mut resp, None, None) {
+            Ok(true) => {}
+            Ok(false) => return Err("the server closed the connection before responding".into()),
+            Err(e) => return Err(errmsg("reading response", e)),
+        }
+        if close == CloseMode::Reset {
+            sock::set_linger_zero(&stream).map_err(|e| errmsg("SO_LINGER", e))?;
+        }
+        drop(stream);
+        let t1 = Instant::now();
+        out.complete(t0, t1, w, slot);
+        if t1 >= w.we {
+            break;
+        }
+        t0 = t1;
+    }
+    Ok(out)
+}
+
+/// Server request/response on one blocking TCP connection.
+pub fn server_rr_blocking(stream: &TcpStream, p: &RrParams, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+    let fd = stream.as_raw_fd();
+    sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    let mut req = vec![0u8; p.request];
+    let resp = vec![0xa5u8; p.response];
+    let mut total = 0u64;
+    loop {
+        match read_full(fd, &mut req, Some(stop), None) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) if stop.load(Ordering::Relaxed) => {
+                let _ = e;
+                return Ok(());
+            }
+            Err(e) => return Err(errmsg("reading request", e)),
+        }
+        match write_all_fd(fd, &resp) {
+            Ok(()) => {}
+            // The client stops at the end of its window without waiting for
+            // the last responses: a reset then is the normal end.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => return Ok(()),
+            Err(e) => return Err(errmsg("sending response", e)),
+        }
+        total += 1;
+        slot.txn.store(total, Ordering::Relaxed);
+    }
+}
+
+struct ServerConn {
+    got: usize,
+    sending: Option<usize>,
+    open: bool,
+}
+
+/// Server request/response over many non-blocking TCP connections.
+pub fn server_rr_epoll(streams: &[TcpStream], p: &RrParams, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+    let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
+    for (i, s) in streams.iter().enumerate() {
+        s.set_nonblocking(true).map_err(|e| errmsg("O_NONBLOCK", e))?;
+        ep.add(s.as_raw_fd(), sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET, i as u64)
+            .map_err(|e| errmsg("epoll_ctl", e))?;
+    }
+    let mut req = vec![0u8; p.request.min(1 << 20)];
+    let resp = vec![0xa5u8; p.response];
+    let mut conns: Vec<ServerConn> = streams
+        .iter()
+        .map(|_| ServerConn {
+            got: 0,
+            sending: None,
+            open: true,
+        })
+        .collect();
+    let mut live = conns.len();
+    let mut total = 0u64;
+    let mut events = sys::event_buffer(1024);
+    while live > 0 && !stop.load(Ordering::Relaxed) {
+        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        for ev in &events[..n] {
+            let i = sys::event_token(ev) as usize;
+            let Some(c) = conns.get_mut(i) else { continue };
+            if !c.open {
+                continue;
+            }
+            let fd = streams[i].as_raw_fd();
+            loop {
+                if let Some(off) = c.sending {
+                    match sys::send(fd, &resp[off..]) {
+                        Ok(k) if off + k == resp.len() => {
+                            c.sending = None;
+                            total += 1;
+                            slot.txn.store(total, Ordering::Relaxed);
+                            break;
+                        }
+                        Ok(k) => c.sending = Some(off + k),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            c.open = false;
+                            live -= 1;
+                            break;
+                        }
+                    }
+                } else {
+                    let want = (p.request - c.got).min(req.len());
+                    match sys::recv(fd, &mut req[..want]) {
+                        Ok(0) => {
+                            c.open = false;
+                            live -= 1;
+                            break;
+                        }
+                        Ok(k) => {
+                            c.got += k;
+                            if c.got >= p.request {
+                                c.got = 0;
+                                c.sending = Some(0);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            c.open = false;
+                            live -= 1;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Server UDP request/response: answers every datagram with a response
+/// (recvmmsg/sendmmsg when `batch` > 1).
+pub fn server_udp_rr(sock: &UdpSocket, p: &RrParams, batch: usize, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+    let fd = sock.as_raw_fd();
+    sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    let resp = vec![0xa5u8; p.response];
+    let mut total = 0u64;
+    let mut rb = sys::RecvBatch::new(batch, 65536);
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        if batch > 1 {
+            match rb.recv(fd) {
+                Ok(n) => {
+                    let sent = sys::send_replies(fd, &rb, n, &resp).unwrap_or(0);
+                    total += sent as u64;
+                }
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(errmsg("recvmmsg", e)),
+            }
+        } else {
+            match sock.recv_from(&mut buf) {
+                Ok((_, from)) => {
+                    if sock.send_to(&resp, from).is_ok() {
+                        total += 1;
+                    }
+                }
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(errmsg("recvfrom", e)),
+            }
+        }
+        slot.txn.store(total, Ordering::Relaxed);
+        slot.packets.store(total, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Server tcp-crr: accept, read the request, respond, wait for the client's
+/// close. Several workers share one listener.
+pub fn server_crr(
+    listener: &TcpListener,
+    knobs: &SocketKnobs,
+    p: &RrParams,
+    stop: &AtomicBool,
+    slot: &Slot,
+) -> Result<(), String> {
+    sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
+        .map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    let mut req = vec![0u8; p.request];
+    let resp = vec![0xa5u8; p.response];
+    let mut total = 0u64;
+    let mut one = [0u8; 1];
+    while !stop.load(Ordering::Relaxed) {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            Err(e) => return Err(errmsg("accept", e)),
+        };
+        if knobs.nodelay || knobs.busy_poll_us.is_some() {
+            sock::apply_tcp(&stream, knobs).map_err(|e| errmsg("socket options", e))?;
+        }
+        let fd = stream.as_raw_fd();
+        // Accepted sockets inherit the listener's SO_RCVTIMEO, so a silent
+        // client cannot hold the worker past a stop.
+        match read_full(fd, &mut req, Some(stop), None) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => continue,
+        }
+        if write_all_fd(fd, &resp).is_err() {
+            continue;
+        }
+        total += 1;
+        slot.txn.store(total, Ordering::Relaxed);
+        // Wait for the client's FIN (or RST) so the close is the client's.
+        let _ = read_full(fd, &mut one, Some(stop), None);
+    }
+    Ok(())
+}
+
+/// When a stream loop stops.
+#[derive(Debug, Clone, Copy)]
+pub enum StopWhen<'a> {
+    /// At this instant (client side).
+    Deadline(Instant),
+    /// When this flag is set (server side).
+    Flag(&'a AtomicBool),
+}
+
+impl StopWhen<'_> {
+    fn reached(&self) -> bool {
+        match self {
+            StopWhen::Deadline(d) => Instant::now() >= *d,
+            StopWhen::Flag(f) => f.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// TCP stream sender over non-blocking sockets.
+pub fn stream_send(fds: &[RawFd], write_size: usize, until: StopWhen<'_>, slot: &Slot) -> Result<(), String> {
+    let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
+    for (i, &fd) in fds.iter().enumerate() {
+        ep.add(fd, sys::EPOLLOUT | sys::EPOLLET, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+    }
+    let buf = vec![0x5au8; write_size];
+    let mut open = vec![true; fds.len()];
+    let mut live = fds.len();
+    let (mut writes, mut bytes) = (0u64, 0u64);
+    let mut events = sys::event_buffer(256);
+    while live > 0 && !until.reached() {
+        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        for ev in &events[..n] {
+            let i = sys::event_token(ev) as usize;
+            if !open.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            loop {
+                match sys::send(fds[i], &buf) {
+                    Ok(k) => {
+                        writes += 1;
+                        bytes += k as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        // The receiver closed: the normal end for a server
+                        // sending to a client whose window is over.
+                        open[i] = false;
+                        live -= 1;
+                        break;
+                    }
+                }
+            }
+        }
+        slot.set(writes, bytes, 0);
+    }
+    Ok(())
+}
+
+/// TCP stream receiver over non-blocking sockets.
+pub fn stream_recv(fds: &[RawFd], read_size: usize, until: StopWhen<'_>, slot: &Slot) -> Result<(), String> {
+    let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
+    for (i, &fd) in fds.iter().enumerate() {
+        ep.add(fd, sys::EPOLLIN | sys::EPOLLET, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+    }
+    let mut buf = vec![0u8; read_size.max(1)];
+    let mut open = vec![true; fds.len()];
+    let mut live = fds.len();
+    let (mut reads, mut bytes) = (0u64, 0u64);
+    let mut events = sys::event_buffer(256);
+    while live > 0 && !until.reached() {
+        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        for ev in &events[..n] {
+            let i = sys::event_token(ev) as usize;
+            if !open.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            loop {
+                match sys::recv(fds[i], &mut buf) {
+                    Ok(0) => {
+                        open[i] = false;
+                        live -= 1;
+                        break;
+                    }
+                    Ok(k) => {
+                        reads += 1;
+                        bytes += k as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        open[i] = false;
+                        live -= 1;
+                        break;
+                    }
+                }
+            }
+        }
+        slot.set(reads, bytes, 0);
+    }
+    Ok(())
+}
+
+/// UDP flood sender parameters.
+#[derive(Debug, Clone)]
+pub struct UdpSendParams {
+    /// Datagram payload bytes (the segment size with GSO).
+    pub datagram: usize,
+    /// Datagrams per send call (more than one with UDP GSO).
+    pub segments: usize,
+    /// Messages per sendmmsg call.
+    pub batch: usize,
+    /// Packets per second for this worker (None: as fast as possible).
+    pub rate: Option<f64>,
+}
+
+/// UDP flood: sends datagrams round-robin over connected sockets until the
+/// window's end.
+pub fn udp_stream_send(socks: &[UdpSocket], p: &UdpSendParams, w: &Window, slot: &Slot) -> Result<Outcome, String> {
+    let payload = vec![0x5au8; p.datagram * p.segments.max(1)];
+    let mut out = Outcome::empty();
+    let (mut packets, mut bytes) = (0u64, 0u64);
+    let mut refused = 0u64;
+    let mut i = 0;
+    loop {
+        let fd = socks[i].as_raw_fd();
+        i = (i + 1) % socks.len();
+        let res = if p.batch > 1 {
+            sys::send_copies(fd, &payload, p.batch)
+        } else {
+            sys::send(fd, &payload).map(|_| 1)
+        };
+        match res {
+            Ok(msgs) => {
+                packets += (msgs * p.segments) as u64;
+                bytes += (msgs * payload.len()) as u64;
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EAGAIN)) => out.send_errors += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                // An ICMP port-unreachable from an earlier datagram: the
+                // receiver is gone. A few can happen at teardown.
+                out.send_errors += 1;
+                refused += 1;
+                if refused > 1000 {
+                    return Err("the server's UDP port refuses datagrams".into());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(errmsg("udp send", e)),
+        }
+        slot.set(packets, bytes, packets);
+        let now = Instant::now();
+        if now >= w.we {
+            break;
+        }
+        if let Some(rate) = p.rate {
+            let due = w.start + Duration::from_secs_f64(packets as f64 / rate);
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+    }
+    out.total_txn = packets;
+    Ok(out)
+}
+
+/// UDP flood receiver: counts datagrams (GRO super-packets as their
+/// segments) until `stop` is set and the socket has been idle 100 ms.
+pub fn udp_stream_recv(sock: &UdpSocket, batch: usize, buf_size: usize, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+    let fd = sock.as_raw_fd();
+    sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    let mut rb = sys::RecvBatch::new(batch, buf_size);
+    let (mut packets, mut bytes, mut calls) = (0u64, 0u64, 0u64);
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        match rb.recv(fd) {
+            Ok(n) => {
+                calls += 1;
+                for m in 0..n {
+                    let len = rb.len(m);
+                    bytes += len as u64;
+                    packets += match rb.gro_size(m) {
+                        Some(seg) => len.div_ceil(seg).max(1) as u64,
+                        None => 1,
+                    };
+                }
+                slot.set(packets, bytes, packets);
+            }
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            Err(e) => return Err(errmsg("recvmmsg", e)),
+        }
+        // Drain what is in flight after the stop, but not forever.
+        if calls % 256 == 0 && stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            match stop_seen {
+                None => stop_seen = Some(now),
+                Some(t) if now.duration_since(t) > Duration::from_secs(1) => break,
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--null`: the measurement loop with no I/O; what it costs per
+/// transaction is the tool's own overhead.
+pub fn client_null(w: &Window, slot: &Slot) -> Outcome {
+    let mut out = Outcome::empty();
+    let mut t0 = Instant::now();
+    loop {
+        let t1 = Instant::now();
+        out.complete(t0, t1, w, slot);
+        if t1 >= w.we {
+            break;
+        }
+        t0 = t1;
+    }
+    out
+}

@@ -1,0 +1,267 @@
+//! The control protocol between `offload bench` clients and the server.
+//!
+//! One TCP connection per client. Every frame is a 4-byte big-endian length
+//! followed by that many bytes of JSON (at most [`MAX_FRAME`]). The exchange:
+//!
+//! ```text
+//! client                                   server
+//!   Hello { magic, version }        ->
+//!                                   <-     Welcome { version, host }   | Error
+//!   Start { spec }                  ->
+//!                                   <-     Ready { data_port, .. }     | Error
+//!   (data connections, warm-up)
+//!   Mark { window_start }           ->
+//!                                   <-     Marked
+//!   Mark { window_end }             ->
+//!                                   <-     Marked
+//!   Finish                          ->
+//!                                   <-     Report { report }
+//!   Start ... (another test) | Bye | close
+//! ```
+//!
+//! JSON keeps the protocol readable in a packet capture and lets either side
+//! add fields without breaking the other; the version number changes when a
+//! change is not compatible. Anything unexpected is a typed [`ProtoError`].
+
+use std::io::{self, Read, Write};
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::config::TestSpec;
+use crate::report::{HostInfo, ServerReport, ServerSettings};
+
+/// The protocol's version; a server refuses any other.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The magic string of the Hello frame.
+pub const MAGIC: &str = "offload-bench";
+/// Largest frame accepted, in bytes.
+pub const MAX_FRAME: u32 = 1 << 20;
+
+/// Which edge of the measurement window a mark is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    /// The warm-up is over: counters and CPU are sampled.
+    WindowStart,
+    /// The window is over: counters and CPU are sampled again.
+    WindowEnd,
+}
+
+/// Frames a client sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// First frame: who we are and which protocol we speak.
+    Hello {
+        /// Must be [`MAGIC`].
+        magic: String,
+        /// Must be [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// Set up a test.
+    Start {
+        /// The test.
+        spec: TestSpec,
+    },
+    /// An edge of the measurement window.
+    Mark {
+        /// Which edge.
+        mark: Mark,
+    },
+    /// The client's workers have stopped: stop, and report.
+    Finish,
+    /// The client is done with this connection.
+    Bye,
+}
+
+/// Frames the server sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// Answer to Hello.
+    Welcome {
+        /// The server's protocol version.
+        version: u32,
+        /// Kernel and sysctls of the server's namespace.
+        host: HostInfo,
+    },
+    /// The data sockets are listening.
+    Ready {
+        /// Port of the data listener or UDP sockets.
+        data_port: u16,
+        /// What the server actually applied.
+        settings: ServerSettings,
+    },
+    /// Answer to Mark.
+    Marked,
+    /// Answer to Finish.
+    Report {
+        /// The server's counts and CPU.
+        report: ServerReport,
+    },
+    /// Something was wrong; the server keeps serving other clients.
+    Error {
+        /// What.
+        message: String,
+    },
+}
+
+/// A control-protocol failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    /// The socket failed or timed out.
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// A frame's length field is above [`MAX_FRAME`].
+    #[error("frame of {len} bytes is above the limit of {MAX_FRAME}")]
+    FrameTooLarge {
+        /// The length announced.
+        len: u32,
+    },
+    /// A frame is not a valid message.
+    #[error("frame is not a valid message: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The Hello frame has another magic string.
+    #[error("not an offload-bench peer (magic {0:?})")]
+    BadMagic(String),
+    /// The peer speaks another protocol version.
+    #[error("protocol version {got} is not supported (this side speaks {PROTOCOL_VERSION})")]
+    Version {
+        /// The peer's version.
+        got: u32,
+    },
+    /// A valid frame arrived at the wrong time.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What was expected.
+        expected: &'static str,
+        /// What came.
+        got: String,
+    },
+}
+
+/// Writes one frame holding `msg`.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), ProtoError> {
+    let body = serde_json::to_vec(msg)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&l| l <= MAX_FRAME)
+        .ok_or(ProtoError::FrameTooLarge {
+            len: body.len().min(u32::MAX as usize) as u32,
+        })?;
+    let mut frame = Vec::with_capacity(body.len() + 4);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame and decodes it as `T`.
+pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, ProtoError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(ProtoError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME {
+        return Err(ProtoError::FrameTooLarge { len });
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ProtoError::Closed
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Checks a Hello frame.
+pub fn check_hello(msg: &ClientMsg) -> Result<(), ProtoError> {
+    match msg {
+        ClientMsg::Hello { magic, version } => {
+            if magic != MAGIC {
+                Err(ProtoError::BadMagic(magic.chars().take(64).collect()))
+            } else if *version != PROTOCOL_VERSION {
+                Err(ProtoError::Version { got: *version })
+            } else {
+                Ok(())
+            }
+        }
+        other => Err(ProtoError::Unexpected {
+            expected: "hello",
+            got: msg_name(other).into(),
+        }),
+    }
+}
+
+/// A short name of a client frame for error messages.
+pub fn msg_name(msg: &ClientMsg) -> &'static str {
+    match msg {
+        ClientMsg::Hello { .. } => "hello",
+        ClientMsg::Start { .. } => "start",
+        ClientMsg::Mark { .. } => "mark",
+        ClientMsg::Finish => "finish",
+        ClientMsg::Bye => "bye",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = Vec::new();
+        let hello = ClientMsg::Hello {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+        };
+        write_frame(&mut buf, &hello).unwrap();
+        write_frame(&mut buf, &ClientMsg::Finish).unwrap();
+        let mut r = &buf[..];
+        let a: ClientMsg = read_frame(&mut r).unwrap();
+        let b: ClientMsg = read_frame(&mut r).unwrap();
+        assert_eq!(a, hello);
+        assert_eq!(b, ClientMsg::Finish);
+        check_hello(&a).unwrap();
+        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Closed)));
+    }
+
+    #[test]
+    fn oversized_truncated_and_garbage_frames_are_typed_errors() {
+        let mut r = &[0xffu8, 0xff, 0xff, 0xff][..];
+        assert!(matches!(
+            read_frame::<_, ClientMsg>(&mut r),
+            Err(ProtoError::FrameTooLarge { len: u32::MAX })
+        ));
+        let mut r = &[0u8, 0, 0, 10, b'{'][..];
+        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Closed)));
+        let mut r = &[0u8, 0, 0, 3, b'a', b'b', b'c'][..];
+        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Json(_))));
+    }
+
+    #[test]
+    fn wrong_magic_or_version_is_refused() {
+        let bad_v = ClientMsg::Hello {
+            magic: MAGIC.into(),
+            version: 99,
+        };
+        assert!(matches!(check_hello(&bad_v), Err(ProtoError::Version { got: 99 })));
+        let bad_m = ClientMsg::Hello {
+            magic: "netperf".into(),
+            version: 1,
+        };
+        assert!(matches!(check_hello(&bad_m), Err(ProtoError::BadMagic(_))));
+        assert!(matches!(check_hello(&ClientMsg::Bye), Err(ProtoError::Unexpected { .. })));
+        let text = ProtoError::Version { got: 99 }.to_string();
+        assert!(text.contains("99") && text.contains('1'), "{text}");
+    }
+}

@@ -1,0 +1,556 @@
+//! Result structures (serialised as the `--json` output and in the control
+//! protocol), the host description every result carries, and the
+//! netperf-style output selectors (`-O`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{CloseMode, Direction, TestKind};
+use crate::cpu::{MachineCpu, ProcessCpu, UdpCounters};
+use crate::stats::{PairedDifference, Summary};
+
+/// Latency percentiles in microseconds, from an HDR histogram (3 significant
+/// digits), per transaction, measured on the client.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyUs {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Transactions in the histogram.
+    pub count: u64,
+}
+
+impl LatencyUs {
+    /// Reads the percentiles from a histogram of nanoseconds.
+    pub fn from_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(LatencyUs {
+            min: us(h.min()),
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            mean: h.mean() / 1000.0,
+            count: h.len(),
+        })
+    }
+}
+
+/// One network interface of a host, as `ip -d link` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InterfaceInfo {
+    /// Name.
+    pub name: String,
+    /// MTU.
+    pub mtu: u64,
+    /// Largest GSO super-packet the stack builds for this device (IPv6; BIG TCP).
+    pub gso_max_size: Option<u64>,
+    /// Largest GRO super-packet (IPv6; BIG TCP).
+    pub gro_max_size: Option<u64>,
+    /// Same for IPv4.
+    pub gso_ipv4_max_size: Option<u64>,
+    /// Same for IPv4.
+    pub gro_ipv4_max_size: Option<u64>,
+    /// Largest number of GSO segments.
+    pub gso_max_segs: Option<u64>,
+}
+
+/// The host and namespace a side ran in: kernel, CPUs, offload sizes and the
+/// sysctls that change the results.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// `uname -r`.
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Relevant sysctls of the namespace (missing ones are left out).
+    pub sysctls: BTreeMap<String, String>,
+    /// Interfaces of the namespace (empty if `ip` is not installed).
+    pub interfaces: Vec<InterfaceInfo>,
+}
+
+/// Sysctls that change what a network benchmark measures.
+pub const SYSCTLS: &[&str] = &[
+    "net/core/busy_poll",
+    "net/core/busy_read",
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/core/rmem_default",
+    "net/core/wmem_default",
+    "net/core/netdev_max_backlog",
+    "net/core/somaxconn",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "net/ipv4/tcp_congestion_control",
+    "net/ipv4/tcp_tw_reuse",
+    "net/ipv4/tcp_autocorking",
+    "net/ipv4/tcp_low_latency",
+    "net/ipv4/ip_local_port_range",
+    "net/ipv4/udp_mem",
+];
+
+impl HostInfo {
+    /// Describes the calling thread's namespace (sysctls under /proc/sys/net
+    /// and `ip` follow the thread's network namespace).
+    pub fn collect() -> Self {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let mut sysctls = BTreeMap::new();
+        for name in SYSCTLS {
+            if let Ok(v) = std::fs::read_to_string(format!("/proc/sys/{name}")) {
+                let v = v.split_ascii_whitespace().collect::<Vec<_>>().join(" ");
+                sysctls.insert(name.replace('/', "."), v);
+            }
+        }
+        HostInfo {
+            kernel,
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            sysctls,
+            interfaces: interfaces(),
+        }
+    }
+}
+
+fn interfaces() -> Vec<InterfaceInfo> {
+    let Ok(out) = std::process::Command::new("ip")
+        .args(["-j", "-d", "link", "show"])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    parse_ip_link_json(&out.stdout)
+}
+
+/// Parses the JSON of `ip -j -d link show`.
+pub fn parse_ip_link_json(bytes: &[u8]) -> Vec<InterfaceInfo> {
+    let Ok(serde_json::Value::Array(links)) = serde_json::from_slice(bytes) else {
+        return Vec::new();
+    };
+    links
+        .iter()
+        .map(|l| {
+            let n = |k: &str| l.get(k).and_then(|v| v.as_u64());
+            InterfaceInfo {
+                name: l.get("ifname").and_then(|v| v.as_str()).unwrap_or("").to_string(),
+                mtu: n("mtu").unwrap_or(0),
+                gso_max_size: n("gso_max_size"),
+                gro_max_size: n("gro_max_size"),
+                gso_ipv4_max_size: n("gso_ipv4_max_size"),
+                gro_ipv4_max_size: n("gro_ipv4_max_size"),
+                gso_max_segs: n("gso_max_segs"),
+            }
+        })
+        .collect()
+}
+
+/// What the server applied when it set a test up.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerSettings {
+    /// Worker threads.
+    pub threads: u32,
+    /// `blocking` (one flow per thread) or `epoll`.
+    pub engine: String,
+    /// UDP receiving sockets (one per thread with reuseport).
+    pub udp_sockets: u32,
+}
+
+/// Counters over the measurement window.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct WindowCounts {
+    /// Transactions (rr), writes (tcp-stream) or packets (udp-stream).
+    pub transactions: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Datagrams (UDP; GRO super-packets counted as their segments).
+    pub packets: u64,
+    /// Window length as this side measured it.
+    pub seconds: f64,
+}
+
+/// The server's side of a result.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerReport {
+    /// Transactions served (rr) or messages received over the whole test.
+    pub transactions_total: u64,
+    /// Bytes received plus sent over the whole test.
+    pub bytes_total: u64,
+    /// Datagrams received over the whole test.
+    pub packets_total: u64,
+    /// Counters over the measurement window.
+    pub window: WindowCounts,
+    /// CPU of the server's threads over the window.
+    pub cpu: ProcessCpu,
+    /// UDP counters of the server's namespace over the whole test.
+    pub udp: Option<UdpCounters>,
+    /// Effective SO_SNDBUF of a data socket.
+    pub sndbuf: Option<u32>,
+    /// Effective SO_RCVBUF of a data socket.
+    pub rcvbuf: Option<u32>,
+    /// Effective TCP_NODELAY of a data socket.
+    pub nodelay: Option<bool>,
+    /// CPUs each worker was allowed on, as the kernel reported after pinning.
+    pub pin_used: Vec<Vec<usize>>,
+    /// Data connections accepted.
+    pub flows_accepted: u64,
+    /// Worker errors (a client that vanished, a reset), one line each.
+    pub errors: Vec<String>,
+}
+
+/// The effective settings of a run: what was asked, and what the kernel did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Settings {
+    /// Test name.
+    pub test: String,
+    /// Server control address.
+    pub server: String,
+    /// IPv6 data path.
+    pub ipv6: bool,
+    /// Flows.
+    pub flows: u32,
+    /// Client threads.
+    pub threads: u32,
+    /// Server threads.
+    pub server_threads: u32,
+    /// Request bytes (rr) or write / datagram size (stream).
+    pub request: u32,
+    /// Response bytes (rr) or read size (stream).
+    pub response: u32,
+    /// Bytes per write call: whole messages (rr) or the write size (stream).
+    pub write_size: u32,
+    /// Stream direction.
+    pub direction: Option<Direction>,
+    /// tcp-crr close mode.
+    pub close_mode: Option<CloseMode>,
+    /// TCP_NODELAY on the client's data sockets, as read back.
+    pub nodelay: Option<bool>,
+    /// Effective SO_SNDBUF of a client data socket, as read back.
+    pub sndbuf: Option<u32>,
+    /// Effective SO_RCVBUF of a client data socket, as read back.
+    pub rcvbuf: Option<u32>,
+    /// Requested SO_SNDBUF.
+    pub sndbuf_requested: Option<u32>,
+    /// Requested SO_RCVBUF.
+    pub rcvbuf_requested: Option<u32>,
+    /// SO_BUSY_POLL microseconds.
+    pub busy_poll_us: Option<u32>,
+    /// SO_REUSEPORT receivers.
+    pub reuseport: bool,
+    /// Messages per recvmmsg/sendmmsg.
+    pub batch: u32,
+    /// UDP_SEGMENT size.
+    pub udp_gso: Option<u16>,
+    /// UDP_GRO.
+    pub udp_gro: bool,
+    /// Fixed rate, if any.
+    pub rate: Option<f64>,
+    /// `--null`: no I/O.
+    pub null: bool,
+    /// Client engine: `blocking`, `epoll` or `null`.
+    pub engine: String,
+    /// Server settings.
+    pub server_settings: ServerSettings,
+    /// CPUs each client worker was allowed on after pinning.
+    pub client_pin_used: Vec<Vec<usize>>,
+    /// CPUs each server worker was allowed on after pinning.
+    pub server_pin_used: Vec<Vec<usize>>,
+    /// Warm-up seconds (excluded).
+    pub warmup_seconds: f64,
+    /// Measurement window seconds, as configured.
+    pub duration_seconds: f64,
+    /// The client's host and namespace.
+    pub client_host: HostInfo,
+    /// The server's host and namespace.
+    pub server_host: HostInfo,
+}
+
+/// CPU over the measurement window.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// Window length in seconds, as the client measured it.
+    pub window_seconds: f64,
+    /// Whole machine (/proc/stat), all CPUs; includes softirq.
+    pub machine: MachineCpu,
+    /// Machine busy CPU-seconds over the window.
+    pub machine_busy_seconds: f64,
+    /// Machine utilisation in percent of all CPUs.
+    pub machine_utilization_percent: f64,
+    /// The client's threads.
+    pub client: ProcessCpu,
+    /// The server's threads.
+    pub server: ProcessCpu,
+    /// Client thread CPU-seconds per transaction.
+    pub client_seconds_per_transaction: f64,
+    /// Server thread CPU-seconds per transaction.
+    pub server_seconds_per_transaction: f64,
+}
+
+/// Count cross-check between client, server and histogram.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Counts {
+    /// Client transactions completed in the window.
+    pub client_window: u64,
+    /// Client transactions completed in the whole test (warm-up included).
+    pub client_total: u64,
+    /// Entries in the latency histogram (equals client_window for rr).
+    pub histogram: u64,
+    /// Server transactions in the window (sampled at the marks).
+    pub server_window: u64,
+    /// Server transactions in the whole test.
+    pub server_total: u64,
+    /// Transactions the client counted as lost (UDP).
+    pub lost: u64,
+    /// Whether the totals agree within the transactions that can be in
+    /// flight (one per flow) and the window counts within 10%.
+    pub consistent: bool,
+    /// Why not, when not.
+    pub note: Option<String>,
+}
+
+/// UDP figures.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UdpReport {
+    /// Datagrams the client sent over the whole test (segments with GSO).
+    pub sent: u64,
+    /// Datagrams the server received over the whole test.
+    pub received: u64,
+    /// sent - received.
+    pub lost: u64,
+    /// Receive-buffer drops of the receiving namespace (kernel counter).
+    pub kernel_rcvbuf_errors: u64,
+    /// All receive errors of the receiving namespace (kernel counter).
+    pub kernel_in_errors: u64,
+    /// Send calls that failed with ENOBUFS/EAGAIN on the client.
+    pub send_errors: u64,
+}
+
+/// One per-interval line (like iperf3's).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IntervalLine {
+    /// Seconds since the start of the warm-up, at the end of the interval.
+    pub at_seconds: f64,
+    /// Whether the interval is (partly) in the warm-up.
+    pub warmup: bool,
+    /// Client transactions per second in the interval.
+    pub transactions_per_sec: f64,
+    /// Client Gbit/s in the interval (payload, both directions).
+    pub gbit_per_sec: f64,
+}
+
+/// A whole result: the JSON's top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// Test name.
+    pub test: TestKind,
+    /// Transactions (rr), writes (tcp-stream) or received packets
+    /// (udp-stream) per second, over the window.
+    pub transactions_per_sec: f64,
+    /// Payload Gbit/s over the window (receiver side for stream tests).
+    pub gbit_per_sec: f64,
+    /// Datagrams per second received (UDP tests), else 0.
+    pub packets_per_sec: f64,
+    /// Latency percentiles (rr tests).
+    pub latency_us: Option<LatencyUs>,
+    /// Machine busy CPU-seconds per transaction (user + system + irq +
+    /// softirq of every CPU): the efficiency figure.
+    pub cpu_seconds_per_transaction: f64,
+    /// CPU details.
+    pub cpu: CpuReport,
+    /// Count cross-check.
+    pub counts: Counts,
+    /// UDP figures (UDP tests).
+    pub udp: Option<UdpReport>,
+    /// The server's report.
+    pub server: ServerReport,
+    /// Effective settings.
+    pub settings: Settings,
+    /// Per-interval lines.
+    pub intervals: Vec<IntervalLine>,
+}
+
+/// Output selectors for `-O`: (name, aliases, unit, description).
+pub const SELECTORS: &[(&str, &[&str], &str)] = &[
+    ("transactions_per_sec", &["THROUGHPUT", "TRANSACTION_RATE", "TPS"], "transactions/s"),
+    ("gbit_per_sec", &["GBPS", "THROUGHPUT_GBPS"], "Gbit/s"),
+    ("packets_per_sec", &["PPS"], "packets/s"),
+    ("min_us", &["MIN_LATENCY"], "us"),
+    ("p50_us", &["P50_LATENCY"], "us"),
+    ("p90_us", &["P90_LATENCY"], "us"),
+    ("p99_us", &["P99_LATENCY"], "us"),
+    ("p999_us", &["P999_LATENCY"], "us"),
+    ("max_us", &["MAX_LATENCY"], "us"),
+    ("mean_us", &["MEAN_LATENCY"], "us"),
+    ("cpu_us_per_transaction", &["SD", "SERVICE_DEMAND"], "us"),
+    ("cpu_seconds_per_transaction", &["CPU_PER_TRANSACTION"], "s"),
+    ("client_cpu_us_per_transaction", &["LOCAL_SD"], "us"),
+    ("server_cpu_us_per_transaction", &["REMOTE_SD"], "us"),
+    ("machine_cpu_percent", &["CPU_UTIL", "LOCAL_CPU_UTIL"], "%"),
+    ("softirq_seconds", &["SOFTIRQ"], "s"),
+    ("client_transactions", &["CLIENT_TRANSACTIONS"], ""),
+    ("server_transactions", &["SERVER_TRANSACTIONS"], ""),
+    ("lost", &["LOST"], ""),
+    ("udp_rcvbuf_errors", &["DROPS", "RCVBUF_ERRORS"], ""),
+    ("flows", &["FLOWS"], ""),
+    ("threads", &["THREADS"], ""),
+    ("request_size", &["REQUEST_SIZE"], "bytes"),
+    ("response_size", &["RESPONSE_SIZE"], "bytes"),
+    ("window_seconds", &["ELAPSED_TIME"], "s"),
+];
+
+/// Resolves a selector name or alias (case-insensitive) to its canonical name.
+pub fn canonical_selector(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    SELECTORS
+        .iter()
+        .find(|(n, aliases, _)| {
+            n.eq_ignore_ascii_case(name) || aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+        })
+        .map(|(n, _, _)| *n)
+}
+
+impl BenchResult {
+    /// The value of an output selector (see [`SELECTORS`]).
+    pub fn select(&self, name: &str) -> Option<f64> {
+        let l = self.latency_us;
+        let lat = |f: fn(&LatencyUs) -> f64| l.as_ref().map(f).unwrap_or(f64::NAN);
+        let v = match canonical_selector(name)? {
+            "transactions_per_sec" => self.transactions_per_sec,
+            "gbit_per_sec" => self.gbit_per_sec,
+            "packets_per_sec" => self.packets_per_sec,
+            "min_us" => lat(|l| l.min),
+            "p50_us" => lat(|l| l.p50),
+            "p90_us" => lat(|l| l.p90),
+            "p99_us" => lat(|l| l.p99),
+            "p999_us" => lat(|l| l.p999),
+            "max_us" => lat(|l| l.max),
+            "mean_us" => lat(|l| l.mean),
+            "cpu_us_per_transaction" => self.cpu_seconds_per_transaction * 1e6,
+            "cpu_seconds_per_transaction" => self.cpu_seconds_per_transaction,
+            "client_cpu_us_per_transaction" => self.cpu.client_seconds_per_transaction * 1e6,
+            "server_cpu_us_per_transaction" => self.cpu.server_seconds_per_transaction * 1e6,
+            "machine_cpu_percent" => self.cpu.machine_utilization_percent,
+            "softirq_seconds" => self.cpu.machine.softirq,
+            "client_transactions" => self.counts.client_window as f64,
+            "server_transactions" => self.counts.server_window as f64,
+            "lost" => self.counts.lost as f64,
+            "udp_rcvbuf_errors" => self
+                .udp
+                .as_ref()
+                .map(|u| u.kernel_rcvbuf_errors as f64)
+                .unwrap_or(0.0),
+            "flows" => f64::from(self.settings.flows),
+            "threads" => f64::from(self.settings.threads),
+            "request_size" => f64::from(self.settings.request),
+            "response_size" => f64::from(self.settings.response),
+            "window_seconds" => self.cpu.window_seconds,
+            _ => return None,
+        };
+        Some(v)
+    }
+}
+
+/// Repeated runs of one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunsReport {
+    /// Median transactions per second (the headline figure).
+    pub transactions_per_sec: f64,
+    /// Median of each run's P50..P99.9 (rr tests).
+    pub latency_us: Option<LatencyUs>,
+    /// Median CPU-seconds per transaction.
+    pub cpu_seconds_per_transaction: f64,
+    /// Settings of the first run.
+    pub settings: Settings,
+    /// Across runs: transactions per second.
+    pub transactions_per_sec_summary: Option<Summary>,
+    /// Across runs: CPU-seconds per transaction.
+    pub cpu_seconds_per_transaction_summary: Option<Summary>,
+    /// Across runs: P99 latency.
+    pub p99_us_summary: Option<Summary>,
+    /// Every run.
+    pub runs: Vec<BenchResult>,
+}
+
+/// Interleaved A/B runs and their paired differences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// Options of A, as given.
+    pub a_options: String,
+    /// Options of B, as given.
+    pub b_options: String,
+    /// B - A of transactions per second.
+    pub transactions_per_sec: Option<PairedDifference>,
+    /// B - A of CPU-seconds per transaction.
+    pub cpu_seconds_per_transaction: Option<PairedDifference>,
+    /// B - A of P99 latency (rr tests).
+    pub p99_us: Option<PairedDifference>,
+    /// A's runs, in order.
+    pub a_runs: Vec<BenchResult>,
+    /// B's runs, in order.
+    pub b_runs: Vec<BenchResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_resolve_names_and_aliases() {
+        assert_eq!(canonical_selector("THROUGHPUT"), Some("transactions_per_sec"));
+        assert_eq!(canonical_selector("p99_latency"), Some("p99_us"));
+        assert_eq!(canonical_selector("P99_us"), Some("p99_us"));
+        assert_eq!(canonical_selector("nope"), None);
+        // Every canonical name is handled by select().
+        let h = {
+            let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+            h.record(1000).unwrap();
+            h
+        };
+        let r = BenchResult {
+            test: TestKind::TcpRr,
+            transactions_per_sec: 1.0,
+            gbit_per_sec: 0.0,
+            packets_per_sec: 0.0,
+            latency_us: LatencyUs::from_histogram(&h),
+            cpu_seconds_per_transaction: 2e-6,
+            cpu: CpuReport::default(),
+            counts: Counts::default(),
+            udp: None,
+            server: ServerReport::default(),
+            settings: Settings::default(),
+            intervals: Vec::new(),
+        };
+        for (name, _, _) in SELECTORS {
+            assert!(r.select(name).is_some(), "{name}");
+        }
+        assert_eq!(r.select("SD"), Some(2.0));
+        assert_eq!(r.select("p50_us"), Some(1.0));
+    }
+
+    #[test]
+    fn ip_link_json_is_read() {
+        let j = br#"[{"ifindex":1,"ifname":"lo","mtu":65536,"gso_max_size":65536,"gro_max_size":65536,"gso_max_segs":65535},{"ifname":"v","mtu":1500}]"#;
+        let v = parse_ip_link_json(j);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].name, "lo");
+        assert_eq!(v[0].gso_max_size, Some(65536));
+        assert_eq!(v[1].gro_max_size, None);
+        assert!(parse_ip_link_json(b"garbage").is_empty());
+    }
+}

@@ -1,0 +1,674 @@
+//! `offload bench server`: one process serves every test to many clients.
+//!
+//! Each control connection gets a thread; each test gets its own data
+//! listener (TCP) or sockets (UDP) on an ephemeral port of the address the
+//! client reached, a setup thread that accepts the flows, and worker threads.
+//! A client that sends garbage, speaks another version or vanishes mid-test
+//! gets an Error frame if it is still there, the server logs one line, tears
+//! that test down and keeps serving.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::config::{Direction, TestKind, TestSpec};
+use crate::cpu::{self, ProcessCpu, UdpCounters};
+use crate::engine::{self, RrParams, Slot, StopWhen};
+use crate::error::BenchError;
+use crate::proto::{self, ClientMsg, Mark, ProtoError, ServerMsg};
+use crate::report::{HostInfo, ServerReport, ServerSettings, WindowCounts};
+use crate::sock;
+use crate::sys;
+
+/// Largest request or response the server allocates for rr tests.
+pub const MAX_RR_MESSAGE: u32 = 64 << 20;
+
+/// Counters of a running server, for its owner and for tests.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Control connections accepted.
+    pub connections: AtomicU64,
+    /// Tests that ran to their report.
+    pub tests_completed: AtomicU64,
+    /// Control connections that ended in an error.
+    pub errors: AtomicU64,
+    /// The most recent log lines (at most 1000).
+    pub log: Mutex<Vec<String>>,
+}
+
+impl ServerStats {
+    fn log(&self, echo: bool, line: String) {
+        if echo {
+            eprintln!("offload bench server: {line}");
+        }
+        if let Ok(mut log) = self.log.lock() {
+            if log.len() >= 1000 {
+                log.remove(0);
+            }
+            log.push(line);
+        }
+    }
+}
+
+/// A bound, not yet serving, server.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
+    echo: bool,
+}
+
+impl Server {
+    /// Binds the control port.
+    pub fn bind(addr: SocketAddr) -> Result<Self, BenchError> {
+        sys::raise_fd_limit(1 << 20).ok();
+        let listener = sock::tcp_listen(addr, &Default::default(), 128)
+            .map_err(|e| BenchError::io(format!("binding the control port {addr}"), e))?;
+        Ok(Server {
+            listener,
+            stop: Arc::new(AtomicBool::new(false)),
+            stats: Arc::new(ServerStats::default()),
+            echo: true,
+        })
+    }
+
+    /// Whether log lines also go to standard error (default: yes).
+    pub fn echo_log(mut self, echo: bool) -> Self {
+        self.echo = echo;
+        self
+    }
+
+    /// The bound control address.
+    pub fn local_addr(&self) -> Result<SocketAddr, BenchError> {
+        self.listener
+            .local_addr()
+            .map_err(|e| BenchError::io("reading the control address", e))
+    }
+
+    /// The server's counters and log.
+    pub fn stats(&self) -> Arc<ServerStats> {
+        self.stats.clone()
+    }
+
+    /// A flag that stops [`Server::serve`] within 100 ms when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Serves until the stop flag is set.
+    pub fn serve(self) -> Result<(), BenchError> {
+        sock::set_recv_timeout(self.listener.as_raw_fd(), Duration::from_millis(100))
+            .map_err(|e| BenchError::io("SO_RCVTIMEO on the control port", e))?;
+        let mut clients: Vec<JoinHandle<()>> = Vec::new();
+        while !self.stop.load(Ordering::Relaxed) {
+            clients.retain(|h| !h.is_finished());
+            let (stream, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                            | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => {
+                    // EMFILE and friends: log, back off, keep serving.
+                    self.stats.log(self.echo, format!("accept: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            self.stats.connections.fetch_add(1, Ordering::Relaxed);
+            let stats = self.stats.clone();
+            let stop = self.stop.clone();
+            let echo = self.echo;
+            let spawned = std::thread::Builder::new()
+                .name("ofl-bench-ctl".into())
+                .spawn(move || {
+                    if let Err(e) = handle_client(stream, &stop, &stats) {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        stats.log(echo, format!("client {peer}: {e}"));
+                    }
+                });
+            match spawned {
+                Ok(h) => clients.push(h),
+                Err(e) => self.stats.log(self.echo, format!("client {peer}: no thread: {e}")),
+            }
+        }
+        for h in clients {
+            let _ = h.join();
+        }
+        Ok(())
+    }
+
+    /// Serves on a background thread; the handle stops it when dropped.
+    pub fn spawn(self) -> Result<ServerHandle, BenchError> {
+        let addr = self.local_addr()?;
+        let stop = self.stop.clone();
+        let stats = self.stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("ofl-bench-srv".into())
+            .spawn(move || {
+                let _ = self.serve();
+            })
+            .map_err(|e| BenchError::io("spawning the server thread", e))?;
+        Ok(ServerHandle {
+            addr,
+            stop,
+            stats,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// A server running on a background thread.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The control address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's counters and log.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Whether the serving thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ClientError {
+    #[error("{0}")]
+    Proto(#[from] ProtoError),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> Self {
+        ClientError::Proto(ProtoError::Io(e))
+    }
+}
+
+fn refuse(stream: &mut TcpStream, message: String) -> ClientError {
+    let _ = proto::write_frame(stream, &ServerMsg::Error { message: message.clone() });
+    ClientError::Refused(message)
+}
+
+fn handle_client(mut stream: TcpStream, stop: &AtomicBool, stats: &ServerStats) -> Result<(), ClientError> {
+    stream.set_nodelay(true).ok();
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let hello: ClientMsg = match proto::read_frame(&mut stream) {
+        Ok(m) => m,
+        Err(ProtoError::Closed) => return Err(ProtoError::Closed.into()),
+        Err(e) => return Err(refuse(&mut stream, format!("bad hello: {e}"))),
+    };
+    if let Err(e) = proto::check_hello(&hello) {
+        return Err(refuse(&mut stream, e.to_string()));
+    }
+    proto::write_frame(
+        &mut stream,
+        &ServerMsg::Welcome {
+            version: proto::PROTOCOL_VERSION,
+            host: HostInfo::collect(),
+        },
+    )?;
+    let local_ip = stream.local_addr()?.ip();
+    loop {
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let msg: ClientMsg = match proto::read_frame(&mut stream) {
+            Ok(m) => m,
+            Err(ProtoError::Closed) => return Ok(()),
+            Err(e @ ProtoError::Io(_)) => return Err(e.into()),
+            Err(e) => return Err(refuse(&mut stream, format!("bad frame: {e}"))),
+        };
+        match msg {
+            ClientMsg::Bye => return Ok(()),
+            ClientMsg::Start { spec } => {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(refuse(&mut stream, "the server is stopping".into()));
+                }
+                if let Err(why) = check_spec(&spec) {
+                    return Err(refuse(&mut stream, why));
+                }
+                let mut test = match ServerTest::start(spec, local_ip) {
+                    Ok(t) => t,
+                    Err(e) => return Err(refuse(&mut stream, format!("setting up: {e}"))),
+                };
+                proto::write_frame(
+                    &mut stream,
+                    &ServerMsg::Ready {
+                        data_port: test.data_port,
+                        settings: test.settings.clone(),
+                    },
+                )?;
+                run_test(&mut stream, &mut test)?;
+                stats.tests_completed.fetch_add(1, Ordering::Relaxed);
+            }
+            other => {
+                return Err(refuse(
+                    &mut stream,
+                    format!("expected start or bye, got {}", proto::msg_name(&other)),
+                ))
+            }
+        }
+    }
+}
+
+/// Checks what a client asks for, before anything is allocated.
+fn check_spec(s: &TestSpec) -> Result<(), String> {
+    if s.flows == 0 || s.flows > 1_000_000 {
+        return Err(format!("flows {} is outside 1..=1000000", s.flows));
+    }
+    if s.server_threads == 0 || s.server_threads > 1024 {
+        return Err(format!("server threads {} is outside 1..=1024", s.server_threads));
+    }
+    let max = if s.kind.is_udp() { 65536 } else { MAX_RR_MESSAGE };
+    if s.request == 0 || s.response == 0 || s.request > max || s.response > max {
+        return Err(format!("message sizes {}/{} are outside 1..={max}", s.request, s.response));
+    }
+    if s.knobs.batch == 0 || s.knobs.batch > 1024 {
+        return Err(format!("batch {} is outside 1..=1024", s.knobs.batch));
+    }
+    if !(s.expected_seconds.is_finite() && s.expected_seconds >= 0.0 && s.expected_seconds < 86400.0) {
+        return Err("expected duration is not a number of seconds below a day".into());
+    }
+    if let Some(p) = &s.server_pin {
+        if p.is_empty() || p.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+            return Err("server pin list is empty or names a cpu beyond CPU_SETSIZE".into());
+        }
+    }
+    Ok(())
+}
+
+fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<(), ClientError> {
+    let limit = Duration::from_secs_f64(test.spec.expected_seconds) + Duration::from_secs(30);
+    stream.set_read_timeout(Some(limit))?;
+    loop {
+        let msg: ClientMsg = match proto::read_frame(stream) {
+            Ok(m) => m,
+            Err(ProtoError::Closed) => {
+                return Err(ClientError::Refused("the client vanished mid-test".into()));
+            }
+            Err(e @ ProtoError::Io(_)) => return Err(e.into()),
+            Err(e) => return Err(refuse(stream, format!("bad frame mid-test: {e}"))),
+        };
+        match msg {
+            ClientMsg::Mark { mark } => {
+                test.mark(mark);
+                proto::write_frame(stream, &ServerMsg::Marked)?;
+            }
+            ClientMsg::Finish => {
+                let report = test.finish();
+                proto::write_frame(stream, &ServerMsg::Report { report })?;
+                return Ok(());
+            }
+            other => {
+                return Err(refuse(
+                    stream,
+                    format!("expected mark or finish, got {}", proto::msg_name(&other)),
+                ))
+            }
+        }
+    }
+}
+
+struct Shared {
+    slots: Vec<Slot>,
+    tids: Mutex<Vec<i32>>,
+    pins: Mutex<Vec<Vec<usize>>>,
+    sockopts: Mutex<(Option<u32>, Option<u32>, Option<bool>)>,
+    accepted: AtomicU64,
+    stop: AtomicBool,
+    errors: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    fn register_worker(&self, pin: Option<&[usize]>, index: usize) {
+        if let Ok(mut t) = self.tids.lock() {
+            t.push(sys::gettid());
+        }
+        if let Some(p) = pin {
+            let cpu = p[index % p.len()];
+            if let Err(e) = sys::set_affinity(&[cpu]) {
+                self.error(format!("worker {index}: pinning to cpu {cpu}: {e}"));
+            }
+        }
+        if let (Ok(mut pins), Ok(aff)) = (self.pins.lock(), sys::get_affinity()) {
+            pins.push(aff);
+        }
+    }
+
+    fn record_sockopts(&self, fd: std::os::fd::RawFd, tcp: bool) {
+        if let Ok(mut s) = self.sockopts.lock() {
+            if s.0.is_none() {
+                *s = sock::read_back(fd, tcp);
+            }
+        }
+    }
+
+    fn error(&self, e: String) {
+        if let Ok(mut v) = self.errors.lock() {
+            if v.len() < 100 {
+                v.push(e);
+            }
+        }
+    }
+}
+
+struct Snapshot {
+    at: Instant,
+    counts: (u64, u64, u64),
+    cpu: ProcessCpu,
+}
+
+struct ServerTest {
+    spec: TestSpec,
+    shared: Arc<Shared>,
+    setup: Option<JoinHandle<()>>,
+    data_port: u16,
+    settings: ServerSettings,
+    udp_start: Option<UdpCounters>,
+    start: Option<Snapshot>,
+    end: Option<Snapshot>,
+}
+
+enum Data {
+    Tcp(TcpListener),
+    Udp(Vec<UdpSocket>),
+}
+
+impl ServerTest {
+    fn start(spec: TestSpec, ip: IpAddr) -> Result<Self, io::Error> {
+        let threads = spec.server_threads as usize;
+        let shared = Arc::new(Shared {
+            slots: (0..threads).map(|_| Slot::default()).collect(),
+            tids: Mutex::new(Vec::new()),
+            pins: Mutex::new(Vec::new()),
+            sockopts: Mutex::new((None, None, None)),
+            accepted: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            errors: Mutex::new(Vec::new()),
+        });
+        let any = SocketAddr::new(ip, 0);
+        let (data, port, udp_sockets) = if spec.kind.is_udp() {
+            let n = if spec.knobs.reuseport { threads } else { 1 };
+            let first = sock::udp_bind(any, &spec.knobs, spec.knobs.reuseport)?;
+            let port = first.local_addr()?.port();
+            let mut socks = vec![first];
+            for _ in 1..n {
+                socks.push(sock::udp_bind(SocketAddr::new(ip, port), &spec.knobs, true)?);
+            }
+            (Data::Udp(socks), port, n as u32)
+        } else {
+            let backlog = spec.flows.min(65535) as i32;
+            let l = sock::tcp_listen(any, &spec.knobs, backlog)?;
+            let port = l.local_addr()?.port();
+            (Data::Tcp(l), port, 0)
+        };
+        let one_per_thread = spec.flows as usize <= threads;
+        let engine = match spec.kind {
+            TestKind::TcpRr if one_per_thread => "blocking",
+            TestKind::TcpCrr | TestKind::UdpRr => "blocking",
+            TestKind::UdpStream if spec.knobs.batch > 1 => "recvmmsg",
+            TestKind::UdpStream => "recvmsg",
+            _ => "epoll",
+        };
+        let settings = ServerSettings {
+            threads: threads as u32,
+            engine: engine.into(),
+            udp_sockets,
+        };
+        let udp_start = if spec.kind.is_udp() { cpu::udp_counters().ok() } else { None };
+        let sh = shared.clone();
+        let sp = spec.clone();
+        let setup = std::thread::Builder::new()
+            .name("ofl-bench-setup".into())
+            .spawn(move || setup_and_run(sp, data, sh))?;
+        Ok(ServerTest {
+            spec,
+            shared,
+            setup: Some(setup),
+            data_port: port,
+            settings,
+            udp_start,
+            start: None,
+            end: None,
+        })
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let tids = self.shared.tids.lock().map(|t| t.clone()).unwrap_or_default();
+        Snapshot {
+            at: Instant::now(),
+            counts: engine::sum_slots(&self.shared.slots),
+            cpu: cpu::threads_cpu(&tids),
+        }
+    }
+
+    fn mark(&mut self, mark: Mark) {
+        let snap = self.snapshot();
+        match mark {
+            Mark::WindowStart => self.start = Some(snap),
+            Mark::WindowEnd => self.end = Some(snap),
+        }
+    }
+
+    fn stop_and_join(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.setup.take() {
+            if h.join().is_err() {
+                self.shared.error("a server worker panicked".into());
+            }
+        }
+    }
+
+    fn finish(&mut self) -> ServerReport {
+        self.stop_and_join();
+        let (txn, bytes, packets) = engine::sum_slots(&self.shared.slots);
+        let window = match (&self.start, &self.end) {
+            (Some(a), Some(b)) => WindowCounts {
+                transactions: b.counts.0.saturating_sub(a.counts.0),
+                bytes: b.counts.1.saturating_sub(a.counts.1),
+                packets: b.counts.2.saturating_sub(a.counts.2),
+                seconds: b.at.duration_since(a.at).as_secs_f64(),
+            },
+            _ => WindowCounts::default(),
+        };
+        let cpu = match (&self.start, &self.end) {
+            (Some(a), Some(b)) => b.cpu.since(&a.cpu),
+            _ => ProcessCpu::default(),
+        };
+        let udp = match (self.udp_start, cpu::udp_counters().ok()) {
+            (Some(a), Some(b)) => Some(b.since(&a)),
+            _ => None,
+        };
+        let (sndbuf, rcvbuf, nodelay) = self.shared.sockopts.lock().map(|s| *s).unwrap_or_default();
+        ServerReport {
+            transactions_total: txn,
+            bytes_total: bytes,
+            packets_total: packets,
+            window,
+            cpu,
+            udp,
+            sndbuf,
+            rcvbuf,
+            nodelay,
+            pin_used: self.shared.pins.lock().map(|p| p.clone()).unwrap_or_default(),
+            flows_accepted: self.shared.accepted.load(Ordering::Relaxed),
+            errors: self.shared.errors.lock().map(|e| e.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for ServerTest {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn rr_params(spec: &TestSpec) -> RrParams {
+    RrParams {
+        request: spec.request as usize,
+        response: spec.response as usize,
+        rate_interval: None,
+        udp_timeout: Duration::from_millis(200),
+    }
+}
+
+/// Accepts the flows (TCP), spawns the workers, waits for them.
+fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
+    if let Ok(mut t) = sh.tids.lock() {
+        t.push(sys::gettid());
+    }
+    let threads = spec.server_threads as usize;
+    let pin = spec.server_pin.clone();
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let spawn = |i: usize, f: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send>| {
+        let sh = sh.clone();
+        let pin = pin.clone();
+        std::thread::Builder::new()
+            .name(format!("ofl-bench-s{i}"))
+            .spawn(move || {
+                sh.register_worker(pin.as_deref(), i);
+                if let Err(e) = f(&sh, &sh.slots[i]) {
+                    sh.error(format!("worker {i}: {e}"));
+                }
+            })
+    };
+    match data {
+        Data::Udp(socks) => {
+            let socks: Vec<Arc<UdpSocket>> = socks.into_iter().map(Arc::new).collect();
+            if let Some(s) = socks.first() {
+                sh.record_sockopts(s.as_raw_fd(), false);
+            }
+            for i in 0..threads {
+                let s = socks[i % socks.len()].clone();
+                let spec = spec.clone();
+                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
+                    Box::new(move |sh, slot| {
+                        let batch = spec.knobs.batch as usize;
+                        if spec.kind == TestKind::UdpRr {
+                            engine::server_udp_rr(&s, &rr_params(&spec), batch, &sh.stop, slot)
+                        } else {
+                            let size = if spec.knobs.udp_gro { 65536 } else { spec.response.max(spec.request) as usize };
+                            engine::udp_stream_recv(&s, batch, size, &sh.stop, slot)
+                        }
+                    });
+                match spawn(i, job) {
+                    Ok(h) => workers.push(h),
+                    Err(e) => sh.error(format!("spawning worker {i}: {e}")),
+                }
+            }
+        }
+        Data::Tcp(listener) if spec.kind == TestKind::TcpCrr => {
+            let listener = Arc::new(listener);
+            for i in 0..threads {
+                let l = listener.clone();
+                let spec = spec.clone();
+                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
+                    Box::new(move |sh, slot| engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot));
+                match spawn(i, job) {
+                    Ok(h) => workers.push(h),
+                    Err(e) => sh.error(format!("spawning worker {i}: {e}")),
+                }
+            }
+        }
+        Data::Tcp(listener) => {
+            let mut per_worker: Vec<Vec<TcpStream>> = (0..threads).map(|_| Vec::new()).collect();
+            if let Err(e) = sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100)) {
+                sh.error(format!("SO_RCVTIMEO: {e}"));
+                return;
+            }
+            let mut n = 0usize;
+            while n < spec.flows as usize && !sh.stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
+                            sh.error(format!("socket options: {e}"));
+                        }
+                        if n == 0 {
+                            sh.record_sockopts(s.as_raw_fd(), true);
+                        }
+                        per_worker[n % threads].push(s);
+                        n += 1;
+                        sh.accepted.store(n as u64, Ordering::Relaxed);
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
+                    Err(e) => {
+                        sh.error(format!("accepting data connections: {e}"));
+                        break;
+                    }
+                }
+            }
+            drop(listener);
+            for (i, conns) in per_worker.into_iter().enumerate() {
+                if conns.is_empty() {
+                    continue;
+                }
+                let spec = spec.clone();
+                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
+                    Box::new(move |sh, slot| {
+                        let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
+                        match (spec.kind, spec.direction) {
+                            (TestKind::TcpStream, Direction::ClientToServer) => {
+                                for c in &conns {
+                                    c.set_nonblocking(true).map_err(|e| e.to_string())?;
+                                }
+                                engine::stream_recv(&fds, spec.response as usize, StopWhen::Flag(&sh.stop), slot)
+                            }
+                            (TestKind::TcpStream, Direction::ServerToClient) => {
+                                for c in &conns {
+                                    c.set_nonblocking(true).map_err(|e| e.to_string())?;
+                                }
+                                engine::stream_send(&fds, spec.request as usize, StopWhen::Flag(&sh.stop), slot)
+                            }
+                            _ if conns.len() == 1 => {
+                                engine::server_rr_blocking(&conns[0], &rr_params(&spec), &sh.stop, slot)
+                            }
+                            _ => engine::server_rr_epoll(&conns, &rr_params(&spec), &sh.stop, slot),
+                        }
+                    });
+                match spawn(i, job) {
+                    Ok(h) => workers.push(h),
+                    Err(e) => sh.error(format!("spawning worker {i}: {e}")),
+                }
+            }
+        }
+    }
+    for w in workers {
+        if w.join().is_err() {
+            sh.error("a worker panicked".into());
+        }
+    }
+}

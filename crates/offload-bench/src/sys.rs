@@ -1,0 +1,505 @@
+//! Thin wrappers over the Linux syscalls the benchmark needs and that neither
+//! `std` nor `socket2` expose: integer socket options (busy polling, UDP GSO
+//! and GRO), CPU affinity, thread ids, network-namespace switching, epoll and
+//! the batched `recvmmsg`/`sendmmsg` calls.
+//!
+//! Every `unsafe` block of the crate lives here, so that the rest of the
+//! crate can stay safe code; each block states why its pointers are valid.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// `SO_BUSY_POLL` (include/uapi/asm-generic/socket.h).
+pub const SO_BUSY_POLL: libc::c_int = 46;
+/// `SO_PREFER_BUSY_POLL` (Linux 5.11+).
+pub const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+/// `SOL_UDP`.
+pub const SOL_UDP: libc::c_int = 17;
+/// `UDP_SEGMENT` (UDP GSO, Linux 4.18+).
+pub const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (Linux 5.0+).
+pub const UDP_GRO: libc::c_int = 104;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// Sets an `int`-valued socket option.
+pub fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value points at a live c_int and the length passed
+    // is exactly its size; the kernel only reads that many bytes.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(|_| ())
+}
+
+/// Reads an `int`-valued socket option.
+pub fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: value and len are live locals; the kernel writes at most `len`
+    // bytes into value and updates len.
+    let ret =
+        unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    cvt(ret).map(|_| value)
+}
+
+/// Sets O_NONBLOCK on a descriptor.
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl F_GETFL on a descriptor the caller owns; no memory arguments.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above, F_SETFL takes an int.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(|_| ())
+}
+
+/// Sets SO_RCVTIMEO (which also bounds accept()).
+pub fn set_rcvtimeo(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_usec: libc::suseconds_t::from(timeout.subsec_micros() as i32),
+    };
+    // SAFETY: tv is a live timeval and the length passed is its size.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(|_| ())
+}
+
+/// Pins the calling thread to `cpus`.
+pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is its empty value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cpu {cpu} is beyond CPU_SETSIZE"),
+            ));
+        }
+        // SAFETY: cpu is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: set is a live cpu_set_t and the size passed is its size; pid 0
+    // means the calling thread.
+    let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    cvt(ret).map(|_| ())
+}
+
+/// The CPUs the calling thread may run on, as the kernel reports them.
+pub fn get_affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; zeroed is its empty value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a live cpu_set_t and the size passed is its size.
+    let ret =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    cvt(ret)?;
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i is below CPU_SETSIZE and set is initialised.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect())
+}
+
+/// The kernel thread id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Ticks per second of the CPU times in /proc (USER_HZ).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory arguments.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if v > 0 {
+        v as u64
+    } else {
+        100
+    }
+}
+
+/// Raises the soft open-file limit as far as allowed (root: to `want`), since
+/// 10 000 flows on both ends of one process need 20 000 descriptors.
+pub fn raise_fd_limit(want: u64) -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a live rlimit the kernel fills.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    if lim.rlim_cur >= want {
+        return Ok(lim.rlim_cur);
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want,
+        rlim_max: lim.rlim_max.max(want),
+    };
+    // SAFETY: raised is a live rlimit the kernel reads.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return Ok(want);
+    }
+    // Not allowed to raise the hard limit: take what the hard limit allows.
+    let capped = libc::rlimit {
+        rlim_cur: lim.rlim_max,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: capped is a live rlimit the kernel reads.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) })?;
+    Ok(lim.rlim_max)
+}
+
+/// Moves the calling thread into the network namespace at `path` (for
+/// example `/var/run/netns/NAME`). Threads it spawns afterwards start there.
+pub fn enter_netns(path: &Path) -> io::Result<()> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: the fd is valid for the life of `file`; CLONE_NEWNET asks the
+    // kernel to check that it refers to a network namespace.
+    let ret = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    cvt(ret).map(|_| ())
+}
+
+/// Whether the process runs with effective uid 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// An epoll instance (level- or edge-triggered as registered).
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+/// Readiness flags re-exported for the engines.
+pub const EPOLLIN: u32 = libc::EPOLLIN as u32;
+/// Writable.
+pub const EPOLLOUT: u32 = libc::EPOLLOUT as u32;
+/// Edge-triggered.
+pub const EPOLLET: u32 = libc::EPOLLET as u32;
+/// Error or hang-up.
+pub const EPOLLERR_HUP: u32 = (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32;
+
+/// One ready event: the token registered and the flags.
+pub type Event = libc::epoll_event;
+
+impl Epoll {
+    /// Creates an epoll instance (close-on-exec).
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: epoll_create1 has no memory arguments.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: fd was just returned by the kernel and is owned by nobody else.
+        Ok(Self {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Registers `fd` with `events` and the token `data`.
+    pub fn add(&self, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: data };
+        // SAFETY: ev is a live epoll_event the kernel copies.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
+            .map(|_| ())
+    }
+
+    /// Waits up to `timeout_ms` and fills `events`; returns how many are ready.
+    pub fn wait(&self, events: &mut [Event], timeout_ms: i32) -> io::Result<usize> {
+        let max = events.len().min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: events is a live, writable slice of `max` epoll_event.
+        let ret =
+            unsafe { libc::epoll_wait(self.fd.as_raw_fd(), events.as_mut_ptr(), max, timeout_ms) };
+        match cvt(ret) {
+            Ok(n) => Ok(n as usize),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An empty event buffer of `n` entries for [`Epoll::wait`].
+pub fn event_buffer(n: usize) -> Vec<Event> {
+    vec![libc::epoll_event { events: 0, u64: 0 }; n]
+}
+
+/// Token of a ready event.
+pub fn event_token(ev: &Event) -> u64 {
+    ev.u64
+}
+
+/// Flags of a ready event.
+pub fn event_flags(ev: &Event) -> u32 {
+    ev.events
+}
+
+/// Buffers for `recvmmsg`: `n` messages of `size` bytes each, with room for
+/// the source address and a control message (UDP_GRO's segment size).
+pub struct RecvBatch {
+    bufs: Vec<Vec<u8>>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    addrs: Vec<libc::sockaddr_storage>,
+    ctrl: Vec<[u64; 8]>,
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("messages", &self.bufs.len())
+            .finish()
+    }
+}
+
+// SAFETY: the raw pointers inside the headers only ever point into buffers
+// owned by the same RecvBatch, and they are rebuilt before every call.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// `n` messages (at least one) of `size` bytes.
+    pub fn new(n: usize, size: usize) -> Self {
+        let n = n.max(1);
+        Self {
+            bufs: (0..n).map(|_| vec![0u8; size.max(1)]).collect(),
+            // SAFETY: iovec, mmsghdr and sockaddr_storage are plain data for
+            // which all-zero is a valid value.
+            iovs: vec![unsafe { std::mem::zeroed() }; n],
+            // SAFETY: as above.
+            hdrs: vec![unsafe { std::mem::zeroed() }; n],
+            // SAFETY: as above.
+            addrs: vec![unsafe { std::mem::zeroed() }; n],
+            ctrl: vec![[0u64; 8]; n],
+        }
+    }
+
+    /// Receives up to the batch size (blocking for the first message only).
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        let n = self.bufs.len();
+        for i in 0..n {
+            self.iovs[i] = libc::iovec {
+                iov_base: self.bufs[i].as_mut_ptr().cast(),
+                iov_len: self.bufs[i].len(),
+            };
+            let hdr = &mut self.hdrs[i].msg_hdr;
+            hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            hdr.msg_iov = &mut self.iovs[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = self.ctrl[i].as_mut_ptr().cast();
+            hdr.msg_controllen = std::mem::size_of::<[u64; 8]>();
+            hdr.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: every header points at buffers owned by self that stay
+        // alive and unmoved for the call; lengths match the buffers.
+        let ret = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        cvt(ret).map(|v| v as usize)
+    }
+
+    /// Bytes received in message `i` of the last call.
+    pub fn len(&self, i: usize) -> usize {
+        self.hdrs[i].msg_len as usize
+    }
+
+    /// Number of message slots.
+    pub fn capacity(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Whether the batch has no slots (never: it has at least one).
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+
+    /// The segment size the kernel reported through UDP_GRO for message `i`.
+    pub fn gro_size(&self, i: usize) -> Option<usize> {
+        let hdr = &self.hdrs[i].msg_hdr;
+        if hdr.msg_controllen == 0 {
+            return None;
+        }
+        // SAFETY: msg_control points at self.ctrl[i] and msg_controllen was
+        // set by the kernel to the bytes it wrote there; the CMSG macros stay
+        // inside that range.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                    return usize::try_from(v).ok().filter(|&s| s > 0);
+                }
+                cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+            }
+        }
+        None
+    }
+
+    /// Source address and its length for message `i` (for replies).
+    fn addr(&self, i: usize) -> (libc::sockaddr_storage, libc::socklen_t) {
+        (self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
+    }
+}
+
+/// Sends `count` replies of `payload` to the sources of the first `count`
+/// messages of `from` with one `sendmmsg` call; returns how many were sent.
+pub fn send_replies(fd: RawFd, from: &RecvBatch, count: usize, payload: &[u8]) -> io::Result<usize> {
+    let count = count.min(from.capacity());
+    let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+        (0..count).map(|i| from.addr(i)).collect();
+    let mut iovs: Vec<libc::iovec> = (0..count)
+        .map(|_| libc::iovec {
+            iov_base: payload.as_ptr() as *mut libc::c_void,
+            iov_len: payload.len(),
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = (0..count)
+        .map(|i| {
+            // SAFETY: mmsghdr is plain data; all-zero is valid.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = (&mut addrs[i].0 as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = addrs[i].1;
+            h.msg_hdr.msg_iov = &mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    send_mmsg(fd, &mut hdrs)
+}
+
+fn send_mmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < hdrs.len() {
+        let rest = &mut hdrs[sent..];
+        // SAFETY: every header points at iovecs, payloads and addresses that
+        // the caller keeps alive for the call; lengths match.
+        let ret = unsafe {
+            libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, libc::MSG_NOSIGNAL)
+        };
+        match cvt(ret) {
+            Ok(0) => break,
+            Ok(n) => sent += n as usize,
+            Err(e) if sent > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+/// Sends `count` copies of `payload` on a connected socket with sendmmsg.
+pub fn send_copies(fd: RawFd, payload: &[u8], count: usize) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    let iov_ptr: *mut libc::iovec = &mut iov;
+    let mut hdrs: Vec<libc::mmsghdr> = (0..count.max(1))
+        .map(|_| {
+            // SAFETY: mmsghdr is plain data; all-zero is valid.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = iov_ptr;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    send_mmsg(fd, &mut hdrs)
+}
+
+/// One `send` with MSG_NOSIGNAL (a vanished peer gives EPIPE, not SIGPIPE).
+pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: buf is a live slice of buf.len() readable bytes.
+    cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
+}
+
+/// One `recv`.
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is a live slice of buf.len() writable bytes.
+    cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_round_trips_for_an_allowed_cpu() {
+        let allowed = get_affinity().unwrap();
+        assert!(!allowed.is_empty());
+        let handle = std::thread::spawn(move || {
+            set_affinity(&allowed[..1]).unwrap();
+            get_affinity().unwrap()
+        });
+        let got = handle.join().unwrap();
+        assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn cpu_beyond_setsize_is_an_error_not_a_panic() {
+        let err = set_affinity(&[1 << 20]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn int_socket_option_round_trips() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = sock.as_raw_fd();
+        setsockopt_int(fd, SOL_UDP, UDP_GRO, 1).unwrap();
+        assert_eq!(getsockopt_int(fd, SOL_UDP, UDP_GRO).unwrap(), 1);
+        setsockopt_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL, 50).unwrap();
+        assert_eq!(getsockopt_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL).unwrap(), 50);
+    }
+
+    #[test]
+    fn recvmmsg_and_sendmmsg_move_a_batch() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        assert_eq!(send_copies(tx.as_raw_fd(), b"abcd", 5).unwrap(), 5);
+        let mut batch = RecvBatch::new(8, 64);
+        let mut got = 0;
+        while got < 5 {
+            let n = batch.recv(rx.as_raw_fd()).unwrap();
+            for i in 0..n {
+                assert_eq!(batch.len(i), 4);
+            }
+            got += n;
+        }
+        assert_eq!(got, 5);
+        // Replies go back to tx's address.
+        assert_eq!(send_replies(rx.as_raw_fd(), &batch, 1, b"xy").unwrap(), 1);
+        let mut buf = [0u8; 8];
+        assert_eq!(tx.recv(&mut buf).unwrap(), 2);
+    }
+}

@@ -1,0 +1,71 @@
+//! Shared helpers of the integration tests: a serial lock (the tests measure
+//! CPU, so they must not share the two cores with each other), short run
+//! configurations and the sanity checks every result must pass.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use offload_bench::report::BenchResult;
+use offload_bench::{ClientConfig, TestKind};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serialises the measuring tests of one test binary.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A short configuration: 0.3 s warm-up, 1 s window.
+pub fn short(kind: TestKind, server: SocketAddr) -> ClientConfig {
+    let mut c = ClientConfig::new(kind, server);
+    c.warmup = Duration::from_millis(300);
+    c.duration = Duration::from_secs(1);
+    c
+}
+
+/// Checks what must hold for every result.
+pub fn assert_sane(r: &BenchResult) {
+    let ctx = serde_json::to_string(&r.counts).unwrap();
+    assert!(r.counts.consistent, "counts inconsistent: {ctx}");
+    assert!(r.transactions_per_sec > 0.0, "no transactions: {ctx}");
+    assert!(r.transactions_per_sec.is_finite());
+    assert!(r.cpu.window_seconds > 0.5 && r.cpu.window_seconds < 5.0);
+    // CPU figures are non-negative and plausible: no more than every CPU of
+    // the machine for the whole window, and threads below their wall time.
+    let cpus = f64::from(r.cpu.machine.cpus.max(1));
+    assert!(r.cpu.machine_busy_seconds >= 0.0);
+    assert!(r.cpu.machine_busy_seconds <= cpus * r.cpu.window_seconds * 1.1 + 0.05, "{:?}", r.cpu);
+    assert!(r.cpu_seconds_per_transaction >= 0.0);
+    for p in [r.cpu.client, r.cpu.server] {
+        assert!(p.user >= 0.0 && p.system >= 0.0 && p.total >= 0.0);
+    }
+    let threads = f64::from(r.settings.threads + r.settings.server_threads + 2);
+    assert!(
+        r.cpu.client.total + r.cpu.server.total <= threads * r.cpu.window_seconds * 1.2 + 0.05,
+        "{:?}",
+        r.cpu
+    );
+    if r.test.is_rr() {
+        let l = r.latency_us.expect("rr tests have latency");
+        assert!(l.min > 0.0);
+        assert!(l.min <= l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.p999 && l.p999 <= l.max, "{l:?}");
+        assert_eq!(l.count, r.counts.client_window);
+        assert_eq!(r.counts.histogram, r.counts.client_window);
+        let implied = r.counts.client_window as f64 / r.cpu.window_seconds;
+        assert!((implied - r.transactions_per_sec).abs() < 1e-6 * implied.max(1.0));
+        assert!(r.counts.client_total >= r.counts.client_window);
+    }
+    // Every result carries its effective settings.
+    assert_eq!(r.settings.test, r.test.name());
+    assert!(!r.settings.client_host.kernel.is_empty());
+    assert!(!r.settings.server_host.kernel.is_empty() || r.settings.null);
+    assert_eq!(r.settings.client_pin_used.len(), r.settings.threads as usize);
+    // The JSON has the documented top-level keys.
+    let v = serde_json::to_value(r).unwrap();
+    for k in ["transactions_per_sec", "latency_us", "cpu_seconds_per_transaction", "settings"] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+}
