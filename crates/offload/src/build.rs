@@ -281,7 +281,8 @@ impl FrameSpec {
                 }
                 let first_next = v.ext.first().map(|e| e.0).unwrap_or(self.l4_proto());
                 let plen = ext.len() + l4.len();
-                let word = (6u32 << 28) | ((v.traffic_class as u32) << 20) | (v.flow_label & 0xfffff);
+                let word =
+                    (6u32 << 28) | ((v.traffic_class as u32) << 20) | (v.flow_label & 0xfffff);
                 out.extend_from_slice(&word.to_be_bytes());
                 let pl = v.payload_len_override.unwrap_or(plen.min(0xffff) as u16);
                 out.extend_from_slice(&pl.to_be_bytes());
@@ -328,7 +329,9 @@ impl FrameSpec {
                 h.extend_from_slice(&opts);
             }
             L4Spec::Udp(u) => {
-                let len = u.length_override.unwrap_or((8 + self.payload.len()).min(0xffff) as u16);
+                let len = u
+                    .length_override
+                    .unwrap_or((8 + self.payload.len()).min(0xffff) as u16);
                 h.extend_from_slice(&u.sport.to_be_bytes());
                 h.extend_from_slice(&u.dport.to_be_bytes());
                 h.extend_from_slice(&len.to_be_bytes());
@@ -440,7 +443,11 @@ mod tests {
 
     #[test]
     fn tcp6_with_dest_options_has_valid_checksum() {
-        let mut s = FrameSpec::tcp6([1; 16], [2; 16], TcpSpec::data(1, 2, 3).with_timestamps(5, 6));
+        let mut s = FrameSpec::tcp6(
+            [1; 16],
+            [2; 16],
+            TcpSpec::data(1, 2, 3).with_timestamps(5, 6),
+        );
         s.v6_mut().ext.push((60, vec![1, 4, 0, 0, 0, 0]));
         let f = s.payload(vec![1; 10]).build();
         let ip = Ipv6::new_checked(&f[14..]).unwrap();

@@ -145,8 +145,8 @@ mod tests {
     #[test]
     fn incremental_update_matches_recomputation_for_nonzero_results() {
         let mut hdr = [
-            0x45u8, 0x00, 0x05, 0xdc, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0,
-            1, 10, 0, 0, 2,
+            0x45u8, 0x00, 0x05, 0xdc, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0, 1,
+            10, 0, 0, 2,
         ];
         let c = checksum(&hdr);
         hdr[10..12].copy_from_slice(&c.to_be_bytes());

@@ -115,7 +115,13 @@ pub enum Proto {
 }
 
 impl Proto {
-    pub const ALL: [Proto; 5] = [Proto::Tcp4, Proto::Tcp6, Proto::Udp4, Proto::Udp6, Proto::Other];
+    pub const ALL: [Proto; 5] = [
+        Proto::Tcp4,
+        Proto::Tcp6,
+        Proto::Udp4,
+        Proto::Udp6,
+        Proto::Other,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -308,7 +314,12 @@ impl GroEngine {
     }
 
     /// `gro_complete`: finishes the headers of a held packet and delivers it.
-    fn complete<F: FnMut(&Delivered<'_>)>(&mut self, mut p: Held, reason: FlushReason, out: &mut F) {
+    fn complete<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        mut p: Held,
+        reason: FlushReason,
+        out: &mut F,
+    ) {
         let mut gso = 0;
         if p.count > 1 {
             gso = tcp::complete(&mut p);

@@ -47,7 +47,10 @@ impl GroEngine {
     ) -> (Verdict, Proto) {
         let f = input.data;
         if (f.len() as u64) < input.orig_len as u64 {
-            return (Verdict::Pass(FlushReason::CaptureTruncated), guess_proto(input));
+            return (
+                Verdict::Pass(FlushReason::CaptureTruncated),
+                guess_proto(input),
+            );
         }
         let Ok(l2) = dissect_l2(input.link, f) else {
             return (Verdict::Pass(FlushReason::Malformed), Proto::Other);
@@ -107,8 +110,7 @@ impl GroEngine {
         // `(u16)((word0 ^ skb_gro_len) | (frag_off & ~IP_DF))`: only the low
         // 16 bits of the byte count are compared with the length field.
         let avail = (f.len() - off) as u32;
-        let l3_flush =
-            ((be16(f, off + 2) as u32 ^ avail) & 0xffff) != 0 || frag & !ipv4::DF != 0;
+        let l3_flush = ((be16(f, off + 2) as u32 ^ avail) & 0xffff) != 0 || frag & !ipv4::DF != 0;
         let skb = Skb {
             input,
             l2,

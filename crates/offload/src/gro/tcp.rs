@@ -165,7 +165,10 @@ impl GroEngine {
             return Some(FlushReason::AckChanged);
         }
         if f[th + 20..th + thlen] != p.data[th2 + 20..th2 + thlen] {
-            return Some(options_reason(&f[th..th + thlen], &p.data[th2..th2 + thlen]));
+            return Some(options_reason(
+                &f[th..th + thlen],
+                &p.data[th2..th2 + thlen],
+            ));
         }
         if let Some(r) = network_flush(p, skb) {
             return Some(r);

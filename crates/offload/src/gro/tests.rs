@@ -55,7 +55,13 @@ fn run_cfg(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<Out> {
 }
 
 fn run(frames: &[Vec<u8>]) -> Vec<Out> {
-    run_cfg(GroConfig { flush_timeout_ns: 10_000_000, ..GroConfig::default() }, frames)
+    run_cfg(
+        GroConfig {
+            flush_timeout_ns: 10_000_000,
+            ..GroConfig::default()
+        },
+        frames,
+    )
 }
 
 fn build(specs: impl IntoIterator<Item = FrameSpec>) -> Vec<Vec<u8>> {
@@ -77,7 +83,10 @@ fn in_order_full_segments_merge_into_one() {
     assert!(ip.header_checksum_ok());
     // TCP checksum field holds the pseudo-header sum (CHECKSUM_PARTIAL).
     let pseudo = crate::checksum::pseudo_ipv4(A, B, 6, (20 + 5 * MSS) as u32);
-    assert_eq!(u16::from_be_bytes([f[50], f[51]]), crate::checksum::fold(pseudo));
+    assert_eq!(
+        u16::from_be_bytes([f[50], f[51]]),
+        crate::checksum::fold(pseudo)
+    );
 }
 
 #[test]
@@ -103,7 +112,13 @@ fn short_segment_first_then_full_does_not_merge() {
     let mut n = seg4(1);
     n.tcp_mut().seq = 1700;
     let o = run(&build([s, n]));
-    assert_eq!(shape(&o), vec![(1, FlushReason::SegmentLarger), (1, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![
+            (1, FlushReason::SegmentLarger),
+            (1, FlushReason::EndOfInput)
+        ]
+    );
 }
 
 #[test]
@@ -146,7 +161,10 @@ fn pure_ack_flushes_and_passes() {
     let mut ack = seg4(2);
     ack.payload.clear();
     let o = run(&build([seg4(0), seg4(1), ack]));
-    assert_eq!(shape(&o), vec![(2, FlushReason::NoPayload), (1, FlushReason::NoPayload)]);
+    assert_eq!(
+        shape(&o),
+        vec![(2, FlushReason::NoPayload), (1, FlushReason::NoPayload)]
+    );
 }
 
 #[test]
@@ -233,7 +251,11 @@ fn bad_tcp_checksum_passes_without_flushing_the_run() {
 fn checksum_check_can_be_disabled() {
     let mut bad = seg4(1);
     bad.tcp_mut().corrupt_checksum = true;
-    let cfg = GroConfig { verify_checksums: false, flush_timeout_ns: 1_000_000, ..Default::default() };
+    let cfg = GroConfig {
+        verify_checksums: false,
+        flush_timeout_ns: 1_000_000,
+        ..Default::default()
+    };
     let o = run_cfg(cfg, &build([seg4(0), bad]));
     assert_eq!(shape(&o), vec![(2, FlushReason::EndOfInput)]);
 }
@@ -297,9 +319,15 @@ fn ip_id_random_does_not_merge() {
 #[test]
 fn ip_id_two_incrementing_then_fixed_splits() {
     let o = run(&with_ids(&[8, 9, 9], true));
-    assert_eq!(shape(&o), vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]
+    );
     let o = run(&with_ids(&[8, 8, 9], true));
-    assert_eq!(shape(&o), vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(2, FlushReason::IpIdMismatch), (1, FlushReason::EndOfInput)]
+    );
 }
 
 #[test]
@@ -313,7 +341,10 @@ fn ip_options_pass_without_flushing() {
     let mut opt = seg4(1);
     opt.v4_mut().options = vec![1, 1, 1, 0];
     let o = run(&build([seg4(0), opt]));
-    assert_eq!(shape(&o), vec![(1, FlushReason::IpOptions), (1, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(1, FlushReason::IpOptions), (1, FlushReason::EndOfInput)]
+    );
 }
 
 #[test]
@@ -340,7 +371,10 @@ fn ethernet_padding_flushes_the_run_and_passes() {
     let o = run(&build([seg4(0), seg4(1), ack]));
     assert_eq!(
         shape(&o),
-        vec![(2, FlushReason::IncomingLengthMismatch), (1, FlushReason::LengthMismatch)]
+        vec![
+            (2, FlushReason::IncomingLengthMismatch),
+            (1, FlushReason::LengthMismatch)
+        ]
     );
 }
 
@@ -348,7 +382,10 @@ fn ethernet_padding_flushes_the_run_and_passes() {
 fn size_limit_splits_at_gro_max_size() {
     // 20 + 20 + 46 × 1400 = 64440 < 65536; a 47th would be 65840.
     let o = run(&build((0..50).map(seg4)));
-    assert_eq!(shape(&o), vec![(46, FlushReason::SizeLimit), (4, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(46, FlushReason::SizeLimit), (4, FlushReason::EndOfInput)]
+    );
 }
 
 #[test]
@@ -388,7 +425,11 @@ fn ipv6_130_segments_at_65536_split_64400_64400_53200() {
 
 #[test]
 fn ipv6_big_tcp_inserts_hop_by_hop_jumbo() {
-    let cfg = GroConfig { gro_max_size: 185_000, flush_timeout_ns: 10_000_000, ..Default::default() };
+    let cfg = GroConfig {
+        gro_max_size: 185_000,
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
     let o = run_cfg(cfg, &build((0..130).map(seg6)));
     assert_eq!(o.len(), 1);
     let f = &o[0].data;
@@ -404,7 +445,10 @@ fn ipv6_big_tcp_inserts_hop_by_hop_jumbo() {
 fn ipv6_hop_limit_and_traffic_class_changes_flush() {
     let mut h = seg6(1);
     h.v6_mut().hop_limit = 1;
-    assert_eq!(run(&build([seg6(0), h]))[0].reason, FlushReason::HopLimitChanged);
+    assert_eq!(
+        run(&build([seg6(0), h]))[0].reason,
+        FlushReason::HopLimitChanged
+    );
     let mut t = seg6(1);
     t.v6_mut().traffic_class = 4;
     assert_eq!(run(&build([seg6(0), t]))[0].reason, FlushReason::TosChanged);
@@ -415,7 +459,10 @@ fn ipv6_flow_label_change_is_a_different_flow() {
     let mut l = seg6(1);
     l.v6_mut().flow_label = 5;
     let o = run(&build([seg6(0), l]));
-    assert_eq!(shape(&o), vec![(1, FlushReason::EndOfInput), (1, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(1, FlushReason::EndOfInput), (1, FlushReason::EndOfInput)]
+    );
 }
 
 #[test]
@@ -466,12 +513,21 @@ fn ninth_flow_evicts_the_oldest_held_packet() {
 #[test]
 fn idle_gap_longer_than_timeout_flushes_everything() {
     let frames = build([seg4(0), seg4(1)]);
-    let mut e = GroEngine::new(GroConfig { flush_timeout_ns: 1_000, ..Default::default() });
+    let mut e = GroEngine::new(GroConfig {
+        flush_timeout_ns: 1_000,
+        ..Default::default()
+    });
     let mut reasons = Vec::new();
     let mut push = |d: &Delivered<'_>| reasons.push(d.reason);
     for (i, f) in frames.iter().enumerate() {
         e.receive(
-            Input { data: f, link: LinkKind::Ethernet, timestamp_ns: i as u64 * 5_000, frame: 1, orig_len: f.len() as u32 },
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: i as u64 * 5_000,
+                frame: 1,
+                orig_len: f.len() as u32,
+            },
             &mut push,
         );
     }
@@ -485,7 +541,13 @@ fn truncated_capture_frame_passes_untouched() {
     let mut e = GroEngine::new(GroConfig::default());
     let mut reasons = Vec::new();
     e.receive(
-        Input { data: &f[..60], link: LinkKind::Ethernet, timestamp_ns: 0, frame: 1, orig_len: f.len() as u32 },
+        Input {
+            data: &f[..60],
+            link: LinkKind::Ethernet,
+            timestamp_ns: 0,
+            frame: 1,
+            orig_len: f.len() as u32,
+        },
         &mut |d: &Delivered<'_>| reasons.push(d.reason),
     );
     assert_eq!(reasons, vec![FlushReason::CaptureTruncated]);
@@ -501,5 +563,8 @@ fn interleaved_flows_merge_independently() {
         frames.push(s);
     }
     let o = run(&build(frames));
-    assert_eq!(shape(&o), vec![(4, FlushReason::EndOfInput), (4, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![(4, FlushReason::EndOfInput), (4, FlushReason::EndOfInput)]
+    );
 }

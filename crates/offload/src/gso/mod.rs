@@ -176,7 +176,11 @@ pub fn segment_tcp<F: FnMut(&[u8])>(
     } else {
         hdr.extend_from_slice(&frame[..lay.l4_off + lay.tcp_header_len]);
     }
-    let l4 = if lay.jumbo_hbh { lay.l4_off - 8 } else { lay.l4_off };
+    let l4 = if lay.jumbo_hbh {
+        lay.l4_off - 8
+    } else {
+        lay.l4_off
+    };
     let l3 = lay.l3_off;
     let seq0 = be32(&hdr, l4 + 4);
     let id0 = if lay.v6 { 0 } else { be16(&hdr, l3 + 4) };
@@ -203,7 +207,11 @@ pub fn segment_tcp<F: FnMut(&[u8])>(
             put16(&mut seg, l3 + 4, (seg_len - l3 - 40) as u16);
         } else {
             put16(&mut seg, l3 + 2, (seg_len - l3) as u16);
-            let id = if params.fixed_id { id0 } else { id0.wrapping_add(i as u16) };
+            let id = if params.fixed_id {
+                id0
+            } else {
+                id0.wrapping_add(i as u16)
+            };
             put16(&mut seg, l3 + 4, id);
             put16(&mut seg, l3 + 10, 0);
             let ihl = (seg[l3] & 0x0f) as usize * 4;

@@ -83,7 +83,7 @@ impl<T: AsRef<[u8]>> Ethernet<T> {
             let at = tags.l3_offset;
             if b.len() < at + VLAN_TAG_LEN {
                 return Err(
-                    WireError::truncated("802.1Q", "tag", VLAN_TAG_LEN, b.len() - at).at(at - 2)
+                    WireError::truncated("802.1Q", "tag", VLAN_TAG_LEN, b.len() - at).at(at - 2),
                 );
             }
             tags.vids[tags.count] = be16(b, at) & 0x0fff;
@@ -131,7 +131,10 @@ mod tests {
         for _ in 0..20 {
             f.extend_from_slice(&[0x81, 0x00, 0x00, 0x01]);
         }
-        let e = Ethernet::new_checked(&f[..]).unwrap().walk_tags().unwrap_err();
+        let e = Ethernet::new_checked(&f[..])
+            .unwrap()
+            .walk_tags()
+            .unwrap_err();
         assert_eq!(e.field, "tag count");
     }
 

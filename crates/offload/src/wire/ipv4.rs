@@ -34,14 +34,29 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
         if b.len() < MIN_HEADER_LEN {
-            return Err(WireError::truncated("IPv4", "header", MIN_HEADER_LEN, b.len()));
+            return Err(WireError::truncated(
+                "IPv4",
+                "header",
+                MIN_HEADER_LEN,
+                b.len(),
+            ));
         }
         if b[0] >> 4 != 4 {
-            return Err(WireError::invalid("IPv4", "version", (b[0] >> 4) as u64, "4"));
+            return Err(WireError::invalid(
+                "IPv4",
+                "version",
+                (b[0] >> 4) as u64,
+                "4",
+            ));
         }
         let ihl = ((b[0] & 0x0f) as usize) * 4;
         if ihl < MIN_HEADER_LEN {
-            return Err(WireError::invalid("IPv4", "ihl", (b[0] & 0x0f) as u64, "5 to 15"));
+            return Err(WireError::invalid(
+                "IPv4",
+                "ihl",
+                (b[0] & 0x0f) as u64,
+                "5 to 15",
+            ));
         }
         if b.len() < ihl {
             return Err(WireError::truncated("IPv4", "options", ihl, b.len()));

@@ -45,7 +45,12 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
             return Err(WireError::truncated("IPv6", "header", HEADER_LEN, b.len()));
         }
         if b[0] >> 4 != 6 {
-            return Err(WireError::invalid("IPv6", "version", (b[0] >> 4) as u64, "6"));
+            return Err(WireError::invalid(
+                "IPv6",
+                "version",
+                (b[0] >> 4) as u64,
+                "6",
+            ));
         }
         Ok(Ipv6 { buf })
     }
@@ -107,11 +112,19 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
             }
             let at = chain.upper_offset;
             if b.len() < at + 2 {
-                return Err(WireError::truncated("IPv6 extension", "header", 2, b.len() - at.min(b.len())).at(at));
+                return Err(WireError::truncated(
+                    "IPv6 extension",
+                    "header",
+                    2,
+                    b.len() - at.min(b.len()),
+                )
+                .at(at));
             }
             let len = (b[at + 1] as usize + 1) * 8;
             if b.len() < at + len {
-                return Err(WireError::truncated("IPv6 extension", "length", len, b.len() - at).at(at));
+                return Err(
+                    WireError::truncated("IPv6 extension", "length", len, b.len() - at).at(at),
+                );
             }
             if chain.upper == next_header::HOP_BY_HOP && chain.count == 0 {
                 chain.jumbo = jumbo_option(&b[at..at + len]);
@@ -188,7 +201,10 @@ mod tests {
         let h = header(6, 20);
         let v = Ipv6::new_checked(&h[..]).unwrap();
         assert_eq!(v.flow_label(), 0x12345);
-        assert_eq!((v.payload_len(), v.next_header(), v.hop_limit()), (20, 6, 64));
+        assert_eq!(
+            (v.payload_len(), v.next_header(), v.hop_limit()),
+            (20, 6, 64)
+        );
         assert_eq!(v.walk_ext().unwrap().upper_offset, 40);
     }
 

@@ -74,7 +74,10 @@ mod tests {
         h[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         h[14..16].copy_from_slice(&0x86ddu16.to_be_bytes());
         let c = parse_sll(&h).unwrap();
-        assert_eq!((c.pkttype, c.arphrd, c.protocol), (pkttype::OUTGOING, 1, 0x86dd));
+        assert_eq!(
+            (c.pkttype, c.arphrd, c.protocol),
+            (pkttype::OUTGOING, 1, 0x86dd)
+        );
     }
 
     #[test]
@@ -84,7 +87,10 @@ mod tests {
         h[4..8].copy_from_slice(&7u32.to_be_bytes());
         h[10] = 0;
         let c = parse_sll2(&h).unwrap();
-        assert_eq!((c.protocol, c.ifindex, c.pkttype), (0x0800, Some(7), pkttype::HOST));
+        assert_eq!(
+            (c.protocol, c.ifindex, c.pkttype),
+            (0x0800, Some(7), pkttype::HOST)
+        );
         assert!(parse_sll2(&h[..19]).is_err());
     }
 }

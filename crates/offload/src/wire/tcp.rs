@@ -63,11 +63,21 @@ impl<T: AsRef<[u8]>> Tcp<T> {
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
         if b.len() < MIN_HEADER_LEN {
-            return Err(WireError::truncated("TCP", "header", MIN_HEADER_LEN, b.len()));
+            return Err(WireError::truncated(
+                "TCP",
+                "header",
+                MIN_HEADER_LEN,
+                b.len(),
+            ));
         }
         let doff = (b[12] >> 4) as usize * 4;
         if doff < MIN_HEADER_LEN {
-            return Err(WireError::invalid("TCP", "data offset", (b[12] >> 4) as u64, "5 to 15"));
+            return Err(WireError::invalid(
+                "TCP",
+                "data offset",
+                (b[12] >> 4) as u64,
+                "5 to 15",
+            ));
         }
         if b.len() < doff {
             return Err(WireError::truncated("TCP", "options", doff, b.len()));
@@ -178,7 +188,10 @@ mod tests {
         h[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 9]);
         let t = Tcp::new_checked(&h[..]).unwrap();
         assert_eq!((t.src_port(), t.dst_port()), (8080, 50000));
-        assert_eq!((t.seq(), t.ack(), t.header_len(), t.window()), (1000, 77, 32, 512));
+        assert_eq!(
+            (t.seq(), t.ack(), t.header_len(), t.window()),
+            (1000, 77, 32, 512)
+        );
         assert_eq!(t.flag_word() & flag_word::PSH, flag_word::PSH);
         assert_eq!(t.timestamps(), Some((5, 9)));
     }

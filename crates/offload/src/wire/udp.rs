@@ -13,7 +13,12 @@ pub struct Udp<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> Udp<T> {
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         if buf.as_ref().len() < HEADER_LEN {
-            return Err(WireError::truncated("UDP", "header", HEADER_LEN, buf.as_ref().len()));
+            return Err(WireError::truncated(
+                "UDP",
+                "header",
+                HEADER_LEN,
+                buf.as_ref().len(),
+            ));
         }
         Ok(Udp { buf })
     }
@@ -52,7 +57,10 @@ mod tests {
     fn fields() {
         let h = [0x12, 0x34, 0x12, 0xb5, 0, 20, 0xab, 0xcd];
         let u = Udp::new_checked(&h[..]).unwrap();
-        assert_eq!((u.src_port(), u.dst_port(), u.length(), u.checksum()), (0x1234, 4789, 20, 0xabcd));
+        assert_eq!(
+            (u.src_port(), u.dst_port(), u.length(), u.checksum()),
+            (0x1234, 4789, 20, 0xabcd)
+        );
         assert!(Udp::new_checked(&h[..7]).is_err());
     }
 }
