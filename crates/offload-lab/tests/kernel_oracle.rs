@@ -1,0 +1,390 @@
+//! The oracle against the table "What this machine's kernel was seen to do
+//! (6.18)" of kernel-oracle.md: each row is a train built here with correct
+//! checksums and run through the live kernel's GRO. Needs root and
+//! /dev/net/tun; fails (never skips) without them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use offload_lab::{GroKnobs, KernelGro, VxlanConf};
+
+const SPORT: u16 = 40000;
+const DPORT: u16 = 5001;
+
+fn oracle(knobs: GroKnobs) -> KernelGro {
+    require_root();
+    KernelGro::new(knobs).expect("oracle setup")
+}
+
+/// A TCP/IPv4 train from the peer to the TAP: `ids.len()` segments of `mss`
+/// bytes with the given IP IDs and DF bit.
+fn tcp4_train(o: &KernelGro, ids: &[u16], df: bool, mss: usize) -> Vec<Vec<u8>> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let ip = V4::new(o.peer_ipv4(), o.tap_ipv4(), id, df);
+            let t = Tcp {
+                sport: SPORT,
+                dport: DPORT,
+                seq: 1_000_000 + (i * mss) as u32,
+                ack: 1,
+                flags: ACK,
+            };
+            tcp4(o.tap_mac(), o.peer_mac(), ip, t, &payload(i * mss, mss))
+        })
+        .collect()
+}
+
+fn tcp6_train(o: &KernelGro, n: usize, mss: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let t = Tcp {
+                sport: SPORT,
+                dport: DPORT,
+                seq: 7_000_000 + (i * mss) as u32,
+                ack: 1,
+                flags: ACK,
+            };
+            tcp6(
+                o.tap_mac(),
+                o.peer_mac(),
+                o.peer_ipv6(),
+                o.tap_ipv6(),
+                t,
+                &payload(i * mss, mss),
+            )
+        })
+        .collect()
+}
+
+/// Checks that the payloads of `out`, concatenated, are the train's stream.
+fn assert_stream_intact(out: &[Vec<u8>], total: usize) {
+    let mut stream = Vec::new();
+    for f in out {
+        stream.extend_from_slice(&f[parse(f, 0).payload_off..]);
+    }
+    assert_eq!(stream.len(), total, "payload bytes delivered");
+    assert!(
+        stream == payload(0, total),
+        "payload bytes differ from the train's"
+    );
+}
+
+/// IP IDs in the spirit of the write-up's 101, 105, 107, 300, 2, ...: no
+/// two neighbours differ by exactly 1 and none repeats.
+const IRREGULAR_IDS: [u16; 20] = [
+    101, 105, 107, 300, 2, 9, 17, 40, 44, 60, 3, 999, 12, 500, 77, 79, 1000, 5, 6000, 8,
+];
+
+fn incrementing(start: u16, n: usize) -> Vec<u16> {
+    (0..n).map(|i| start.wrapping_add(i as u16)).collect()
+}
+
+#[test]
+fn ipv4_df1_incrementing_id_merges_into_one() {
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![28000]);
+    let p = parse(&out[0], 0);
+    assert_eq!(
+        p.ip_len,
+        20 + 20 + 28000,
+        "IPv4 total length of the merged packet"
+    );
+    // The merged packet keeps the first segment's IP ID and sequence number.
+    assert_eq!(&out[0][14 + 4..14 + 6], &100u16.to_be_bytes());
+    assert_eq!(
+        &out[0][p.l4_off + 4..p.l4_off + 8],
+        &1_000_000u32.to_be_bytes()
+    );
+    assert_stream_intact(&out, 28000);
+}
+
+#[test]
+fn ipv4_df0_irregular_id_is_not_merged() {
+    let mut o = oracle(GroKnobs::default());
+    let ids = IRREGULAR_IDS;
+    let train = tcp4_train(&o, &ids, false, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![1400; 20]);
+    assert_eq!(out, train, "unmerged frames come out unchanged");
+}
+
+#[test]
+fn ipv4_df0_incrementing_id_merges_into_one() {
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp4_train(&o, &incrementing(100, 20), false, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![28000]);
+    assert_stream_intact(&out, 28000);
+}
+
+#[test]
+fn ipv6_130_segments_split_at_gro_max_size_65536() {
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp6_train(&o, 130, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![64400, 64400, 53200]);
+    for f in &out {
+        let p = parse(f, 0);
+        assert_eq!(p.hbh_len, 0, "no jumbo header below 64 KiB");
+        assert_eq!(usize::from(p.ip_len), f.len() - 14 - 40);
+    }
+    assert_stream_intact(&out, 182000);
+}
+
+#[test]
+fn ipv6_130_segments_become_one_big_tcp_packet_at_gro_max_size_185000() {
+    let mut o = oracle(GroKnobs {
+        gro_max_size: 185000,
+        ..GroKnobs::default()
+    });
+    let train = tcp6_train(&o, 130, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![182000]);
+    let p = parse(&out[0], 0);
+    assert_eq!(p.ip_len, 0, "IPv6 payload length of a jumbogram");
+    assert_eq!(p.hbh_len, 8, "8-byte Hop-by-Hop header");
+    assert_eq!(out[0][14 + 6], 0, "IPv6 next header = Hop-by-Hop");
+    assert_eq!(p.jumbo, Some(8 + 20 + 182000), "Jumbo Payload length");
+    assert_stream_intact(&out, 182000);
+}
+
+#[test]
+fn ipv4_big_tcp_at_gro_ipv4_max_size_185000_has_total_length_0() {
+    let mut o = oracle(GroKnobs {
+        gro_max_size: 185000,
+        gro_ipv4_max_size: 185000,
+        ..GroKnobs::default()
+    });
+    let train = tcp4_train(&o, &incrementing(1, 130), true, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![182000]);
+    assert_eq!(
+        parse(&out[0], 0).ip_len,
+        0,
+        "IPv4 total length of a BIG TCP packet"
+    );
+    assert_stream_intact(&out, 182000);
+}
+
+#[test]
+fn ipv4_ip_id_rules_of_6_18() {
+    let mut o = oracle(GroKnobs::default());
+    let random = [
+        0x1a2b, 0x9c01, 0x0042, 0x7fff, 0x3333, 0xe001, 0x0101, 0x5a5a, 0xbeef, 0x2024,
+    ];
+    let cases: [(&str, Vec<u16>, bool, usize); 6] = [
+        ("DF=0, fixed ID 0", vec![0; 10], false, 1),
+        ("DF=0, fixed ID 777", vec![777; 10], false, 1),
+        ("DF=1, random ID", random.to_vec(), true, 10),
+        ("DF=1, fixed ID", vec![4242; 10], true, 1),
+        (
+            "DF=1, decrementing ID",
+            (0..10).map(|i| 500 - i).collect(),
+            true,
+            10,
+        ),
+        (
+            "DF=0, ID +2 each",
+            (0..10).map(|i| 100 + 2 * i).collect(),
+            false,
+            10,
+        ),
+    ];
+    for (name, ids, df, frames) in cases {
+        let train = tcp4_train(&o, &ids, df, 1000);
+        let out = o.run_train(&train).unwrap();
+        assert_eq!(
+            out.len(),
+            frames,
+            "{name}: frames out, sizes {:?}",
+            payload_sizes(&out)
+        );
+        assert_stream_intact(&out, 10_000);
+    }
+}
+
+fn vxlan_train(o: &KernelGro, outer_ids: &[u16]) -> Vec<Vec<u8>> {
+    let inner_dst = [0x02, 0x6f, 0x66, 0x6c, 0x10, 0x01];
+    let inner_src = [0x02, 0x6f, 0x66, 0x6c, 0x10, 0x02];
+    let (isrc, idst) = ("10.9.0.2".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    outer_ids
+        .iter()
+        .enumerate()
+        .map(|(i, &oid)| {
+            let inner_ip = V4::new(isrc, idst, 3000 + i as u16, true);
+            let t = Tcp {
+                sport: SPORT,
+                dport: DPORT,
+                seq: 50_000 + (i * 1350) as u32,
+                ack: 1,
+                flags: ACK,
+            };
+            let inner = tcp4(inner_dst, inner_src, inner_ip, t, &payload(i * 1350, 1350));
+            let outer = V4::new(o.peer_ipv4(), o.tap_ipv4(), oid, false);
+            vxlan4(o.tap_mac(), o.peer_mac(), outer, 49152, 4789, 42, &inner)
+        })
+        .collect()
+}
+
+/// Offset of the inner Ethernet header in an outer IPv4/UDP/VXLAN frame.
+const INNER: usize = 14 + 20 + 8 + 8;
+
+#[test]
+fn vxlan_outer_df0_incrementing_id_merges_inner_tcp() {
+    let mut o = oracle(GroKnobs {
+        vxlan: Some(VxlanConf {
+            vni: 42,
+            port: 4789,
+        }),
+        ..GroKnobs::default()
+    });
+    let train = vxlan_train(&o, &incrementing(100, 20));
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(out.len(), 1, "one super-packet");
+    let p = parse(&out[0], INNER);
+    assert_eq!(out[0].len() - p.payload_off, 27000, "inner payload");
+    let mut stream = out[0][p.payload_off..].to_vec();
+    stream.truncate(27000);
+    assert!(stream == payload(0, 27000));
+}
+
+#[test]
+fn vxlan_outer_df0_irregular_id_is_not_merged() {
+    let mut o = oracle(GroKnobs {
+        vxlan: Some(VxlanConf {
+            vni: 42,
+            port: 4789,
+        }),
+        ..GroKnobs::default()
+    });
+    let ids = IRREGULAR_IDS;
+    let train = vxlan_train(&o, &ids);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(out.len(), 20, "nothing merged");
+    assert_eq!(out, train);
+}
+
+#[test]
+fn vxlan_without_a_listening_device_is_plain_udp() {
+    // Control for the two VXLAN rows: with no VXLAN socket on 4789, GRO does
+    // not look inside, and plain UDP without UDP_GRO is not coalesced.
+    let mut o = oracle(GroKnobs::default());
+    let train = vxlan_train(&o, &incrementing(100, 20));
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(out.len(), 20);
+}
+
+fn udp_train(o: &KernelGro, dport: u16, n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let ip = V4::new(o.peer_ipv4(), o.tap_ipv4(), 200 + i as u16, true);
+            udp4(
+                o.tap_mac(),
+                o.peer_mac(),
+                ip,
+                33333,
+                dport,
+                &payload(i * len, len),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn udp_gro_socket_coalesces_datagrams_and_only_on_its_port() {
+    let mut o = oracle(GroKnobs {
+        udp_gro_ports: vec![9000],
+        ..GroKnobs::default()
+    });
+    let out = o.run_train(&udp_train(&o, 9000, 10, 1000)).unwrap();
+    assert_eq!(
+        out.len(),
+        1,
+        "datagrams to the UDP_GRO socket are coalesced"
+    );
+    let p = parse(&out[0], 0);
+    assert_eq!(p.proto, 17);
+    assert_eq!(out[0].len() - p.payload_off, 10_000);
+    assert_eq!(usize::from(p.ip_len), 20 + 8 + 10_000);
+    let out = o.run_train(&udp_train(&o, 9001, 10, 1000)).unwrap();
+    assert_eq!(out.len(), 10, "no UDP_GRO socket on 9001: not coalesced");
+}
+
+#[test]
+fn udp_gro_forwarding_feature_coalesces_without_a_socket() {
+    let mut o = oracle(GroKnobs {
+        udp_gro_forwarding: true,
+        ..GroKnobs::default()
+    });
+    let out = o.run_train(&udp_train(&o, 9100, 10, 1000)).unwrap();
+    assert_eq!(out.len(), 1, "rx-udp-gro-forwarding coalesces plain UDP");
+    o.set_knobs(GroKnobs::default()).unwrap();
+    let out = o.run_train(&udp_train(&o, 9100, 10, 1000)).unwrap();
+    assert_eq!(out.len(), 10, "feature off again: not coalesced");
+}
+
+#[test]
+fn set_knobs_changes_sizes_between_trains() {
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp6_train(&o, 130, 1400);
+    assert_eq!(o.run_train(&train).unwrap().len(), 3);
+    o.set_gro_sizes(185000, 65536).unwrap();
+    assert_eq!(o.run_train(&train).unwrap().len(), 1);
+    o.set_gro_sizes(30000, 30000).unwrap();
+    let sizes = payload_sizes(&o.run_train(&train).unwrap());
+    // 60 + n × 1400 must stay below 30000: 21 segments per packet.
+    assert_eq!(sizes[0], 21 * 1400);
+    assert_eq!(sizes.iter().sum::<usize>(), 182000);
+}
+
+#[test]
+fn flush_timeout_zero_merges_nothing_across_writes() {
+    // Without gro_flush_timeout every write is its own NAPI poll and GRO
+    // flushes after each packet (kernel-oracle.md step 4).
+    let mut o = oracle(GroKnobs {
+        flush_timeout: Duration::ZERO,
+        ..GroKnobs::default()
+    });
+    let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
+    assert_eq!(o.run_train(&train).unwrap().len(), 20);
+}
+
+#[test]
+fn bad_tcp_checksum_is_never_merged() {
+    let mut o = oracle(GroKnobs::default());
+    let mut train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
+    let last = train[10].len() - 1;
+    train[10][last] ^= 0xff; // payload corrupted, checksum now wrong
+    let out = o.run_train(&train).unwrap();
+    // The bad segment bypasses GRO at once and leaves the held packet alone;
+    // the next segment then no longer continues it (sequence gap) and
+    // flushes it.
+    assert_eq!(payload_sizes(&out), vec![1400, 14000, 12600]);
+    assert_eq!(out[0], train[10], "the bad segment is delivered unchanged");
+}
+
+#[test]
+fn short_frame_is_rejected_with_its_index() {
+    let mut o = oracle(GroKnobs::default());
+    let err = o.run_train(&[vec![0; 60], vec![0; 10]]).unwrap_err();
+    assert!(
+        matches!(err, offload_lab::Error::BadFrame { index: 1, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn clean_runs_need_no_replay() {
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
+    let r = o.run_train_detailed(&train).unwrap();
+    assert_eq!(r.frames.len(), 1);
+    assert!(r.attempts >= 1 && r.attempts <= offload_lab::oracle::MAX_ATTEMPTS);
+    // A one-frame answer is final whatever the run looked like.
+    assert_eq!(r.attempts, 1);
+}

@@ -1,0 +1,192 @@
+//! The building blocks on their own: TUN ioctls, rtnetlink knobs and their
+//! kernel coupling rule, veth/VXLAN creation, ethtool features and sysfs, all
+//! inside anonymous namespaces. Needs root; fails without it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::require_root;
+use offload_lab::ethtool::Ethtool;
+use offload_lab::rtnl::{Rtnl, VxlanParams};
+use offload_lab::sysfs::{read_sysctl, write_sysctl, Sysfs};
+use offload_lab::tun::{offload, TunDevice, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
+use offload_lab::{Error, NetNs};
+
+#[test]
+fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
+    require_root();
+    let ns = NetNs::new_anonymous().unwrap();
+    let tun = ns
+        .run(|| TunDevice::open("ofltun0", IFF_TUN | IFF_NO_PI | IFF_VNET_HDR))
+        .unwrap();
+    assert_eq!(tun.name(), "ofltun0");
+    assert_ne!(tun.kernel_flags().unwrap() & IFF_VNET_HDR, 0);
+    tun.set_vnet_hdr_size(12).unwrap();
+    assert!(
+        tun.set_vnet_hdr_size(4).is_err(),
+        "below sizeof(virtio_net_hdr)"
+    );
+    tun.set_offload(offload::TUN_F_CSUM | offload::TUN_F_TSO4 | offload::TUN_F_TSO6)
+        .unwrap();
+    // Unknown bits are refused: that is how userspace probes support.
+    assert!(matches!(
+        tun.set_offload(0x8000_0000),
+        Err(Error::Sys { .. })
+    ));
+    // The device lives in the namespace only.
+    let mut host = Rtnl::open().unwrap();
+    assert!(matches!(
+        host.link_by_name("ofltun0"),
+        Err(Error::NoDevice(_))
+    ));
+}
+
+#[test]
+fn gro_size_knobs_read_back_and_follow_the_coupling_rule() {
+    require_root();
+    let ns = NetNs::new_anonymous().unwrap();
+    let (mut rtnl, _tap) = ns
+        .run(|| Ok((Rtnl::open()?, TunDevice::open("ofl0", IFF_TAP | IFF_NO_PI)?)))
+        .unwrap();
+    let idx = rtnl.link_by_name("ofl0").unwrap().index;
+    let st = rtnl.link(idx).unwrap();
+    assert_eq!(st.gro_max_size, Some(65536));
+    assert_eq!(st.gro_ipv4_max_size, Some(65536));
+    assert_eq!(st.tso_max_size, Some(65536), "a TAP's tso_max_size");
+    rtnl.set_gro_sizes(idx, 524_280, 524_280).unwrap();
+    // Lowering gro_max_size to <= 64 KiB drags the IPv4 knob along
+    // (netif_set_gro_max_size); raising it does not.
+    rtnl.set_gro_max_size(idx, 65536).unwrap();
+    let st = rtnl.link(idx).unwrap();
+    assert_eq!(
+        (st.gro_max_size, st.gro_ipv4_max_size),
+        (Some(65536), Some(65536))
+    );
+    rtnl.set_gro_ipv4_max_size(idx, 185_000).unwrap();
+    rtnl.set_gro_max_size(idx, 300_000).unwrap();
+    let st = rtnl.link(idx).unwrap();
+    assert_eq!(
+        (st.gro_max_size, st.gro_ipv4_max_size),
+        (Some(300_000), Some(185_000))
+    );
+    assert!(matches!(
+        rtnl.set_gro_max_size(idx, 524_281),
+        Err(Error::OutOfRange { .. })
+    ));
+}
+
+#[test]
+fn veth_and_vxlan_are_created_in_the_namespace_only() {
+    require_root();
+    let ns = NetNs::new_anonymous().unwrap();
+    let mut rtnl = ns.run(Rtnl::open).unwrap();
+    rtnl.create_veth("ofl-va", "ofl-vb").unwrap();
+    let a = rtnl.link_by_name("ofl-va").unwrap();
+    rtnl.set_mac(a.index, [2, 0, 0, 0, 0, 0xaa]).unwrap();
+    rtnl.add_address(a.index, "198.51.100.1".parse().unwrap(), 24)
+        .unwrap();
+    rtnl.set_up(a.index, true).unwrap();
+    rtnl.create_vxlan(
+        "ofl-vx",
+        &VxlanParams {
+            vni: 4242,
+            port: 4789,
+            local: Some("198.51.100.1".parse().unwrap()),
+            link: Some(a.index),
+        },
+    )
+    .unwrap();
+    let names: Vec<_> = rtnl
+        .links()
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.name, l.kind))
+        .collect();
+    assert!(
+        names.contains(&("ofl-vb".into(), Some("veth".into()))),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&("ofl-vx".into(), Some("vxlan".into()))),
+        "{names:?}"
+    );
+    let a = rtnl.link(a.index).unwrap();
+    assert_eq!(a.mac, vec![2, 0, 0, 0, 0, 0xaa]);
+    assert!(a.up);
+    assert_eq!(a.tso_max_size, Some(524_280), "veth raises tso_max_size");
+    let vx = rtnl.link_by_name("ofl-vx").unwrap();
+    rtnl.delete_link(vx.index).unwrap();
+    assert!(matches!(
+        rtnl.link_by_name("ofl-vx"),
+        Err(Error::NoDevice(_))
+    ));
+    let mut host = Rtnl::open().unwrap();
+    for name in ["ofl-va", "ofl-vb"] {
+        assert!(
+            matches!(host.link_by_name(name), Err(Error::NoDevice(_))),
+            "{name} on host"
+        );
+    }
+}
+
+#[test]
+fn ethtool_features_sysfs_and_sysctls_act_on_the_namespace() {
+    require_root();
+    let ns = NetNs::new_anonymous().unwrap();
+    let (ethtool, sysfs, _tap) = ns
+        .run(|| {
+            write_sysctl("net/ipv6/conf/default/accept_dad", "0")?;
+            Ok((
+                Ethtool::open()?,
+                Sysfs::mount_here()?,
+                TunDevice::open("ofl0", IFF_TAP | IFF_NO_PI)?,
+            ))
+        })
+        .unwrap();
+    let features = ethtool.features("ofl0").unwrap();
+    assert!(features.iter().any(|f| f.name == "rx-gro" && f.active));
+    for name in ["rx-gro-list", "rx-udp-gro-forwarding"] {
+        ethtool.set_feature("ofl0", name, true).unwrap();
+        assert!(ethtool.feature("ofl0", name).unwrap());
+        ethtool.set_feature("ofl0", name, false).unwrap();
+        assert!(!ethtool.feature("ofl0", name).unwrap());
+    }
+    assert!(matches!(
+        ethtool.set_feature("ofl0", "no-such-feature", true),
+        Err(Error::NoFeature { .. })
+    ));
+    // The detached sysfs sees the namespace's device; the host's does not.
+    sysfs
+        .set_net_attr(
+            "ofl0",
+            "gro_flush_timeout",
+            Duration::from_millis(20).as_nanos() as u64,
+        )
+        .unwrap();
+    assert_eq!(
+        sysfs.net_attr("ofl0", "gro_flush_timeout").unwrap(),
+        "20000000"
+    );
+    assert!(!std::path::Path::new("/sys/class/net/ofl0").exists());
+    // Sysctls written inside are the namespace's, not the host's.
+    assert_eq!(
+        ns.run(|| read_sysctl("net/ipv6/conf/default/accept_dad"))
+            .unwrap(),
+        "0"
+    );
+    // No mount was attached anywhere.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(
+        mounts.matches(" sysfs ").count(),
+        mounts_sysfs_baseline(),
+        "{mounts}"
+    );
+}
+
+/// Number of sysfs mounts visible to the test process (the host's own).
+fn mounts_sysfs_baseline() -> usize {
+    std::fs::read_to_string("/proc/1/mountinfo")
+        .map(|m| m.matches(" sysfs ").count())
+        .unwrap_or(1)
+}
