@@ -112,9 +112,9 @@ pub enum ErrorKind {
     UnknownExtension,
 }
 
-/// An error while reading or writing a capture. See the module documentation.
+/// Where and what: the content of a [`CaptureError`].
 #[derive(Debug)]
-pub struct CaptureError {
+pub struct ErrorDetail {
     /// File name (or the name given to a reader/writer built on a stream).
     pub file: String,
     /// 1-based number of the frame being read or written, `None` when the
@@ -132,7 +132,33 @@ pub struct CaptureError {
     pub kind: ErrorKind,
 }
 
+/// An error while reading or writing a capture. See the module documentation.
+///
+/// The detail is boxed so that `Result<Option<Frame>, CaptureError>` stays
+/// small on the per-frame return path; the fields are reached through `Deref`
+/// (`err.frame`, `err.kind`, ...).
+#[derive(Debug)]
+pub struct CaptureError(Box<ErrorDetail>);
+
+impl From<ErrorDetail> for CaptureError {
+    fn from(d: ErrorDetail) -> CaptureError {
+        CaptureError(Box::new(d))
+    }
+}
+
+impl std::ops::Deref for CaptureError {
+    type Target = ErrorDetail;
+    fn deref(&self) -> &ErrorDetail {
+        &self.0
+    }
+}
+
 impl CaptureError {
+    /// The detail, by value.
+    pub fn into_detail(self) -> ErrorDetail {
+        *self.0
+    }
+
     /// True when the error is an I/O failure rather than bad content.
     pub fn is_io(&self) -> bool {
         matches!(self.kind, ErrorKind::Io(_))
@@ -226,7 +252,7 @@ mod tests {
 
     #[test]
     fn display_matches_the_documented_shape() {
-        let e = CaptureError {
+        let e = CaptureError::from(ErrorDetail {
             file: "in.pcap".into(),
             frame: Some(17),
             last_frame: 16,
@@ -237,7 +263,7 @@ mod tests {
                 value: 4294967295,
                 remaining: 80,
             },
-        };
+        });
         assert_eq!(
             e.to_string(),
             "in.pcap: frame 17 at byte 123456: record header field caplen = 4294967295 exceeds the remaining 80 bytes"
@@ -246,7 +272,7 @@ mod tests {
 
     #[test]
     fn display_without_frame_names_the_previous_frame() {
-        let e = CaptureError {
+        let e = CaptureError::from(ErrorDetail {
             file: "x.pcapng".into(),
             frame: None,
             last_frame: 3,
@@ -254,7 +280,7 @@ mod tests {
             structure: "block",
             field: "block_total_length",
             kind: ErrorKind::NotMultipleOf4 { value: 33 },
-        };
+        });
         assert_eq!(
             e.to_string(),
             "x.pcapng: at byte 400 (after frame 3): block field block_total_length = 33 is not a multiple of 4"
@@ -263,7 +289,7 @@ mod tests {
 
     #[test]
     fn io_errors_expose_their_source() {
-        let e = CaptureError {
+        let e = CaptureError::from(ErrorDetail {
             file: "f".into(),
             frame: None,
             last_frame: 0,
@@ -271,7 +297,7 @@ mod tests {
             structure: "file",
             field: "open",
             kind: ErrorKind::Io(io::Error::other("boom")),
-        };
+        });
         assert!(e.is_io());
         assert!(std::error::Error::source(&e).is_some());
     }

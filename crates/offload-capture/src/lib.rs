@@ -54,7 +54,7 @@ mod linktype;
 mod reader;
 mod writer;
 
-pub use error::{CaptureError, ErrorKind};
+pub use error::{CaptureError, ErrorDetail, ErrorKind};
 pub use format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
 pub use linktype::LinkType;
 pub use reader::{CaptureReader, Frame, Interface, TsResolution};

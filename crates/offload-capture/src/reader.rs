@@ -23,7 +23,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::buffer::{ReadBuf, DEFAULT_CAPACITY};
-use crate::error::{CaptureError, ErrorKind};
+use crate::error::{CaptureError, ErrorDetail, ErrorKind};
 use crate::format::{u16_at, u32_at, u64_at, CaptureFormat, Endian, MAX_BLOCK_LEN, MAX_FRAME_LEN};
 use crate::LinkType;
 
@@ -225,19 +225,21 @@ impl CaptureReader {
     pub fn open(path: impl AsRef<Path>) -> Result<CaptureReader, CaptureError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let io_err = |e, field| CaptureError {
-            file: name.clone(),
-            frame: None,
-            last_frame: 0,
-            offset: 0,
-            structure: "file",
-            field,
-            kind: ErrorKind::Io(e),
+        let io_err = |e, field| {
+            CaptureError::from(ErrorDetail {
+                file: name.clone(),
+                frame: None,
+                last_frame: 0,
+                offset: 0,
+                structure: "file",
+                field,
+                kind: ErrorKind::Io(e),
+            })
         };
         let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.
-        let len = meta.is_file().then(|| meta.len());
+        let len = meta.is_file().then_some(meta.len());
         CaptureReader::build(Box::new(f), name, len)
     }
 
@@ -360,7 +362,7 @@ impl CaptureReader {
     // ----- helpers -----
 
     fn err(&self, at: At, field: &'static str, kind: ErrorKind) -> CaptureError {
-        CaptureError {
+        CaptureError::from(ErrorDetail {
             file: self.name.clone(),
             frame: at.frame,
             last_frame: self.number,
@@ -368,7 +370,7 @@ impl CaptureReader {
             structure: at.structure,
             field,
             kind,
-        }
+        })
     }
 
     /// `fill` with I/O errors turned into a located error.

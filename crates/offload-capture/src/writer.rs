@@ -31,7 +31,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use crate::error::{CaptureError, ErrorKind};
+use crate::error::{CaptureError, ErrorDetail, ErrorKind};
 use crate::format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
 use crate::reader::Frame;
 use crate::LinkType;
@@ -174,14 +174,16 @@ impl CaptureWriter {
     ) -> Result<CaptureWriter, CaptureError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let err = |field, kind| CaptureError {
-            file: name.clone(),
-            frame: None,
-            last_frame: 0,
-            offset: 0,
-            structure: "output file",
-            field,
-            kind,
+        let err = |field, kind| {
+            CaptureError::from(ErrorDetail {
+                file: name.clone(),
+                frame: None,
+                last_frame: 0,
+                offset: 0,
+                structure: "output file",
+                field,
+                kind,
+            })
         };
         let format = match format.or_else(|| CaptureFormat::from_path(path)) {
             Some(f) => f,
@@ -256,7 +258,7 @@ impl CaptureWriter {
         field: &'static str,
         kind: ErrorKind,
     ) -> CaptureError {
-        CaptureError {
+        CaptureError::from(ErrorDetail {
             file: self.name.clone(),
             frame,
             last_frame: self.stats.frames,
@@ -264,7 +266,7 @@ impl CaptureWriter {
             structure,
             field,
             kind,
-        }
+        })
     }
 
     fn put(&mut self, bytes: &[u8], frame: Option<u64>) -> Result<(), CaptureError> {
