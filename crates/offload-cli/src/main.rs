@@ -2,11 +2,16 @@
 //! logic a library user could want lives in the library crates.
 
 mod bench;
+mod capture;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "offload", version, about = "Linux network offloads (GRO, GSO, BIG TCP) made visible")]
+#[command(
+    name = "offload",
+    version,
+    about = "Linux network offloads (GRO, GSO, BIG TCP) made visible"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,6 +19,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Coalesce a capture as the kernel's GRO would (pcap/pcapng in and out).
+    Gro(capture::GroArgs),
+    /// Segment the super-packets of a capture as GSO/TSO would.
+    Gso(capture::GsoArgs),
     /// Request/response, connect, stream and UDP packet-rate benchmarks.
     Bench(bench::BenchArgs),
 }
@@ -21,6 +30,8 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Gro(args) => capture::run_gro(args),
+        Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

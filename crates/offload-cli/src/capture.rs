@@ -1,0 +1,233 @@
+//! `offload gro` and `offload gso`: argument parsing and printing.
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use offload::gro::{DEFAULT_FLUSH_TIMEOUT_NS, GRO_MAX_SIZE};
+use offload::GroConfig;
+use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `offload gro`.
+#[derive(Debug, clap::Args)]
+pub struct GroArgs {
+    /// Input capture (pcap or pcapng).
+    pub input: PathBuf,
+    /// Output capture; the format follows the extension (.pcap, .pcapng).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// gro_max_size: the merged size limit for IPv6 (65536 default, up to 524280 for BIG TCP).
+    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    pub gro_max_size: u32,
+    /// gro_ipv4_max_size: the merged size limit for IPv4.
+    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    pub gro_ipv4_max_size: u32,
+    /// Idle gap after which held packets are flushed (e.g. 50us, 10ms).
+    #[arg(long, default_value = "50us", value_parser = parse_duration)]
+    pub flush_timeout: Duration,
+    /// Do not verify TCP/UDP checksums (captures taken on a sender with checksum offload).
+    #[arg(long)]
+    pub no_checksum_check: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `offload gso`.
+#[derive(Debug, clap::Args)]
+pub struct GsoArgs {
+    /// Input capture (pcap or pcapng).
+    pub input: PathBuf,
+    /// Output capture; the format follows the extension (.pcap, .pcapng).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Segment size; default: per flow, from IP ID steps or the largest single segment seen.
+    #[arg(long, value_parser = parse_size)]
+    pub mss: Option<u32>,
+    /// Link MTU used to tell super-packets from segments.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a byte count (a whole number, e.g. 65536)"))?;
+    if v == 0 {
+        return Err("must be at least 1".into());
+    }
+    Ok(v)
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (examples: 50us, 10ms, 1s)"))
+}
+
+fn progress_bar(total: Option<u64>) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(total, ProgressDrawTarget::hidden());
+    }
+    let pb = ProgressBar::new(total.unwrap_or(0));
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {bytes}/{total_bytes} {bar:30} {binary_bytes_per_sec} eta {eta}",
+        )
+        .expect("valid template"),
+    );
+    pb
+}
+
+/// Installs a Ctrl-C handler that sets the returned flag (once per process).
+fn cancel_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    // A second installation fails; tests call run() once per process.
+    let _ = ctrlc::set_handler(move || f.store(true, std::sync::atomic::Ordering::Relaxed));
+    flag
+}
+
+fn file_len(p: &PathBuf) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+/// Reports an input error after the output was written; the exit code says it.
+fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
+    match &outcome.input_error {
+        Some(e) => {
+            eprintln!("offload: error: {e}");
+            eprintln!("offload: every frame before the error was processed and written");
+            ExitCode::from(1)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
+    for (name, v) in [
+        ("--gro-max-size", args.gro_max_size),
+        ("--gro-ipv4-max-size", args.gro_ipv4_max_size),
+    ] {
+        if v > GRO_MAX_SIZE {
+            bail!("{name} {v} is above the kernel's maximum of {GRO_MAX_SIZE} (GRO_MAX_SIZE)");
+        }
+    }
+    let cfg = GroConfig {
+        gro_max_size: args.gro_max_size,
+        gro_ipv4_max_size: args.gro_ipv4_max_size,
+        flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
+        verify_checksums: !args.no_checksum_check,
+    };
+    let pb = progress_bar(file_len(&args.input));
+    let cancel = cancel_flag();
+    let mut on_progress = |b: u64| pb.set_position(b);
+    let mut ctl = Control {
+        on_progress: &mut on_progress,
+        cancel: &cancel,
+    };
+    let outcome = transform::gro_capture(&args.input, &args.output, &cfg, &mut ctl)
+        .with_context(|| format!("offload gro {}", args.input.display()))?;
+    pb.finish_and_clear();
+    let s = &outcome.summary;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        println!("{} -> {}", s.input, s.output);
+        println!(
+            "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            s.settings.gro_max_size,
+            s.settings.gro_ipv4_max_size,
+            humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),
+            if s.settings.checksum_check {
+                "on"
+            } else {
+                "off"
+            }
+        );
+        println!(
+            "frames in {}  packets out {}  merge ratio {:.2}  super-packets {}  largest {} B{}",
+            s.frames_in,
+            s.packets_out,
+            s.merge_ratio,
+            s.super_packets,
+            s.largest_packet,
+            if s.interrupted { "  (interrupted)" } else { "" }
+        );
+        println!();
+        println!(
+            "{:<10} {:>12} {:>12} {:>8}",
+            "protocol", "frames in", "packets out", "ratio"
+        );
+        for p in &s.protocols {
+            println!(
+                "{:<10} {:>12} {:>12} {:>8.2}",
+                p.protocol, p.frames_in, p.packets_out, p.merge_ratio
+            );
+        }
+        println!();
+        println!("{:<28} {:>10}  {}", "flush reason", "count", "kind");
+        for r in &s.flush_reasons {
+            let kind = if r.pass_through {
+                "not held"
+            } else {
+                "completed a held packet"
+            };
+            println!("{:<28} {:>10}  {}", r.reason, r.count, kind);
+        }
+        if s.unsupported_link_frames > 0 {
+            println!(
+                "\n{} frames of unsupported link types copied unchanged",
+                s.unsupported_link_frames
+            );
+        }
+    }
+    let _ = DEFAULT_FLUSH_TIMEOUT_NS;
+    Ok(finish(&outcome))
+}
+
+pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
+    if args.mtu < 68 {
+        bail!("--mtu {} is below the IPv4 minimum of 68", args.mtu);
+    }
+    let opts = GsoOptions {
+        mss: args.mss,
+        mtu: args.mtu,
+    };
+    let pb = progress_bar(file_len(&args.input));
+    let cancel = cancel_flag();
+    let mut on_progress = |b: u64| pb.set_position(b);
+    let mut ctl = Control {
+        on_progress: &mut on_progress,
+        cancel: &cancel,
+    };
+    let outcome = transform::gso_capture(&args.input, &args.output, &opts, &mut ctl)
+        .with_context(|| format!("offload gso {}", args.input.display()))?;
+    pb.finish_and_clear();
+    let s = &outcome.summary;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        println!("{} -> {}", s.input, s.output);
+        println!(
+            "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",
+            s.frames_in,
+            s.frames_out,
+            s.super_packets,
+            s.copied_unchanged,
+            if s.interrupted { "  (interrupted)" } else { "" }
+        );
+        for (src, n) in &s.mss_sources {
+            println!(
+                "  mss from {:<18} {n}",
+                serde_json::to_string(src)?.trim_matches('"')
+            );
+        }
+    }
+    Ok(finish(&outcome))
+}
