@@ -59,3 +59,15 @@ pub use format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
 pub use linktype::LinkType;
 pub use reader::{CaptureReader, Frame, Interface, TsResolution};
 pub use writer::{CaptureWriter, FrameMeta, InterfaceDesc, Oversize, WriterStats};
+
+#[cfg(test)]
+mod tests {
+    /// Readers and writers move to worker threads in the capture commands.
+    #[test]
+    fn reader_writer_and_error_are_send() {
+        fn send<T: Send>() {}
+        send::<crate::CaptureReader>();
+        send::<crate::CaptureWriter>();
+        send::<crate::CaptureError>();
+    }
+}
