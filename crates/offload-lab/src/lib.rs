@@ -23,6 +23,8 @@
 //! Everything here needs `CAP_NET_ADMIN` and `CAP_SYS_ADMIN` (root) and
 //! `/dev/net/tun`; failures say which step and which object failed.
 
+#![warn(missing_docs)]
+
 pub mod capture;
 pub mod error;
 pub mod ethtool;

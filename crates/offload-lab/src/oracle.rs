@@ -40,7 +40,8 @@
 //! jiffy each (4 ms at HZ=250), not the 3 × 20 ms of a timer-based wait.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec};
@@ -228,9 +229,10 @@ impl KernelGro {
         })?;
         let tick = rustix::time::clock_getres(ClockId::MonotonicCoarse);
         let tick = Duration::new(tick.tv_sec as u64, tick.tv_nsec as u32);
-        let nonce = u64::from(std::process::id()) << 32
-            ^ Instant::now().elapsed().as_nanos() as u64
-            ^ coarse_now().tv_nsec as u64;
+        // Sentinels only have to differ from train frames and from earlier
+        // sentinels of this oracle; pid + a per-process counter is enough.
+        static ORACLES: AtomicU64 = AtomicU64::new(0);
+        let nonce = u64::from(std::process::id()) << 32 | ORACLES.fetch_add(1, Ordering::Relaxed);
         let mut oracle = KernelGro {
             capture,
             udp: Vec::new(),
@@ -531,7 +533,6 @@ fn udp_gro_sockets(ports: &[u16]) -> Result<Vec<UdpSocket>> {
             s.set_nonblocking(true)
                 .map_err(|e| Error::sys(format!("O_NONBLOCK on UDP {ip} port {port}"), e))?;
             setsockopt_int(s.as_fd(), libc::SOL_UDP, libc::UDP_GRO, 1, "UDP_GRO")?;
-            debug_assert!(s.as_raw_fd() >= 0);
             socks.push(s);
         }
     }
