@@ -47,6 +47,9 @@ pub struct Frame<'a> {
     pub data: &'a [u8],
     /// Byte offset of the frame's record (pcap) or block (pcapng) in the file.
     pub offset: u64,
+    /// The interface `interface` refers to (the same as
+    /// `reader.interfaces()[interface]`, reachable while the frame borrows the reader).
+    pub interface_info: &'a Interface,
 }
 
 impl Frame<'_> {
@@ -105,6 +108,18 @@ pub struct Interface {
     /// 0-based pcapng section the interface belongs to (0 for pcap).
     pub section: u32,
 }
+
+/// Stands in for an interface that cannot be missing (the parsers check the
+/// id first); it only spares an `unwrap` on the per-frame path.
+static NO_INTERFACE: Interface = Interface {
+    link_type: LinkType(u32::MAX),
+    snaplen: 0,
+    ts_resolution: TsResolution::MICRO,
+    ts_offset_s: 0,
+    name: None,
+    fcs_len: None,
+    section: 0,
+};
 
 /// Converts raw timestamp units of one interface to nanoseconds.
 #[derive(Clone, Copy, Debug)]
@@ -455,16 +470,13 @@ impl CaptureReader {
             fcs_len,
             section: 0,
         });
-        // Unwrap-free: MICRO and NANO always convert.
-        let conv = TsConv {
-            mul: if nanos { 1 } else { 1000 },
-            per_second: 0,
+        // The pcap path converts its two fields itself; `conv` only keeps the
+        // interface table uniform. 10^6 and 10^9 always convert.
+        let conv = TsConv::new(res, 0).unwrap_or(TsConv {
+            mul: 1000,
+            per_second: 1_000_000,
             offset_ns: 0,
-        };
-        let conv = TsConv {
-            per_second: res.units_per_second().unwrap_or(1_000_000),
-            ..conv
-        };
+        });
         self.fast.push(IfFast {
             link_type,
             snaplen,
@@ -572,6 +584,7 @@ impl CaptureReader {
             orig_len,
             data: rec.get(16..).unwrap_or(&[]),
             offset,
+            interface_info: self.interfaces.first().unwrap_or(&NO_INTERFACE),
         }))
     }
 
@@ -1025,6 +1038,7 @@ impl CaptureReader {
             orig_len,
             data,
             offset,
+            interface_info: self.interfaces.get(gi as usize).unwrap_or(&NO_INTERFACE),
         }))
     }
 }

@@ -10,8 +10,8 @@
 //! is an error. pcapng writes one Interface Description Block per distinct link
 //! type of the frames given with `interface: None`, created on first use, or
 //! exactly the interfaces the caller declared with `add_interface` when frames
-//! name one (`interface: Some(id)`), so that a pcapng → pcapng copy can keep the
-//! input's interfaces.
+//! name one (`interface: Some(id)`). [`CaptureWriter::copy_frame`] does the
+//! latter for frames from a reader: one output interface per input interface.
 //!
 //! **Large frames** (see `docs/decisions/0011-large-frames.md`). With
 //! [`Oversize::Keep`] (the default) every byte is written: frames above
@@ -33,7 +33,7 @@ use std::path::Path;
 
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
 use crate::format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
-use crate::reader::Frame;
+use crate::reader::{Frame, Interface};
 use crate::LinkType;
 
 /// What the writer does with a frame longer than a limit.
@@ -62,6 +62,16 @@ impl InterfaceDesc {
         InterfaceDesc {
             link_type,
             name: None,
+        }
+    }
+}
+
+impl From<&Interface> for InterfaceDesc {
+    /// The same link type and name, to copy a reader's interfaces.
+    fn from(i: &Interface) -> InterfaceDesc {
+        InterfaceDesc {
+            link_type: i.link_type,
+            name: i.name.clone(),
         }
     }
 }
@@ -150,6 +160,8 @@ pub struct CaptureWriter {
     ifaces: Vec<LinkType>,
     /// pcapng: interface used for `interface: None` frames, per link type.
     auto: Vec<(LinkType, u32)>,
+    /// Writer interface of each reader interface, for `copy_frame`.
+    copied: Vec<Option<u32>>,
     stats: WriterStats,
 }
 
@@ -227,6 +239,7 @@ impl CaptureWriter {
             pcap_snaplen: 0,
             ifaces: Vec::new(),
             auto: Vec::new(),
+            copied: Vec::new(),
             stats: WriterStats::default(),
         };
         if format == CaptureFormat::PcapNg {
@@ -515,9 +528,34 @@ impl CaptureWriter {
         Ok(id)
     }
 
-    /// Copies a frame read by [`crate::CaptureReader`] (time, lengths, link type, bytes).
+    /// Copies a frame read by [`crate::CaptureReader`] (time, lengths, link
+    /// type, bytes) into the interface of its link type.
     pub fn write(&mut self, frame: &Frame<'_>) -> Result<(), CaptureError> {
         self.write_frame(&FrameMeta::from(frame), frame.data)
+    }
+
+    /// Copies a frame keeping its input interface: the first frame of each
+    /// reader interface declares a writer interface with the same link type
+    /// and name (pcapng: one IDB per input interface; pcap: one link type).
+    pub fn copy_frame(&mut self, frame: &Frame<'_>) -> Result<(), CaptureError> {
+        let idx = frame.interface as usize;
+        let id = match self.copied.get(idx).copied().flatten() {
+            Some(id) => id,
+            None => {
+                let id = self.add_interface(&InterfaceDesc::from(frame.interface_info))?;
+                // idx indexes the reader's interface list, so it is small.
+                if self.copied.len() <= idx {
+                    self.copied.resize(idx + 1, None);
+                }
+                self.copied[idx] = Some(id);
+                id
+            }
+        };
+        let meta = FrameMeta {
+            interface: Some(id),
+            ..FrameMeta::from(frame)
+        };
+        self.write_frame(&meta, frame.data)
     }
 
     /// Flushes the output (and, for a pcap file, writes the final snapshot
