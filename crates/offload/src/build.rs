@@ -378,6 +378,26 @@ impl FrameSpec {
     }
 }
 
+/// The UDP payload of a VXLAN packet: the 8-byte VXLAN header (I flag,
+/// `vni`) followed by the inner Ethernet frame.
+pub fn vxlan_payload(vni: u32, inner_frame: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(8 + inner_frame.len());
+    p.extend_from_slice(&[0x08, 0, 0, 0]);
+    p.extend_from_slice(&(vni << 8).to_be_bytes());
+    p.extend_from_slice(inner_frame);
+    p
+}
+
+impl FrameSpec {
+    /// The UDP fields (panics on a TCP spec).
+    pub fn udp_mut(&mut self) -> &mut UdpSpec {
+        match &mut self.l4 {
+            L4Spec::Udp(u) => u,
+            _ => panic!("not a UDP frame spec"),
+        }
+    }
+}
+
 fn ethernet() -> L2Spec {
     L2Spec::Ethernet {
         src: SRC_MAC,

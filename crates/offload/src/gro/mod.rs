@@ -20,9 +20,11 @@
 //! the capture shows an idle gap longer than the flush timeout, and no
 //! jiffy boundaries inside a burst.
 
+mod complete;
 mod reason;
 mod rx;
 mod tcp;
+mod udp;
 #[cfg(test)]
 mod tests;
 
@@ -70,6 +72,11 @@ pub struct GroConfig {
     /// that gives no hardware verdict. Off for captures taken on a sender
     /// whose checksums were still to be filled in by the NIC.
     pub verify_checksums: bool,
+    /// Which plain UDP datagrams are coalesced.
+    pub udp: UdpGro,
+    /// UDP destination ports on which a VXLAN socket listens: GRO looks
+    /// inside only those (4789 by default).
+    pub vxlan_ports: Vec<u16>,
 }
 
 impl Default for GroConfig {
@@ -79,6 +86,35 @@ impl Default for GroConfig {
             gro_ipv4_max_size: GRO_LEGACY_MAX_SIZE,
             flush_timeout_ns: DEFAULT_FLUSH_TIMEOUT_NS,
             verify_checksums: true,
+            udp: UdpGro::AllPorts,
+            vxlan_ports: vec![DEFAULT_VXLAN_PORT],
+        }
+    }
+}
+
+/// The IANA VXLAN port.
+pub const DEFAULT_VXLAN_PORT: u16 = 4789;
+
+/// When the kernel runs `udp_gro_receive_segment` for plain UDP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UdpGro {
+    /// Never (no `UDP_GRO` socket, no `rx-udp-gro-forwarding`): UDP passes.
+    Off,
+    /// For every destination port: the forwarding path
+    /// (`rx-udp-gro-forwarding` with no local socket), which coalesces
+    /// exactly like a `UDP_GRO` socket on each port.
+    AllPorts,
+    /// Only for these destination ports: local sockets with `UDP_GRO`.
+    Ports(Vec<u16>),
+}
+
+impl UdpGro {
+    /// True when a datagram to `port` is coalesced.
+    pub fn applies_to(&self, port: u16) -> bool {
+        match self {
+            UdpGro::Off => false,
+            UdpGro::AllPorts => true,
+            UdpGro::Ports(p) => p.contains(&port),
         }
     }
 }
@@ -111,6 +147,8 @@ pub enum Proto {
     Tcp6,
     Udp4,
     Udp6,
+    /// VXLAN-encapsulated traffic (counted apart from plain UDP).
+    Vxlan,
     Other,
 }
 
@@ -129,6 +167,7 @@ impl Proto {
             Proto::Tcp6 => "tcp6",
             Proto::Udp4 => "udp4",
             Proto::Udp6 => "udp6",
+            Proto::Vxlan => "vxlan",
             Proto::Other => "other",
         }
     }
@@ -161,8 +200,8 @@ pub struct GroStats {
     pub packets_out: u64,
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
-    pub proto_in: [u64; 5],
-    pub proto_out: [u64; 5],
+    pub proto_in: [u64; 6],
+    pub proto_out: [u64; 6],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
 }
@@ -195,6 +234,10 @@ pub(crate) struct Held {
     pub l4_off: usize,
     pub v6: bool,
     pub proto: Proto,
+    /// Tunnel headers of a VXLAN-encapsulated packet.
+    pub outer: Option<rx::Outer>,
+    /// The innermost transport protocol (6 or 17).
+    pub l4_proto: u8,
     pub count: u32,
     /// `gso_size`: the first segment's payload length.
     pub mss: u32,
@@ -322,7 +365,7 @@ impl GroEngine {
     ) {
         let mut gso = 0;
         if p.count > 1 {
-            gso = tcp::complete(&mut p);
+            gso = complete::complete(&mut p);
         }
         self.stats.packets_out += 1;
         self.stats.proto_out[p.proto as usize] += 1;
@@ -348,6 +391,49 @@ impl GroEngine {
 
     fn take_buffer(&mut self) -> Vec<u8> {
         self.pool.pop().unwrap_or_default()
+    }
+
+    /// Holds `skb` as the head of a new run (`dev_gro_receive`: after
+    /// completing the bucket's oldest packet if the bucket is full).
+    /// `payload` becomes the run's `gso_size`.
+    fn hold<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &rx::Skb<'_>,
+        payload: u32,
+        l4_proto: u8,
+        out: &mut F,
+    ) {
+        if self.held.len() >= MAX_GRO_SKBS {
+            let oldest = self.held.remove(0);
+            self.complete(oldest, FlushReason::TableFull, out);
+        }
+        let mut data = self.take_buffer();
+        data.extend_from_slice(skb.frame());
+        let proto = if skb.outer.is_some() {
+            Proto::Vxlan
+        } else {
+            skb.proto(l4_proto)
+        };
+        self.held.push(Held {
+            data,
+            link: skb.input.link,
+            l2_key_len: skb.l2.key_len,
+            mac_len: skb.mac_len,
+            outer_protocol: skb.l2.outer_protocol,
+            l3_off: skb.l3_off,
+            l4_off: skb.l4_off,
+            v6: skb.v6,
+            proto,
+            outer: skb.outer,
+            l4_proto,
+            count: 1,
+            mss: payload,
+            fixedid: 0,
+            payload,
+            first_frame: skb.input.frame,
+            last_frame: skb.input.frame,
+            last_ts: skb.input.timestamp_ns,
+        });
     }
 }
 

@@ -37,6 +37,14 @@ pub enum FlushReason {
     IpIdMismatch,
     /// `ipv6_gro_flush`: hop limit differs.
     HopLimitChanged,
+    /// Tunnel: the outer IPv4 ID is neither head ID + count nor fixed (6.18 checks outer IDs whatever DF says).
+    OuterIpIdMismatch,
+    /// Tunnel: outer TTL / hop limit differs.
+    OuterTtlChanged,
+    /// Tunnel: outer TOS / traffic class differs.
+    OuterTosChanged,
+    /// Tunnel: outer DF bit differs.
+    OuterDfChanged,
     /// The segment carries more payload than the run's MSS (`(len - 1) >= mss`).
     SegmentLarger,
     /// The segment's sequence number is below the end of the held packet (retransmission, overlap).
@@ -101,6 +109,8 @@ pub enum FlushReason {
     Outgoing,
     /// The input was already a GSO packet that cannot merge (DODGY or non-TCP).
     GsoInput,
+    /// UDP GRO needs a non-zero UDP checksum ("for symmetry with GSO").
+    UdpZeroChecksum,
 }
 
 impl FlushReason {
@@ -118,6 +128,10 @@ impl FlushReason {
         FlushReason::DfChanged,
         FlushReason::IpIdMismatch,
         FlushReason::HopLimitChanged,
+        FlushReason::OuterIpIdMismatch,
+        FlushReason::OuterTtlChanged,
+        FlushReason::OuterTosChanged,
+        FlushReason::OuterDfChanged,
         FlushReason::SegmentLarger,
         FlushReason::SequenceBehind,
         FlushReason::SequenceGap,
@@ -147,6 +161,7 @@ impl FlushReason {
         FlushReason::CaptureTruncated,
         FlushReason::Outgoing,
         FlushReason::GsoInput,
+        FlushReason::UdpZeroChecksum,
     ];
 
     /// Index into [`FlushReason::ALL`] (for counters).
@@ -171,6 +186,10 @@ impl FlushReason {
             DfChanged => "df-changed",
             IpIdMismatch => "ip-id-mismatch",
             HopLimitChanged => "hop-limit-changed",
+            OuterIpIdMismatch => "outer-ip-id-mismatch",
+            OuterTtlChanged => "outer-ttl-changed",
+            OuterTosChanged => "outer-tos-changed",
+            OuterDfChanged => "outer-df-changed",
             SegmentLarger => "segment-larger-than-mss",
             SequenceBehind => "sequence-behind",
             SequenceGap => "sequence-gap",
@@ -200,6 +219,7 @@ impl FlushReason {
             CaptureTruncated => "capture-truncated",
             Outgoing => "outgoing",
             GsoInput => "gso-input",
+            UdpZeroChecksum => "udp-zero-checksum",
         }
     }
 
@@ -222,6 +242,10 @@ impl FlushReason {
                 | DfChanged
                 | IpIdMismatch
                 | HopLimitChanged
+                | OuterIpIdMismatch
+                | OuterTtlChanged
+                | OuterTosChanged
+                | OuterDfChanged
                 | SegmentLarger
                 | SequenceBehind
                 | SequenceGap

@@ -4,13 +4,12 @@
 //! `gro_receive_network_flush` (`include/net/gro.h`, 6.18 IP-ID rules).
 
 use super::rx::Skb;
-use super::{gso_type, max_size, FlushReason, GroEngine, Held, Verdict, GRO_LEGACY_MAX_SIZE};
-use super::{Delivered, MAX_GRO_SKBS};
+use super::{max_size, FlushReason, GroEngine, Held, Verdict};
+use super::Delivered;
 use crate::checksum;
-use crate::wire::ipv4::{Ipv4, DF};
-use crate::wire::ipv6::TLV_JUMBO;
+use crate::wire::ipv4::DF;
 use crate::wire::tcp::flag_word as fw;
-use crate::wire::{be16, be32, put16, put32};
+use crate::wire::{be16, be32, put32};
 
 /// FIN and PSH may differ between merged segments (`~(TCP_FLAG_FIN | TCP_FLAG_PSH)`).
 const FLAG_WORD_IGNORED: u32 = fw::FIN | fw::PSH;
@@ -54,7 +53,7 @@ impl GroEngine {
             if skb.l3_flush {
                 return Verdict::Pass(FlushReason::LengthMismatch);
             }
-            self.hold(skb, len, thlen, out);
+            self.hold(skb, len, super::rx::TCP, out);
             return Verdict::Consumed;
         };
 
@@ -99,37 +98,10 @@ impl GroEngine {
                 if skb.l3_flush {
                     return Verdict::Pass(FlushReason::LengthMismatch);
                 }
-                self.hold(skb, len, thlen, out);
+                self.hold(skb, len, super::rx::TCP, out);
                 Verdict::Consumed
             }
         }
-    }
-
-    /// The first p in the bucket that is the same flow (`gro_list_prepare`,
-    /// the L3 same-flow loop, `tcp_gro_lookup`).
-    fn lookup(&self, skb: &Skb<'_>) -> Option<usize> {
-        let f = skb.frame();
-        self.held.iter().position(|p| {
-            if p.link != skb.input.link
-                || p.l2_key_len != skb.l2.key_len
-                || p.data[..p.l2_key_len] != f[..skb.l2.key_len]
-                || p.v6 != skb.v6
-                || p.l3_off != skb.l3_off
-            {
-                return false;
-            }
-            let (a, b) = (&p.data[p.l3_off..], &f[skb.l3_off..]);
-            let l3_same = if skb.v6 {
-                let nlen = skb.l4_off - skb.l3_off;
-                (be32(a, 0) ^ be32(b, 0)) & 0xF00F_FFFF == 0
-                    && a[8..40] == b[8..40]
-                    && a[6] == b[6]
-                    && (nlen <= 40 || a.get(40..nlen) == Some(&b[40..nlen]))
-            } else {
-                a[9] == b[9] && a[12..20] == b[12..20]
-            };
-            l3_same && be32(&p.data, p.l4_off) == be32(f, skb.l4_off)
-        })
     }
 
     /// Evaluates `tcp_gro_receive`'s flush terms against held packet `idx`;
@@ -198,49 +170,8 @@ impl GroEngine {
             return Some(FlushReason::SizeLimit);
         }
         // Above 64 KiB only TCP may grow; the innermost protocol here is
-        // always TCP and the packet is not encapsulated.
-        let _ = GRO_LEGACY_MAX_SIZE;
+        // TCP, and software GRO never marks p encapsulated while receiving.
         None
-    }
-
-    /// Holds `skb` as the head of a new run (after evicting the oldest
-    /// packet if the bucket is full).
-    fn hold<F: FnMut(&Delivered<'_>)>(
-        &mut self,
-        skb: &Skb<'_>,
-        len: u32,
-        _thlen: usize,
-        out: &mut F,
-    ) {
-        if self.held.len() >= MAX_GRO_SKBS {
-            let oldest = self.held.remove(0);
-            self.complete(oldest, FlushReason::TableFull, out);
-        }
-        let mut data = self.take_buffer();
-        data.extend_from_slice(skb.frame());
-        let proto = if skb.v6 {
-            super::Proto::Tcp6
-        } else {
-            super::Proto::Tcp4
-        };
-        self.held.push(Held {
-            data,
-            link: skb.input.link,
-            l2_key_len: skb.l2.key_len,
-            mac_len: skb.mac_len,
-            outer_protocol: skb.l2.outer_protocol,
-            l3_off: skb.l3_off,
-            l4_off: skb.l4_off,
-            v6: skb.v6,
-            proto,
-            count: 1,
-            mss: len,
-            fixedid: 0,
-            payload: len,
-            first_frame: skb.input.frame,
-            last_frame: skb.input.frame,
-            last_ts: skb.input.timestamp_ns,
-        });
     }
 }
 
@@ -272,12 +203,42 @@ fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
     FlushReason::OptionsChanged
 }
 
-/// `gro_receive_network_flush` for a non-encapsulated packet:
-/// `inet_gro_flush` (6.18 IP-ID rules) or `ipv6_gro_flush`.
-fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
-    let (a, b) = (&skb.frame()[skb.l3_off..], &p.data[p.l3_off..]);
+/// `gro_receive_network_flush`: `inet_gro_flush` (6.18 IP-ID rules) or
+/// `ipv6_gro_flush` on the outer (or only) header, then on the inner
+/// header of an encapsulated packet.
+pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
+    let f = skb.frame();
     let (count, fixedid) = (p.count, &mut p.fixedid);
-    if skb.v6 {
+    if let Some(o) = skb.outer {
+        let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.v6, count, fixedid, 0);
+        if let Some(r) = r {
+            return Some(outer_reason(r));
+        }
+        return header_flush(&f[skb.l3_off..], &p.data[skb.l3_off..], skb.v6, count, fixedid, 1);
+    }
+    header_flush(&f[skb.l3_off..], &p.data[skb.l3_off..], skb.v6, count, fixedid, 0)
+}
+
+/// The outer-header variant of a network flush reason.
+fn outer_reason(r: FlushReason) -> FlushReason {
+    match r {
+        FlushReason::IpIdMismatch => FlushReason::OuterIpIdMismatch,
+        FlushReason::TtlChanged | FlushReason::HopLimitChanged => FlushReason::OuterTtlChanged,
+        FlushReason::TosChanged => FlushReason::OuterTosChanged,
+        FlushReason::DfChanged => FlushReason::OuterDfChanged,
+        other => other,
+    }
+}
+
+fn header_flush(
+    a: &[u8],
+    b: &[u8],
+    v6: bool,
+    count: u32,
+    fixedid: &mut u8,
+    inner: u8,
+) -> Option<FlushReason> {
+    if v6 {
         if (be32(a, 0) ^ be32(b, 0)) & 0x0FF0_0000 != 0 {
             return Some(FlushReason::TosChanged);
         }
@@ -286,7 +247,7 @@ fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
         }
         return None;
     }
-    inet_flush(a, b, count, fixedid, 0)
+    inet_flush(a, b, count, fixedid, inner)
 }
 
 /// `inet_gro_flush(iph, iph2, p, inner)`: TTL, TOS and DF must match; the
@@ -324,87 +285,28 @@ pub(super) fn inet_flush(
 /// Software TCP checksum validation (`skb_gro_checksum_validate` with the
 /// pseudo-header of the packet's own addresses).
 fn l4_checksum_ok(skb: &Skb<'_>) -> bool {
-    let f = skb.frame();
-    let seg = &f[skb.l4_off..];
-    let ip = &f[skb.l3_off..];
-    let pseudo = if skb.v6 {
+    l4_checksum_ok_at(skb.frame(), skb.l3_off, skb.l4_off, skb.v6, 6)
+}
+
+/// Verifies the transport checksum of the segment at `l4` (to the end of
+/// the frame) against the pseudo-header of the IP header at `l3`.
+pub(super) fn l4_checksum_ok_at(f: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> bool {
+    let seg = &f[l4..];
+    let ip = &f[l3..];
+    let pseudo = if v6 {
         checksum::pseudo_ipv6(
             ip[8..24].try_into().expect("40-byte header checked"),
             ip[24..40].try_into().expect("40-byte header checked"),
-            6,
+            proto,
             seg.len() as u32,
         )
     } else {
         checksum::pseudo_ipv4(
             ip[12..16].try_into().expect("20-byte header checked"),
             ip[16..20].try_into().expect("20-byte header checked"),
-            6,
+            proto,
             seg.len() as u32,
         )
     };
     checksum::verify(pseudo, seg)
-}
-
-/// `inet_gro_complete`/`ipv6_gro_complete` + `tcp4/6_gro_complete`:
-/// rewrites lengths (BIG TCP encodings above 64 KiB) and leaves the
-/// pseudo-header sum in the TCP checksum field. Returns the `SKB_GSO_*` bits.
-pub(super) fn complete(p: &mut Held) -> u32 {
-    let mut gso = 0;
-    if p.v6 {
-        let payload_len = p.data.len() - p.l3_off - 40;
-        if payload_len > 65535 {
-            insert_jumbo_hbh(p, payload_len as u32);
-        } else {
-            put16(&mut p.data, p.l3_off + 4, payload_len as u16);
-        }
-        gso |= gso_type::TCPV6;
-    } else {
-        let tot = p.data.len() - p.l3_off;
-        let field = if tot > 0xffff { 0 } else { tot as u16 };
-        Ipv4::new_unchecked(&mut p.data[p.l3_off..]).set_total_len_incremental(field);
-        gso |= gso_type::TCPV4;
-        if p.fixedid & 1 != 0 {
-            gso |= gso_type::TCP_FIXEDID;
-        }
-    }
-    let tcp_len = (p.data.len() - p.l4_off) as u32;
-    let ip = &p.data[p.l3_off..];
-    let pseudo = if p.v6 {
-        checksum::pseudo_ipv6(
-            ip[8..24].try_into().expect("held IPv6 header"),
-            ip[24..40].try_into().expect("held IPv6 header"),
-            6,
-            tcp_len,
-        )
-    } else {
-        checksum::pseudo_ipv4(
-            ip[12..16].try_into().expect("held IPv4 header"),
-            ip[16..20].try_into().expect("held IPv4 header"),
-            6,
-            tcp_len,
-        )
-    };
-    let l4 = p.l4_off;
-    put16(&mut p.data, l4 + 16, checksum::fold(pseudo));
-    if p.data[l4 + 13] & crate::wire::tcp::flags::CWR != 0 {
-        gso |= gso_type::TCP_ACCECN;
-    }
-    gso
-}
-
-/// Inserts the 8-byte Hop-by-Hop Jumbo Payload header right after the
-/// fixed IPv6 header (5.19–6.19 `ipv6_gro_complete`).
-fn insert_jumbo_hbh(p: &mut Held, payload_len: u32) {
-    let at = p.l3_off + 40;
-    let first_next = p.data[p.l3_off + 6];
-    let mut hbh = [0u8; 8];
-    hbh[0] = first_next;
-    hbh[1] = 0;
-    hbh[2] = TLV_JUMBO;
-    hbh[3] = 4;
-    hbh[4..8].copy_from_slice(&(payload_len + 8).to_be_bytes());
-    p.data.splice(at..at, hbh);
-    p.data[p.l3_off + 6] = 0;
-    put16(&mut p.data, p.l3_off + 4, 0);
-    p.l4_off += 8;
 }

@@ -568,3 +568,148 @@ fn interleaved_flows_merge_independently() {
         vec![(4, FlushReason::EndOfInput), (4, FlushReason::EndOfInput)]
     );
 }
+
+// ---- UDP ----
+
+fn udp4(i: u16, len: usize) -> FrameSpec {
+    let mut s = FrameSpec::udp4(A, B, 5000, 443).payload(vec![i as u8; len]);
+    s.v4_mut().id = 300 + i;
+    s
+}
+
+#[test]
+fn udp_same_size_datagrams_merge_and_lengths_are_rewritten() {
+    let o = run(&build((0..5).map(|i| udp4(i, 1200))));
+    assert_eq!(shape(&o), vec![(5, FlushReason::EndOfInput)]);
+    let f = &o[0].data;
+    let udp = crate::wire::udp::Udp::new_checked(&f[34..]).unwrap();
+    assert_eq!(udp.length() as usize, 8 + 5 * 1200);
+    let pseudo = crate::checksum::pseudo_ipv4(A, B, 17, (8 + 5 * 1200) as u32);
+    assert_eq!(udp.checksum(), crate::checksum::fold(pseudo));
+}
+
+#[test]
+fn udp_shorter_datagram_is_merged_and_ends_the_run() {
+    let o = run(&build([udp4(0, 1200), udp4(1, 1200), udp4(2, 100), udp4(3, 1200)]));
+    assert_eq!(shape(&o), vec![(3, FlushReason::ShortSegment), (1, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn udp_larger_datagram_completes_the_run_and_starts_another() {
+    let o = run(&build([udp4(0, 500), udp4(1, 500), udp4(2, 900), udp4(3, 900)]));
+    assert_eq!(shape(&o), vec![(2, FlushReason::DatagramLarger), (2, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn udp_zero_checksum_passes_without_flushing() {
+    let mut z = udp4(9, 1200);
+    z.udp_mut().zero_checksum = true;
+    let o = run(&build([udp4(0, 1200), z, udp4(1, 1200)]));
+    assert_eq!(o[0].reason, FlushReason::UdpZeroChecksum);
+    assert_eq!(o[1].segments, 2);
+}
+
+#[test]
+fn udp_64_datagram_limit() {
+    let o = run(&build((0..70).map(|i| udp4(i, 100))));
+    assert_eq!(shape(&o), vec![(64, FlushReason::SegmentCountLimit), (6, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn udp_stays_below_64k_even_with_big_gro_sizes() {
+    let cfg = GroConfig {
+        gro_ipv4_max_size: 185_000,
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
+    let o = run_cfg(cfg, &build((0..60).map(|i| udp4(i, 1400))));
+    // 20 + 8 + 46 × 1400 = 64428; a 47th datagram would pass 65536.
+    assert_eq!(o[0].segments, 46);
+    assert_eq!(o[0].reason, FlushReason::SizeLimit);
+}
+
+#[test]
+fn udp_ttl_change_flushes_regression_of_the_2024_fix() {
+    let mut t = udp4(1, 1200);
+    t.v4_mut().ttl = 1;
+    let o = run(&build([udp4(0, 1200), t]));
+    assert_eq!(o[0].reason, FlushReason::TtlChanged);
+    assert!(o.iter().all(|o| o.segments == 1));
+}
+
+#[test]
+fn udp_without_udp_gro_passes() {
+    let cfg = GroConfig { udp: UdpGro::Off, flush_timeout_ns: 10_000_000, ..Default::default() };
+    let o = run_cfg(cfg, &build((0..3).map(|i| udp4(i, 1200))));
+    assert!(o.iter().all(|o| o.reason == FlushReason::UnsupportedProtocol));
+    let cfg = GroConfig { udp: UdpGro::Ports(vec![443]), flush_timeout_ns: 10_000_000, ..Default::default() };
+    assert_eq!(run_cfg(cfg, &build((0..3).map(|i| udp4(i, 1200))))[0].segments, 3);
+}
+
+#[test]
+fn udp_padding_passes_without_flushing() {
+    let mut p = udp4(1, 1200);
+    p.trailer = vec![0; 4];
+    let o = run(&build([udp4(0, 1200), p, udp4(2, 1200)]));
+    assert_eq!(o[0].reason, FlushReason::LengthMismatch);
+}
+
+// ---- VXLAN ----
+
+/// Inner TCP segment `i` of 1350 bytes in VXLAN (VNI 42) over IPv4 with
+/// outer ID `outer_id` and DF `df`.
+fn vxlan(i: u32, outer_id: u16, df: bool) -> FrameSpec {
+    let mut inner = FrameSpec::tcp4([192, 168, 0, 2], [192, 168, 0, 1], TcpSpec::data(33333, 80, 1 + i * 1350))
+        .payload(vec![i as u8; 1350]);
+    inner.v4_mut().id = 7 + i as u16;
+    let mut outer = FrameSpec::udp4(A, B, 40000 + 7, 4789)
+        .payload(crate::build::vxlan_payload(42, &inner.build()));
+    outer.v4_mut().id = outer_id;
+    outer.v4_mut().df = df;
+    outer.udp_mut().zero_checksum = true;
+    outer
+}
+
+#[test]
+fn vxlan_outer_df0_scrambled_ids_nothing_merges() {
+    let ids = [101u16, 105, 107, 300, 2, 9, 77, 1000];
+    let o = run(&build(ids.iter().enumerate().map(|(i, id)| vxlan(i as u32, *id, false))));
+    assert_eq!(o.len(), 8);
+    assert!(o.iter().all(|o| o.segments == 1));
+    assert_eq!(o[0].reason, FlushReason::OuterIpIdMismatch);
+}
+
+#[test]
+fn vxlan_outer_df0_incrementing_ids_merge() {
+    let o = run(&build((0..20).map(|i| vxlan(i, 500 + i as u16, false))));
+    assert_eq!(o.len(), 1);
+    assert_eq!(o[0].segments, 20);
+    let f = &o[0].data;
+    // Outer IPv4 total length and UDP length cover the whole super-packet.
+    let ip = crate::wire::ipv4::Ipv4::new_checked(&f[14..]).unwrap();
+    assert_eq!(ip.total_len() as usize, f.len() - 14);
+    assert!(ip.header_checksum_ok());
+    assert_eq!(u16::from_be_bytes([f[38], f[39]]) as usize, f.len() - 34);
+    // Inner IPv4 total length too.
+    let inner = crate::wire::ipv4::Ipv4::new_checked(&f[14 + 20 + 8 + 8 + 14..]).unwrap();
+    assert_eq!(inner.total_len() as usize, 20 + 20 + 20 * 1350);
+}
+
+#[test]
+fn vxlan_different_vni_is_another_flow() {
+    let a = vxlan(0, 1, true);
+    let mut b = vxlan(1, 2, true);
+    b.payload[6] = 43;
+    b = b.clone().payload(b.payload.clone());
+    let o = run(&build([a, b]));
+    assert_eq!(o.len(), 2);
+    assert!(o.iter().all(|o| o.reason == FlushReason::EndOfInput));
+}
+
+#[test]
+fn vxlan_port_not_configured_is_plain_udp() {
+    let cfg = GroConfig { vxlan_ports: vec![], flush_timeout_ns: 10_000_000, ..Default::default() };
+    let o = run_cfg(cfg, &build((0..3).map(|i| vxlan(i, 10 + i as u16, true))));
+    // Plain UDP GRO needs a non-zero checksum: these pass.
+    assert!(o.iter().all(|o| o.reason == FlushReason::UdpZeroChecksum));
+}

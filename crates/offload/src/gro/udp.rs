@@ -1,0 +1,117 @@
+//! UDP GRO: `udp4_gro_receive` / `udp6_gro_receive` → `udp_gro_receive`,
+//! either the tunnel path (a VXLAN socket on the destination port) or
+//! `udp_gro_receive_segment` (a `UDP_GRO` socket, or
+//! `rx-udp-gro-forwarding` with no socket) (`net/ipv4/udp_offload.c`).
+//!
+//! Segment rules: non-zero checksum; UDP length equal to the bytes present;
+//! same ports; the 6.18 network checks; a datagram larger than the run's
+//! first completes the run and starts a new one; a shorter one is merged
+//! and ends the run; at most 64 datagrams; below 64 KiB in total.
+
+use super::rx::{Skb, UDP};
+use super::tcp::{l4_checksum_ok_at, network_flush};
+use super::{max_size, Delivered, FlushReason, GroEngine, Verdict, GRO_LEGACY_MAX_SIZE};
+use crate::wire::be16;
+
+/// `UDP_GRO_CNT_MAX`.
+pub const UDP_GRO_CNT_MAX: u32 = 64;
+
+impl GroEngine {
+    /// Runs UDP GRO for a frame whose network layer accepted it.
+    pub(super) fn udp_receive<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        let f = skb.frame();
+        let uh = skb.l4_off;
+        if f.len() < uh + 8 {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let check = be16(f, uh + 6);
+        // skb_gro_checksum_validate_zero_check: a zero checksum is not checked.
+        if !skb.l3_flush
+            && check != 0
+            && self.cfg.verify_checksums
+            && !l4_checksum_ok_at(f, skb.l3_off, uh, skb.v6, UDP)
+        {
+            return Verdict::Pass(FlushReason::BadChecksum);
+        }
+        let dport = be16(f, uh + 2);
+        if self.cfg.vxlan_ports.contains(&dport) {
+            // The tunnel path takes one level of encapsulation only.
+            if skb.outer.is_some() {
+                return Verdict::Pass(FlushReason::UnsupportedProtocol);
+            }
+            return self.vxlan_receive(skb, out);
+        }
+        if !self.cfg.udp.applies_to(dport) {
+            return Verdict::Pass(FlushReason::UnsupportedProtocol);
+        }
+        self.udp_segment(skb, out)
+    }
+
+    /// `udp_gro_receive_segment`.
+    fn udp_segment<F: FnMut(&Delivered<'_>)>(&mut self, skb: &Skb<'_>, out: &mut F) -> Verdict {
+        let f = skb.frame();
+        let uh = skb.l4_off;
+        if be16(f, uh + 6) == 0 {
+            return Verdict::Pass(FlushReason::UdpZeroChecksum);
+        }
+        let ulen = be16(f, uh + 4) as usize;
+        if ulen <= 8 || ulen != f.len() - uh {
+            return Verdict::Pass(FlushReason::LengthMismatch);
+        }
+        let len = (ulen - 8) as u32;
+        let Some(idx) = self.lookup(skb) else {
+            if skb.l3_flush {
+                return Verdict::Pass(FlushReason::LengthMismatch);
+            }
+            self.hold(skb, len, UDP, out);
+            return Verdict::Consumed;
+        };
+        let p_ulen = be16(&self.held[idx].data, self.held[idx].l4_off + 4) as usize;
+        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb) {
+            Some(r)
+        } else if ulen > p_ulen {
+            Some(FlushReason::DatagramLarger)
+        } else if skb.l3_flush {
+            Some(FlushReason::IncomingLengthMismatch)
+        } else {
+            let p = &self.held[idx];
+            let grown = p.skb_len() as u64 + len as u64;
+            if grown >= max_size(&self.cfg, p.outer_protocol) as u64 || grown >= GRO_LEGACY_MAX_SIZE as u64 {
+                Some(FlushReason::SizeLimit)
+            } else {
+                None
+            }
+        };
+        if let Some(r) = reason {
+            let p = self.held.remove(idx);
+            self.complete(p, r, out);
+            if skb.l3_flush {
+                return Verdict::Pass(FlushReason::LengthMismatch);
+            }
+            self.hold(skb, len, UDP, out);
+            return Verdict::Consumed;
+        }
+        let p = &mut self.held[idx];
+        p.data.extend_from_slice(&f[uh + 8..]);
+        p.count += 1;
+        p.payload += len;
+        p.last_frame = skb.input.frame;
+        p.last_ts = skb.input.timestamp_ns;
+        let end = if ulen != p_ulen {
+            Some(FlushReason::ShortSegment)
+        } else if p.count >= UDP_GRO_CNT_MAX {
+            Some(FlushReason::SegmentCountLimit)
+        } else {
+            None
+        };
+        if let Some(r) = end {
+            let p = self.held.remove(idx);
+            self.complete(p, r, out);
+        }
+        Verdict::Consumed
+    }
+}
