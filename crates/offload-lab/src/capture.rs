@@ -10,6 +10,13 @@
 //! slip in between `socket()` and `bind()`. `PACKET_IGNORE_OUTGOING` keeps
 //! the kernel's own transmissions (RSTs, ICMP errors, MLD, ...) out, and
 //! [`PacketSocket::recv`] still reports `sll_pkttype` so callers can check.
+//!
+//! VLAN tags: `__netif_receive_skb_core` moves an in-band 802.1Q/802.1ad tag
+//! into skb metadata (`skb_vlan_untag`) *before* the taps run, so a raw
+//! packet socket would see the frame without its tag. The socket asks for
+//! `PACKET_AUXDATA` and puts the tag back where it was (after the MAC
+//! addresses), as libpcap does, so captured frames are byte-identical to
+//! what was on the wire.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -26,7 +33,12 @@ pub const PACKET_HOST: u8 = 0;
 /// `sll_pkttype` of a frame the host transmitted.
 pub const PACKET_OUTGOING: u8 = 4;
 
+const PACKET_AUXDATA: libc::c_int = 8;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// Room kept in front of each received frame for a re-inserted VLAN tag.
+const TAG_ROOM: usize = 4;
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 
 /// A bound `AF_PACKET`/`SOCK_RAW` socket.
@@ -63,6 +75,13 @@ impl PacketSocket {
             size,
             "SO_RCVBUFFORCE",
         )?;
+        setsockopt_int(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            PACKET_AUXDATA,
+            1,
+            "PACKET_AUXDATA",
+        )?;
         if ignore_outgoing {
             setsockopt_int(
                 fd.as_fd(),
@@ -92,7 +111,7 @@ impl PacketSocket {
         }
         Ok(PacketSocket {
             fd,
-            buf: vec![0; MAX_FRAME],
+            buf: vec![0; MAX_FRAME + TAG_ROOM],
             ifindex,
         })
     }
@@ -103,39 +122,58 @@ impl PacketSocket {
     }
 
     /// Receives one frame, waiting at most `timeout` (`None`: do not wait).
-    /// Returns `(sll_pkttype, frame)` or `None` when nothing arrived.
+    /// Returns `(sll_pkttype, frame)` or `None` when nothing arrived. A VLAN
+    /// tag the stack moved into metadata is re-inserted into the frame.
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<(u8, &[u8])>> {
         loop {
             // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut sll_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: recvfrom(2) writes at most `buf.len()` bytes into our
-            // buffer and at most `sll_len` bytes into `sll`, both live.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    libc::MSG_TRUNC,
-                    (&mut sll as *mut libc::sockaddr_ll).cast(),
-                    &mut sll_len,
-                )
+            // u64 storage keeps the control buffer aligned for cmsghdr.
+            let mut control = [0u64; 16];
+            let mut iov = libc::iovec {
+                iov_base: self.buf[TAG_ROOM..].as_mut_ptr().cast(),
+                iov_len: self.buf.len() - TAG_ROOM,
             };
+            // SAFETY: msghdr is plain old data; all-zero is valid.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            // SAFETY: recvmsg(2) writes into the iovec's buffer (a live,
+            // exclusively borrowed part of `self.buf`), the sockaddr and the
+            // control buffer, each bounded by the lengths given in `msg`.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
             if n >= 0 {
                 let n = n as usize;
-                if n > self.buf.len() {
+                if n > self.buf.len() - TAG_ROOM {
                     return Err(Error::Truncated {
                         len: n,
-                        buf: self.buf.len(),
+                        buf: self.buf.len() - TAG_ROOM,
                     });
                 }
-                return Ok(Some((sll.sll_pkttype, &self.buf[..n])));
+                let clen = (msg.msg_controllen as usize).min(std::mem::size_of_val(&control));
+                let control: Vec<u8> = control.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                let frame = match vlan_tag(&control[..clen]) {
+                    Some((tpid, tci)) if n >= 12 => {
+                        // Move the MAC addresses 4 bytes to the front and
+                        // put the tag between them and the EtherType.
+                        self.buf.copy_within(TAG_ROOM..TAG_ROOM + 12, 0);
+                        self.buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+                        self.buf[14..16].copy_from_slice(&tci.to_be_bytes());
+                        &self.buf[..n + TAG_ROOM]
+                    }
+                    _ => &self.buf[TAG_ROOM..TAG_ROOM + n],
+                };
+                return Ok(Some((sll.sll_pkttype, frame)));
             }
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => {}
-                _ => return Err(Error::sys("recvfrom(AF_PACKET)", err)),
+                _ => return Err(Error::sys("recvmsg(AF_PACKET)", err)),
             }
             let Some(t) = timeout else { return Ok(None) };
             if !self.wait_readable(t)? {
@@ -203,4 +241,39 @@ pub(crate) fn setsockopt_int(
         return Err(Error::last_os(format!("setsockopt({what}={value})")));
     }
     Ok(())
+}
+
+/// Finds the `PACKET_AUXDATA` control message and returns the VLAN tag
+/// (TPID, TCI) it carries, if the frame had one.
+fn vlan_tag(control: &[u8]) -> Option<(u16, u16)> {
+    let hdr = std::mem::size_of::<libc::cmsghdr>();
+    let align = std::mem::size_of::<usize>();
+    let mut off = 0;
+    while off + hdr <= control.len() {
+        let len = usize::from_ne_bytes(control[off..off + align].try_into().ok()?);
+        let level = i32::from_ne_bytes(control[off + align..off + align + 4].try_into().ok()?);
+        let kind = i32::from_ne_bytes(control[off + align + 4..off + align + 8].try_into().ok()?);
+        if len < hdr || off + len > control.len() {
+            return None;
+        }
+        if level == libc::SOL_PACKET && kind == PACKET_AUXDATA && len >= hdr + 20 {
+            // struct tpacket_auxdata { u32 tp_status, tp_len, tp_snaplen;
+            // u16 tp_mac, tp_net, tp_vlan_tci, tp_vlan_tpid; }
+            let d = &control[off + hdr..off + len];
+            let status = u32::from_ne_bytes(d[0..4].try_into().ok()?);
+            let tci = u16::from_ne_bytes(d[16..18].try_into().ok()?);
+            let tpid = u16::from_ne_bytes(d[18..20].try_into().ok()?);
+            if status & TP_STATUS_VLAN_VALID == 0 && tci == 0 {
+                return None;
+            }
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
+                tpid
+            } else {
+                0x8100
+            };
+            return Some((tpid, tci));
+        }
+        off += len.div_ceil(align) * align;
+    }
+    None
 }

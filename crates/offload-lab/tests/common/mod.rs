@@ -238,10 +238,26 @@ pub struct Parsed {
     pub payload_off: usize,
 }
 
-/// Parses Ethernet + IPv4/IPv6 (+ Hop-by-Hop) + TCP/UDP at `off`.
+/// Inserts an 802.1Q tag (TPID 0x8100) after the MAC addresses.
+pub fn with_vlan(frame: &[u8], tci: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&0x8100u16.to_be_bytes());
+    f.extend_from_slice(&tci.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+/// Parses Ethernet (+ VLAN tags) + IPv4/IPv6 (+ Hop-by-Hop) + TCP/UDP at `off`.
 pub fn parse(frame: &[u8], off: usize) -> Parsed {
-    let ethertype = u16::from_be_bytes([frame[off + 12], frame[off + 13]]);
-    let ip = off + 14;
+    let mut et_off = off + 12;
+    while matches!(
+        u16::from_be_bytes([frame[et_off], frame[et_off + 1]]),
+        0x8100 | 0x88a8
+    ) {
+        et_off += 4;
+    }
+    let ethertype = u16::from_be_bytes([frame[et_off], frame[et_off + 1]]);
+    let ip = et_off + 2;
     let (ip_len, mut l4, mut proto, mut jumbo, mut hbh_len) = match ethertype {
         0x0800 => {
             let ihl = usize::from(frame[ip] & 0x0f) * 4;
