@@ -417,3 +417,26 @@ fn vlan_tagged_train_comes_back_with_its_tags() {
         );
     }
 }
+
+#[test]
+fn frames_larger_than_the_mtu_are_accepted_and_merged() {
+    // A TAP does not check the MTU on receive: 8000-byte segments (jumbo
+    // frames from a peer with a larger MTU) go through GRO like any other.
+    let mut o = oracle(GroKnobs::default());
+    let train = tcp4_train(&o, &incrementing(1, 4), true, 8000);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![32000]);
+    assert_stream_intact(&out, 32000);
+}
+
+#[test]
+fn the_oracle_can_live_in_a_static_shared_by_tests() {
+    // A conformance suite keeps one oracle per test binary behind a Mutex.
+    fn assert_send<T: Send>() {}
+    assert_send::<KernelGro>();
+    static SHARED: std::sync::OnceLock<std::sync::Mutex<KernelGro>> = std::sync::OnceLock::new();
+    let o = SHARED.get_or_init(|| std::sync::Mutex::new(oracle(GroKnobs::default())));
+    let mut o = o.lock().unwrap();
+    let train = tcp4_train(&o, &incrementing(100, 5), true, 1000);
+    assert_eq!(o.run_train(&train).unwrap().len(), 1);
+}
