@@ -36,6 +36,13 @@ pub enum ErrorKind {
         /// Bytes left in the file after the field's structure header.
         remaining: u64,
     },
+    /// A captured length is larger than the room its pcapng block has for data.
+    ExceedsBlock {
+        /// The captured length read.
+        value: u64,
+        /// Bytes the block has after its fixed fields.
+        room: u64,
+    },
     /// A captured length is larger than the snapshot length declared for it.
     ExceedsSnaplen {
         /// The captured length read.
@@ -182,7 +189,11 @@ impl fmt::Display for CaptureError {
             ErrorKind::Io(e) => write!(f, "{s} {fld}: I/O error: {e}"),
             ErrorKind::Truncated { needed, available } => write!(
                 f,
-                "{s} field {fld} is cut short: the file ends after {available} of the {needed} bytes needed"
+                "{s} {fld} is cut short: the file ends after {available} of its {needed} bytes"
+            ),
+            ErrorKind::ExceedsBlock { value, room } => write!(
+                f,
+                "{s} field {fld} = {value} exceeds the {room} bytes of packet data the block holds"
             ),
             ErrorKind::ExceedsRemaining { value, remaining } => write!(
                 f,

@@ -439,7 +439,14 @@ impl CaptureReader {
                 return Err(self.err(at, "magic", ErrorKind::UnknownMagic { magic }));
             }
         };
-        self.need(24, at, "header")?;
+        self.need(
+            24,
+            At {
+                structure: "file",
+                ..at
+            },
+            "header",
+        )?;
         let h = self.buf.data();
         let major = u16_at(h, 4, order);
         let minor = u16_at(h, 6, order);
@@ -502,7 +509,10 @@ impl CaptureReader {
         }
         if have < 16 {
             return Err(self.err(
-                at,
+                At {
+                    structure: "record",
+                    ..at
+                },
                 "header",
                 ErrorKind::Truncated {
                     needed: 16,
@@ -647,11 +657,11 @@ impl CaptureReader {
     /// trailing length.
     fn load_block(&mut self, at: At, len: u32, order: Endian) -> Result<(), CaptureError> {
         let n = len as usize;
-        let have = self.fill(n, at, "block body")?;
+        let have = self.fill(n, at, "body")?;
         if have < n {
             return Err(self.err(
                 at,
-                "block body",
+                "body",
                 ErrorKind::Truncated {
                     needed: n as u64,
                     available: have as u64,
@@ -735,14 +745,14 @@ impl CaptureReader {
                 offset,
                 structure: "block",
             };
-            let have = self.fill(8, at, "block header")?;
+            let have = self.fill(8, at, "header")?;
             if have == 0 {
                 return Ok(None);
             }
             if have < 8 {
                 return Err(self.err(
                     at,
-                    "block header",
+                    "header",
                     ErrorKind::Truncated {
                         needed: 8,
                         available: have as u64,
@@ -779,12 +789,12 @@ impl CaptureReader {
         let body = u64::from(len) - 4;
         let skipped = match self.buf.skip(body) {
             Ok(k) => k,
-            Err(e) => return Err(self.err(at, "block body", ErrorKind::Io(e))),
+            Err(e) => return Err(self.err(at, "body", ErrorKind::Io(e))),
         };
         if skipped < body {
             return Err(self.err(
                 at,
-                "block body",
+                "body",
                 ErrorKind::Truncated {
                     needed: len.into(),
                     available: skipped,
@@ -799,7 +809,7 @@ impl CaptureReader {
         if have < 4 {
             return Err(self.err(
                 at,
-                "block body",
+                "body",
                 ErrorKind::Truncated {
                     needed: len.into(),
                     available: body + have as u64,
@@ -992,9 +1002,9 @@ impl CaptureReader {
                 return Err(self.err(
                     at,
                     "caplen",
-                    ErrorKind::ExceedsRemaining {
+                    ErrorKind::ExceedsBlock {
                         value: caplen.into(),
-                        remaining: room.into(),
+                        room: room.into(),
                     },
                 ));
             }

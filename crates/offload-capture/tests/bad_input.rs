@@ -390,9 +390,9 @@ fn pcapng_captured_length_beyond_its_block_or_snaplen() {
         assert!(
             matches!(
                 e.kind,
-                ErrorKind::ExceedsRemaining {
+                ErrorKind::ExceedsBlock {
                     value: 1000,
-                    remaining: 8
+                    room: 8
                 }
             ),
             "{e}"
