@@ -190,10 +190,14 @@ pub fn read_bytes_as_stream(
 pub struct TempFile(pub PathBuf);
 
 impl TempFile {
+    /// A fresh path ending in `name` (the extension matters to the writer);
+    /// a counter keeps tests that run in parallel apart.
     pub fn new(name: &str) -> TempFile {
-        let dir = std::env::temp_dir().join(format!("ofl-capture-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempFile(dir.join(name))
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        TempFile(
+            std::env::temp_dir().join(format!("ofl-capture-{}-{n}-{name}", std::process::id())),
+        )
     }
     pub fn with(name: &str, bytes: &[u8]) -> TempFile {
         let t = TempFile::new(name);
