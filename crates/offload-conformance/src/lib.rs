@@ -8,10 +8,33 @@
 //! and both answers, so it can be replayed and turned into a named test.
 
 pub mod generate;
+pub mod generate_udp;
 
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+/// The engine configuration that matches an oracle configured with
+/// `knobs` (sizes, UDP GRO sockets or forwarding, VXLAN port).
+pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
+    use offload::gro::UdpGro;
+    GroConfig {
+        gro_max_size: knobs.gro_max_size,
+        gro_ipv4_max_size: knobs.gro_ipv4_max_size,
+        flush_timeout_ns: 10_000_000,
+        verify_checksums: true,
+        udp: if knobs.udp_gro_forwarding {
+            UdpGro::AllPorts
+        } else if knobs.udp_gro_ports.is_empty() {
+            UdpGro::Off
+        } else {
+            UdpGro::Ports(knobs.udp_gro_ports.clone())
+        },
+        vxlan_ports: knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default(),
+        // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
+        vlan_gro: false,
+    }
+}
 
 /// Runs a train through the engine: frames 1 µs apart, then end of input.
 pub fn engine_gro(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {

@@ -45,7 +45,7 @@ fn run_size(size: u32, seed_base: u64) {
         gro_max_size: size,
         gro_ipv4_max_size: size,
         flush_timeout_ns: 10_000_000,
-        verify_checksums: true,
+        ..GroConfig::default()
     };
     let mut failures = Vec::new();
     let mut per_class: BTreeMap<&'static str, (u32, u32)> = BTreeMap::new();
@@ -127,4 +127,82 @@ fn oracle_merges_and_comparison_detects_a_wrong_engine() {
         &train.frames,
     );
     assert!(compare(&k, &never_holds).is_some());
+}
+
+/// Inserts VLAN tags `(tpid, tci)` after the MAC addresses.
+fn tag(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    let mut out = frame[..12].to_vec();
+    for (tpid, tci) in tags {
+        out.extend_from_slice(&tpid.to_be_bytes());
+        out.extend_from_slice(&tci.to_be_bytes());
+    }
+    out.extend_from_slice(&frame[12..]);
+    out
+}
+
+/// 802.1Q and QinQ tagged TCP trains (in-band tags), with a tag change
+/// inside some trains. The reference kernel is built without
+/// CONFIG_VLAN_8021Q, so it has no `vlan_gro_receive`: tagged frames pass
+/// GRO untouched, and the engine's default says the same.
+#[test]
+fn vlan_tagged_tcp_trains_match_the_kernel() {
+    let n = env_u64("OFFLOAD_CONFORMANCE_TRAINS", 1000) / 4;
+    for size in [65536u32, 185_000] {
+        let knobs = GroKnobs {
+            gro_max_size: size,
+            gro_ipv4_max_size: size,
+            flush_timeout: Duration::from_millis(20),
+            ..GroKnobs::default()
+        };
+        let mut kernel =
+            KernelGro::new(knobs).expect("the kernel oracle needs root and /dev/net/tun");
+        let a = addrs(&kernel);
+        let cfg = GroConfig {
+            gro_max_size: size,
+            gro_ipv4_max_size: size,
+            flush_timeout_ns: 10_000_000,
+            ..GroConfig::default()
+        };
+        let mut failures = Vec::new();
+        for seed in 0..n {
+            let train = tcp_train(500_000 + seed, &a, None);
+            let qinq = seed % 3 == 0;
+            let change_at = if seed % 5 == 0 {
+                train.frames.len() / 2
+            } else {
+                usize::MAX
+            };
+            let frames: Vec<Vec<u8>> = train
+                .frames
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let vid = if i >= change_at { 101 } else { 100 };
+                    if qinq {
+                        tag(f, &[(0x88a8, 7), (0x8100, vid)])
+                    } else {
+                        tag(f, &[(0x8100, vid)])
+                    }
+                })
+                .collect();
+            let k = kernel.run_train(&frames).expect("oracle run");
+            let e = engine_gro(&cfg, &frames);
+            if let Some(diff) = compare(&k, &e) {
+                failures.push(format!(
+                    "vlan seed {} class {} size {size} qinq {qinq}: {}\n{diff}",
+                    500_000 + seed,
+                    train.class.name(),
+                    train.notes
+                ));
+            }
+        }
+        for f in failures.iter().take(10) {
+            eprintln!("{f}");
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of {n} VLAN trains differ from the kernel at {size}",
+            failures.len()
+        );
+    }
 }

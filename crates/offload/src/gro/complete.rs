@@ -45,7 +45,11 @@ pub(super) fn complete(p: &mut Held) -> u32 {
     }
     let pseudo = pseudo_at(&p.data, p.l3_off, p.v6, 6, len);
     put16(&mut p.data, l4 + 16, checksum::fold(pseudo));
-    gso |= if p.v6 { gso_type::TCPV6 } else { gso_type::TCPV4 };
+    gso |= if p.v6 {
+        gso_type::TCPV6
+    } else {
+        gso_type::TCPV4
+    };
     if p.fixedid & 1 != 0 {
         gso |= gso_type::TCP_FIXEDID;
     }

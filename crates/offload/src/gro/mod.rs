@@ -24,9 +24,9 @@ mod complete;
 mod reason;
 mod rx;
 mod tcp;
-mod udp;
 #[cfg(test)]
 mod tests;
+mod udp;
 
 pub use reason::FlushReason;
 
@@ -77,6 +77,11 @@ pub struct GroConfig {
     /// UDP destination ports on which a VXLAN socket listens: GRO looks
     /// inside only those (4789 by default).
     pub vxlan_ports: Vec<u16>,
+    /// Coalesce in-band 802.1Q/802.1ad tagged frames (`vlan_gro_receive`).
+    /// Off by default because the reference kernel is built without
+    /// `CONFIG_VLAN_8021Q`, which registers that handler; most distribution
+    /// kernels have it on.
+    pub vlan_gro: bool,
 }
 
 impl Default for GroConfig {
@@ -88,6 +93,7 @@ impl Default for GroConfig {
             verify_checksums: true,
             udp: UdpGro::AllPorts,
             vxlan_ports: vec![DEFAULT_VXLAN_PORT],
+            vlan_gro: false,
         }
     }
 }

@@ -111,6 +111,9 @@ pub enum FlushReason {
     GsoInput,
     /// UDP GRO needs a non-zero UDP checksum ("for symmetry with GSO").
     UdpZeroChecksum,
+    /// A VLAN-tagged frame on a kernel without a VLAN GRO handler
+    /// (`CONFIG_VLAN_8021Q` not set, as on the reference 6.18 build).
+    VlanNotOffloaded,
 }
 
 impl FlushReason {
@@ -162,6 +165,7 @@ impl FlushReason {
         FlushReason::Outgoing,
         FlushReason::GsoInput,
         FlushReason::UdpZeroChecksum,
+        FlushReason::VlanNotOffloaded,
     ];
 
     /// Index into [`FlushReason::ALL`] (for counters).
@@ -220,6 +224,7 @@ impl FlushReason {
             Outgoing => "outgoing",
             GsoInput => "gso-input",
             UdpZeroChecksum => "udp-zero-checksum",
+            VlanNotOffloaded => "vlan-not-offloaded",
         }
     }
 

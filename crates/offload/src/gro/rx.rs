@@ -185,7 +185,10 @@ impl GroEngine {
     ) -> (Verdict, Proto) {
         let f = input.data;
         if (f.len() as u64) < input.orig_len as u64 {
-            return (Verdict::Pass(FlushReason::CaptureTruncated), guess_proto(input));
+            return (
+                Verdict::Pass(FlushReason::CaptureTruncated),
+                guess_proto(input),
+            );
         }
         let Ok(l2) = dissect_l2(input.link, f) else {
             return (Verdict::Pass(FlushReason::Malformed), Proto::Other);
@@ -193,9 +196,17 @@ impl GroEngine {
         if l2.outgoing {
             return (Verdict::Pass(FlushReason::Outgoing), guess_proto(input));
         }
-        // Only 802.1Q and 802.1ad have a VLAN packet offload.
-        if l2.vlan_tags > 0 && !vlan_tpids_offloaded(f, &l2) {
-            return (Verdict::Pass(FlushReason::NotIp), Proto::Other);
+        if l2.vlan_tags > 0 {
+            if !self.cfg.vlan_gro {
+                return (
+                    Verdict::Pass(FlushReason::VlanNotOffloaded),
+                    guess_proto(input),
+                );
+            }
+            // Only 802.1Q and 802.1ad have a VLAN packet offload.
+            if !vlan_tpids_offloaded(f, &l2) {
+                return (Verdict::Pass(FlushReason::NotIp), Proto::Other);
+            }
         }
         let (v6, l4_off, proto, flush) = match network_layer(f, l2.ethertype, l2.l3_offset) {
             L3::Pass(r, p) => return (Verdict::Pass(r), p),

@@ -4,8 +4,8 @@
 //! `gro_receive_network_flush` (`include/net/gro.h`, 6.18 IP-ID rules).
 
 use super::rx::Skb;
-use super::{max_size, FlushReason, GroEngine, Held, Verdict};
 use super::Delivered;
+use super::{max_size, FlushReason, GroEngine, Held, Verdict};
 use crate::checksum;
 use crate::wire::ipv4::DF;
 use crate::wire::tcp::flag_word as fw;
@@ -214,9 +214,23 @@ pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> 
         if let Some(r) = r {
             return Some(outer_reason(r));
         }
-        return header_flush(&f[skb.l3_off..], &p.data[skb.l3_off..], skb.v6, count, fixedid, 1);
+        return header_flush(
+            &f[skb.l3_off..],
+            &p.data[skb.l3_off..],
+            skb.v6,
+            count,
+            fixedid,
+            1,
+        );
     }
-    header_flush(&f[skb.l3_off..], &p.data[skb.l3_off..], skb.v6, count, fixedid, 0)
+    header_flush(
+        &f[skb.l3_off..],
+        &p.data[skb.l3_off..],
+        skb.v6,
+        count,
+        fixedid,
+        0,
+    )
 }
 
 /// The outer-header variant of a network flush reason.

@@ -590,14 +590,33 @@ fn udp_same_size_datagrams_merge_and_lengths_are_rewritten() {
 
 #[test]
 fn udp_shorter_datagram_is_merged_and_ends_the_run() {
-    let o = run(&build([udp4(0, 1200), udp4(1, 1200), udp4(2, 100), udp4(3, 1200)]));
-    assert_eq!(shape(&o), vec![(3, FlushReason::ShortSegment), (1, FlushReason::EndOfInput)]);
+    let o = run(&build([
+        udp4(0, 1200),
+        udp4(1, 1200),
+        udp4(2, 100),
+        udp4(3, 1200),
+    ]));
+    assert_eq!(
+        shape(&o),
+        vec![(3, FlushReason::ShortSegment), (1, FlushReason::EndOfInput)]
+    );
 }
 
 #[test]
 fn udp_larger_datagram_completes_the_run_and_starts_another() {
-    let o = run(&build([udp4(0, 500), udp4(1, 500), udp4(2, 900), udp4(3, 900)]));
-    assert_eq!(shape(&o), vec![(2, FlushReason::DatagramLarger), (2, FlushReason::EndOfInput)]);
+    let o = run(&build([
+        udp4(0, 500),
+        udp4(1, 500),
+        udp4(2, 900),
+        udp4(3, 900),
+    ]));
+    assert_eq!(
+        shape(&o),
+        vec![
+            (2, FlushReason::DatagramLarger),
+            (2, FlushReason::EndOfInput)
+        ]
+    );
 }
 
 #[test]
@@ -612,7 +631,13 @@ fn udp_zero_checksum_passes_without_flushing() {
 #[test]
 fn udp_64_datagram_limit() {
     let o = run(&build((0..70).map(|i| udp4(i, 100))));
-    assert_eq!(shape(&o), vec![(64, FlushReason::SegmentCountLimit), (6, FlushReason::EndOfInput)]);
+    assert_eq!(
+        shape(&o),
+        vec![
+            (64, FlushReason::SegmentCountLimit),
+            (6, FlushReason::EndOfInput)
+        ]
+    );
 }
 
 #[test]
@@ -639,11 +664,24 @@ fn udp_ttl_change_flushes_regression_of_the_2024_fix() {
 
 #[test]
 fn udp_without_udp_gro_passes() {
-    let cfg = GroConfig { udp: UdpGro::Off, flush_timeout_ns: 10_000_000, ..Default::default() };
+    let cfg = GroConfig {
+        udp: UdpGro::Off,
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
     let o = run_cfg(cfg, &build((0..3).map(|i| udp4(i, 1200))));
-    assert!(o.iter().all(|o| o.reason == FlushReason::UnsupportedProtocol));
-    let cfg = GroConfig { udp: UdpGro::Ports(vec![443]), flush_timeout_ns: 10_000_000, ..Default::default() };
-    assert_eq!(run_cfg(cfg, &build((0..3).map(|i| udp4(i, 1200))))[0].segments, 3);
+    assert!(o
+        .iter()
+        .all(|o| o.reason == FlushReason::UnsupportedProtocol));
+    let cfg = GroConfig {
+        udp: UdpGro::Ports(vec![443]),
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
+    assert_eq!(
+        run_cfg(cfg, &build((0..3).map(|i| udp4(i, 1200))))[0].segments,
+        3
+    );
 }
 
 #[test]
@@ -659,8 +697,12 @@ fn udp_padding_passes_without_flushing() {
 /// Inner TCP segment `i` of 1350 bytes in VXLAN (VNI 42) over IPv4 with
 /// outer ID `outer_id` and DF `df`.
 fn vxlan(i: u32, outer_id: u16, df: bool) -> FrameSpec {
-    let mut inner = FrameSpec::tcp4([192, 168, 0, 2], [192, 168, 0, 1], TcpSpec::data(33333, 80, 1 + i * 1350))
-        .payload(vec![i as u8; 1350]);
+    let mut inner = FrameSpec::tcp4(
+        [192, 168, 0, 2],
+        [192, 168, 0, 1],
+        TcpSpec::data(33333, 80, 1 + i * 1350),
+    )
+    .payload(vec![i as u8; 1350]);
     inner.v4_mut().id = 7 + i as u16;
     let mut outer = FrameSpec::udp4(A, B, 40000 + 7, 4789)
         .payload(crate::build::vxlan_payload(42, &inner.build()));
@@ -673,7 +715,11 @@ fn vxlan(i: u32, outer_id: u16, df: bool) -> FrameSpec {
 #[test]
 fn vxlan_outer_df0_scrambled_ids_nothing_merges() {
     let ids = [101u16, 105, 107, 300, 2, 9, 77, 1000];
-    let o = run(&build(ids.iter().enumerate().map(|(i, id)| vxlan(i as u32, *id, false))));
+    let o = run(&build(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| vxlan(i as u32, *id, false)),
+    ));
     assert_eq!(o.len(), 8);
     assert!(o.iter().all(|o| o.segments == 1));
     assert_eq!(o[0].reason, FlushReason::OuterIpIdMismatch);
@@ -708,8 +754,54 @@ fn vxlan_different_vni_is_another_flow() {
 
 #[test]
 fn vxlan_port_not_configured_is_plain_udp() {
-    let cfg = GroConfig { vxlan_ports: vec![], flush_timeout_ns: 10_000_000, ..Default::default() };
+    let cfg = GroConfig {
+        vxlan_ports: vec![],
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
     let o = run_cfg(cfg, &build((0..3).map(|i| vxlan(i, 10 + i as u16, true))));
     // Plain UDP GRO needs a non-zero checksum: these pass.
     assert!(o.iter().all(|o| o.reason == FlushReason::UdpZeroChecksum));
+}
+
+// ---- VLAN ----
+
+fn tagged(i: u32, vid: u16) -> FrameSpec {
+    let mut s = seg4(i);
+    if let crate::build::L2Spec::Ethernet { vlans, .. } = &mut s.l2 {
+        vlans.push((0x8100, vid));
+    }
+    s
+}
+
+#[test]
+fn vlan_tagged_frames_pass_without_a_vlan_gro_handler() {
+    let o = run(&build((0..3).map(|i| tagged(i, 100))));
+    assert!(o
+        .iter()
+        .all(|o| o.reason == FlushReason::VlanNotOffloaded && o.segments == 1));
+}
+
+#[test]
+fn vlan_tagged_frames_merge_per_vid_with_vlan_gro() {
+    let cfg = GroConfig {
+        vlan_gro: true,
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    };
+    let o = run_cfg(
+        cfg,
+        &build([
+            tagged(0, 100),
+            tagged(1, 100),
+            tagged(2, 100),
+            tagged(3, 200),
+        ]),
+    );
+    assert_eq!(
+        shape(&o),
+        vec![(3, FlushReason::EndOfInput), (1, FlushReason::EndOfInput)]
+    );
+    let ip = crate::wire::ipv4::Ipv4::new_checked(&o[0].data[18..]).unwrap();
+    assert_eq!(ip.total_len() as usize, 40 + 3 * MSS);
 }

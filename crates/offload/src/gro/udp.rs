@@ -80,7 +80,9 @@ impl GroEngine {
         } else {
             let p = &self.held[idx];
             let grown = p.skb_len() as u64 + len as u64;
-            if grown >= max_size(&self.cfg, p.outer_protocol) as u64 || grown >= GRO_LEGACY_MAX_SIZE as u64 {
+            if grown >= max_size(&self.cfg, p.outer_protocol) as u64
+                || grown >= GRO_LEGACY_MAX_SIZE as u64
+            {
                 Some(FlushReason::SizeLimit)
             } else {
                 None
