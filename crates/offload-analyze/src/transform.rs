@@ -65,6 +65,10 @@ pub struct GroSettings {
     pub gro_ipv4_max_size: u32,
     pub flush_timeout_ns: u64,
     pub checksum_check: bool,
+    /// `all`, `off`, or the ports with a UDP_GRO socket.
+    pub udp_gro: String,
+    pub vxlan_ports: Vec<u16>,
+    pub vlan_gro: bool,
 }
 
 /// What `offload gro` reports.
@@ -226,6 +230,15 @@ pub fn gro_capture(
                 gro_ipv4_max_size: cfg.gro_ipv4_max_size,
                 flush_timeout_ns: cfg.flush_timeout_ns,
                 checksum_check: cfg.verify_checksums,
+                udp_gro: match &cfg.udp {
+                    offload::gro::UdpGro::Off => "off".into(),
+                    offload::gro::UdpGro::AllPorts => "all".into(),
+                    offload::gro::UdpGro::Ports(p) => {
+                        p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
+                    }
+                },
+                vxlan_ports: cfg.vxlan_ports.clone(),
+                vlan_gro: cfg.vlan_gro,
             },
             frames_in,
             packets_out,

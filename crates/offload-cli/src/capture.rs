@@ -3,6 +3,7 @@
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload::gro::{DEFAULT_FLUSH_TIMEOUT_NS, GRO_MAX_SIZE};
+use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
 use offload::GroConfig;
 use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
 use std::io::IsTerminal;
@@ -32,9 +33,31 @@ pub struct GroArgs {
     /// Do not verify TCP/UDP checksums (captures taken on a sender with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
+    /// UDP destination port with a VXLAN socket (repeatable; default 4789; `--vxlan-port 0` for none).
+    #[arg(long = "vxlan-port", value_name = "PORT")]
+    pub vxlan_ports: Vec<u16>,
+    /// Which plain UDP datagrams GRO coalesces: `all` (rx-udp-gro-forwarding, or a
+    /// UDP_GRO socket on every port), `off`, or a comma-separated port list (UDP_GRO sockets).
+    #[arg(long, default_value = "all", value_parser = parse_udp_gro)]
+    pub udp_gro: UdpGro,
+    /// Coalesce VLAN-tagged frames (kernels built with CONFIG_VLAN_8021Q; the reference kernel is not).
+    #[arg(long)]
+    pub vlan_gro: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_udp_gro(s: &str) -> Result<UdpGro, String> {
+    match s {
+        "all" => Ok(UdpGro::AllPorts),
+        "off" | "none" => Ok(UdpGro::Off),
+        list => list
+            .split(',')
+            .map(|p| p.trim().parse::<u16>().map_err(|_| format!("`{p}` is not a UDP port (use all, off or e.g. 443,4433)")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(UdpGro::Ports),
+    }
 }
 
 /// Arguments of `offload gso`.
@@ -123,6 +146,12 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         gro_ipv4_max_size: args.gro_ipv4_max_size,
         flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
         verify_checksums: !args.no_checksum_check,
+        udp: args.udp_gro.clone(),
+        vxlan_ports: match args.vxlan_ports.as_slice() {
+            [] => vec![DEFAULT_VXLAN_PORT],
+            ports => ports.iter().copied().filter(|p| *p != 0).collect(),
+        },
+        vlan_gro: args.vlan_gro,
     };
     let pb = progress_bar(file_len(&args.input));
     let cancel = cancel_flag();
