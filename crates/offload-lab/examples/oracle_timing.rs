@@ -1,7 +1,8 @@
 //! Measures the oracle: mean and percentiles of one `run_train` of a
 //! 20-segment TCP/IPv4 train, with how many runs needed a replay.
 //!
-//! `cargo run -p offload-lab --release --example oracle_timing [TRAINS] [FLUSH_TIMEOUT_MS]`
+//! `cargo run -p offload-lab --release --example oracle_timing [TRAINS] [FLUSH_TIMEOUT_MS] [meta]`
+//! (`meta`: also collect GSO metadata through the second capture socket)
 //! (root and /dev/net/tun needed).
 
 #[path = "../tests/common/mod.rs"]
@@ -16,12 +17,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let trains: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(500);
     let ft_ms: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(20);
+    let meta = args.next().is_some_and(|a| a == "meta");
     require_root();
     let setup = Instant::now();
     let mut o = KernelGro::new(GroKnobs {
         flush_timeout: Duration::from_millis(ft_ms),
         ..GroKnobs::default()
     })?;
+    o.set_gso_meta(meta)?;
     let setup = setup.elapsed();
     let train: Vec<Vec<u8>> = (0..20)
         .map(|i| {
@@ -52,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
     println!("oracle setup: {:.1} ms", setup.as_secs_f64() * 1e3);
     println!(
-        "{trains} trains of 20 x 1400 B, gro_flush_timeout {ft_ms} ms, jiffy {:?}",
+        "{trains} trains of 20 x 1400 B, gro_flush_timeout {ft_ms} ms, gso metadata {meta}, jiffy {:?}",
         o.jiffy()
     );
     println!(

@@ -41,19 +41,58 @@ const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const TAG_ROOM: usize = 4;
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// Options of a [`PacketSocket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureOptions {
+    /// Receive buffer in bytes (`SO_RCVBUFFORCE`, so `rmem_max` does not cap it).
+    pub rcvbuf: usize,
+    /// Do not receive the host's own transmissions (`PACKET_IGNORE_OUTGOING`).
+    pub ignore_outgoing: bool,
+    /// Ask for a `virtio_net_hdr` with every frame (`PACKET_VNET_HDR`): it
+    /// tells the `gso_size`/`gso_type` of GRO super-packets. Caveat: the
+    /// kernel drops a frame whose GSO type has no virtio equivalent
+    /// (`recvmsg` fails with `EINVAL`), so use it on a second socket when
+    /// every frame matters.
+    pub vnet_hdr: bool,
+}
+
+impl Default for CaptureOptions {
+    fn default() -> Self {
+        CaptureOptions {
+            rcvbuf: 64 << 20,
+            ignore_outgoing: true,
+            vnet_hdr: false,
+        }
+    }
+}
+
+/// One captured frame, borrowed from the socket's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Captured<'a> {
+    /// `sll_pkttype`: [`PACKET_HOST`], [`PACKET_OUTGOING`], ...
+    pub pkttype: u8,
+    /// The frame, VLAN tag restored.
+    pub frame: &'a [u8],
+    /// The `virtio_net_hdr` the kernel built for it, with
+    /// [`CaptureOptions::vnet_hdr`].
+    pub vnet: Option<VirtioNetHdr>,
+}
+
 /// A bound `AF_PACKET`/`SOCK_RAW` socket.
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
     buf: Vec<u8>,
     ifindex: u32,
+    vnet_hdr: bool,
 }
 
 impl PacketSocket {
-    /// Opens a capture socket on `ifindex` with a receive buffer of
-    /// `rcvbuf` bytes (`SO_RCVBUFFORCE`, so `rmem_max` does not cap it).
-    /// Must be called in the device's namespace.
-    pub fn open(ifindex: u32, rcvbuf: usize, ignore_outgoing: bool) -> Result<Self> {
+    /// Opens a capture socket on `ifindex`. Must be called in the device's
+    /// namespace.
+    pub fn open(ifindex: u32, opts: CaptureOptions) -> Result<Self> {
         // SAFETY: socket(2) with constant arguments; checked and owned once.
         let raw = unsafe {
             libc::socket(
@@ -67,7 +106,7 @@ impl PacketSocket {
         }
         // SAFETY: `raw` is a fresh, valid fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
+        let size = libc::c_int::try_from(opts.rcvbuf).unwrap_or(libc::c_int::MAX);
         setsockopt_int(
             fd.as_fd(),
             libc::SOL_SOCKET,
@@ -82,7 +121,16 @@ impl PacketSocket {
             1,
             "PACKET_AUXDATA",
         )?;
-        if ignore_outgoing {
+        if opts.vnet_hdr {
+            setsockopt_int(
+                fd.as_fd(),
+                libc::SOL_PACKET,
+                PACKET_VNET_HDR,
+                1,
+                "PACKET_VNET_HDR",
+            )?;
+        }
+        if opts.ignore_outgoing {
             setsockopt_int(
                 fd.as_fd(),
                 libc::SOL_PACKET,
@@ -111,8 +159,9 @@ impl PacketSocket {
         }
         Ok(PacketSocket {
             fd,
-            buf: vec![0; MAX_FRAME + TAG_ROOM],
+            buf: vec![0; MAX_FRAME + TAG_ROOM + VirtioNetHdr::LEN],
             ifindex,
+            vnet_hdr: opts.vnet_hdr,
         })
     }
 
@@ -121,10 +170,12 @@ impl PacketSocket {
         self.ifindex
     }
 
-    /// Receives one frame, waiting at most `timeout` (`None`: do not wait).
-    /// Returns `(sll_pkttype, frame)` or `None` when nothing arrived. A VLAN
-    /// tag the stack moved into metadata is re-inserted into the frame.
-    pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<(u8, &[u8])>> {
+    /// Receives one frame, waiting at most `timeout` (`None`: do not wait);
+    /// `None` when nothing arrived. A VLAN tag the stack moved into metadata
+    /// is re-inserted into the frame.
+    pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<Captured<'_>>> {
+        let hdr_len = if self.vnet_hdr { VirtioNetHdr::LEN } else { 0 };
+        let room = self.buf.len() - TAG_ROOM;
         loop {
             // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -132,7 +183,7 @@ impl PacketSocket {
             let mut control = [0u64; 16];
             let mut iov = libc::iovec {
                 iov_base: self.buf[TAG_ROOM..].as_mut_ptr().cast(),
-                iov_len: self.buf.len() - TAG_ROOM,
+                iov_len: room,
             };
             // SAFETY: msghdr is plain old data; all-zero is valid.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -148,28 +199,47 @@ impl PacketSocket {
             let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
             if n >= 0 {
                 let n = n as usize;
-                if n > self.buf.len() - TAG_ROOM {
+                if n > room {
+                    return Err(Error::Truncated { len: n, buf: room });
+                }
+                if n < hdr_len {
                     return Err(Error::Truncated {
                         len: n,
-                        buf: self.buf.len() - TAG_ROOM,
+                        buf: hdr_len,
                     });
                 }
+                let vnet = (hdr_len > 0)
+                    .then(|| VirtioNetHdr::from_ne_bytes(&self.buf[TAG_ROOM..TAG_ROOM + hdr_len]))
+                    .flatten();
+                let start = TAG_ROOM + hdr_len;
+                let len = n - hdr_len;
                 let clen = (msg.msg_controllen as usize).min(std::mem::size_of_val(&control));
                 let control: Vec<u8> = control.iter().flat_map(|w| w.to_ne_bytes()).collect();
                 let frame = match vlan_tag(&control[..clen]) {
-                    Some((tpid, tci)) if n >= 12 => {
-                        // Move the MAC addresses 4 bytes to the front and
+                    Some((tpid, tci)) if len >= 12 => {
+                        // Move the MAC addresses 4 bytes to the front (over
+                        // the already copied vnet header or spare room) and
                         // put the tag between them and the EtherType.
-                        self.buf.copy_within(TAG_ROOM..TAG_ROOM + 12, 0);
-                        self.buf[12..14].copy_from_slice(&tpid.to_be_bytes());
-                        self.buf[14..16].copy_from_slice(&tci.to_be_bytes());
-                        &self.buf[..n + TAG_ROOM]
+                        let at = start - TAG_ROOM;
+                        self.buf.copy_within(start..start + 12, at);
+                        self.buf[at + 12..at + 14].copy_from_slice(&tpid.to_be_bytes());
+                        self.buf[at + 14..at + 16].copy_from_slice(&tci.to_be_bytes());
+                        &self.buf[at..start + len]
                     }
-                    _ => &self.buf[TAG_ROOM..TAG_ROOM + n],
+                    _ => &self.buf[start..start + len],
                 };
-                return Ok(Some((sll.sll_pkttype, frame)));
+                return Ok(Some(Captured {
+                    pkttype: sll.sll_pkttype,
+                    frame,
+                    vnet,
+                }));
             }
             let err = io::Error::last_os_error();
+            if self.vnet_hdr && err.raw_os_error() == Some(libc::EINVAL) {
+                // packet_rcv_vnet refused the frame's GSO type and the kernel
+                // freed it: it is lost to this socket (see CaptureOptions).
+                continue;
+            }
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => {}
@@ -276,4 +346,89 @@ fn vlan_tag(control: &[u8]) -> Option<(u16, u16)> {
         off += len.div_ceil(align) * align;
     }
     None
+}
+
+/// `struct virtio_net_hdr` (10 bytes, `include/uapi/linux/virtio_net.h`), in
+/// host byte order as `AF_PACKET` and legacy TUN use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VirtioNetHdr {
+    /// `VIRTIO_NET_HDR_F_*`: 1 = needs checksum, 2 = data valid.
+    pub flags: u8,
+    /// `VIRTIO_NET_HDR_GSO_*`: 0 none, 1 TCPv4, 4 TCPv6, 5 UDP_L4, | 0x80 ECN.
+    pub gso_type: u8,
+    /// A hint of the header length (the kernel fills in `skb_headlen`).
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Offset of the L4 header when [`VirtioNetHdr::flags`] has 1.
+    pub csum_start: u16,
+    /// Offset of the checksum field from `csum_start`.
+    pub csum_offset: u16,
+}
+
+impl VirtioNetHdr {
+    /// Size of the legacy header.
+    pub const LEN: usize = 10;
+
+    /// Decodes the 10 leading bytes of `b`, `None` if `b` is shorter.
+    pub fn from_ne_bytes(b: &[u8]) -> Option<Self> {
+        let b = b.get(..Self::LEN)?;
+        let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+        Some(VirtioNetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
+    }
+
+    /// Encodes the header in host byte order.
+    pub fn to_ne_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_ne_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtio_net_hdr_round_trips() {
+        let h = VirtioNetHdr {
+            flags: 1,
+            gso_type: 4,
+            hdr_len: 74,
+            gso_size: 1400,
+            csum_start: 54,
+            csum_offset: 16,
+        };
+        assert_eq!(VirtioNetHdr::from_ne_bytes(&h.to_ne_bytes()), Some(h));
+        assert_eq!(VirtioNetHdr::from_ne_bytes(&[0; 9]), None);
+    }
+
+    #[test]
+    fn vlan_tag_is_read_from_auxdata() {
+        let hdr = std::mem::size_of::<libc::cmsghdr>();
+        let mut c = vec![0u8; hdr + 20];
+        c[..std::mem::size_of::<usize>()].copy_from_slice(&(hdr + 20).to_ne_bytes());
+        let a = std::mem::size_of::<usize>();
+        c[a..a + 4].copy_from_slice(&libc::SOL_PACKET.to_ne_bytes());
+        c[a + 4..a + 8].copy_from_slice(&PACKET_AUXDATA.to_ne_bytes());
+        c[hdr..hdr + 4].copy_from_slice(&TP_STATUS_VLAN_VALID.to_ne_bytes());
+        c[hdr + 16..hdr + 18].copy_from_slice(&100u16.to_ne_bytes());
+        assert_eq!(vlan_tag(&c), Some((0x8100, 100)));
+        c[hdr..hdr + 4].copy_from_slice(&0u32.to_ne_bytes());
+        c[hdr + 16..hdr + 18].copy_from_slice(&0u16.to_ne_bytes());
+        assert_eq!(vlan_tag(&c), None, "no tag");
+        assert_eq!(vlan_tag(&c[..hdr - 1]), None, "truncated control data");
+    }
 }

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec};
 
-use crate::capture::{setsockopt_int, PacketSocket, PACKET_OUTGOING};
+use crate::capture::{setsockopt_int, CaptureOptions, PacketSocket, VirtioNetHdr, PACKET_OUTGOING};
 use crate::error::{Error, Result};
 use crate::ethtool::Ethtool;
 use crate::netns::NetNs;
@@ -80,8 +80,6 @@ const SENTINEL_MAGIC: &[u8; 12] = b"offload-lab\0";
 const SENTINEL_SRC: [u8; 6] = [0x02, 0x6f, 0x66, 0x6c, 0xff, 0xff];
 /// How long to wait for a sentinel before declaring the oracle stuck.
 const SENTINEL_TIMEOUT: Duration = Duration::from_secs(5);
-/// Capture socket receive buffer.
-const CAPTURE_RCVBUF: usize = 64 << 20;
 
 /// A VXLAN device for the oracle to create (`kernel-oracle.md`: GRO only
 /// looks inside VXLAN when a VXLAN socket listens on the destination port).
@@ -157,7 +155,7 @@ impl GroKnobs {
 }
 
 /// What one [`KernelGro::run_train_detailed`] call observed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TrainOutcome {
     /// The frames the kernel delivered after GRO, in capture order.
     pub frames: Vec<Vec<u8>>,
@@ -167,6 +165,11 @@ pub struct TrainOutcome {
     /// timer inside the train). `false` means: fewest frames of
     /// [`MAX_ATTEMPTS`] runs, none of them provably clean.
     pub clean: bool,
+    /// With [`KernelGro::set_gso_meta`] on: for each frame, the
+    /// `virtio_net_hdr` the kernel reported (`gso_size`, `gso_type` of a
+    /// super-packet; `gso_type` 0 for a frame GRO left alone), `None` if the
+    /// kernel would not describe it. Empty when off.
+    pub gso: Vec<Option<VirtioNetHdr>>,
 }
 
 /// The kernel's GRO, in a private namespace, as a function from trains to
@@ -177,6 +180,8 @@ pub struct KernelGro {
     // Field order is drop order: sockets and devices before the namespace
     // handle (any order would do, the namespace dies with the last one).
     capture: PacketSocket,
+    /// Second capture with `PACKET_VNET_HDR`, for GSO metadata only.
+    meta: Option<PacketSocket>,
     udp: Vec<UdpSocket>,
     tap: TunDevice,
     rtnl: Rtnl,
@@ -224,7 +229,7 @@ impl KernelGro {
             rtnl.add_neighbour(index, IpAddr::V6(PEER_IPV6), PEER_MAC)?;
             let ethtool = Ethtool::open()?;
             let sysfs = Sysfs::mount_here()?;
-            let capture = PacketSocket::open(index, CAPTURE_RCVBUF, true)?;
+            let capture = PacketSocket::open(index, CaptureOptions::default())?;
             Ok((rtnl, ethtool, sysfs, tap, index, capture))
         })?;
         let tick = rustix::time::clock_getres(ClockId::MonotonicCoarse);
@@ -235,6 +240,7 @@ impl KernelGro {
         let nonce = u64::from(std::process::id()) << 32 | ORACLES.fetch_add(1, Ordering::Relaxed);
         let mut oracle = KernelGro {
             capture,
+            meta: None,
             udp: Vec::new(),
             tap,
             rtnl,
@@ -306,6 +312,28 @@ impl KernelGro {
     /// The TAP's interface index.
     pub fn tap_index(&self) -> u32 {
         self.tap_index
+    }
+
+    /// Also reports each output frame's `virtio_net_hdr` (`gso_size`,
+    /// `gso_type`) in [`TrainOutcome::gso`]. It comes from a second capture
+    /// socket with `PACKET_VNET_HDR`, so a frame the kernel cannot describe
+    /// costs only its metadata, never the frame.
+    pub fn set_gso_meta(&mut self, on: bool) -> Result<()> {
+        if !on {
+            self.meta = None;
+        } else if self.meta.is_none() {
+            let index = self.tap_index;
+            self.meta = Some(self.netns.run(move || {
+                PacketSocket::open(
+                    index,
+                    CaptureOptions {
+                        vnet_hdr: true,
+                        ..CaptureOptions::default()
+                    },
+                )
+            })?);
+        }
+        Ok(())
     }
 
     /// Changes the knobs between trains without rebuilding the namespace.
@@ -394,34 +422,34 @@ impl KernelGro {
                 frames: Vec::new(),
                 attempts: 0,
                 clean: true,
+                gso: Vec::new(),
             });
         }
-        let mut best: Option<(Vec<Vec<u8>>, bool)> = None;
+        let mut best: Option<TrainOutcome> = None;
         let mut attempts = 0;
         while attempts < MAX_ATTEMPTS {
             attempts += 1;
-            let (out, clean) = self.attempt(frames, attempts == 1)?;
+            let run = self.attempt(frames, attempts == 1)?;
             let better = match &best {
                 None => true,
-                Some((b, b_clean)) => {
-                    out.len() < b.len() || (out.len() == b.len() && clean && !b_clean)
+                Some(b) => {
+                    run.frames.len() < b.frames.len()
+                        || (run.frames.len() == b.frames.len() && run.clean && !b.clean)
                 }
             };
             if better {
-                best = Some((out, clean));
+                best = Some(run);
             }
-            if let Some((b, b_clean)) = &best {
-                if *b_clean || b.len() <= 1 {
-                    break;
-                }
+            if best
+                .as_ref()
+                .is_some_and(|b| b.clean || b.frames.len() <= 1)
+            {
+                break;
             }
         }
-        let (frames, clean) = best.unwrap_or_default();
-        Ok(TrainOutcome {
-            frames,
-            attempts,
-            clean,
-        })
+        let mut best = best.unwrap_or_default();
+        best.attempts = attempts;
+        Ok(best)
     }
 
     /// One run of the train (steps 1–5 of the module doc).
@@ -429,8 +457,11 @@ impl KernelGro {
     /// `reuse_tick`: if the previous run ended less than half a jiffy after
     /// a tick, start in that jiffy instead of waiting for the next one (the
     /// cleanliness check catches a wrong guess, and replays always wait).
-    fn attempt(&mut self, frames: &[Vec<u8>], reuse_tick: bool) -> Result<(Vec<Vec<u8>>, bool)> {
+    fn attempt(&mut self, frames: &[Vec<u8>], reuse_tick: bool) -> Result<TrainOutcome> {
         self.capture.drain()?;
+        if let Some(m) = &mut self.meta {
+            m.drain()?;
+        }
         self.drain_udp();
         let now = coarse_now();
         let start_tick = match self.last_tick {
@@ -471,13 +502,63 @@ impl KernelGro {
         let flush_tick = wait_tick_after(seen_tick);
         self.last_tick = Some((flush_tick, Instant::now()));
         self.sentinel(&mut out)?; // B: its poll flushes everything held
-        self.sentinel(&mut out)?; // C: B's poll has delivered everything
-        Ok((out, clean))
+        let last = self.sentinel(&mut out)?; // C: B's poll has delivered everything
+        let gso = self.collect_meta(&out, &last)?;
+        Ok(TrainOutcome {
+            frames: out,
+            attempts: 1,
+            clean,
+            gso,
+        })
+    }
+
+    /// Reads the metadata capture up to sentinel `last` and pairs its
+    /// headers with `out`, frame by frame (a frame the metadata socket lost
+    /// gets `None`).
+    fn collect_meta(&mut self, out: &[Vec<u8>], last: &[u8]) -> Result<Vec<Option<VirtioNetHdr>>> {
+        let Some(meta) = &mut self.meta else {
+            return Ok(Vec::new());
+        };
+        let mut seen: Vec<(Vec<u8>, Option<VirtioNetHdr>)> = Vec::new();
+        let deadline = Instant::now() + SENTINEL_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    what: "last sentinel on the GSO metadata capture".into(),
+                    waited_ms: SENTINEL_TIMEOUT.as_millis() as u64,
+                });
+            }
+            let Some(c) = meta.recv(Some(left))? else {
+                continue;
+            };
+            if c.pkttype == PACKET_OUTGOING {
+                continue;
+            }
+            if c.frame == last {
+                break;
+            }
+            if !is_sentinel(c.frame) {
+                seen.push((c.frame.to_vec(), c.vnet));
+            }
+        }
+        let mut j = 0;
+        Ok(out
+            .iter()
+            .map(|f| {
+                if seen.get(j).is_some_and(|(m, _)| m == f) {
+                    j += 1;
+                    seen[j - 1].1
+                } else {
+                    None
+                }
+            })
+            .collect())
     }
 
     /// Writes a sentinel frame and collects captured frames into `out` until
     /// the sentinel itself shows up.
-    fn sentinel(&mut self, out: &mut Vec<Vec<u8>>) -> Result<()> {
+    fn sentinel(&mut self, out: &mut Vec<Vec<u8>>) -> Result<Vec<u8>> {
         self.sentinel_seq += 1;
         let frame = sentinel_frame(self.nonce, self.sentinel_seq);
         self.tap
@@ -496,14 +577,15 @@ impl KernelGro {
                     waited_ms: SENTINEL_TIMEOUT.as_millis() as u64,
                 });
             }
-            let Some((pkttype, data)) = self.capture.recv(Some(left))? else {
+            let Some(c) = self.capture.recv(Some(left))? else {
                 continue;
             };
+            let (pkttype, data) = (c.pkttype, c.frame);
             if pkttype == PACKET_OUTGOING {
                 continue;
             }
             if data == frame.as_slice() {
-                return Ok(());
+                return Ok(frame);
             }
             if is_sentinel(data) {
                 // A sentinel of an earlier, failed run: not part of any answer.

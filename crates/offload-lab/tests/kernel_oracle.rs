@@ -440,3 +440,55 @@ fn the_oracle_can_live_in_a_static_shared_by_tests() {
     let train = tcp4_train(&o, &incrementing(100, 5), true, 1000);
     assert_eq!(o.run_train(&train).unwrap().len(), 1);
 }
+
+#[test]
+fn gso_metadata_describes_super_packets() {
+    let mut o = oracle(GroKnobs {
+        gro_max_size: 185000,
+        udp_gro_ports: vec![9000],
+        ..GroKnobs::default()
+    });
+    o.set_gso_meta(true).unwrap();
+
+    let r = o
+        .run_train_detailed(&tcp4_train(&o, &incrementing(100, 20), true, 1400))
+        .unwrap();
+    assert_eq!(r.frames.len(), 1);
+    let h = r.gso[0].expect("metadata of the TCPv4 super-packet");
+    assert_eq!(
+        (h.gso_type, h.gso_size),
+        (1, 1400),
+        "VIRTIO_NET_HDR_GSO_TCPV4, mss"
+    );
+
+    let r = o.run_train_detailed(&tcp6_train(&o, 130, 1400)).unwrap();
+    assert_eq!(r.frames.len(), 1);
+    let h = r.gso[0].expect("metadata of the IPv6 BIG TCP packet");
+    assert_eq!(
+        (h.gso_type, h.gso_size),
+        (4, 1400),
+        "VIRTIO_NET_HDR_GSO_TCPV6, mss"
+    );
+
+    let r = o
+        .run_train_detailed(&udp_train(&o, 9000, 10, 1000))
+        .unwrap();
+    assert_eq!(r.frames.len(), 1);
+    let h = r.gso[0].expect("metadata of the UDP super-packet");
+    assert_eq!(
+        (h.gso_type, h.gso_size),
+        (5, 1000),
+        "VIRTIO_NET_HDR_GSO_UDP_L4"
+    );
+
+    let train = tcp4_train(&o, &IRREGULAR_IDS[..5], false, 1400);
+    let r = o.run_train_detailed(&train).unwrap();
+    assert_eq!(r.frames, train);
+    assert!(r
+        .gso
+        .iter()
+        .all(|h| h.is_some_and(|h| h.gso_type == 0 && h.gso_size == 0)));
+
+    o.set_gso_meta(false).unwrap();
+    assert!(o.run_train_detailed(&train).unwrap().gso.is_empty());
+}
