@@ -353,34 +353,50 @@ impl KernelGro {
         self.set_knobs(knobs)
     }
 
+    /// Applies `k`, step by step. After each step `self.knobs` records what
+    /// is now in effect, so a failure part-way leaves `knobs()` truthful.
     fn apply(&mut self, k: GroKnobs, all: bool) -> Result<()> {
-        let old = self.knobs.clone();
-        if all || (k.gro_max_size, k.gro_ipv4_max_size) != (old.gro_max_size, old.gro_ipv4_max_size)
+        if all
+            || (k.gro_max_size, k.gro_ipv4_max_size)
+                != (self.knobs.gro_max_size, self.knobs.gro_ipv4_max_size)
         {
-            self.rtnl
-                .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size)?;
+            let r = self
+                .rtnl
+                .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size);
+            if let Ok(st) = self.rtnl.link(self.tap_index) {
+                self.knobs.gro_max_size = st.gro_max_size.unwrap_or(0);
+                self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(0);
+            }
+            r?;
         }
-        if all || k.flush_timeout != old.flush_timeout {
+        if all || k.flush_timeout != self.knobs.flush_timeout {
             let ns = u64::try_from(k.flush_timeout.as_nanos()).unwrap_or(u64::MAX);
             self.sysfs.set_net_attr(TAP_NAME, "gro_flush_timeout", ns)?;
+            self.knobs.flush_timeout = k.flush_timeout;
         }
-        if all || k.udp_gro_forwarding != old.udp_gro_forwarding {
+        if all || k.udp_gro_forwarding != self.knobs.udp_gro_forwarding {
             self.ethtool
                 .set_feature(TAP_NAME, "rx-udp-gro-forwarding", k.udp_gro_forwarding)?;
+            self.knobs.udp_gro_forwarding = k.udp_gro_forwarding;
         }
-        if all || k.gro_list != old.gro_list {
+        if all || k.gro_list != self.knobs.gro_list {
             self.ethtool
                 .set_feature(TAP_NAME, "rx-gro-list", k.gro_list)?;
+            self.knobs.gro_list = k.gro_list;
         }
-        if all || k.udp_gro_ports != old.udp_gro_ports {
+        if all || k.udp_gro_ports != self.knobs.udp_gro_ports {
+            // Close the old sockets first: the new ones may reuse ports.
             self.udp.clear();
+            self.knobs.udp_gro_ports.clear();
             let ports = k.udp_gro_ports.clone();
             self.udp = self.netns.run(move || udp_gro_sockets(&ports))?;
+            self.knobs.udp_gro_ports = k.udp_gro_ports;
         }
-        if all || k.vxlan != old.vxlan {
+        if all || k.vxlan != self.knobs.vxlan {
             if let Some(index) = self.vxlan_index.take() {
                 self.rtnl.delete_link(index)?;
             }
+            self.knobs.vxlan = None;
             if let Some(v) = k.vxlan {
                 let params = VxlanParams {
                     vni: v.vni,
@@ -393,9 +409,9 @@ impl KernelGro {
                 self.vxlan_index = Some(index);
                 // The UDP socket GRO looks up exists only while it is up.
                 self.rtnl.set_up(index, true)?;
+                self.knobs.vxlan = Some(v);
             }
         }
-        self.knobs = k;
         Ok(())
     }
 

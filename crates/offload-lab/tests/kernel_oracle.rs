@@ -492,3 +492,37 @@ fn gso_metadata_describes_super_packets() {
     o.set_gso_meta(false).unwrap();
     assert!(o.run_train_detailed(&train).unwrap().gso.is_empty());
 }
+
+#[test]
+fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
+    let mut o = oracle(GroKnobs::default());
+    let vx = vxlan_train(&o, &incrementing(100, 20));
+    let udp = udp_train(&o, 9000, 10, 1000);
+    assert_eq!(o.run_train(&vx).unwrap().len(), 20);
+    assert_eq!(o.run_train(&udp).unwrap().len(), 10);
+    let with = GroKnobs {
+        vxlan: Some(VxlanConf {
+            vni: 42,
+            port: 4789,
+        }),
+        udp_gro_ports: vec![9000, 9001],
+        ..GroKnobs::default()
+    };
+    o.set_knobs(with.clone()).unwrap();
+    assert_eq!(o.knobs(), &with);
+    assert_eq!(o.run_train(&vx).unwrap().len(), 1);
+    assert_eq!(o.run_train(&udp).unwrap().len(), 1);
+    // GRO looks inside VXLAN whenever a VXLAN socket listens on the port;
+    // the VNI is only a flow key, so a device with another VNI (7) still
+    // makes the VNI-42 train merge.
+    o.set_knobs(GroKnobs {
+        vxlan: Some(VxlanConf { vni: 7, port: 4789 }),
+        ..with.clone()
+    })
+    .unwrap();
+    assert_eq!(o.run_train(&vx).unwrap().len(), 1);
+    o.set_knobs(GroKnobs::default()).unwrap();
+    assert_eq!(o.knobs(), &GroKnobs::default());
+    assert_eq!(o.run_train(&vx).unwrap().len(), 20);
+    assert_eq!(o.run_train(&udp).unwrap().len(), 10);
+}
