@@ -7,7 +7,7 @@
 //! report it and exit non-zero.
 
 use offload::gro::{FlushReason, Proto};
-use offload::gso::{segment_tcp, tcp_layout, GsoParams};
+use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, LinkType};
 use serde::Serialize;
@@ -255,12 +255,14 @@ pub fn gro_capture(
 }
 
 /// Options of `offload gso`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GsoOptions {
     /// Segment size for every super-packet; `None` = per flow, as observed.
     pub mss: Option<u32>,
     /// The link MTU: packets whose IP length exceeds it are super-packets.
     pub mtu: u32,
+    /// UDP ports whose datagrams are VXLAN (segmented as tunnels).
+    pub vxlan_ports: Vec<u16>,
 }
 
 impl Default for GsoOptions {
@@ -268,6 +270,7 @@ impl Default for GsoOptions {
         GsoOptions {
             mss: None,
             mtu: 1500,
+            vxlan_ports: vec![offload::gro::DEFAULT_VXLAN_PORT],
         }
     }
 }
@@ -303,10 +306,11 @@ pub struct GsoSummary {
     pub interrupted: bool,
 }
 
-/// A flow key for MSS inference: link kind plus everything up to the ports.
-fn flow_of(link: LinkKind, f: &[u8]) -> Option<(Vec<u8>, offload::gso::TcpLayout)> {
-    let lay = tcp_layout(link, f).ok()?;
+/// A flow key for MSS inference: the innermost addresses and ports.
+fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(Vec<u8>, Layout)> {
+    let lay = layout(link, f, vxlan_ports).ok()?;
     let mut k = Vec::with_capacity(48);
+    k.push(lay.l4_proto);
     if lay.v6 {
         k.extend_from_slice(&f[lay.l3_off + 8..lay.l3_off + 40]);
     } else {
@@ -335,18 +339,20 @@ impl FlowMss {
 }
 
 /// First pass of `gso` without `--mss`: learns each flow's MSS.
-fn learn_mss(input: &Path, mtu: u32) -> Result<HashMap<Vec<u8>, FlowMss>, CaptureError> {
+fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<Vec<u8>, FlowMss>, CaptureError> {
+    let mtu = opts.mtu;
     let mut reader = CaptureReader::open(input)?;
     let mut flows: HashMap<Vec<u8>, FlowMss> = HashMap::new();
     while let Ok(Some(frame)) = reader.next_frame() {
         let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
             continue;
         };
-        let Some((key, lay)) = flow_of(link, frame.data) else {
+        let Some((key, lay)) = flow_of(link, frame.data, &opts.vxlan_ports) else {
             continue;
         };
         let payload = lay.payload_len() as u32;
-        let ip_len = (lay.end - lay.l3_off) as u32;
+        let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
+        let ip_len = (frame.data.len() - first_l3) as u32;
         let st = flows.entry(key).or_default();
         let id = (!lay.v6)
             .then(|| u16::from_be_bytes([frame.data[lay.l3_off + 4], frame.data[lay.l3_off + 5]]));
@@ -373,7 +379,7 @@ pub fn gso_capture(
     ctl: &mut Control<'_>,
 ) -> Result<Outcome<GsoSummary>, CaptureError> {
     let learned = if opts.mss.is_none() {
-        learn_mss(input, opts.mtu)?
+        learn_mss(input, opts)?
     } else {
         HashMap::new()
     };
@@ -404,14 +410,14 @@ pub fn gso_capture(
         frames_in += 1;
         let meta = FrameMeta::from(&frame);
         let parsed = LinkKind::from_linktype(frame.link_type.0)
-            .and_then(|link| flow_of(link, frame.data).map(|(k, lay)| (link, k, lay)));
-        let Some((link, key, lay)) = parsed.filter(|_| !frame.is_truncated()) else {
+            .and_then(|link| flow_of(link, frame.data, &opts.vxlan_ports).map(|(k, lay)| (k, lay)));
+        let Some((key, lay)) = parsed.filter(|_| !frame.is_truncated()) else {
             copied += 1;
             writer.write_frame(&meta, frame.data)?;
             continue;
         };
-        let hdrs = (lay.l4_off - lay.l3_off + lay.tcp_header_len) as u32
-            - if lay.jumbo_hbh { 8 } else { 0 };
+        let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
+        let hdrs = (lay.payload_off() - first_l3) as u32 - if lay.jumbo_hbh { 8 } else { 0 };
         let (mss, source) = match opts.mss {
             Some(m) => (m, MssSource::Given),
             None => learned
@@ -426,9 +432,9 @@ pub fn gso_capture(
         super_packets += 1;
         *sources.entry(source).or_default() += 1;
         let mut werr = None;
-        let res = segment_tcp(
-            link,
+        let res = segment_layout(
             frame.data,
+            &lay,
             &GsoParams::new(mss),
             &mut |seg: &[u8]| {
                 if werr.is_none() {

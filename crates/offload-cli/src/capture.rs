@@ -74,6 +74,9 @@ pub struct GsoArgs {
     /// Link MTU used to tell super-packets from segments.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
+    /// UDP destination port carrying VXLAN (repeatable; default 4789).
+    #[arg(long = "vxlan-port", value_name = "PORT")]
+    pub vxlan_ports: Vec<u16>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
