@@ -150,6 +150,8 @@ fn ipv6_130_segments_become_one_big_tcp_packet_at_gro_max_size_185000() {
     assert_eq!(p.hbh_len, 8, "8-byte Hop-by-Hop header");
     assert_eq!(out[0][14 + 6], 0, "IPv6 next header = Hop-by-Hop");
     assert_eq!(p.jumbo, Some(8 + 20 + 182000), "Jumbo Payload length");
+    let pseudo = pseudo_sum_v6(o.peer_ipv6(), o.tap_ipv6(), 6, 20 + 182000);
+    assert_eq!(&out[0][p.l4_off + 16..p.l4_off + 18], &pseudo.to_be_bytes());
     assert_stream_intact(&out, 182000);
 }
 
@@ -525,4 +527,28 @@ fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
     assert_eq!(o.knobs(), &GroKnobs::default());
     assert_eq!(o.run_train(&vx).unwrap().len(), 20);
     assert_eq!(o.run_train(&udp).unwrap().len(), 10);
+}
+
+#[test]
+fn gro_list_keeps_segments_so_the_head_checksum_survives() {
+    // With rx-gro-list and no local socket on the port, TCP takes the
+    // fraglist path (tcp4_check_fraglist_gro): the captured packet has the
+    // same length and payload, but the TCP checksum is the head segment's
+    // own instead of the pseudo-header sum normal GRO writes.
+    let mut o = oracle(GroKnobs {
+        gro_list: true,
+        ..GroKnobs::default()
+    });
+    let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
+    let out = o.run_train(&train).unwrap();
+    assert_eq!(payload_sizes(&out), vec![28000]);
+    assert_stream_intact(&out, 28000);
+    assert_eq!(
+        &out[0][50..52],
+        &train[0][50..52],
+        "head segment's TCP checksum"
+    );
+    // Plain UDP without any socket is coalesced too (fraglist UDP GRO).
+    let out = o.run_train(&udp_train(&o, 9100, 10, 1000)).unwrap();
+    assert_eq!(payload_sizes(&out), vec![10_000]);
 }

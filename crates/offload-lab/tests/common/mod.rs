@@ -152,6 +152,17 @@ fn pseudo6(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) -> u32 {
     sum(&p, 0)
 }
 
+/// The folded (not complemented) IPv4 pseudo-header sum: what GRO leaves
+/// in a merged packet's TCP checksum field.
+pub fn pseudo_sum_v4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: usize) -> u16 {
+    !fold(pseudo4(&V4::new(src, dst, 0, false), proto, len))
+}
+
+/// The folded IPv6 pseudo-header sum (32-bit length, so jumbograms work).
+pub fn pseudo_sum_v6(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) -> u16 {
+    !fold(pseudo6(src, dst, proto, len))
+}
+
 fn ipv4_packet(ip: &V4, proto: u8, l4: &[u8]) -> Vec<u8> {
     let mut h = Vec::with_capacity(20 + l4.len());
     h.push(0x45);
