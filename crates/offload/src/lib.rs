@@ -11,6 +11,7 @@
 //! - [`link`]: link layers (Ethernet/VLAN, SLL, SLL2, raw IP).
 //! - [`gro`]: the receive-side engine and its [`gro::FlushReason`]s.
 //! - [`gso`]: segmentation of super-packets.
+//! - [`vnet`]: `virtio_net_hdr` for TUN/TAP and virtio datapaths.
 //! - [`build`]: a packet builder for tests, generators and samples.
 #![deny(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod checksum;
 pub mod gro;
 pub mod gso;
 pub mod link;
+pub mod vnet;
 pub mod wire;
 
 pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input};

@@ -138,11 +138,7 @@ impl Layout {
 }
 
 /// Network layer at `l3`: `(v6, l4_off, l4_proto, end, jumbo_hbh)`.
-fn l3_layout(
-    frame: &[u8],
-    et: u16,
-    l3: usize,
-) -> Result<(bool, usize, u8, usize, bool), GsoError> {
+fn l3_layout(frame: &[u8], et: u16, l3: usize) -> Result<(bool, usize, u8, usize, bool), GsoError> {
     match et {
         ethertype::IPV4 => {
             let ip = crate::wire::ipv4::Ipv4::new_checked(&frame[l3..]).map_err(|e| e.at(l3))?;
@@ -168,7 +164,13 @@ fn l3_layout(
                 && frame[l3 + 41] == 0
                 && frame[l3 + 42] == TLV_JUMBO
                 && frame[l3 + 43] == 4;
-            Ok((true, l3 + chain.upper_offset, chain.upper, l3 + 40 + plen, jumbo))
+            Ok((
+                true,
+                l3 + chain.upper_offset,
+                chain.upper,
+                l3 + 40 + plen,
+                jumbo,
+            ))
         }
         _ => Err(GsoError::Unsupported("not IPv4 or IPv6")),
     }
@@ -294,7 +296,11 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     };
     let orig_flags = if tcp { hdr[l4 + 13] } else { 0 };
     // Inner fixed-ID comes from the inner flag when tunnelled.
-    let inner_fixed = if lay.outer.is_some() { params.fixed_id_inner } else { params.fixed_id };
+    let inner_fixed = if lay.outer.is_some() {
+        params.fixed_id_inner
+    } else {
+        params.fixed_id
+    };
     let mss = params.mss as usize;
     let n = payload.len().div_ceil(mss).max(1);
     let mut seg = Vec::with_capacity(hdr.len() + mss);
@@ -316,10 +322,23 @@ pub fn segment_layout<F: FnMut(&[u8])>(
         } else {
             put16(&mut seg, l4 + 4, (seg_len - l4) as u16);
         }
-        fix_ip(&mut seg, l3, lay.v6, if inner_fixed { id0 } else { id0.wrapping_add(i as u16) });
+        fix_ip(
+            &mut seg,
+            l3,
+            lay.v6,
+            if inner_fixed {
+                id0
+            } else {
+                id0.wrapping_add(i as u16)
+            },
+        );
         fill_l4_checksum(&mut seg, l3, l4, lay.v6, lay.l4_proto);
         if let Some(o) = lay.outer {
-            let id = if params.fixed_id { outer_id0 } else { outer_id0.wrapping_add(i as u16) };
+            let id = if params.fixed_id {
+                outer_id0
+            } else {
+                outer_id0.wrapping_add(i as u16)
+            };
             fix_ip(&mut seg, o.l3_off, o.v6, id);
             put16(&mut seg, o.udp_off + 4, (seg_len - o.udp_off) as u16);
             if be16(&seg, o.udp_off + 6) != 0 {

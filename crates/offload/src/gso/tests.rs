@@ -7,10 +7,17 @@ use crate::gro::{Delivered, GroConfig, GroEngine, Input};
 fn gro(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, u32, u32, u32)> {
     let mut e = GroEngine::new(cfg);
     let mut out = Vec::new();
-    let mut push = |d: &Delivered<'_>| out.push((d.data.to_vec(), d.segments, d.gso_size, d.gso_type));
+    let mut push =
+        |d: &Delivered<'_>| out.push((d.data.to_vec(), d.segments, d.gso_size, d.gso_type));
     for (i, f) in frames.iter().enumerate() {
         e.receive(
-            Input { data: f, link: LinkKind::Ethernet, timestamp_ns: i as u64, frame: i as u64 + 1, orig_len: f.len() as u32 },
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: i as u64,
+                frame: i as u64 + 1,
+                orig_len: f.len() as u32,
+            },
             &mut push,
         );
     }
@@ -25,9 +32,13 @@ fn gso_all(delivered: &[(Vec<u8>, u32, u32, u32)]) -> Vec<Vec<u8>> {
             out.push(data.clone());
             continue;
         }
-        let n = segment(LinkKind::Ethernet, data, &GsoParams::from_gso(*size, *ty), &[4789], &mut |s: &[u8]| {
-            out.push(s.to_vec())
-        })
+        let n = segment(
+            LinkKind::Ethernet,
+            data,
+            &GsoParams::from_gso(*size, *ty),
+            &[4789],
+            &mut |s: &[u8]| out.push(s.to_vec()),
+        )
         .unwrap();
         assert_eq!(n as u32, *segs);
     }
@@ -35,7 +46,12 @@ fn gso_all(delivered: &[(Vec<u8>, u32, u32, u32)]) -> Vec<Vec<u8>> {
 }
 
 fn cfg(size: u32) -> GroConfig {
-    GroConfig { gro_max_size: size, gro_ipv4_max_size: size, flush_timeout_ns: 1_000_000, ..Default::default() }
+    GroConfig {
+        gro_max_size: size,
+        gro_ipv4_max_size: size,
+        flush_timeout_ns: 1_000_000,
+        ..Default::default()
+    }
 }
 
 fn tcp_train(v6: bool, n: u32, mss: usize, tail: usize, fixed: bool) -> Vec<Vec<u8>> {
@@ -54,7 +70,8 @@ fn tcp_train(v6: bool, n: u32, mss: usize, tail: usize, fixed: bool) -> Vec<Vec<
             if i + 1 == n {
                 s.tcp_mut().flags |= flags::PSH;
             }
-            s.payload((0..len).map(|b| (b as u32 + i) as u8).collect()).build()
+            s.payload((0..len).map(|b| (b as u32 + i) as u8).collect())
+                .build()
         })
         .collect()
 }
@@ -89,8 +106,11 @@ fn tcp4_big_tcp_total_length_zero_round_trip() {
 fn udp_uso_round_trip() {
     let train: Vec<Vec<u8>> = (0..10u16)
         .map(|i| {
-            let mut s = FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 999, 443)
-                .payload((0..if i == 9 { 300 } else { 1200 }).map(|b| (b + i as usize) as u8).collect());
+            let mut s = FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 999, 443).payload(
+                (0..if i == 9 { 300 } else { 1200 })
+                    .map(|b| (b + i as usize) as u8)
+                    .collect(),
+            );
             s.v4_mut().id = 40 + i;
             s.build()
         })
@@ -105,8 +125,12 @@ fn vxlan_round_trip_with_and_without_outer_checksum() {
     for csum in [false, true] {
         let train: Vec<Vec<u8>> = (0..12u32)
             .map(|i| {
-                let mut inner = FrameSpec::tcp4([192, 168, 0, 2], [192, 168, 0, 1], TcpSpec::data(5, 6, 1 + i * 1350))
-                    .payload(vec![i as u8; 1350]);
+                let mut inner = FrameSpec::tcp4(
+                    [192, 168, 0, 2],
+                    [192, 168, 0, 1],
+                    TcpSpec::data(5, 6, 1 + i * 1350),
+                )
+                .payload(vec![i as u8; 1350]);
                 inner.v4_mut().id = 9 + i as u16;
                 let mut o = FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 50000, 4789)
                     .payload(vxlan_payload(42, &inner.build()));
@@ -125,7 +149,60 @@ fn vxlan_round_trip_with_and_without_outer_checksum() {
 fn small_packet_passes_unchanged_and_zero_mss_is_an_error() {
     let f = tcp_train(false, 1, 100, 100, false).remove(0);
     let mut got = Vec::new();
-    assert_eq!(segment_tcp(LinkKind::Ethernet, &f, &GsoParams::new(1448), &mut |s: &[u8]| got.push(s.to_vec())), Ok(1));
+    assert_eq!(
+        segment_tcp(
+            LinkKind::Ethernet,
+            &f,
+            &GsoParams::new(1448),
+            &mut |s: &[u8]| got.push(s.to_vec())
+        ),
+        Ok(1)
+    );
     assert_eq!(got, vec![f.clone()]);
-    assert_eq!(segment_tcp(LinkKind::Ethernet, &f, &GsoParams::new(0), &mut |_s: &[u8]| {}), Err(GsoError::ZeroMss));
+    assert_eq!(
+        segment_tcp(
+            LinkKind::Ethernet,
+            &f,
+            &GsoParams::new(0),
+            &mut |_s: &[u8]| {}
+        ),
+        Err(GsoError::ZeroMss)
+    );
+}
+
+#[test]
+fn ipv6_extension_headers_in_gso_split() {
+    // A Destination Options header sits between IPv6 and TCP: every segment
+    // keeps it, and the payload length counts it.
+    let train: Vec<Vec<u8>> = (0..6u32)
+        .map(|i| {
+            let mut s = FrameSpec::tcp6([1; 16], [2; 16], TcpSpec::data(1, 2, 9 + i * 1000))
+                .payload(vec![i as u8; 1000]);
+            s.v6_mut().ext.push((60, vec![1, 4, 0, 0, 0, 0]));
+            s.build()
+        })
+        .collect();
+    let merged = gro(cfg(65536), &train);
+    assert_eq!(merged.len(), 1);
+    assert_eq!(gso_all(&merged), train);
+}
+
+#[test]
+fn exact_multiple_udp_gso_keeps_the_last_datagram_length() {
+    // The 7.0.0-7.1.4 GSO_PARTIAL bug left the wrong UDP length on an
+    // exact-multiple last chunk; software USO must give 8 + mss on every one.
+    let train: Vec<Vec<u8>> = (0..4u16)
+        .map(|i| {
+            let mut s = FrameSpec::udp6([1; 16], [2; 16], 7, 443).payload(vec![i as u8; 1000]);
+            s.udp_mut().sport = 7;
+            s.build()
+        })
+        .collect();
+    let merged = gro(cfg(65536), &train);
+    assert_eq!(merged.len(), 1);
+    let back = gso_all(&merged);
+    assert_eq!(back, train);
+    for f in &back {
+        assert_eq!(u16::from_be_bytes([f[14 + 40 + 4], f[14 + 40 + 5]]), 1008);
+    }
 }
