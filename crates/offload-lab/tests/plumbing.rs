@@ -134,6 +134,7 @@ fn veth_and_vxlan_are_created_in_the_namespace_only() {
 fn ethtool_features_sysfs_and_sysctls_act_on_the_namespace() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
+    let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let (ethtool, sysfs, _tap) = ns
         .run(|| {
             write_sysctl("net/ipv6/conf/default/accept_dad", "0")?;
