@@ -1,0 +1,478 @@
+//! The streaming pass: files in, flow statistics and GRO what-ifs out.
+//!
+//! Work is split into jobs, each reading one input file on its own: one job
+//! per file computes the flow statistics (and the first what-if size), and
+//! the other what-if sizes get jobs of their own. Jobs run on up to
+//! `threads` threads (the machine's cores by default), so a single large
+//! capture uses two cores: one for statistics, one for the engine. Each job
+//! keeps constant memory per flow; nothing holds frames.
+//!
+//! Ctrl-C (the `cancel` flag) stops every job at its next frame; what was
+//! counted so far is still reported, marked `interrupted`.
+
+use crate::dissect::{self, Parsed, L4};
+use crate::flow::{FlowKey, FlowStats};
+use crate::transform::Control;
+use crate::whatif::{KernelProfile, RunTotals, WhatIfWorker};
+use offload::{Input, LinkKind};
+use offload_capture::{CaptureError, CaptureReader};
+use rustc_hash::FxHashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
+pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
+
+/// VXLAN's IANA port and the Linux default.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `gro_max_size` values to simulate, in order.
+    pub gro_sizes: Vec<u32>,
+    pub kernel: KernelProfile,
+    /// Path MTU in IP bytes: larger packets are super-packets.
+    pub mtu: u32,
+    /// UDP destination ports read as VXLAN.
+    pub vxlan_ports: Vec<u16>,
+    /// Let the engine verify TCP/UDP checksums (as the kernel does without
+    /// a hardware verdict). Off for captures taken on a sender whose
+    /// checksums are offloaded.
+    pub verify_checksums: bool,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+    /// Write a per-packet CSV table here while reading.
+    pub packet_csv: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
+            kernel: KernelProfile::V6_18,
+            mtu: 1500,
+            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            verify_checksums: true,
+            threads: 0,
+            packet_csv: None,
+        }
+    }
+}
+
+/// Facts about one input file.
+#[derive(Debug, Clone, Default)]
+pub struct FileFacts {
+    pub path: String,
+    pub frames: u64,
+    pub bytes: u64,
+    /// Frames whose link type the engine cannot read.
+    pub unsupported_link: u64,
+    /// Frames without a readable IP/TCP/UDP header.
+    pub unparsed: u64,
+    pub link_types: Vec<u32>,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    /// The input turned bad here; everything before was analysed.
+    pub error: Option<String>,
+    pub interrupted: bool,
+}
+
+/// The raw result of the pass, before findings and formatting.
+#[derive(Debug)]
+pub struct PassResult {
+    pub files: Vec<FileFacts>,
+    /// All flows, file by file.
+    pub flows: Vec<FlowStats>,
+    /// Per size: the totals over all files.
+    pub totals: Vec<RunTotals>,
+    pub interrupted: bool,
+}
+
+/// A unit of work: one file, statistics and/or some what-if sizes.
+struct Job {
+    file: usize,
+    stats: bool,
+    /// Indices into `Options::gro_sizes`.
+    sizes: Vec<usize>,
+}
+
+struct JobResult {
+    file: usize,
+    facts: Option<FileFacts>,
+    flows: Vec<FlowStats>,
+    sizes: Vec<usize>,
+    worker: Option<WhatIfWorker>,
+}
+
+/// Errors that stop the analysis before it produced anything.
+#[derive(Debug)]
+pub enum AnalyzeError {
+    /// A file could not be opened or has no valid header.
+    Open(CaptureError),
+    /// The per-packet table could not be written.
+    Output {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for AnalyzeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnalyzeError::Open(e) => write!(f, "{e}"),
+            AnalyzeError::Output { path, error } => {
+                write!(f, "cannot write {}: {error}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnalyzeError {}
+
+/// Runs the pass over `inputs`.
+pub fn run_pass(
+    inputs: &[PathBuf],
+    opts: &Options,
+    ctl: &mut Control<'_>,
+) -> Result<PassResult, AnalyzeError> {
+    // Open every file first so that a wrong path fails before minutes of work.
+    for p in inputs {
+        CaptureReader::open(p).map_err(AnalyzeError::Open)?;
+    }
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let jobs = plan(inputs.len(), opts.gro_sizes.len(), threads);
+    let next = AtomicUsize::new(0);
+    let progress = AtomicU64::new(0);
+    let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<AnalyzeError>> = Mutex::new(None);
+    let cancel: &AtomicBool = ctl.cancel;
+    let workers = threads.min(jobs.len()).max(1);
+    let csv_parts: Vec<PathBuf> = (0..inputs.len())
+        .map(|i| match &opts.packet_csv {
+            Some(p) => p.with_extension(format!("part{i}")),
+            None => PathBuf::new(),
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            handles.push(s.spawn(|| loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(j) else { break };
+                let csv = opts
+                    .packet_csv
+                    .as_ref()
+                    .map(|_| csv_parts[job.file].as_path());
+                match run_job(&inputs[job.file], job, opts, cancel, &progress, csv) {
+                    Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
+                    Err(e) => {
+                        first_error
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                    }
+                }
+            }));
+        }
+        // Report progress from this thread while the workers run.
+        let divisor = jobs_per_file(&jobs, inputs.len());
+        while !handles.iter().all(|h| h.is_finished()) {
+            (ctl.on_progress)(progress.load(Ordering::Relaxed) / divisor);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+    (ctl.on_progress)(progress.load(Ordering::Relaxed) / jobs_per_file(&jobs, inputs.len()));
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    if let Some(out) = &opts.packet_csv {
+        concat_csv(out, &csv_parts).map_err(|error| AnalyzeError::Output {
+            path: out.clone(),
+            error,
+        })?;
+    }
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|r| (r.file, r.facts.is_none()));
+    Ok(assemble(inputs.len(), opts, results))
+}
+
+/// Bytes are counted by every job reading a file; progress is per file.
+fn jobs_per_file(jobs: &[Job], files: usize) -> u64 {
+    (jobs.len() / files.max(1)).max(1) as u64
+}
+
+/// One job per file when there are at least as many files as threads;
+/// otherwise the what-if sizes of each file are split off into jobs of
+/// their own so that every core has work.
+fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    let split = files < threads && sizes > 0;
+    for f in 0..files {
+        if split {
+            jobs.push(Job {
+                file: f,
+                stats: true,
+                sizes: vec![],
+            });
+            // Up to threads-1 engine jobs per file, sizes dealt round-robin.
+            let n = (threads - 1).clamp(1, sizes);
+            for k in 0..n {
+                jobs.push(Job {
+                    file: f,
+                    stats: false,
+                    sizes: (0..sizes).filter(|i| i % n == k).collect(),
+                });
+            }
+        } else {
+            jobs.push(Job {
+                file: f,
+                stats: true,
+                sizes: (0..sizes).collect(),
+            });
+        }
+    }
+    jobs
+}
+
+fn concat_csv(out: &Path, parts: &[PathBuf]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
+    w.write_all(crate::export::PACKET_CSV_HEADER.as_bytes())?;
+    for p in parts {
+        if let Ok(mut f) = std::fs::File::open(p) {
+            std::io::copy(&mut f, &mut w)?;
+            drop(f);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    w.flush()
+}
+
+const CANCEL_CHECK: u64 = 256;
+
+fn run_job(
+    path: &Path,
+    job: &Job,
+    opts: &Options,
+    cancel: &AtomicBool,
+    progress: &AtomicU64,
+    csv: Option<&Path>,
+) -> Result<JobResult, AnalyzeError> {
+    let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    let mut facts = FileFacts {
+        path: path.display().to_string(),
+        ..Default::default()
+    };
+    let mut worker = (!job.sizes.is_empty()).then(|| {
+        WhatIfWorker::new(
+            job.file,
+            job.sizes.iter().map(|i| opts.gro_sizes[*i]).collect(),
+            opts.kernel,
+            opts.verify_checksums,
+            opts.vxlan_ports.clone(),
+        )
+    });
+    let mut table = FlowTable::default();
+    let mut csv_out = match (job.stats, csv) {
+        (true, Some(p)) => Some(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(p).map_err(|error| AnalyzeError::Output {
+                path: p.to_path_buf(),
+                error,
+            })?,
+        )),
+        _ => None,
+    };
+    let mut last_bytes = 0u64;
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        if n % CANCEL_CHECK == 0 {
+            let b = reader.bytes_read();
+            progress.fetch_add(b - last_bytes, Ordering::Relaxed);
+            last_bytes = b;
+            if cancel.load(Ordering::Relaxed) {
+                facts.interrupted = true;
+                break;
+            }
+        }
+        let frame = match reader.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                facts.error = Some(e.to_string());
+                break;
+            }
+        };
+        facts.frames += 1;
+        facts.bytes += frame.orig_len as u64;
+        let ts = frame.timestamp_ns.max(0) as u64;
+        if facts.first_ns.is_none() {
+            facts.first_ns = Some(ts);
+        }
+        facts.last_ns = Some(ts);
+        let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
+            facts.unsupported_link += 1;
+            if !facts.link_types.contains(&frame.link_type.0) {
+                facts.link_types.push(frame.link_type.0);
+            }
+            continue;
+        };
+        if facts.link_types.last() != Some(&frame.link_type.0)
+            && !facts.link_types.contains(&frame.link_type.0)
+        {
+            facts.link_types.push(frame.link_type.0);
+        }
+        let parsed = dissect::parse(link, frame.data, frame.orig_len, &opts.vxlan_ports);
+        if parsed.is_none() {
+            facts.unparsed += 1;
+        }
+        if job.stats {
+            if let Some(p) = &parsed {
+                let idx = table.update(
+                    p,
+                    frame.data,
+                    frame.number,
+                    ts,
+                    frame.orig_len,
+                    opts,
+                    job.file,
+                );
+                if let Some(w) = csv_out.as_mut() {
+                    crate::export::write_packet_row(w, job.file, frame.number, ts, idx, p)
+                        .map_err(|error| AnalyzeError::Output {
+                            path: csv.map(Path::to_path_buf).unwrap_or_default(),
+                            error,
+                        })?;
+                }
+            }
+        }
+        if let Some(w) = worker.as_mut() {
+            w.feed(
+                Input {
+                    data: frame.data,
+                    link,
+                    timestamp_ns: ts,
+                    frame: frame.number,
+                    orig_len: frame.orig_len,
+                },
+                parsed.as_ref(),
+            );
+        }
+    }
+    progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    if let Some(w) = worker.as_mut() {
+        w.finish();
+    }
+    if let Some(mut w) = csv_out {
+        w.flush().map_err(|error| AnalyzeError::Output {
+            path: csv.map(Path::to_path_buf).unwrap_or_default(),
+            error,
+        })?;
+    }
+    Ok(JobResult {
+        file: job.file,
+        facts: job.stats.then_some(facts),
+        flows: table.flows,
+        sizes: job.sizes.clone(),
+        worker,
+    })
+}
+
+/// The flows of one file.
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    index: FxHashMap<FlowKey, u32>,
+    pub flows: Vec<FlowStats>,
+}
+
+impl FlowTable {
+    /// Adds a frame; returns its flow's index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        p: &Parsed,
+        data: &[u8],
+        number: u64,
+        ts: u64,
+        orig_len: u32,
+        opts: &Options,
+        file: usize,
+    ) -> usize {
+        let key = FlowKey::of(p);
+        let sizes = opts.gro_sizes.len();
+        let flows = &mut self.flows;
+        let idx = *self.index.entry(key).or_insert_with(|| {
+            flows.push(FlowStats::new(key, file, number, ts, sizes));
+            (flows.len() - 1) as u32
+        }) as usize;
+        self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
+        if let L4::Tcp(t) = p.l4 {
+            if p.payload > 0 {
+                let big = p.tunnel.map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
+                self.flows[idx].note_data(ts, t.seq.wrapping_add(p.payload), big);
+            }
+            if t.flags & 0x10 != 0 {
+                if self.flows[idx].want_reverse() {
+                    let rk = key.reverse();
+                    if let Some(&r) = self.index.get(&rk) {
+                        self.flows[idx].reverse = Some(r as usize);
+                        self.flows[r as usize].reverse = Some(idx);
+                    }
+                }
+                if let Some(r) = self.flows[idx].reverse {
+                    self.flows[r].note_ack(ts, t.ack);
+                }
+            }
+        }
+        idx
+    }
+}
+
+fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResult {
+    let mut files = vec![FileFacts::default(); nfiles];
+    let mut per_file_flows: Vec<Vec<FlowStats>> = (0..nfiles).map(|_| Vec::new()).collect();
+    let mut workers: Vec<(usize, Vec<usize>, WhatIfWorker)> = Vec::new();
+    for r in results {
+        if let Some(f) = r.facts {
+            files[r.file] = f;
+            per_file_flows[r.file] = r.flows;
+        }
+        if let Some(w) = r.worker {
+            workers.push((r.file, r.sizes, w));
+        }
+    }
+    let mut totals = vec![RunTotals::default(); opts.gro_sizes.len()];
+    for (file, sizes, w) in &workers {
+        let index: FxHashMap<FlowKey, usize> = w
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.key, i))
+            .collect();
+        for (k, &si) in sizes.iter().enumerate() {
+            totals[si].merge(&w.totals[k]);
+        }
+        for flow in &mut per_file_flows[*file] {
+            if let Some(&i) = index.get(&flow.key) {
+                for (k, &si) in sizes.iter().enumerate() {
+                    flow.what_if[si].merge(&w.flows[i].plain[k]);
+                    flow.inner_what_if[si].merge(&w.flows[i].inner[k]);
+                }
+            }
+        }
+    }
+    let interrupted = files.iter().any(|f| f.interrupted);
+    PassResult {
+        files,
+        flows: per_file_flows.into_iter().flatten().collect(),
+        totals,
+        interrupted,
+    }
+}

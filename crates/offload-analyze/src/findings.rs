@@ -1,0 +1,560 @@
+//! Findings: what a network engineer should know about the capture, in
+//! plain language, each with its evidence and the fix, ranked by severity
+//! and by how many extra packets the receiving stack pays for it.
+
+use crate::analysis::Options;
+use crate::dissect;
+use crate::flow::{BigPacketSide, FlowStats, IdPattern};
+use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
+use crate::whatif::{FlowWhatIf, KernelProfile};
+use offload::gro::FlushReason;
+
+fn flow_ref(r: &FlowReport) -> FlowRef {
+    FlowRef {
+        id: r.id,
+        description: r.description.clone(),
+        protocol: r.protocol,
+        src: r.src.clone(),
+        dst: r.dst.clone(),
+        sport: r.sport,
+        dport: r.dport,
+        tunnel: r.tunnel.as_ref().map(|t| {
+            format!(
+                "vxlan {} -> {} vni {}",
+                endpoint(&t.src, t.sport),
+                endpoint(&t.dst, t.dport),
+                t.vni
+            )
+        }),
+    }
+}
+
+fn endpoint(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+fn frames_list(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The index of the size used for "today's" figures: the first size not
+/// above 64 KiB, else the first.
+pub fn base_index(sizes: &[u32]) -> usize {
+    sizes.iter().position(|s| *s <= 65536).unwrap_or(0)
+}
+
+/// The index of the BIG TCP size compared with the base: the largest.
+pub fn big_index(sizes: &[u32]) -> Option<usize> {
+    let (i, s) = sizes.iter().enumerate().max_by_key(|(_, s)| **s)?;
+    (*s > 65536).then_some(i)
+}
+
+struct Ctx<'a> {
+    opts: &'a Options,
+    file_name: &'a dyn Fn(usize) -> String,
+    out: Vec<Finding>,
+}
+
+impl Ctx<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        severity: Severity,
+        kind: &'static str,
+        flow: Option<&FlowReport>,
+        file: usize,
+        title: String,
+        detail: String,
+        frames: Vec<u64>,
+        counts: Vec<(&str, u64)>,
+        fix: String,
+        extra_packets: u64,
+    ) {
+        self.out.push(Finding {
+            rank: 0,
+            severity,
+            kind,
+            flow: flow.map(flow_ref),
+            title,
+            detail,
+            evidence: Evidence {
+                file: (self.file_name)(file),
+                frames,
+                counts: counts
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            },
+            fix,
+            extra_packets,
+        });
+    }
+}
+
+/// Computes the ranked findings. `adjusted[flow][size]` are the per-flow
+/// what-if figures after the kernel profile.
+pub fn find(
+    flows: &[FlowStats],
+    reports: &[FlowReport],
+    adjusted: &[Vec<FlowWhatIf>],
+    opts: &Options,
+    file_name: &dyn Fn(usize) -> String,
+) -> Vec<Finding> {
+    let mut cx = Ctx {
+        opts,
+        file_name,
+        out: Vec::new(),
+    };
+    let bi = base_index(&opts.gro_sizes);
+    for ((f, r), adj) in flows.iter().zip(reports).zip(adjusted) {
+        let Some(w) = adj.get(bi) else { continue };
+        tunnel_findings(&mut cx, f, r, w);
+        plain_ip_id(&mut cx, f, r, w);
+        checksum_findings(&mut cx, f, r, w);
+        churn_findings(&mut cx, f, r, w);
+        retrans_findings(&mut cx, f, r, w);
+        above_mtu(&mut cx, f, r);
+        table_full(&mut cx, f, r, w);
+    }
+    big_tcp(&mut cx, flows, reports, adjusted);
+    let mut out = cx.out;
+    out.sort_by(|a, b| {
+        a.severity
+            .cmp(&b.severity)
+            .then(b.extra_packets.cmp(&a.extra_packets))
+            .then(a.kind.cmp(b.kind))
+    });
+    for (i, f) in out.iter_mut().enumerate() {
+        f.rank = i + 1;
+    }
+    out
+}
+
+/// The headline: a tunnel whose outer headers stop GRO.
+fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    let (Some(t), Some(outer)) = (r.tunnel.as_ref(), f.outer.as_ref()) else {
+        return;
+    };
+    let profile = cx.opts.kernel;
+    let df_set = outer.df_set > outer.df_clear;
+    let pattern = outer.pattern();
+    if f.packets < 4 || profile.ids_mergeable(pattern, df_set, true) {
+        return;
+    }
+    let healthy = f.inner_what_if[base_index(&cx.opts.gro_sizes)]
+        .packets
+        .max(1);
+    let now = w.packets.max(healthy);
+    let factor = now as f64 / healthy as f64;
+    let ex = &outer.id_break_examples;
+    let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
+    let ids = ex
+        .iter()
+        .map(|x| x.1.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let df = if df_set { "DF=1" } else { "DF=0" };
+    let fix = match profile {
+        KernelProfile::V6_1 | KernelProfile::V6_6 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet".to_string(),
+        _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs".to_string(),
+    };
+    let outer_name = format!(
+        "VXLAN flow {} -> {}",
+        endpoint(&t.src, t.sport),
+        endpoint(&t.dst, t.dport)
+    );
+    cx.push(
+        Severity::High,
+        "ip-id-rule",
+        Some(r),
+        f.file,
+        format!("{outer_name}: GRO cannot merge (outer IP ID {})", pattern.name()),
+        format!(
+            "{outer_name} (VNI {}, inner {}): outer IPv4 {df} and IP ID not incrementing (frames {}: {ids}): the receiver's GRO (kernel {profile}) cannot merge, so its stack handles {:.0}x more packets ({now} instead of {healthy}) for {} frames.",
+            t.vni,
+            short_inner(r),
+            frames_list(&frames),
+            factor,
+            f.packets,
+        ),
+        frames,
+        vec![
+            ("frames", f.packets),
+            ("outer_id_breaks", outer.id_breaks),
+            ("stack_packets", now),
+            ("healthy_tunnel_packets", healthy),
+        ],
+        fix,
+        now.saturating_sub(healthy),
+    );
+}
+
+fn short_inner(r: &FlowReport) -> String {
+    format!(
+        "{} {} -> {}",
+        r.protocol.to_uppercase(),
+        endpoint(&r.src, r.sport),
+        endpoint(&r.dst, r.dport)
+    )
+}
+
+fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    if f.key.tunnel.is_some() || f.key.v6 {
+        return;
+    }
+    let n = w.count(FlushReason::IpIdMismatch);
+    if n == 0 || (n as f64) < 0.05 * w.frames as f64 {
+        return;
+    }
+    let pattern = f.inner.pattern();
+    let ex = &f.inner.id_break_examples;
+    let mut frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
+    if frames.is_empty() {
+        frames.extend(w.first(FlushReason::IpIdMismatch));
+    }
+    let ids = ex
+        .iter()
+        .map(|x| x.1.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let df = f.inner.df();
+    cx.push(
+        Severity::High,
+        "ip-id-rule",
+        Some(r),
+        f.file,
+        format!("{}: IP ID rule stops GRO ({} IDs, DF {df})", r.description, pattern.name()),
+        format!(
+            "{}: IPv4 IDs are {} with DF {df} (frames {}{}): GRO (kernel {}) flushes at {n} of {} frames.",
+            r.description,
+            pattern.name(),
+            frames_list(&frames),
+            if ids.is_empty() { String::new() } else { format!(": {ids}") },
+            cx.opts.kernel,
+            w.frames
+        ),
+        frames,
+        vec![("ip-id-mismatch", n), ("frames", w.frames)],
+        "make the sender increment the IP ID per segment (Linux does per socket); a middlebox or NAT randomising IDs must preserve them, or set DF and keep IDs fixed".into(),
+        n,
+    );
+}
+
+fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    if r.tunnel.is_some() {
+        let c = f.outer_udp_csum;
+        if c.bad > 0 {
+            cx.push(
+                Severity::High,
+                "outer-udp-checksum",
+                Some(r),
+                f.file,
+                format!("{}: bad outer UDP checksums", r.description),
+                format!(
+                    "{} of {} checked outer UDP checksums do not verify (first at frame {}): GRO hands such packets up unmerged and the stack drops them.",
+                    c.bad,
+                    c.valid + c.bad + c.offloaded,
+                    f.first_bad_outer_csum.unwrap_or(0)
+                ),
+                f.first_bad_outer_csum.into_iter().collect(),
+                vec![("bad", c.bad), ("valid", c.valid)],
+                "find the hop that rewrites the outer headers without fixing the checksum (NAT, tunnel gateway); or send zero outer checksums (IPv4)".into(),
+                c.bad,
+            );
+        } else if c.zero > 0 && (c.valid + c.offloaded) > 0 {
+            cx.push(
+                Severity::Medium,
+                "outer-udp-checksum",
+                Some(r),
+                f.file,
+                format!("{}: outer UDP checksum sometimes zero", r.description),
+                format!(
+                    "{} packets carry a zero outer UDP checksum and {} a real one: GRO treats them as different flows and never merges across the two.",
+                    c.zero,
+                    c.valid + c.offloaded
+                ),
+                vec![],
+                vec![("zero", c.zero), ("non_zero", c.valid + c.offloaded)],
+                "configure every tunnel endpoint the same way (`udpcsum` or `noudpcsum` on the vxlan device)".into(),
+                0,
+            );
+        } else if c.zero > 0 && r.tunnel.as_ref().is_some_and(|t| t.src.contains(':')) {
+            cx.push(
+                Severity::High,
+                "outer-udp-checksum",
+                Some(r),
+                f.file,
+                format!("{}: zero outer UDP checksum over IPv6", r.description),
+                format!("{} IPv6 packets carry a zero UDP checksum: receivers without `udp6zerocsumrx` drop them.", c.zero),
+                vec![],
+                vec![("zero", c.zero)],
+                "enable `udp6zerocsumtx`/`udp6zerocsumrx` on both vxlan devices, or turn outer checksums on".into(),
+                0,
+            );
+        }
+    }
+    let bad = w.count(FlushReason::BadChecksum).max(f.l4_csum.bad);
+    if bad > 0 {
+        cx.push(
+            Severity::High,
+            "bad-checksum",
+            Some(r),
+            f.file,
+            format!("{}: {} packets with a bad {} checksum", r.description, bad, r.protocol.to_uppercase()),
+            format!(
+                "{bad} packets do not verify (first at frame {}): GRO passes them up unmerged and TCP drops them, which then costs retransmissions.",
+                f.first_bad_l4_csum.or(w.first(FlushReason::BadChecksum)).unwrap_or(0)
+            ),
+            f.first_bad_l4_csum.or(w.first(FlushReason::BadChecksum)).into_iter().collect(),
+            vec![("bad", bad)],
+            "if this capture was taken on the sender, the checksums are offloaded: rerun with --no-verify-checksums; otherwise look for a corrupting hop (cable, NIC, middlebox)".into(),
+            bad,
+        );
+    }
+}
+
+fn churn_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    let frames = w.frames.max(1);
+    let significant = |n: u64| n >= 3 && n as f64 >= 0.02 * frames as f64;
+    let win = w.count(FlushReason::WindowChanged);
+    if significant(win) {
+        cx.push(
+            Severity::Medium,
+            "window-churn",
+            Some(r),
+            f.file,
+            format!("{}: TCP window changes end GRO runs", r.description),
+            format!(
+                "the advertised window changes {} times between data segments (first at frame {}); GRO ends a run at each change ({win} flushes).",
+                f.tcp.as_ref().map_or(0, |t| t.window_changes),
+                w.first(FlushReason::WindowChanged).unwrap_or(0)
+            ),
+            w.first(FlushReason::WindowChanged).into_iter().collect(),
+            vec![("window-changed", win), ("frames", w.frames)],
+            "the sender's own receive window moves as its application reads: expected with two-way traffic; otherwise look for a middlebox rewriting windows, or raise net.ipv4.tcp_rmem so the window stays at its clamp".into(),
+            win,
+        );
+    }
+    let opt = w.count(FlushReason::OptionsChanged) + w.count(FlushReason::HeaderLengthChanged);
+    if significant(opt) {
+        cx.push(
+            Severity::Medium,
+            "option-churn",
+            Some(r),
+            f.file,
+            format!("{}: TCP options change between segments", r.description),
+            format!(
+                "TCP options other than the timestamp values (or the header length) change {opt} times (first at frame {}): GRO needs identical options.",
+                w.first(FlushReason::OptionsChanged).or(w.first(FlushReason::HeaderLengthChanged)).unwrap_or(0)
+            ),
+            w.first(FlushReason::OptionsChanged).into_iter().collect(),
+            vec![("options-changed", opt)],
+            "SACK blocks during loss recovery cause this (fix the loss); otherwise a middlebox adds or strips options".into(),
+            opt,
+        );
+    }
+    let ttl = w.count(FlushReason::TtlChanged) + w.count(FlushReason::HopLimitChanged);
+    let tos = w.count(FlushReason::TosChanged);
+    let outer_changes = f
+        .outer
+        .as_ref()
+        .map_or(0, |o| o.ttl_changes + o.tos_changes);
+    if significant(ttl + tos) || significant(outer_changes) {
+        let first = w
+            .first(FlushReason::TtlChanged)
+            .or(w.first(FlushReason::HopLimitChanged))
+            .or(w.first(FlushReason::TosChanged))
+            .or(f.inner.first_ttl_change)
+            .or(f.inner.first_tos_change);
+        cx.push(
+            Severity::Medium,
+            "ttl-tos-churn",
+            Some(r),
+            f.file,
+            format!("{}: TTL/TOS changes between packets", r.description),
+            format!(
+                "TTL or hop limit changes {} times and TOS/traffic class {} times{} (first at frame {}): GRO merges only packets with equal TTL and TOS ({} flushes).",
+                f.inner.ttl_changes,
+                f.inner.tos_changes,
+                if outer_changes > 0 { format!(", outer header {outer_changes} times") } else { String::new() },
+                first.unwrap_or(0),
+                ttl + tos
+            ),
+            first.into_iter().collect(),
+            vec![("ttl-changed", ttl), ("tos-changed", tos), ("outer_changes", outer_changes)],
+            "TTL changes: packets of one flow take paths of different length (ECMP/LAG hashing per packet): hash per flow. TOS changes: ECN CE marks from a congested queue or a DSCP re-marking policy applied per packet: mark per flow".into(),
+            ttl + tos,
+        );
+    }
+}
+
+fn retrans_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    let Some(t) = f.tcp.as_ref() else { return };
+    let breaks = w.count(FlushReason::SequenceBehind) + w.count(FlushReason::SequenceGap);
+    if t.retransmissions + t.out_of_order == 0 {
+        return;
+    }
+    let share = (t.retransmissions + t.out_of_order) as f64 / t.data_segments.max(1) as f64;
+    let frames: Vec<u64> = [t.first_retransmission, t.first_out_of_order]
+        .into_iter()
+        .flatten()
+        .collect();
+    cx.push(
+        if share > 0.01 { Severity::Medium } else { Severity::Info },
+        "retransmissions",
+        Some(r),
+        f.file,
+        format!("{}: retransmissions break GRO runs", r.description),
+        format!(
+            "{} retransmitted and {} out-of-order segments of {} (first at frames {}): each ends a GRO run ({breaks} sequence flushes).",
+            t.retransmissions,
+            t.out_of_order,
+            t.data_segments,
+            frames_list(&frames)
+        ),
+        frames,
+        vec![
+            ("retransmissions", t.retransmissions),
+            ("out_of_order", t.out_of_order),
+            ("sequence_flushes", breaks),
+        ],
+        "find the loss or reordering: NIC ring overruns (`ethtool -S`: rx_missed/rx_dropped), a congested link, or per-packet load balancing on the path".into(),
+        breaks,
+    );
+}
+
+fn above_mtu(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
+    if f.above_mtu == 0 {
+        return;
+    }
+    let side = f.big_packet_side();
+    let what = match side {
+        BigPacketSide::SenderTso => "captured on the sending host before TSO/GSO split them: the wire carried MSS-sized segments",
+        BigPacketSide::ReceiverGro => "captured on the receiving host after GRO/LRO merged them (or delivered whole over a virtual link)",
+        BigPacketSide::Unknown => "super-packets from TSO/GSO (sender side) or GRO/LRO (receiver side); the capture does not tell which",
+    };
+    let ids = match (r.above_mtu.segments_from_ip_id, f.id_inferred_mss) {
+        (Some(s), Some(m)) => format!("; IP ID steps say about {s:.1} segments each, MSS {m}"),
+        _ => String::new(),
+    };
+    cx.push(
+        Severity::Info,
+        "above-mtu",
+        Some(r),
+        f.file,
+        format!("{}: {} packets above the {}-byte MTU", r.description, f.above_mtu, cx.opts.mtu),
+        format!(
+            "{} packets are larger than the path MTU (largest {} bytes of IP, first at frame {}{}): {what}{ids}. Not a fault: offloads are working at this capture point.",
+            f.above_mtu,
+            f.largest_ip,
+            f.first_above_mtu.unwrap_or(0),
+            if f.above_mtu_len_zero > 0 { format!(", {} with IP length 0: BIG TCP", f.above_mtu_len_zero) } else { String::new() },
+        ),
+        f.first_above_mtu.into_iter().collect(),
+        vec![("above_mtu", f.above_mtu), ("length_zero", f.above_mtu_len_zero)],
+        "nothing to fix; to see wire-sized packets capture on the peer, or turn the offload off while capturing (`ethtool -K <dev> tso off gso off` on the sender, `gro off` on the receiver)".into(),
+        0,
+    );
+}
+
+fn table_full(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
+    let n = w.count(FlushReason::TableFull);
+    if n < 3 || (n as f64) < 0.02 * w.frames as f64 {
+        return;
+    }
+    cx.push(
+        Severity::Medium,
+        "table-full",
+        Some(r),
+        f.file,
+        format!("{}: evicted from a full GRO table", r.description),
+        format!("{n} runs ended because more than 8 flows shared its GRO bucket (first at frame {}).", w.first(FlushReason::TableFull).unwrap_or(0)),
+        w.first(FlushReason::TableFull).into_iter().collect(),
+        vec![("table-full", n)],
+        "spread flows over more receive queues (RSS, `ethtool -L <dev> combined N`) so each NAPI sees fewer concurrent flows".into(),
+        n,
+    );
+}
+
+fn big_tcp(
+    cx: &mut Ctx<'_>,
+    flows: &[FlowStats],
+    reports: &[FlowReport],
+    adjusted: &[Vec<FlowWhatIf>],
+) {
+    let sizes = &cx.opts.gro_sizes;
+    let bi = base_index(sizes);
+    let Some(gi) = big_index(sizes) else { return };
+    if gi == bi {
+        return;
+    }
+    let (mut before, mut after) = (0u64, 0u64);
+    let mut best: Option<(usize, u64, u64)> = None;
+    for (i, adj) in adjusted.iter().enumerate() {
+        let (a, b) = (adj[bi].packets, adj[gi].packets);
+        before += a;
+        after += b;
+        let gain = a.saturating_sub(b);
+        if gain > 0 && best.is_none_or(|x| gain > x.1.saturating_sub(x.2)) {
+            best = Some((i, a, b));
+        }
+    }
+    let big = sizes[gi];
+    let profile = cx.opts.kernel;
+    if before <= after {
+        let v4 = flows
+            .iter()
+            .any(|f| !f.key.v6 && f.key.proto == dissect::PROTO_TCP);
+        let why = if v4 && !profile.ipv4_big_tcp() {
+            " (kernel 6.1 has no IPv4 BIG TCP)"
+        } else {
+            ""
+        };
+        cx.push(
+            Severity::Info,
+            "big-tcp-gain",
+            None,
+            0,
+            format!("BIG TCP (gro_max_size {big}) would change nothing here{why}"),
+            format!("the stack would see {before} packets at gro_max_size {} and {after} at {big}: the runs GRO builds are already shorter than 64 KiB.", sizes[bi]),
+            vec![],
+            vec![("packets_base", before), ("packets_big", after)],
+            "nothing to gain from BIG TCP for this traffic; fix the obstacles above first".into(),
+            0,
+        );
+        return;
+    }
+    let pct = 100.0 * (before - after) as f64 / before as f64;
+    let (flow, flow_txt, file) = match best {
+        Some((i, a, b)) => (
+            Some(&reports[i]),
+            format!(
+                "; most for {}: {a} -> {b} packets ({:.0}% fewer)",
+                reports[i].description,
+                100.0 * (a - b) as f64 / a.max(1) as f64
+            ),
+            flows[i].file,
+        ),
+        None => (None, String::new(), 0),
+    };
+    cx.push(
+        Severity::Info,
+        "big-tcp-gain",
+        flow,
+        file,
+        format!("BIG TCP (gro_max_size {big}) would cut the packets the stack handles by {pct:.0}%"),
+        format!(
+            "with gro_max_size {big} the receiving stack would handle {after} packets instead of {before} at {} (kernel {profile}){flow_txt}.",
+            sizes[bi]
+        ),
+        flow.map(|r| vec![r.first_frame]).unwrap_or_default(),
+        vec![("packets_base", before), ("packets_big", after)],
+        format!("on both ends: `ip link set dev <dev> gro_max_size {big} gso_max_size {big}` (IPv6) and `gro_ipv4_max_size {big} gso_ipv4_max_size {big}` (IPv4, kernel 6.3+); the driver must allow tso_max_size above 64 KiB"),
+        0,
+    );
+    let _ = IdPattern::NotApplicable;
+}

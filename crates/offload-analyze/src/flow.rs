@@ -1,0 +1,852 @@
+//! Per-flow statistics, updated one frame at a time in constant memory.
+//!
+//! A flow is one direction of a TCP connection or UDP exchange, keyed by
+//! the innermost 5-tuple and, for VXLAN, the outer addresses, ports and VNI
+//! (so the inner flow and its tunnel are one record). Every counter here is
+//! a fixed-size field: a flow costs the same memory after ten packets and
+//! after ten million. Series kept for graphs are decimated in place.
+
+use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
+use serde::Serialize;
+
+/// The identity of a flow (one direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub tunnel: Option<TunnelKey>,
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub v6: bool,
+}
+
+/// The outer identity of a tunnelled flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TunnelKey {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub vni: u32,
+    pub v6: bool,
+}
+
+impl FlowKey {
+    pub fn of(p: &Parsed) -> FlowKey {
+        FlowKey {
+            tunnel: p.tunnel.map(|t| TunnelKey {
+                src: t.ip.src,
+                dst: t.ip.dst,
+                sport: t.sport,
+                dport: t.dport,
+                vni: t.vni,
+                v6: t.ip.v6,
+            }),
+            src: p.ip.src,
+            dst: p.ip.dst,
+            sport: p.sport,
+            dport: p.dport,
+            proto: p.ip.proto,
+            v6: p.ip.v6,
+        }
+    }
+
+    /// The other direction of the same conversation.
+    pub fn reverse(&self) -> FlowKey {
+        FlowKey {
+            tunnel: self.tunnel.map(|t| TunnelKey {
+                src: t.dst,
+                dst: t.src,
+                // Tunnel source ports are per-flow hashes: the reverse
+                // direction uses its own, so only the VNI and addresses are
+                // kept; lookups of tunnelled reverse flows go by inner key.
+                sport: t.sport,
+                dport: t.dport,
+                vni: t.vni,
+                v6: t.v6,
+            }),
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            proto: self.proto,
+            v6: self.v6,
+        }
+    }
+
+    pub fn protocol_name(&self) -> &'static str {
+        match self.proto {
+            dissect::PROTO_TCP => "tcp",
+            dissect::PROTO_UDP => "udp",
+            _ => "other",
+        }
+    }
+
+    /// "10.0.0.2:33333 -> 10.0.0.1:80".
+    pub fn describe(&self) -> String {
+        let inner = format!(
+            "{} {} -> {}",
+            self.protocol_name().to_uppercase(),
+            dissect::fmt_endpoint(&self.src, self.v6, self.sport),
+            dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
+        );
+        match self.tunnel {
+            Some(t) => format!(
+                "VXLAN {} -> {} (VNI {}), inner {}",
+                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
+                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
+                t.vni,
+                inner
+            ),
+            None => inner,
+        }
+    }
+}
+
+/// How a header's IPv4 IDs move from packet to packet within a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdPattern {
+    /// Each packet's ID is the previous one plus its segment count.
+    IncrementingPerFlow,
+    /// IDs go up by varying small steps: a counter shared with other flows.
+    GlobalCounter,
+    /// Always 0.
+    FixedZero,
+    /// Always the same non-zero value.
+    Fixed,
+    /// No order.
+    Random,
+    /// IPv6 (no ID) or too few packets to say.
+    NotApplicable,
+}
+
+impl IdPattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            IdPattern::IncrementingPerFlow => "incrementing per flow",
+            IdPattern::GlobalCounter => "global counter",
+            IdPattern::FixedZero => "fixed zero",
+            IdPattern::Fixed => "fixed",
+            IdPattern::Random => "random",
+            IdPattern::NotApplicable => "n/a",
+        }
+    }
+}
+
+/// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
+#[derive(Debug, Clone, Default)]
+pub struct HeaderTrack {
+    packets: u64,
+    last: Option<(u64, u16, u32)>,
+    last_ttl: u8,
+    last_tos: u8,
+    deltas: u64,
+    all_zero: bool,
+    same: u64,
+    inc: u64,
+    small: u64,
+    other: u64,
+    pub df_set: u64,
+    pub df_clear: u64,
+    pub ttl_changes: u64,
+    pub tos_changes: u64,
+    pub first_ttl_change: Option<u64>,
+    pub first_tos_change: Option<u64>,
+    /// `(frame, id)` around the first ID step that breaks the GRO rule
+    /// (neither +segments nor unchanged).
+    pub id_break_examples: Vec<(u64, u16)>,
+    /// Consecutive ID steps that the 6.18 rule rejects (neither
+    /// incrementing nor the same).
+    pub id_breaks: u64,
+    /// Steps with an unchanged ID (fixed-ID).
+    pub id_fixed_steps: u64,
+    v6: bool,
+}
+
+/// Lower bound on a segment's payload, to bound how many segments a
+/// super-packet may have stood for when judging its ID step.
+const MIN_SEG: u32 = 64;
+
+impl HeaderTrack {
+    fn update(&mut self, ip: &IpFields, frame: u64, mtu: u32) {
+        self.packets += 1;
+        self.v6 = ip.v6;
+        if ip.v6 {
+            if self.packets > 1 {
+                if ip.ttl != self.last_ttl {
+                    self.ttl_changes += 1;
+                    self.first_ttl_change.get_or_insert(frame);
+                }
+                if ip.tos != self.last_tos {
+                    self.tos_changes += 1;
+                    self.first_tos_change.get_or_insert(frame);
+                }
+            }
+            self.last_ttl = ip.ttl;
+            self.last_tos = ip.tos;
+            return;
+        }
+        if ip.df {
+            self.df_set += 1;
+        } else {
+            self.df_clear += 1;
+        }
+        if let Some((pf, pid, plen)) = self.last {
+            if ip.ttl != self.last_ttl {
+                self.ttl_changes += 1;
+                self.first_ttl_change.get_or_insert(frame);
+            }
+            if ip.tos != self.last_tos {
+                self.tos_changes += 1;
+                self.first_tos_change.get_or_insert(frame);
+            }
+            self.deltas += 1;
+            let d = ip.id.wrapping_sub(pid) as u32;
+            // A super-packet stands for several segments, each of which
+            // took an ID: the next ID may be up to len/MIN_SEG further on.
+            let max_segs = if plen > mtu {
+                (plen / MIN_SEG).max(1)
+            } else {
+                1
+            };
+            let ok;
+            if d == 0 {
+                self.same += 1;
+                self.id_fixed_steps += 1;
+                ok = true;
+            } else if d <= max_segs {
+                self.inc += 1;
+                ok = true;
+            } else {
+                if d < 1024 {
+                    self.small += 1;
+                } else {
+                    self.other += 1;
+                }
+                ok = false;
+            }
+            if ip.id != 0 {
+                self.all_zero = false;
+            }
+            if !ok {
+                self.id_breaks += 1;
+                if self.id_break_examples.is_empty() {
+                    self.id_break_examples.push((pf, pid));
+                }
+            }
+            if !self.id_break_examples.is_empty() && self.id_break_examples.len() < 4 {
+                self.id_break_examples.push((frame, ip.id));
+            }
+        } else {
+            self.all_zero = ip.id == 0;
+        }
+        self.last_ttl = ip.ttl;
+        self.last_tos = ip.tos;
+        self.last = Some((frame, ip.id, ip.ip_len));
+    }
+
+    pub fn pattern(&self) -> IdPattern {
+        if self.v6 || self.deltas < 2 {
+            return IdPattern::NotApplicable;
+        }
+        let n = self.deltas as f64;
+        if self.all_zero {
+            IdPattern::FixedZero
+        } else if self.same as f64 >= 0.9 * n {
+            IdPattern::Fixed
+        } else if self.inc as f64 >= 0.9 * n {
+            IdPattern::IncrementingPerFlow
+        } else if (self.inc + self.small) as f64 >= 0.9 * n {
+            IdPattern::GlobalCounter
+        } else {
+            IdPattern::Random
+        }
+    }
+
+    /// DF as a word: "set", "clear" or "mixed".
+    pub fn df(&self) -> &'static str {
+        match (self.df_set, self.df_clear) {
+            (_, 0) if self.v6 => "n/a",
+            (0, 0) => "n/a",
+            (_, 0) => "set",
+            (0, _) => "clear",
+            _ => "mixed",
+        }
+    }
+}
+
+/// Counts of checksum states.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct CsumCounts {
+    pub valid: u64,
+    pub zero: u64,
+    pub offloaded: u64,
+    pub bad: u64,
+    pub unknown: u64,
+}
+
+impl CsumCounts {
+    fn add(&mut self, s: CsumState) {
+        match s {
+            CsumState::Valid => self.valid += 1,
+            CsumState::Zero => self.zero += 1,
+            CsumState::Offloaded => self.offloaded += 1,
+            CsumState::Bad => self.bad += 1,
+            CsumState::Unknown => self.unknown += 1,
+        }
+    }
+
+    /// The dominant state as a word.
+    pub fn summary(&self) -> &'static str {
+        let v = [
+            (self.valid, "valid"),
+            (self.zero, "zero"),
+            (self.offloaded, "offloaded"),
+            (self.bad, "bad"),
+            (self.unknown, "unknown"),
+        ];
+        let nonzero = v.iter().filter(|(n, _)| *n > 0).count();
+        if nonzero == 0 {
+            "n/a"
+        } else if nonzero > 1 {
+            "mixed"
+        } else {
+            v.iter().find(|(n, _)| *n > 0).map(|x| x.1).unwrap_or("n/a")
+        }
+    }
+}
+
+/// A point of the time-sequence / size graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SeqPoint {
+    /// Seconds since the flow's first packet.
+    pub t: f64,
+    /// Relative sequence number (TCP) or byte count (UDP).
+    pub seq: u64,
+    /// Payload bytes.
+    pub len: u32,
+    pub retrans: bool,
+}
+
+/// A fixed-capacity series that halves its resolution when full.
+#[derive(Debug, Clone, Default)]
+pub struct Decimated {
+    pub points: Vec<SeqPoint>,
+    stride: u64,
+    seen: u64,
+}
+
+const SERIES_CAP: usize = 1500;
+
+impl Decimated {
+    fn push(&mut self, p: SeqPoint) {
+        if self.stride == 0 {
+            self.stride = 1;
+        }
+        self.seen += 1;
+        if self.seen % self.stride != 0 && !p.retrans {
+            return;
+        }
+        if self.points.len() >= SERIES_CAP {
+            let mut i = 0;
+            self.points.retain(|q| {
+                i += 1;
+                i % 2 == 0 || q.retrans
+            });
+            self.stride *= 2;
+            if self.points.len() >= SERIES_CAP {
+                // Only retransmissions left: drop the oldest half.
+                self.points.drain(..SERIES_CAP / 2);
+            }
+        }
+        self.points.push(p);
+    }
+}
+
+/// Throughput bins whose width doubles to stay within a fixed count.
+#[derive(Debug, Clone, Default)]
+pub struct Bins {
+    pub width_ns: u64,
+    pub bytes: Vec<u64>,
+}
+
+const BINS: usize = 200;
+
+impl Bins {
+    fn add(&mut self, rel_ns: u64, bytes: u64) {
+        if self.width_ns == 0 {
+            self.width_ns = 1_000_000; // 1 ms to start
+        }
+        let mut i = (rel_ns / self.width_ns) as usize;
+        while i >= BINS {
+            let merged: Vec<u64> = self.bytes.chunks(2).map(|c| c.iter().sum()).collect();
+            self.bytes = merged;
+            self.width_ns *= 2;
+            i = (rel_ns / self.width_ns) as usize;
+        }
+        if self.bytes.len() <= i {
+            self.bytes.resize(i + 1, 0);
+        }
+        self.bytes[i] += bytes;
+    }
+}
+
+/// Sequence-space bookkeeping of one TCP direction.
+#[derive(Debug, Clone, Default)]
+pub struct TcpTrack {
+    started: bool,
+    isn: u32,
+    max_end: u32,
+    /// Holes left by segments that jumped ahead, to tell a late
+    /// (out-of-order) segment from a retransmission. A fixed small set:
+    /// constant memory.
+    holes: [(u32, u32); 8],
+    nholes: usize,
+    pub retransmissions: u64,
+    pub out_of_order: u64,
+    pub first_retransmission: Option<u64>,
+    pub first_out_of_order: Option<u64>,
+    pub data_segments: u64,
+    last_window: Option<u16>,
+    last_opt: Option<u32>,
+    pub window_changes: u64,
+    pub first_window_change: Option<u64>,
+    pub option_changes: u64,
+    pub first_option_change: Option<u64>,
+    pub syn_mss: Option<u16>,
+    pub psh: u64,
+    pub cwr: u64,
+}
+
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl TcpTrack {
+    /// Returns (relative seq, is_retransmission).
+    fn update(&mut self, t: &dissect::TcpFields, payload: u32, frame: u64) -> (u64, bool) {
+        if t.flags & 0x02 != 0 {
+            self.syn_mss = t.mss_opt.or(self.syn_mss);
+        }
+        let seq_len = payload + ((t.flags & 0x03 != 0) as u32); // SYN/FIN take a number
+        if !self.started {
+            self.started = true;
+            self.isn = t.seq;
+            self.max_end = t.seq.wrapping_add(seq_len);
+            if payload > 0 {
+                self.data_segments += 1;
+            }
+            return (0, false);
+        }
+        let rel = t.seq.wrapping_sub(self.isn) as u64;
+        if payload == 0 {
+            return (rel, false);
+        }
+        self.data_segments += 1;
+        if t.flags & 0x08 != 0 {
+            self.psh += 1;
+        }
+        if t.flags & 0x80 != 0 {
+            self.cwr += 1;
+        }
+        if let Some(w) = self.last_window {
+            if w != t.window {
+                self.window_changes += 1;
+                self.first_window_change.get_or_insert(frame);
+            }
+        }
+        self.last_window = Some(t.window);
+        if let Some(o) = self.last_opt {
+            if o != t.opt_sig {
+                self.option_changes += 1;
+                self.first_option_change.get_or_insert(frame);
+            }
+        }
+        self.last_opt = Some(t.opt_sig);
+        let end = t.seq.wrapping_add(seq_len);
+        let mut retrans = false;
+        if seq_lt(t.seq, self.max_end) {
+            // Behind the highest byte seen: it fills a hole or repeats data.
+            if let Some(i) = self.holes[..self.nholes]
+                .iter()
+                .position(|&(a, b)| !seq_lt(t.seq, a) && seq_lt(t.seq, b))
+            {
+                self.out_of_order += 1;
+                self.first_out_of_order.get_or_insert(frame);
+                let (a, b) = self.holes[i];
+                // Shrink the hole from whichever side the segment covers.
+                if t.seq == a && seq_lt(end, b) {
+                    self.holes[i] = (end, b);
+                } else if !seq_lt(end, b) {
+                    self.holes[i] = (a, t.seq);
+                    if a == t.seq {
+                        self.holes[i] = self.holes[self.nholes - 1];
+                        self.nholes -= 1;
+                    }
+                } else {
+                    // A segment inside the hole: keep the left part as the hole.
+                    self.holes[i] = (a, t.seq);
+                }
+            } else {
+                self.retransmissions += 1;
+                self.first_retransmission.get_or_insert(frame);
+                retrans = true;
+            }
+            if seq_lt(self.max_end, end) {
+                self.max_end = end;
+            }
+        } else {
+            if seq_lt(self.max_end, t.seq) {
+                // A gap: remember it so the late segment is recognised.
+                let hole = (self.max_end, t.seq);
+                if self.nholes < self.holes.len() {
+                    self.holes[self.nholes] = hole;
+                    self.nholes += 1;
+                } else {
+                    self.holes.rotate_left(1);
+                    self.holes[self.holes.len() - 1] = hole;
+                }
+            }
+            self.max_end = end;
+        }
+        (rel, retrans)
+    }
+}
+
+/// A log2 histogram of nanosecond gaps: a median in constant memory.
+#[derive(Debug, Clone, Copy)]
+pub struct LogHist {
+    buckets: [u32; 64],
+    n: u32,
+}
+
+impl Default for LogHist {
+    fn default() -> Self {
+        LogHist {
+            buckets: [0; 64],
+            n: 0,
+        }
+    }
+}
+
+impl LogHist {
+    fn add(&mut self, ns: u64) {
+        let b = (64 - ns.leading_zeros()) as usize;
+        self.buckets[b.min(63)] += 1;
+        self.n += 1;
+    }
+
+    /// The median's bucket (a power of two of nanoseconds).
+    pub fn median(&self) -> Option<u64> {
+        if self.n == 0 {
+            return None;
+        }
+        let mut acc = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            acc += c;
+            if acc * 2 >= self.n {
+                return Some(1u64 << i);
+            }
+        }
+        None
+    }
+}
+
+/// Why the big packets of a flow are big.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BigPacketSide {
+    /// Captured on the sending host before segmentation (TSO/GSO).
+    SenderTso,
+    /// Captured on the receiving host after coalescing (GRO/LRO), or
+    /// delivered whole over a virtual link.
+    ReceiverGro,
+    /// No packet above the path MTU, or not enough evidence.
+    Unknown,
+}
+
+/// Everything known about one flow.
+#[derive(Debug, Clone)]
+pub struct FlowStats {
+    pub key: FlowKey,
+    pub file: usize,
+    pub packets: u64,
+    /// Bytes on the wire (original lengths).
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub first_frame: u64,
+    pub largest_ip: u32,
+    /// Largest payload of a packet within the path MTU.
+    pub max_single_payload: u32,
+    pub above_mtu: u64,
+    pub first_above_mtu: Option<u64>,
+    pub above_mtu_len_zero: u64,
+    /// Segment counts inferred from IP ID steps after above-MTU packets.
+    pub id_inferred_segments: u64,
+    pub id_inferred_packets: u64,
+    pub id_inferred_mss: Option<u32>,
+    id_pending: Option<(u16, u32)>,
+    pub outer: Option<HeaderTrack>,
+    pub inner: HeaderTrack,
+    pub outer_udp_csum: CsumCounts,
+    pub l4_csum: CsumCounts,
+    pub ip_csum_bad: u64,
+    pub first_bad_outer_csum: Option<u64>,
+    pub first_bad_l4_csum: Option<u64>,
+    csum_checked: u64,
+    pub tcp: Option<TcpTrack>,
+    /// Cooked-capture direction votes (outgoing, incoming).
+    pub dir_votes: (u64, u64),
+    /// Timing votes for TSO vs GRO: min data→ACK and ACK→data gaps.
+    pub data_to_ack: LogHist,
+    pub ack_to_data: LogHist,
+    pending_big: Option<(u32, u64)>,
+    last_ack_seen_ns: Option<u64>,
+    pub reverse: Option<usize>,
+    reverse_tries: u32,
+    pub series: Decimated,
+    pub bins: Bins,
+    /// Per what-if size: stack packets etc. Filled by `whatif`.
+    pub what_if: Vec<crate::whatif::FlowWhatIf>,
+    /// Packets of this flow fed to the engine as decapsulated inner frames.
+    pub inner_what_if: Vec<crate::whatif::FlowWhatIf>,
+}
+
+/// How often checksums are verified after a flow's first packets: they
+/// cost a pass over the payload, and a flow's checksum state rarely changes.
+const CSUM_ALWAYS: u64 = 64;
+const CSUM_EVERY: u64 = 16;
+
+impl FlowStats {
+    pub fn new(key: FlowKey, file: usize, frame: u64, ts: u64, sizes: usize) -> FlowStats {
+        FlowStats {
+            key,
+            file,
+            packets: 0,
+            bytes: 0,
+            payload_bytes: 0,
+            first_ns: ts,
+            last_ns: ts,
+            first_frame: frame,
+            largest_ip: 0,
+            max_single_payload: 0,
+            above_mtu: 0,
+            first_above_mtu: None,
+            above_mtu_len_zero: 0,
+            id_inferred_segments: 0,
+            id_inferred_packets: 0,
+            id_inferred_mss: None,
+            id_pending: None,
+            outer: key.tunnel.map(|_| HeaderTrack::default()),
+            inner: HeaderTrack {
+                all_zero: true,
+                ..Default::default()
+            },
+            outer_udp_csum: CsumCounts::default(),
+            l4_csum: CsumCounts::default(),
+            ip_csum_bad: 0,
+            first_bad_outer_csum: None,
+            first_bad_l4_csum: None,
+            csum_checked: 0,
+            tcp: (key.proto == dissect::PROTO_TCP).then(TcpTrack::default),
+            dir_votes: (0, 0),
+            data_to_ack: LogHist::default(),
+            ack_to_data: LogHist::default(),
+            pending_big: None,
+            last_ack_seen_ns: None,
+            reverse: None,
+            reverse_tries: 0,
+            series: Decimated::default(),
+            bins: Bins::default(),
+            what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+            inner_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+        }
+    }
+
+    /// Adds one frame. `mtu` is the path MTU (IP bytes).
+    pub fn update(
+        &mut self,
+        p: &Parsed,
+        frame: &[u8],
+        number: u64,
+        ts: u64,
+        orig_len: u32,
+        mtu: u32,
+    ) {
+        self.packets += 1;
+        self.bytes += orig_len as u64;
+        self.payload_bytes += p.payload as u64;
+        self.last_ns = self.last_ns.max(ts);
+        if let Some(o) = p.outgoing {
+            if o {
+                self.dir_votes.0 += 1;
+            } else {
+                self.dir_votes.1 += 1;
+            }
+        }
+        let ip = &p.ip;
+        self.largest_ip = self.largest_ip.max(ip.ip_len);
+        // Above the MTU: judged on the outermost header, which is what
+        // travelled on the link.
+        let wire_ip = p.tunnel.map(|t| t.ip).unwrap_or(*ip);
+        if wire_ip.ip_len > mtu {
+            self.above_mtu += 1;
+            self.first_above_mtu.get_or_insert(number);
+            if wire_ip.len_zero {
+                self.above_mtu_len_zero += 1;
+            }
+        } else {
+            self.max_single_payload = self.max_single_payload.max(p.payload);
+        }
+        // Segment count from the ID step after a super-packet.
+        if !wire_ip.v6 {
+            if let Some((pid, pay)) = self.id_pending.take() {
+                let segs = wire_ip.id.wrapping_sub(pid) as u32;
+                if segs > 1 && pay % segs == 0 && pay / segs <= 65_000 && pay / segs >= MIN_SEG {
+                    self.id_inferred_segments += segs as u64;
+                    self.id_inferred_packets += 1;
+                    self.id_inferred_mss = Some(pay / segs);
+                }
+            }
+            if wire_ip.ip_len > mtu && p.payload > 0 {
+                self.id_pending = Some((wire_ip.id, p.payload));
+            }
+        }
+        if let (Some(o), Some(t)) = (self.outer.as_mut(), p.tunnel.as_ref()) {
+            o.update(&t.ip, number, mtu);
+            let due = self.csum_due();
+            if t.udp_checksum == 0 {
+                self.outer_udp_csum.add(CsumState::Zero);
+            } else if due {
+                let st = dissect::l4_checksum(frame, &t.ip, t.udp_off, t.udp_checksum, true);
+                if st == CsumState::Bad {
+                    self.first_bad_outer_csum.get_or_insert(number);
+                }
+                self.outer_udp_csum.add(st);
+            }
+        }
+        self.inner.update(ip, number, mtu);
+        if self.csum_due() {
+            let s = match p.l4 {
+                L4::Tcp(t) => dissect::l4_checksum(frame, ip, p.l4_off, t.checksum, false),
+                L4::Udp { checksum, .. } => {
+                    dissect::l4_checksum(frame, ip, p.l4_off, checksum, true)
+                }
+                L4::Other => CsumState::Unknown,
+            };
+            if !matches!(p.l4, L4::Other) {
+                if s == CsumState::Bad {
+                    self.first_bad_l4_csum.get_or_insert(number);
+                }
+                self.l4_csum.add(s);
+            }
+            if !ip.v6 {
+                if let Some(h) = frame.get(ip.off..ip.off + ip.hdr_len) {
+                    if offload::checksum::checksum(h) != 0 {
+                        self.ip_csum_bad += 1;
+                    }
+                }
+            }
+        }
+        self.csum_checked += 1;
+        let rel_ns = ts.saturating_sub(self.first_ns);
+        self.bins.add(rel_ns, p.payload as u64);
+        let (seq, retrans) = match (&mut self.tcp, p.l4) {
+            (Some(tr), L4::Tcp(t)) => tr.update(&t, p.payload, number),
+            _ => (self.payload_bytes - p.payload as u64, false),
+        };
+        if p.payload > 0 || self.tcp.is_none() {
+            self.series.push(SeqPoint {
+                t: rel_ns as f64 / 1e9,
+                seq,
+                len: p.payload,
+                retrans,
+            });
+        }
+    }
+
+    fn csum_due(&self) -> bool {
+        self.csum_checked < CSUM_ALWAYS || self.csum_checked % CSUM_EVERY == 0
+    }
+
+    /// TSO/GRO timing: a data packet of this flow at `ts` ending at `end`.
+    pub fn note_data(&mut self, ts: u64, end: u32, big: bool) {
+        if let Some(a) = self.last_ack_seen_ns.take() {
+            self.ack_to_data.add(ts.saturating_sub(a));
+        }
+        if big && self.pending_big.is_none() {
+            self.pending_big = Some((end, ts));
+        }
+    }
+
+    /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
+    pub fn note_ack(&mut self, ts: u64, ack: u32) {
+        if let Some((end, t0)) = self.pending_big {
+            if !seq_lt(ack, end) {
+                self.data_to_ack.add(ts.saturating_sub(t0));
+                self.pending_big = None;
+            }
+        }
+        self.last_ack_seen_ns = Some(ts);
+    }
+
+    /// Whether to look the reverse flow up again (rate-limited for
+    /// one-directional captures).
+    pub fn want_reverse(&mut self) -> bool {
+        if self.reverse.is_some() {
+            return false;
+        }
+        self.reverse_tries += 1;
+        self.reverse_tries < 8 || self.reverse_tries % 256 == 0
+    }
+
+    pub fn duration_ns(&self) -> u64 {
+        self.last_ns - self.first_ns
+    }
+
+    /// Payload throughput in bits per second (0 for an instant flow).
+    pub fn throughput_bps(&self) -> f64 {
+        let d = self.duration_ns();
+        if d == 0 {
+            0.0
+        } else {
+            self.payload_bytes as f64 * 8.0 * 1e9 / d as f64
+        }
+    }
+
+    /// The MSS: from the SYN option, else the largest single-segment payload.
+    pub fn observed_mss(&self) -> Option<u32> {
+        if self.max_single_payload > 0 {
+            return Some(self.max_single_payload);
+        }
+        self.tcp.as_ref().and_then(|t| t.syn_mss).map(u32::from)
+    }
+
+    /// TSO at the sender or GRO at the receiver, for flows with big packets.
+    pub fn big_packet_side(&self) -> BigPacketSide {
+        if self.above_mtu == 0 {
+            return BigPacketSide::Unknown;
+        }
+        let (out, inc) = self.dir_votes;
+        if out > inc {
+            return BigPacketSide::SenderTso;
+        }
+        if inc > out {
+            return BigPacketSide::ReceiverGro;
+        }
+        // On the receiver the local stack acknowledges a super-packet within
+        // microseconds while the next data waits a round trip; on the
+        // sender it is the other way round.
+        match (self.data_to_ack.median(), self.ack_to_data.median()) {
+            (Some(d2a), Some(a2d)) if d2a < a2d => BigPacketSide::ReceiverGro,
+            (Some(d2a), Some(a2d)) if a2d < d2a => BigPacketSide::SenderTso,
+            (Some(_), None) => BigPacketSide::ReceiverGro,
+            (None, Some(_)) => BigPacketSide::SenderTso,
+            _ => BigPacketSide::Unknown,
+        }
+    }
+}

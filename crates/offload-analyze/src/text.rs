@@ -1,0 +1,188 @@
+//! The terminal summary: findings first (what to do), then the what-if
+//! table, then the busiest flows.
+
+use crate::report::{Report, Severity};
+use std::fmt::Write;
+
+/// Human units for bits per second.
+pub fn fmt_bps(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.1} kbit/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} bit/s")
+    }
+}
+
+/// Human units for bytes.
+pub fn fmt_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Renders the summary. `max_flows` limits the flow table.
+pub fn render(r: &Report, max_flows: usize) -> String {
+    let mut s = String::new();
+    let frames: u64 = r.inputs.iter().map(|i| i.frames).sum();
+    let bytes: u64 = r.inputs.iter().map(|i| i.bytes).sum();
+    let _ = writeln!(
+        s,
+        "offload analyze: {} file(s), {} frames, {}, {} flows; kernel profile {}{}",
+        r.inputs.len(),
+        frames,
+        fmt_bytes(bytes),
+        r.flows.len(),
+        r.settings.kernel,
+        if r.settings.kernel_verified_live {
+            ""
+        } else {
+            " (derived from source, not verified live)"
+        }
+    );
+    for i in &r.inputs {
+        let _ = writeln!(
+            s,
+            "  {}: {} frames, {:.3} s{}{}",
+            i.path,
+            i.frames,
+            i.duration_s,
+            if i.interrupted { ", INTERRUPTED" } else { "" },
+            i.error
+                .as_ref()
+                .map(|e| format!(", stopped at a bad frame: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    if r.interrupted {
+        let _ = writeln!(s, "  interrupted: the figures cover what was read so far");
+    }
+    let _ = writeln!(s, "\nFindings ({}):", r.findings.len());
+    if r.findings.is_empty() {
+        let _ = writeln!(s, "  none: nothing in this capture stops GRO");
+    }
+    for f in &r.findings {
+        let sev = match f.severity {
+            Severity::High => "HIGH",
+            Severity::Medium => "MEDIUM",
+            Severity::Info => "info",
+        };
+        let _ = writeln!(s, "  {}. [{}] {}", f.rank, sev, f.title);
+        let _ = writeln!(s, "     {}", f.detail);
+        let _ = writeln!(s, "     fix: {}", f.fix);
+    }
+    let _ = writeln!(s, "\nGRO what-if (kernel {}):", r.settings.kernel);
+    let _ = writeln!(
+        s,
+        "  {:>14} {:>10} {:>14} {:>8} {:>9}  top flush reasons",
+        "gro_max_size", "frames", "stack packets", "ratio", "largest"
+    );
+    for w in &r.what_if {
+        let top: Vec<String> = w
+            .flush_reasons
+            .iter()
+            .take(4)
+            .map(|x| {
+                format!(
+                    "{} {} (e.g. frame {})",
+                    x.reason,
+                    x.count,
+                    x.examples.first().map_or(0, |e| e.frame)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:>14} {:>10} {:>14} {:>7.2}x {:>9}  {}{}",
+            w.gro_max_size,
+            w.frames_in,
+            w.stack_packets,
+            w.merge_ratio,
+            w.largest_packet,
+            top.join(", "),
+            if w.derived { " [derived]" } else { "" }
+        );
+    }
+    let mut order: Vec<usize> = (0..r.flows.len()).collect();
+    order.sort_by(|a, b| r.flows[*b].bytes.cmp(&r.flows[*a].bytes));
+    let _ = writeln!(
+        s,
+        "\nFlows (largest {} of {}):",
+        max_flows.min(r.flows.len()),
+        r.flows.len()
+    );
+    for &i in order.iter().take(max_flows) {
+        let f = &r.flows[i];
+        let _ = writeln!(s, "  #{} {}", f.id, f.description);
+        let mut line = format!(
+            "     {} pkts, {}, {:.3} s, {}",
+            f.packets,
+            fmt_bytes(f.bytes),
+            f.duration_s,
+            fmt_bps(f.throughput_bps)
+        );
+        if let Some(m) = f.observed_mss {
+            let _ = write!(line, ", MSS {m}");
+        }
+        if f.retransmissions + f.out_of_order > 0 {
+            let _ = write!(
+                line,
+                ", {} retrans, {} out-of-order",
+                f.retransmissions, f.out_of_order
+            );
+        }
+        if f.protocol != "other" && f.ip.df != "n/a" {
+            let _ = write!(line, ", IP ID {} DF {}", f.ip.ip_id_pattern.name(), f.ip.df);
+        }
+        let _ = write!(line, ", checksum {}", f.l4_checksum);
+        let _ = writeln!(s, "{line}");
+        if let Some(t) = &f.tunnel {
+            let _ = writeln!(
+                s,
+                "     outer: IP ID {}, DF {}, UDP checksum {}",
+                t.outer_ip.ip_id_pattern.name(),
+                t.outer_ip.df,
+                t.outer_udp_checksum
+            );
+        }
+        if f.above_mtu.packets > 0 {
+            let _ = writeln!(
+                s,
+                "     {} above MTU (largest {}): {}",
+                f.above_mtu.packets,
+                f.above_mtu.largest_ip_len,
+                match f.above_mtu.interpretation {
+                    crate::flow::BigPacketSide::SenderTso => "TSO/GSO at the sender",
+                    crate::flow::BigPacketSide::ReceiverGro => "GRO at the receiver",
+                    crate::flow::BigPacketSide::Unknown => "TSO or GRO",
+                }
+            );
+        }
+        let wi: Vec<String> = f
+            .what_if
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}: {} -> {} ({:.1}x){}",
+                    w.gro_max_size,
+                    w.frames,
+                    w.stack_packets,
+                    w.merge_ratio,
+                    if w.estimated { " est." } else { "" }
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "     GRO {}", wi.join("; "));
+    }
+    s
+}

@@ -1,0 +1,505 @@
+//! The GRO what-if: what a receiver running a given kernel, with a given
+//! `gro_max_size`, would have handed its stack for this capture.
+//!
+//! The engine ([`offload::GroEngine`]) implements the 6.18 rules, verified
+//! against the live kernel. Other kernel profiles are applied here as a
+//! post-classification, derived from the kernel source as summarised in
+//! `gro-gso-reference.md` (§4.1, §3.1, §10, §15) and marked as such in
+//! every report:
+//!
+//! | profile | difference from 6.18 | how it is applied |
+//! |---|---|---|
+//! | 6.1 | no IPv4 BIG TCP; IP ID rules of ≤ 6.9 | `gro_ipv4_max_size` capped at 64 KiB in the engine; flows whose merges relied on fixed IDs with DF=0 (or a tunnel outer header with DF=0 and fixed IDs) are counted unmerged |
+//! | 6.6 | IP ID rules of ≤ 6.9 | as 6.1, with IPv4 BIG TCP |
+//! | 7.x | CWR is part of the flag word, no separate CWR flush | each `cwr-set` flush becomes `tcp-flags-changed` and costs one more packet (the next non-CWR segment flushes again) |
+//!
+//! Tunnelled (VXLAN) flows: while the engine has no VXLAN GRO, the inner
+//! frame is run through a second engine (what GRO would do if the outer
+//! headers allowed it) and the outer-header IP ID rule of the profile is
+//! applied from the flow's own header analysis; such figures are marked
+//! `estimated`. When the engine reports merges for the tunnel itself, its
+//! figures are used as they are.
+
+use crate::dissect;
+use crate::flow::FlowKey;
+use offload::gro::FlushReason;
+use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// The kernel whose GRO rules the what-if applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum KernelProfile {
+    #[serde(rename = "6.1")]
+    V6_1,
+    #[serde(rename = "6.6")]
+    V6_6,
+    #[serde(rename = "6.18")]
+    V6_18,
+    #[serde(rename = "7.x")]
+    V7,
+}
+
+impl KernelProfile {
+    pub const ALL: [KernelProfile; 4] = [
+        KernelProfile::V6_1,
+        KernelProfile::V6_6,
+        KernelProfile::V6_18,
+        KernelProfile::V7,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelProfile::V6_1 => "6.1",
+            KernelProfile::V6_6 => "6.6",
+            KernelProfile::V6_18 => "6.18",
+            KernelProfile::V7 => "7.x",
+        }
+    }
+
+    /// Only 6.18 is what the engine implements and what was compared with
+    /// a live kernel.
+    pub fn verified_live(self) -> bool {
+        self == KernelProfile::V6_18
+    }
+
+    /// IP ID rule before 6.10: a fixed ID is accepted only with DF set,
+    /// and a tunnel's outer header with DF set is not checked.
+    fn legacy_ip_id(self) -> bool {
+        matches!(self, KernelProfile::V6_1 | KernelProfile::V6_6)
+    }
+
+    /// IPv4 BIG TCP (`gro_ipv4_max_size`) arrived in 6.3.
+    pub fn ipv4_big_tcp(self) -> bool {
+        self != KernelProfile::V6_1
+    }
+
+    /// Whether a header with this DF state and ID pattern lets GRO merge.
+    /// `outer` is the outer header of a tunnel.
+    pub fn ids_mergeable(self, pattern: crate::flow::IdPattern, df_set: bool, outer: bool) -> bool {
+        use crate::flow::IdPattern::*;
+        match pattern {
+            IncrementingPerFlow | NotApplicable => true,
+            Fixed | FixedZero => !self.legacy_ip_id() || df_set,
+            GlobalCounter | Random => self.legacy_ip_id() && outer && df_set,
+        }
+    }
+}
+
+impl fmt::Display for KernelProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for KernelProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim() {
+            "6.1" | "6.1.y" => KernelProfile::V6_1,
+            "6.6" | "6.6.y" => KernelProfile::V6_6,
+            "6.18" | "6.18.y" => KernelProfile::V6_18,
+            "7" | "7.x" | "7.0" | "7.1" | "7.2" => KernelProfile::V7,
+            other => {
+                return Err(format!(
+                    "unknown kernel profile {other:?}: use 6.1, 6.6, 6.18 or 7.x"
+                ))
+            }
+        })
+    }
+}
+
+/// One reason's count within a flow, with the first frame it hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasonHit {
+    pub reason: FlushReason,
+    pub count: u64,
+    pub first_frame: u64,
+}
+
+/// What GRO did to one flow at one size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowWhatIf {
+    /// Packets the stack sees.
+    pub packets: u64,
+    /// Of those, super-packets (more than one segment).
+    pub super_packets: u64,
+    /// Frames fed.
+    pub frames: u64,
+    pub largest: u32,
+    /// Sparse reason counts: a flow meets few reasons.
+    pub reasons: Vec<ReasonHit>,
+}
+
+impl FlowWhatIf {
+    fn hit(&mut self, reason: FlushReason, frame: u64) {
+        match self.reasons.iter_mut().find(|h| h.reason == reason) {
+            Some(h) => h.count += 1,
+            None => self.reasons.push(ReasonHit {
+                reason,
+                count: 1,
+                first_frame: frame,
+            }),
+        }
+    }
+
+    pub fn count(&self, r: FlushReason) -> u64 {
+        self.reasons
+            .iter()
+            .find(|h| h.reason == r)
+            .map_or(0, |h| h.count)
+    }
+
+    pub fn first(&self, r: FlushReason) -> Option<u64> {
+        self.reasons
+            .iter()
+            .find(|h| h.reason == r)
+            .map(|h| h.first_frame)
+    }
+
+    pub fn merge(&mut self, o: &FlowWhatIf) {
+        self.packets += o.packets;
+        self.super_packets += o.super_packets;
+        self.frames += o.frames;
+        self.largest = self.largest.max(o.largest);
+        for h in &o.reasons {
+            match self.reasons.iter_mut().find(|x| x.reason == h.reason) {
+                Some(x) => {
+                    x.count += h.count;
+                    x.first_frame = x.first_frame.min(h.first_frame);
+                }
+                None => self.reasons.push(*h),
+            }
+        }
+    }
+}
+
+/// Which frame to cite for a flush: the segment that caused it when the
+/// reason is about the incoming segment, else the last merged one.
+fn culprit(d: &Delivered<'_>, current: Option<u64>) -> u64 {
+    if d.reason.is_pass_through() {
+        return d.first_frame;
+    }
+    match (current, d.reason) {
+        (_, FlushReason::Timeout | FlushReason::EndOfInput) => d.last_frame,
+        (_, FlushReason::ShortSegment | FlushReason::PshFlag | FlushReason::FinFlag) => {
+            d.last_frame
+        }
+        (Some(c), _) => c,
+        (None, _) => d.last_frame,
+    }
+}
+
+/// Maps frame numbers to flow slots for recently seen frames, so that a
+/// delivered packet is attributed without dissecting it again.
+struct Ring {
+    slots: Vec<(u64, u32)>,
+}
+
+const RING: usize = 1 << 16;
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            slots: vec![(u64::MAX, 0); RING],
+        }
+    }
+    fn put(&mut self, frame: u64, slot: u32) {
+        self.slots[frame as usize & (RING - 1)] = (frame, slot);
+    }
+    fn get(&self, frame: u64) -> Option<u32> {
+        let (f, s) = self.slots[frame as usize & (RING - 1)];
+        (f == frame).then_some(s)
+    }
+}
+
+/// A reason's count and its first example `(file, frame)`s.
+pub type ReasonExamples = (FlushReason, u64, Vec<(usize, u64)>);
+
+/// Global figures of one size's run.
+#[derive(Debug, Clone, Default)]
+pub struct RunTotals {
+    pub frames_in: u64,
+    pub packets_out: u64,
+    pub super_packets: u64,
+    pub largest: u32,
+    /// Per reason: count and the first three example `(file, frame)`s.
+    pub reasons: Vec<ReasonExamples>,
+    file: usize,
+}
+
+impl RunTotals {
+    fn hit(&mut self, r: FlushReason, frame: u64) {
+        match self.reasons.iter_mut().find(|x| x.0 == r) {
+            Some(x) => {
+                x.1 += 1;
+                if x.2.len() < 3 {
+                    x.2.push((self.file, frame));
+                }
+            }
+            None => self.reasons.push((r, 1, vec![(self.file, frame)])),
+        }
+    }
+
+    pub fn merge(&mut self, o: &RunTotals) {
+        self.frames_in += o.frames_in;
+        self.packets_out += o.packets_out;
+        self.super_packets += o.super_packets;
+        self.largest = self.largest.max(o.largest);
+        for (r, n, ex) in &o.reasons {
+            match self.reasons.iter_mut().find(|x| x.0 == *r) {
+                Some(x) => {
+                    x.1 += n;
+                    for e in ex {
+                        if x.2.len() < 3 {
+                            x.2.push(*e);
+                        }
+                    }
+                }
+                None => self.reasons.push((*r, *n, ex.clone())),
+            }
+        }
+    }
+}
+
+/// Per-flow accumulation of one worker.
+#[derive(Debug, Clone)]
+pub struct WorkerFlow {
+    pub key: FlowKey,
+    /// Indexed like the worker's sizes.
+    pub plain: Vec<FlowWhatIf>,
+    /// Decapsulated inner frames (tunnelled flows only).
+    pub inner: Vec<FlowWhatIf>,
+}
+
+/// Runs one or more GRO sizes over a stream of frames and attributes every
+/// delivered packet to its flow.
+#[derive(Debug)]
+pub struct WhatIfWorker {
+    pub sizes: Vec<u32>,
+    engines: Vec<GroEngine>,
+    inner_engines: Vec<GroEngine>,
+    index: FxHashMap<FlowKey, u32>,
+    pub flows: Vec<WorkerFlow>,
+    pub totals: Vec<RunTotals>,
+    ring: RingBox,
+    vxlan_ports: Vec<u16>,
+    scratch: Vec<Pending>,
+}
+
+struct RingBox(Ring);
+
+impl fmt::Debug for RingBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Ring")
+    }
+}
+
+/// The engine configuration for a size under a profile.
+pub fn config_for(
+    size: u32,
+    profile: KernelProfile,
+    verify_checksums: bool,
+    vxlan_ports: &[u16],
+) -> GroConfig {
+    GroConfig {
+        gro_max_size: size,
+        gro_ipv4_max_size: if profile.ipv4_big_tcp() {
+            size
+        } else {
+            size.min(offload::gro::GRO_LEGACY_MAX_SIZE)
+        },
+        verify_checksums,
+        vxlan_ports: vxlan_ports.to_vec(),
+        ..GroConfig::default()
+    }
+}
+
+impl WhatIfWorker {
+    pub fn new(
+        file: usize,
+        sizes: Vec<u32>,
+        profile: KernelProfile,
+        verify_checksums: bool,
+        vxlan_ports: Vec<u16>,
+    ) -> Self {
+        let mk = || {
+            sizes
+                .iter()
+                .map(|s| GroEngine::new(config_for(*s, profile, verify_checksums, &vxlan_ports)))
+                .collect::<Vec<_>>()
+        };
+        WhatIfWorker {
+            engines: mk(),
+            inner_engines: mk(),
+            totals: vec![
+                RunTotals {
+                    file,
+                    ..Default::default()
+                };
+                sizes.len()
+            ],
+            sizes,
+            index: FxHashMap::default(),
+            flows: Vec::new(),
+            ring: RingBox(Ring::new()),
+            vxlan_ports,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn slot_of(&mut self, key: FlowKey) -> u32 {
+        let n = self.sizes.len();
+        let flows = &mut self.flows;
+        *self.index.entry(key).or_insert_with(|| {
+            flows.push(WorkerFlow {
+                key,
+                plain: vec![FlowWhatIf::default(); n],
+                inner: vec![FlowWhatIf::default(); n],
+            });
+            (flows.len() - 1) as u32
+        })
+    }
+
+    /// Feeds one frame; `parsed` is its dissection if any.
+    pub fn feed(&mut self, input: Input<'_>, parsed: Option<&dissect::Parsed>) {
+        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p)));
+        if let Some(s) = slot {
+            self.ring.0.put(input.frame, s);
+        }
+        let inner_frame = parsed
+            .and_then(|p| p.tunnel.map(|t| t.udp_off + 16))
+            .and_then(|off| input.data.get(off..));
+        let mut pending = std::mem::take(&mut self.scratch);
+        for t in &mut self.totals {
+            t.frames_in += 1;
+        }
+        let WhatIfWorker {
+            engines,
+            inner_engines,
+            ring,
+            flows,
+            ..
+        } = self;
+        for (i, engine) in engines.iter_mut().enumerate() {
+            if let Some(s) = slot {
+                flows[s as usize].plain[i].frames += 1;
+            }
+            engine.receive(input, &mut |d: &Delivered<'_>| {
+                pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
+            });
+            if let Some(inner) = inner_frame {
+                if let Some(s) = slot {
+                    flows[s as usize].inner[i].frames += 1;
+                }
+                let inp = Input {
+                    data: inner,
+                    link: LinkKind::Ethernet,
+                    orig_len: inner.len() as u32,
+                    ..input
+                };
+                inner_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
+                    pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
+                });
+            }
+        }
+        self.account(&mut pending);
+        self.scratch = pending;
+    }
+
+    /// Attributes deliveries to flows and totals.
+    fn account(&mut self, pending: &mut Vec<Pending>) {
+        for p in pending.drain(..) {
+            let slot = match (p.slot, p.miss) {
+                (Some(s), _) => Some(s),
+                (None, Some((data, link))) => {
+                    dissect::parse(link, &data, data.len() as u32, &self.vxlan_ports)
+                        .map(|x| self.slot_of(FlowKey::of(&x)))
+                }
+                (None, None) => None,
+            };
+            if !p.inner {
+                let t = &mut self.totals[p.i];
+                t.packets_out += 1;
+                if p.segs > 1 {
+                    t.super_packets += 1;
+                }
+                t.largest = t.largest.max(p.len);
+                t.hit(p.reason, p.frame);
+            }
+            if let Some(s) = slot {
+                let f = &mut self.flows[s as usize];
+                let w = if p.inner {
+                    &mut f.inner[p.i]
+                } else {
+                    &mut f.plain[p.i]
+                };
+                w.packets += 1;
+                if p.segs > 1 {
+                    w.super_packets += 1;
+                }
+                w.largest = w.largest.max(p.len);
+                w.hit(p.reason, p.frame);
+            }
+        }
+    }
+
+    /// Completes everything held, at the end of one input file (frame
+    /// numbers restart with the next file).
+    pub fn finish(&mut self) {
+        let mut pending: Vec<Pending> = Vec::new();
+        let WhatIfWorker {
+            engines,
+            inner_engines,
+            ring,
+            ..
+        } = self;
+        for (i, (e, ie)) in engines.iter_mut().zip(inner_engines.iter_mut()).enumerate() {
+            e.finish(&mut |d: &Delivered<'_>| {
+                pending.push(Pending::of(d, i, false, None, &ring.0))
+            });
+            ie.finish(&mut |d: &Delivered<'_>| {
+                pending.push(Pending::of(d, i, true, None, &ring.0))
+            });
+        }
+        self.account(&mut pending);
+        self.ring = RingBox(Ring::new());
+    }
+}
+
+/// A delivery waiting to be attributed.
+#[derive(Debug)]
+struct Pending {
+    i: usize,
+    inner: bool,
+    slot: Option<u32>,
+    /// The packet's bytes when its first frame has left the ring.
+    miss: Option<(Vec<u8>, LinkKind)>,
+    reason: FlushReason,
+    frame: u64,
+    segs: u32,
+    len: u32,
+}
+
+impl Pending {
+    fn of(d: &Delivered<'_>, i: usize, inner: bool, current: Option<u64>, ring: &Ring) -> Pending {
+        let slot = ring.get(d.first_frame);
+        Pending {
+            i,
+            inner,
+            slot,
+            miss: slot.is_none().then(|| {
+                (
+                    d.data.to_vec(),
+                    if inner { LinkKind::Ethernet } else { d.link },
+                )
+            }),
+            reason: d.reason,
+            frame: culprit(d, current),
+            segs: d.segments,
+            len: d.data.len() as u32,
+        }
+    }
+}

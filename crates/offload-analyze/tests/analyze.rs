@@ -1,0 +1,309 @@
+//! `offload analyze` on synthetic captures built with the engine's frame
+//! builder: each test builds a capture with one known property and checks
+//! that the analysis reports exactly that property.
+
+use offload::build::{FrameSpec, TcpSpec, UdpSpec};
+use offload_analyze::transform::Control;
+use offload_analyze::{analyze, Analysis, KernelProfile, Options};
+use offload_capture::{CaptureWriter, FrameMeta, LinkType};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+const A: [u8; 4] = [10, 0, 0, 2];
+const B: [u8; 4] = [10, 0, 0, 1];
+
+fn write(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut w = CaptureWriter::create(path, None).unwrap();
+    for (ts, f) in frames {
+        w.write_frame(&FrameMeta::new(*ts as i64, LinkType(1), f.len()), f)
+            .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn run(paths: &[PathBuf], opts: &Options) -> Analysis {
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    analyze(paths, opts, &mut ctl).unwrap()
+}
+
+/// A TCP data segment of `len` bytes with the given IP ID and DF.
+fn seg(seq: u32, len: usize, id: u16, df: bool) -> Vec<u8> {
+    let mut s = FrameSpec::tcp4(A, B, TcpSpec::data(40000, 5201, seq)).payload(vec![7; len]);
+    s.v4_mut().id = id;
+    s.v4_mut().df = df;
+    s.build()
+}
+
+/// A VXLAN frame: outer IPv4/UDP to 4789 carrying `inner` (an Ethernet frame).
+fn vxlan(inner: &[u8], outer_id: u16, df: bool, sport: u16) -> Vec<u8> {
+    let mut payload = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+    payload.extend_from_slice(inner);
+    let mut s = FrameSpec::udp4([192, 168, 1, 2], [192, 168, 1, 1], sport, 4789).payload(payload);
+    s.v4_mut().id = outer_id;
+    s.v4_mut().df = df;
+    if let offload::build::L4Spec::Udp(u) = &mut s.l4 {
+        *u = UdpSpec {
+            zero_checksum: true,
+            ..u.clone()
+        };
+    }
+    s.build()
+}
+
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join(name);
+    (d, p)
+}
+
+#[test]
+fn healthy_flow_merges_and_big_tcp_gain_is_reported() {
+    let (_d, p) = tmp("healthy.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..200u32)
+        .map(|i| {
+            (
+                1_000_000 + i as u64 * 1000,
+                seg(1000 + i * 1448, 1448, 100 + i as u16, true),
+            )
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let r = &a.report;
+    assert_eq!(r.flows.len(), 1);
+    let f = &r.flows[0];
+    assert_eq!(f.packets, 200);
+    assert_eq!(f.observed_mss, Some(1448));
+    assert_eq!(f.retransmissions, 0);
+    assert_eq!(
+        f.ip.ip_id_pattern,
+        offload_analyze::flow::IdPattern::IncrementingPerFlow
+    );
+    assert_eq!(f.ip.df, "set");
+    assert_eq!(f.l4_checksum, "valid");
+    // 200 x 1448 bytes: 45 segments fit in 64 KiB, 127 in 185000.
+    let w64 = &r.what_if[0];
+    let wbig = &r.what_if[1];
+    assert_eq!(w64.frames_in, 200);
+    assert!(w64.stack_packets <= 5, "{}", w64.stack_packets);
+    assert!(wbig.stack_packets < w64.stack_packets);
+    assert!(r
+        .findings
+        .iter()
+        .all(|f| f.severity != offload_analyze::report::Severity::High));
+    let gain = r
+        .findings
+        .iter()
+        .find(|f| f.kind == "big-tcp-gain")
+        .expect("gain finding");
+    assert!(gain.title.contains("185000"), "{}", gain.title);
+    assert!(gain
+        .flow
+        .as_ref()
+        .unwrap()
+        .description
+        .contains("10.0.0.2:40000"));
+}
+
+#[test]
+fn broken_vxlan_tunnel_is_named_with_frames_and_cause() {
+    let (_d, p) = tmp("vxlan.pcap");
+    // Outer IDs jump around, DF clear: the 6.18 rule rejects every step.
+    let ids = [101u16, 105, 107, 3000, 12, 999, 40000, 7, 5000, 300];
+    let frames: Vec<(u64, Vec<u8>)> = (0..60u32)
+        .map(|i| {
+            let inner = seg(1 + i * 1398, 1398, i as u16, true);
+            (
+                5_000_000 + i as u64 * 2000,
+                vxlan(
+                    &inner,
+                    ids[i as usize % ids.len()].wrapping_add(i as u16 * 17),
+                    false,
+                    33333,
+                ),
+            )
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let r = &a.report;
+    assert_eq!(r.flows.len(), 1);
+    let f = &r.flows[0];
+    let t = f.tunnel.as_ref().expect("tunnel");
+    assert_eq!(t.vni, 42);
+    assert_eq!(t.outer_ip.df, "clear");
+    assert_eq!(
+        t.outer_ip.ip_id_pattern,
+        offload_analyze::flow::IdPattern::Random
+    );
+    let top = &r.findings[0];
+    assert_eq!(top.kind, "ip-id-rule");
+    assert!(
+        top.title.contains("192.168.1.2:33333 -> 192.168.1.1:4789"),
+        "{}",
+        top.title
+    );
+    assert!(top.detail.contains("DF=0"), "{}", top.detail);
+    assert_eq!(top.evidence.frames[..3], [1, 2, 3]);
+    assert!(
+        top.detail.contains("frames 1, 2, 3, 4: 101, 122, 141"),
+        "{}",
+        top.detail
+    );
+    // The stack sees (nearly) every frame, a healthy tunnel would see few.
+    let w = &f.what_if[0];
+    assert!(w.stack_packets >= 55, "{}", w.stack_packets);
+    assert!(w.healthy_tunnel_packets.unwrap() <= 3);
+}
+
+#[test]
+fn fixed_outer_ids_merge_on_6_18_but_not_on_6_1() {
+    let (_d, p) = tmp("fixed.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..40u32)
+        .map(|i| {
+            let inner = seg(1 + i * 1398, 1398, i as u16, true);
+            (1_000_000 + i as u64 * 1000, vxlan(&inner, 0, false, 40001))
+        })
+        .collect();
+    write(&p, &frames);
+    let new = run(&[p.clone()], &Options::default());
+    assert!(new.report.findings.iter().all(|f| f.kind != "ip-id-rule"));
+    let old = run(
+        &[p],
+        &Options {
+            kernel: KernelProfile::V6_1,
+            ..Options::default()
+        },
+    );
+    assert!(!old.report.settings.kernel_verified_live);
+    let top = &old.report.findings[0];
+    assert_eq!(top.kind, "ip-id-rule");
+    assert!(top.fix.contains("DF"), "{}", top.fix);
+    assert!(
+        old.report.flows[0].what_if[0].stack_packets > new.report.flows[0].what_if[0].stack_packets
+    );
+}
+
+#[test]
+fn retransmissions_and_out_of_order_are_told_apart() {
+    let (_d, p) = tmp("loss.pcap");
+    let mut frames = Vec::new();
+    let mut t = 1_000_000u64;
+    let mut push = |seq: u32, id: u16| {
+        t += 1000;
+        frames.push((t, seg(seq, 1000, id, true)));
+    };
+    for i in 0..10 {
+        push(1 + i * 1000, i as u16);
+    }
+    // Segment 11 is late: 12 and 13 first, then 11 (out of order).
+    push(1 + 11 * 1000, 10);
+    push(1 + 12 * 1000, 11);
+    push(1 + 10 * 1000, 12);
+    // A retransmission of segment 5.
+    push(1 + 5 * 1000, 13);
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let f = &a.report.flows[0];
+    assert_eq!(f.out_of_order, 1);
+    assert_eq!(f.retransmissions, 1);
+    let fd = a
+        .report
+        .findings
+        .iter()
+        .find(|f| f.kind == "retransmissions")
+        .unwrap();
+    assert_eq!(fd.evidence.frames, vec![14, 13]);
+}
+
+#[test]
+fn tso_sender_capture_is_recognised_from_id_steps_and_timing() {
+    // Sender side: a 10-segment super-packet leaves, the ACK comes back a
+    // "round trip" (200 us) later, the next super-packet follows at once.
+    let (_d, p) = tmp("tso.pcap");
+    let mut frames = Vec::new();
+    let mut t = 1_000_000u64;
+    let mut id = 500u16;
+    for k in 0..5u32 {
+        let seq = 1 + k * 14480;
+        frames.push((t, seg(seq, 14480, id, true)));
+        id = id.wrapping_add(10);
+        t += 200_000;
+        let mut ack = FrameSpec::tcp4(B, A, TcpSpec::data(5201, 40000, 1));
+        ack.tcp_mut().ack = seq + 14480;
+        frames.push((t, ack.build()));
+        t += 5_000;
+    }
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let f = a.report.flows.iter().find(|f| f.sport == 40000).unwrap();
+    assert_eq!(f.above_mtu.packets, 5);
+    assert_eq!(f.above_mtu.mss_from_ip_id, Some(1448));
+    assert_eq!(f.above_mtu.segments_from_ip_id, Some(10.0));
+    assert_eq!(
+        f.above_mtu.interpretation,
+        offload_analyze::flow::BigPacketSide::SenderTso
+    );
+}
+
+#[test]
+fn several_files_keep_their_own_frame_numbers_and_cancel_reports_partial() {
+    let d = tempfile::tempdir().unwrap();
+    let p1 = d.path().join("a.pcap");
+    let p2 = d.path().join("b.pcapng");
+    let f1: Vec<(u64, Vec<u8>)> = (0..30u32)
+        .map(|i| (1_000 + i as u64, seg(1 + i * 100, 100, i as u16, true)))
+        .collect();
+    write(&p1, &f1);
+    write(&p2, &f1[..10]);
+    let a = run(&[p1.clone(), p2.clone()], &Options::default());
+    assert_eq!(a.report.inputs.len(), 2);
+    assert_eq!(a.report.inputs[0].frames, 30);
+    assert_eq!(a.report.inputs[1].frames, 10);
+    assert_eq!(a.report.flows.len(), 2);
+    assert_eq!(a.report.what_if[0].frames_in, 40);
+    // JSON has the documented top-level keys.
+    let v = serde_json::to_value(&a.report).unwrap();
+    for k in [
+        "flows", "findings", "what_if", "schema", "inputs", "settings",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    // Cancelled before the first frame: an interrupted, empty report.
+    let cancel = AtomicBool::new(true);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let big: Vec<(u64, Vec<u8>)> = (0..2000u32)
+        .map(|i| (1_000 + i as u64, seg(1 + i * 100, 100, i as u16, true)))
+        .collect();
+    let p3 = d.path().join("c.pcap");
+    write(&p3, &big);
+    let r = analyze(&[p3], &Options::default(), &mut ctl).unwrap();
+    assert!(r.report.interrupted);
+    assert!(r.report.inputs[0].frames < 2000);
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_it() {
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let e = analyze(
+        &[PathBuf::from("/nonexistent/x.pcap")],
+        &Options::default(),
+        &mut ctl,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/x.pcap"), "{e}");
+}
