@@ -1,0 +1,206 @@
+//! The read side, without I/O: what to do with one packet the kernel handed
+//! to the device, given its `virtio_net_hdr`.
+//!
+//! `offload::vnet::plan` checks the header against the packet (the
+//! kernel's `hdr_len` is ignored; header lengths come from `csum_start` and
+//! the TCP data offset) and says: pass as is, finish a partial checksum, or
+//! segment. Segmentation is `offload::gso::segment_layout`, the engine's
+//! copy of `tcp_gso_segment`/`__udp_gso_segment`, which writes full
+//! checksums into every segment: a reader of this crate never sees a
+//! partial checksum.
+
+use offload::gso::segment_layout;
+use offload::vnet::{complete_checksum, plan, Plan, VnetHdr};
+use offload::LinkKind;
+
+use crate::error::{Result, TunError};
+
+/// One packet as read from the device, before any processing.
+#[derive(Debug)]
+pub struct RawPacket<'a> {
+    /// The decoded vnet header; `None` for a device without `IFF_VNET_HDR`.
+    pub vnet: Option<VnetHdr>,
+    /// The packet (IP header first for TUN, Ethernet for TAP).
+    pub packet: &'a mut [u8],
+}
+
+/// What [`split_packet`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// Handed out unchanged.
+    AsIs,
+    /// A partial checksum was completed (`NEEDS_CSUM` without GSO).
+    ChecksumCompleted,
+    /// A super-packet was cut into this many segments.
+    Segmented(usize),
+}
+
+/// Turns one packet read with header `vnet` into wire-sized packets with
+/// complete checksums, each handed to `out`. `dev` only names the device
+/// in errors.
+pub fn split_packet(
+    dev: &str,
+    vnet: Option<&VnetHdr>,
+    link: LinkKind,
+    packet: &mut [u8],
+    out: &mut impl FnMut(&[u8]),
+) -> Result<Split> {
+    let Some(hdr) = vnet else {
+        out(packet);
+        return Ok(Split::AsIs);
+    };
+    let bad = |source| TunError::BadVnetHeader {
+        dev: dev.to_string(),
+        len: packet.len(),
+        source,
+    };
+    match plan(hdr, link, packet).map_err(bad)? {
+        Plan::AsIs => {
+            out(packet);
+            Ok(Split::AsIs)
+        }
+        Plan::CompleteChecksum {
+            csum_start,
+            csum_offset,
+        } => {
+            complete_checksum(packet, csum_start, csum_offset).map_err(|source| {
+                TunError::BadVnetHeader {
+                    dev: dev.to_string(),
+                    len: packet.len(),
+                    source,
+                }
+            })?;
+            out(packet);
+            Ok(Split::ChecksumCompleted)
+        }
+        Plan::Segment { params, layout } => {
+            // The ECN bit of gso_type is SKB_GSO_TCP_ECN, which changes
+            // nothing in segmentation (CWR stays on the first segment only).
+            let n = segment_layout(packet, &layout, &params, out).map_err(|source| {
+                TunError::Segment {
+                    dev: dev.to_string(),
+                    len: packet.len(),
+                    source,
+                }
+            })?;
+            Ok(Split::Segmented(n))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload::build::{FrameSpec, L2Spec, TcpSpec};
+    use offload::checksum;
+    use offload::vnet::{flags, gso};
+
+    /// A TCP/IPv4 super-packet as the kernel hands it to a TUN with TSO:
+    /// IPv4 length of the whole, pseudo-header sum in the checksum field.
+    fn tso_packet(payload: usize, mss: u16) -> (VnetHdr, Vec<u8>) {
+        let mut s = FrameSpec::tcp4([10, 1, 0, 1], [10, 1, 0, 2], TcpSpec::data(1000, 2000, 7))
+            .payload((0..payload).map(|i| i as u8).collect());
+        s.l2 = L2Spec::None;
+        s.tcp_mut().flags |= offload::wire::tcp::flags::PSH;
+        let mut p = s.build();
+        let l4_len = (p.len() - 20) as u32;
+        let pseudo = checksum::pseudo_ipv4([10, 1, 0, 1], [10, 1, 0, 2], 6, l4_len);
+        p[36..38].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+        let hdr = VnetHdr {
+            flags: flags::NEEDS_CSUM,
+            gso_type: gso::TCPV4,
+            hdr_len: 1500, // skb_headlen: a hint that spans into the payload
+            gso_size: mss,
+            csum_start: 20,
+            csum_offset: 16,
+            num_buffers: None,
+        };
+        (hdr, p)
+    }
+
+    fn tcp_ok(seg: &[u8]) -> bool {
+        let pseudo = checksum::pseudo_ipv4(
+            seg[12..16].try_into().unwrap(),
+            seg[16..20].try_into().unwrap(),
+            6,
+            (seg.len() - 20) as u32,
+        );
+        checksum::verify(pseudo, &seg[20..]) && checksum::checksum(&seg[..20]) == 0
+    }
+
+    #[test]
+    fn super_packet_is_segmented_with_full_checksums() {
+        let (hdr, mut p) = tso_packet(3000, 1400);
+        let mut segs = Vec::new();
+        let r = split_packet(
+            "t",
+            Some(&hdr),
+            LinkKind::RawIp,
+            &mut p,
+            &mut |s: &[u8]| segs.push(s.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r, Split::Segmented(3));
+        let lens: Vec<usize> = segs.iter().map(|s| s.len()).collect();
+        assert_eq!(lens, vec![1440, 1440, 240]);
+        let mut payload = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            assert!(tcp_ok(s), "segment {i} checksum");
+            let psh = s[33] & offload::wire::tcp::flags::PSH != 0;
+            assert_eq!(psh, i == 2, "PSH only on the last segment");
+            assert_eq!(
+                u16::from_be_bytes([s[4], s[5]]),
+                i as u16,
+                "IP ID increments"
+            );
+            payload.extend_from_slice(&s[40..]);
+        }
+        assert_eq!(payload, (0..3000).map(|i| i as u8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn needs_csum_without_gso_is_completed() {
+        let (mut hdr, mut p) = tso_packet(500, 1400);
+        hdr.gso_type = gso::NONE;
+        hdr.gso_size = 0;
+        assert!(!tcp_ok(&p));
+        let mut got = Vec::new();
+        let r = split_packet(
+            "t",
+            Some(&hdr),
+            LinkKind::RawIp,
+            &mut p,
+            &mut |s: &[u8]| got.push(s.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r, Split::ChecksumCompleted);
+        assert!(tcp_ok(&got[0]));
+    }
+
+    #[test]
+    fn header_that_does_not_fit_is_an_error_naming_the_device() {
+        let (mut hdr, mut p) = tso_packet(3000, 1400);
+        hdr.csum_start = 4000;
+        let e = split_packet(
+            "oflx",
+            Some(&hdr),
+            LinkKind::RawIp,
+            &mut p,
+            &mut |_: &[u8]| {},
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("oflx"), "{e}");
+    }
+
+    #[test]
+    fn no_vnet_header_means_as_is() {
+        let (_, mut p) = tso_packet(100, 1400);
+        let orig = p.clone();
+        let mut got = Vec::new();
+        let r = split_packet("t", None, LinkKind::RawIp, &mut p, &mut |s: &[u8]| {
+            got.push(s.to_vec())
+        })
+        .unwrap();
+        assert_eq!((r, got), (Split::AsIs, vec![orig]));
+    }
+}
