@@ -103,6 +103,28 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 const PROGRESS_EVERY: u64 = 4096;
 
+/// The packet comment that carries a super-packet's GSO metadata.
+pub fn gso_comment(gso_size: u32, segments: u32, gso_type: u32) -> String {
+    format!("offload: gso_size={gso_size} gso_segs={segments} gso_type={gso_type:#x}")
+}
+
+/// Reads [`gso_comment`] back: `(gso_size, gso_type)`.
+pub fn parse_gso_comment(comment: &[u8]) -> Option<(u32, u32)> {
+    let text = std::str::from_utf8(comment)
+        .ok()?
+        .strip_prefix("offload: ")?;
+    let mut size = None;
+    let mut ty = None;
+    for part in text.split_whitespace() {
+        if let Some(v) = part.strip_prefix("gso_size=") {
+            size = v.parse().ok();
+        } else if let Some(v) = part.strip_prefix("gso_type=0x") {
+            ty = u32::from_str_radix(v, 16).ok();
+        }
+    }
+    Some((size?, ty?))
+}
+
 /// Where GRO deliveries go: the output capture, plus counters.
 struct GroSink {
     writer: CaptureWriter,
@@ -128,7 +150,16 @@ impl GroSink {
             LinkType(d.link.linktype()),
             d.data.len(),
         );
-        self.write(&meta, d.data);
+        if self.error.is_some() {
+            return;
+        }
+        // pcapng keeps the GSO metadata (Wireshark shows it as a packet
+        // comment) so that `offload gso` can undo the merge exactly.
+        let comment = (d.segments > 1).then(|| gso_comment(d.gso_size, d.segments, d.gso_type));
+        self.error = self
+            .writer
+            .write_frame_with_comment(&meta, d.data, comment.as_deref())
+            .err();
     }
 }
 
@@ -233,9 +264,11 @@ pub fn gro_capture(
                 udp_gro: match &cfg.udp {
                     offload::gro::UdpGro::Off => "off".into(),
                     offload::gro::UdpGro::AllPorts => "all".into(),
-                    offload::gro::UdpGro::Ports(p) => {
-                        p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
-                    }
+                    offload::gro::UdpGro::Ports(p) => p
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
                 },
                 vxlan_ports: cfg.vxlan_ports.clone(),
                 vlan_gro: cfg.vlan_gro,
@@ -281,6 +314,8 @@ impl Default for GsoOptions {
 pub enum MssSource {
     /// `--mss`.
     Given,
+    /// The GSO metadata `offload gro` stored with the packet (pcapng comment).
+    Metadata,
     /// IPv4 ID steps between consecutive super-packets of the flow gave the
     /// segment count, and the payload divided evenly.
     IpIdSteps,
@@ -327,6 +362,11 @@ struct FlowMss {
     id_candidates: HashMap<u32, u32>,
     /// The previous super-packet's (IP ID, payload), waiting for the next ID.
     pending: Option<(u16, u32)>,
+    /// The previous packet's IPv4 ID, and how often consecutive packets of
+    /// the flow had equal (fixed) or different IDs.
+    last_id: Option<u16>,
+    same_id: u32,
+    other_id: u32,
 }
 
 impl FlowMss {
@@ -356,6 +396,14 @@ fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<Vec<u8>, FlowMss
         let st = flows.entry(key).or_default();
         let id = (!lay.v6)
             .then(|| u16::from_be_bytes([frame.data[lay.l3_off + 4], frame.data[lay.l3_off + 5]]));
+        if let (Some(last), Some(id)) = (st.last_id, id) {
+            if last == id {
+                st.same_id += 1;
+            } else {
+                st.other_id += 1;
+            }
+        }
+        st.last_id = id;
         if let (Some((prev_id, prev_payload)), Some(id)) = (st.pending.take(), id) {
             let segs = id.wrapping_sub(prev_id) as u32;
             if segs > 1 && prev_payload % segs == 0 {
@@ -378,11 +426,9 @@ pub fn gso_capture(
     opts: &GsoOptions,
     ctl: &mut Control<'_>,
 ) -> Result<Outcome<GsoSummary>, CaptureError> {
-    let learned = if opts.mss.is_none() {
-        learn_mss(input, opts)?
-    } else {
-        HashMap::new()
-    };
+    // The first pass learns each flow's MSS and IPv4 ID pattern (a file
+    // is read twice; the flow table stays small).
+    let learned = learn_mss(input, opts)?;
     let mut reader = CaptureReader::open(input)?;
     let mut writer = CaptureWriter::create(output, None)?;
     let mut frames_in = 0u64;
@@ -418,12 +464,26 @@ pub fn gso_capture(
         };
         let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
         let hdrs = (lay.payload_off() - first_l3) as u32 - if lay.jumbo_hbh { 8 } else { 0 };
-        let (mss, source) = match opts.mss {
-            Some(m) => (m, MssSource::Given),
-            None => learned
-                .get(&key)
+        let from_comment = frame.comment.and_then(parse_gso_comment);
+        let flow = learned.get(&key);
+        let (mss, source) = match (opts.mss, from_comment) {
+            (Some(m), _) => (m, MssSource::Given),
+            (None, Some((m, _))) => (m, MssSource::Metadata),
+            (None, None) => flow
                 .and_then(FlowMss::best)
                 .unwrap_or((opts.mtu.saturating_sub(hdrs).max(1), MssSource::Mtu)),
+        };
+        let params = match from_comment {
+            Some((m, ty)) => GsoParams {
+                mss,
+                ..GsoParams::from_gso(m, ty)
+            },
+            None => GsoParams {
+                // A flow whose packets all carry one IPv4 ID was merged as
+                // fixed-ID (SKB_GSO_TCP_FIXEDID): keep the ID on every segment.
+                fixed_id: flow.is_some_and(|f| f.same_id > 0 && f.same_id > f.other_id),
+                ..GsoParams::new(mss)
+            },
         };
         if lay.payload_len() as u32 <= mss && !lay.jumbo_hbh {
             writer.write_frame(&meta, frame.data)?;
@@ -432,17 +492,12 @@ pub fn gso_capture(
         super_packets += 1;
         *sources.entry(source).or_default() += 1;
         let mut werr = None;
-        let res = segment_layout(
-            frame.data,
-            &lay,
-            &GsoParams::new(mss),
-            &mut |seg: &[u8]| {
-                if werr.is_none() {
-                    let m = FrameMeta::new(meta.timestamp_ns, meta.link_type, seg.len());
-                    werr = writer.write_frame(&m, seg).err();
-                }
-            },
-        );
+        let res = segment_layout(frame.data, &lay, &params, &mut |seg: &[u8]| {
+            if werr.is_none() {
+                let m = FrameMeta::new(meta.timestamp_ns, meta.link_type, seg.len());
+                werr = writer.write_frame(&m, seg).err();
+            }
+        });
         if let Some(e) = werr {
             return Err(e);
         }

@@ -95,12 +95,14 @@ fn gro_then_gso_gives_the_train_back_through_files() {
             back.len(),
             orig.len()
         );
-        // No single segment and no later ID to learn from: the MTU gives the MSS.
-        assert!(s
-            .summary
-            .mss_sources
-            .iter()
-            .all(|(m, _)| *m == MssSource::Mtu));
+        // pcapng carries the GSO metadata; pcap has none, and with no single
+        // segment and no later ID to learn from, the MTU gives the MSS.
+        let want = if ext == "pcapng" { MssSource::Metadata } else { MssSource::Mtu };
+        assert!(
+            s.summary.mss_sources.iter().all(|(m, _)| *m == want),
+            "{ext}: {:?}",
+            s.summary.mss_sources
+        );
     }
 }
 
@@ -149,4 +151,54 @@ fn cancellation_still_writes_a_valid_file() {
     let g = gro_capture(&input, &out, &GroConfig::default(), &mut ctl).unwrap();
     assert!(g.summary.interrupted);
     assert_eq!(read(&out).len(), 0);
+}
+
+/// A fixed-ID IPv4 flow with MSS 1000 (neither the MTU nor observable from
+/// singles): pcapng keeps the GSO metadata as packet comments, so gso is
+/// exact; pcap has none, and the fixed ID is inferred from the flow.
+#[test]
+fn gso_uses_metadata_from_pcapng_and_infers_fixed_ids_in_pcap() {
+    let frames: Vec<Vec<u8>> = (0..140u32)
+        .map(|i| {
+            let mut s = FrameSpec::tcp4(
+                [10, 0, 0, 2],
+                [10, 0, 0, 1],
+                TcpSpec::data(40000, 80, 1 + i * 1000),
+            )
+            .payload(vec![i as u8; 1000]);
+            s.v4_mut().id = 4242;
+            s.build()
+        })
+        .collect();
+    let cfg = GroConfig {
+        flush_timeout_ns: 10_000_000,
+        ..GroConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcapng");
+    write(&input, &frames);
+    let (cancel, mut prog) = ctl_parts();
+    let mut ctl = Control {
+        on_progress: &mut prog,
+        cancel: &cancel,
+    };
+    let merged = dir.path().join("gro.pcapng");
+    let g = gro_capture(&input, &merged, &cfg, &mut ctl).unwrap();
+    assert_eq!(g.summary.super_packets, 3, "{:?}", g.summary);
+    let split = dir.path().join("gso.pcapng");
+    let s = gso_capture(&merged, &split, &GsoOptions::default(), &mut ctl).unwrap();
+    assert_eq!(s.summary.mss_sources, vec![(MssSource::Metadata, 3)]);
+    assert!(read(&split) == frames, "pcapng: metadata round trip");
+
+    // The same through pcap, with --mss: the fixed ID is inferred.
+    let merged = dir.path().join("gro.pcap");
+    gro_capture(&input, &merged, &cfg, &mut ctl).unwrap();
+    let split = dir.path().join("gso.pcap");
+    let opts = GsoOptions {
+        mss: Some(1000),
+        ..GsoOptions::default()
+    };
+    gso_capture(&merged, &split, &opts, &mut ctl).unwrap();
+    // Three super-packets with one ID: the flow is fixed-ID.
+    assert!(read(&split) == frames, "pcap: fixed-ID inference");
 }

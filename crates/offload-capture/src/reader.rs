@@ -47,6 +47,9 @@ pub struct Frame<'a> {
     pub data: &'a [u8],
     /// Byte offset of the frame's record (pcap) or block (pcapng) in the file.
     pub offset: u64,
+    /// The packet's `opt_comment` (pcapng Enhanced Packet Blocks only).
+    /// `offload gro` stores GSO metadata there (`gso_size=… gso_type=…`).
+    pub comment: Option<&'a [u8]>,
     /// The interface `interface` refers to (the same as
     /// `reader.interfaces()[interface]`, reachable while the frame borrows the reader).
     pub interface_info: &'a Interface,
@@ -595,6 +598,7 @@ impl CaptureReader {
             data: rec.get(16..).unwrap_or(&[]),
             offset,
             interface_info: self.interfaces.first().unwrap_or(&NO_INTERFACE),
+            comment: None,
         }))
     }
 
@@ -1040,6 +1044,13 @@ impl CaptureReader {
         self.done = false;
         let blk = self.buf.take(len as usize);
         let data = blk.get(data_at..data_at + caplen as usize).unwrap_or(&[]);
+        let opts_at = data_at + (caplen as usize).div_ceil(4) * 4;
+        let comment = if btype == SPB {
+            None
+        } else {
+            blk.get(opts_at..(len as usize).saturating_sub(4))
+                .and_then(|opts| find_comment(opts, o))
+        };
         Ok(Some(Frame {
             number,
             interface: gi,
@@ -1049,8 +1060,27 @@ impl CaptureReader {
             data,
             offset,
             interface_info: self.interfaces.get(gi as usize).unwrap_or(&NO_INTERFACE),
+            comment,
         }))
     }
+}
+
+/// The first `opt_comment` (code 1) of a packet block's options; malformed
+/// options are ignored (they never make a frame unreadable).
+fn find_comment(mut opts: &[u8], o: Endian) -> Option<&[u8]> {
+    while opts.len() >= 4 {
+        let code = u16_at(opts, 0, o);
+        let len = u16_at(opts, 2, o) as usize;
+        if code == 0 {
+            return None;
+        }
+        let value = opts.get(4..4 + len)?;
+        if code == 1 {
+            return Some(value);
+        }
+        opts = opts.get(4 + len.div_ceil(4) * 4..)?;
+    }
+    None
 }
 
 #[cfg(test)]

@@ -398,6 +398,18 @@ impl CaptureWriter {
 
     /// Writes one frame. `data` starts with the link-layer header.
     pub fn write_frame(&mut self, meta: &FrameMeta, data: &[u8]) -> Result<(), CaptureError> {
+        self.write_frame_with_comment(meta, data, None)
+    }
+
+    /// Like [`CaptureWriter::write_frame`], with a packet comment
+    /// (`opt_comment`, shown by Wireshark) in pcapng; pcap has no place for
+    /// it and drops it.
+    pub fn write_frame_with_comment(
+        &mut self,
+        meta: &FrameMeta,
+        data: &[u8],
+        comment: Option<&str>,
+    ) -> Result<(), CaptureError> {
         let number = self.stats.frames + 1;
         let nf = Some(number);
         if meta.timestamp_ns < 0 {
@@ -469,7 +481,10 @@ impl CaptureWriter {
                 let id = self.interface_for(meta, nf)?;
                 let ts = meta.timestamp_ns as u64;
                 let pad = (4 - caplen % 4) % 4;
-                let len = (32 + caplen + pad) as u32;
+                // opt_comment + opt_endofopt, each option padded to 4 bytes.
+                let comment = comment.map(|c| &c.as_bytes()[..c.len().min(u16::MAX as usize - 3)]);
+                let opts_len = comment.map_or(0, |c| 4 + c.len().div_ceil(4) * 4 + 4);
+                let len = (32 + caplen + pad + opts_len) as u32;
                 let mut h = [0u8; 28];
                 h[0..4].copy_from_slice(&6u32.to_le_bytes());
                 h[4..8].copy_from_slice(&len.to_le_bytes());
@@ -481,6 +496,15 @@ impl CaptureWriter {
                 self.put(&h, nf)?;
                 self.put(data, nf)?;
                 self.put(&[0u8; 3][..pad], nf)?;
+                if let Some(c) = comment {
+                    let mut oh = [0u8; 4];
+                    oh[0..2].copy_from_slice(&1u16.to_le_bytes());
+                    oh[2..4].copy_from_slice(&(c.len() as u16).to_le_bytes());
+                    self.put(&oh, nf)?;
+                    self.put(c, nf)?;
+                    self.put(&[0u8; 3][..(4 - c.len() % 4) % 4], nf)?;
+                    self.put(&[0u8; 4], nf)?;
+                }
                 self.put(&len.to_le_bytes(), nf)?;
             }
         }

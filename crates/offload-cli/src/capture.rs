@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload::gro::{DEFAULT_FLUSH_TIMEOUT_NS, GRO_MAX_SIZE};
 use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
+use offload::gro::{DEFAULT_FLUSH_TIMEOUT_NS, GRO_MAX_SIZE};
 use offload::GroConfig;
 use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
 use std::io::IsTerminal;
@@ -54,7 +54,11 @@ fn parse_udp_gro(s: &str) -> Result<UdpGro, String> {
         "off" | "none" => Ok(UdpGro::Off),
         list => list
             .split(',')
-            .map(|p| p.trim().parse::<u16>().map_err(|_| format!("`{p}` is not a UDP port (use all, off or e.g. 443,4433)")))
+            .map(|p| {
+                p.trim()
+                    .parse::<u16>()
+                    .map_err(|_| format!("`{p}` is not a UDP port (use all, off or e.g. 443,4433)"))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(UdpGro::Ports),
     }
