@@ -1,0 +1,357 @@
+//! Scaffolding for the kernel tests: namespaces with a TUN device, a tiny
+//! hand-driven TCP peer on the TUN side, and the kernel's own software GSO
+//! as an oracle (a `PACKET_VNET_HDR` socket transmitting a super-packet on
+//! a veth whose TX offloads are off, captured on its peer).
+//!
+//! Everything lives in anonymous namespaces (`offload_lab::NetNs`): the
+//! kernel removes them, devices included, when the test lets go, on panic
+//! too.
+
+#![allow(dead_code)]
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use offload::build::{FrameSpec, L2Spec, TcpSpec};
+use offload::vnet::VnetHdr;
+use offload_lab::capture::{CaptureOptions, PacketSocket};
+use offload_lab::ethtool::Ethtool;
+use offload_lab::rtnl::Rtnl;
+use offload_lab::sysfs::write_sysctl;
+use offload_lab::NetNs;
+use offload_tun::{TunDevice, TunOptions};
+
+/// Fails (never skips) when not root.
+pub fn require_root() {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test needs root (CAP_NET_ADMIN); run it as root"
+    );
+    assert!(
+        std::path::Path::new("/dev/net/tun").exists(),
+        "this test needs /dev/net/tun"
+    );
+}
+
+/// Converts this crate's error for `NetNs::run` closures.
+pub fn lab<E: std::fmt::Display>(e: E) -> offload_lab::Error {
+    offload_lab::Error::Sys {
+        op: e.to_string(),
+        source: io::Error::other("offload-tun"),
+    }
+}
+
+/// A fresh namespace without IPv6 (no router solicitations or MLD reports
+/// on the TUN) and with `lo` up.
+pub fn namespace() -> NetNs {
+    let ns = NetNs::new_anonymous().expect("namespace");
+    ns.run(|| {
+        write_sysctl("net/ipv6/conf/all/disable_ipv6", "1")?;
+        write_sysctl("net/ipv6/conf/default/disable_ipv6", "1")?;
+        let mut rtnl = Rtnl::open()?;
+        let lo = rtnl.link_by_name("lo")?;
+        rtnl.set_up(lo.index, true)
+    })
+    .expect("namespace setup");
+    ns
+}
+
+/// Opens TUN `name` in `ns`, gives it `addr`/24 and brings it up.
+pub fn tun_in(ns: &NetNs, name: &str, addr: Ipv4Addr, opts: TunOptions) -> TunDevice {
+    ns.run(|| {
+        let dev = TunDevice::open(name, opts).map_err(lab)?;
+        let mut rtnl = Rtnl::open()?;
+        let l = rtnl.link_by_name(name)?;
+        rtnl.add_address(l.index, addr.into(), 24)?;
+        rtnl.set_up(l.index, true)?;
+        Ok(dev)
+    })
+    .expect("tun setup")
+}
+
+/// The TCP/IPv4 fields a test looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tcp4 {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub payload_off: usize,
+    pub payload_len: usize,
+}
+
+/// Parses a TCP/IPv4 packet (None for anything else).
+pub fn parse_tcp4(p: &[u8]) -> Option<Tcp4> {
+    if p.len() < 40 || p[0] >> 4 != 4 || p[9] != 6 {
+        return None;
+    }
+    let ihl = usize::from(p[0] & 15) * 4;
+    let tot = usize::from(u16::from_be_bytes([p[2], p[3]])).min(p.len());
+    let t = &p[ihl..];
+    let doff = usize::from(t[12] >> 4) * 4;
+    Some(Tcp4 {
+        src: p[12..16].try_into().unwrap(),
+        dst: p[16..20].try_into().unwrap(),
+        sport: u16::from_be_bytes([t[0], t[1]]),
+        dport: u16::from_be_bytes([t[2], t[3]]),
+        seq: u32::from_be_bytes(t[4..8].try_into().unwrap()),
+        ack: u32::from_be_bytes(t[8..12].try_into().unwrap()),
+        flags: t[13],
+        window: u16::from_be_bytes([t[14], t[15]]),
+        payload_off: ihl + doff,
+        payload_len: tot - ihl - doff,
+    })
+}
+
+/// The addresses and ports of one direction of a TCP connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+impl Conn {
+    pub fn new(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Self {
+        Conn {
+            src,
+            dst,
+            sport,
+            dport,
+        }
+    }
+}
+
+/// A TCP/IPv4 packet without link header, with correct checksums.
+pub fn tcp4(c: &Conn, seq: u32, ack: u32, flags: u8, options: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let mut t = TcpSpec::data(c.sport, c.dport, seq);
+    t.ack = ack;
+    t.flags = flags;
+    t.window = 65535;
+    t.options = options;
+    let mut s = FrameSpec::tcp4(c.src.octets(), c.dst.octets(), t).payload(payload.to_vec());
+    s.l2 = L2Spec::None;
+    s.build()
+}
+
+/// Reads raw packets from `dev` until `want` accepts one (its vnet header
+/// and packet are returned). Panics after 20 s of silence, so a broken
+/// test fails instead of hanging.
+pub fn read_until(
+    dev: &mut TunDevice,
+    mut want: impl FnMut(Option<&VnetHdr>, &[u8]) -> bool,
+) -> (Option<VnetHdr>, Vec<u8>) {
+    loop {
+        assert!(
+            dev.wait_readable(Some(Duration::from_secs(20))).unwrap(),
+            "nothing to read from {} for 20 s",
+            dev.name()
+        );
+        let Some(raw) = dev.read_raw().unwrap() else {
+            continue;
+        };
+        if want(raw.vnet.as_ref(), raw.packet) {
+            return (raw.vnet, raw.packet.to_vec());
+        }
+    }
+}
+
+/// The kernel's software GSO as a function: a namespace with a veth pair,
+/// TX offloads off on `ofl-ga` (so the stack segments and checksums in
+/// software), GRO off on `ofl-gb`, a `PACKET_VNET_HDR` sender on `ofl-ga`
+/// and a capture socket on `ofl-gb`.
+pub struct KernelGso {
+    _ns: NetNs,
+    tx: OwnedFd,
+    ifindex: i32,
+    rx: PacketSocket,
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+}
+
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+impl KernelGso {
+    pub fn new() -> Self {
+        let ns = namespace();
+        let (tx, ifindex, rx, src_mac, dst_mac) = ns
+            .run(|| {
+                let mut rtnl = Rtnl::open()?;
+                rtnl.create_veth("ofl-ga", "ofl-gb")?;
+                let a = rtnl.link_by_name("ofl-ga")?;
+                let b = rtnl.link_by_name("ofl-gb")?;
+                let et = Ethtool::open()?;
+                for f in [
+                    "tx-checksum-ip-generic",
+                    "tx-tcp-segmentation",
+                    "tx-tcp-ecn-segmentation",
+                    "tx-tcp-mangleid-segmentation",
+                    "tx-tcp6-segmentation",
+                    "tx-udp-segmentation",
+                    "tx-generic-segmentation",
+                ] {
+                    et.set_feature("ofl-ga", f, false)?;
+                }
+                et.set_feature("ofl-gb", "rx-gro", false)?;
+                rtnl.set_up(a.index, true)?;
+                rtnl.set_up(b.index, true)?;
+                let rx = PacketSocket::open(b.index, CaptureOptions::default())?;
+                // SAFETY: socket(2) with constant arguments; checked below
+                // and owned exactly once.
+                let raw = unsafe {
+                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+                };
+                if raw < 0 {
+                    return Err(offload_lab::Error::Sys {
+                        op: "socket(AF_PACKET)".into(),
+                        source: io::Error::last_os_error(),
+                    });
+                }
+                // SAFETY: fresh fd owned by nobody else.
+                let tx = unsafe { OwnedFd::from_raw_fd(raw) };
+                let one: libc::c_int = 1;
+                // SAFETY: setsockopt reads one int from a live local.
+                let r = unsafe {
+                    libc::setsockopt(
+                        tx.as_raw_fd(),
+                        libc::SOL_PACKET,
+                        PACKET_VNET_HDR,
+                        (&one as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if r < 0 {
+                    return Err(offload_lab::Error::Sys {
+                        op: "PACKET_VNET_HDR".into(),
+                        source: io::Error::last_os_error(),
+                    });
+                }
+                let mac = |m: &[u8]| -> [u8; 6] { m.try_into().unwrap_or([0; 6]) };
+                Ok((tx, a.index as i32, rx, mac(&a.mac), mac(&b.mac)))
+            })
+            .expect("GSO oracle setup");
+        KernelGso {
+            _ns: ns,
+            tx,
+            ifindex,
+            rx,
+            dst_mac,
+            src_mac,
+        }
+    }
+
+    fn send(&self, hdr: &VnetHdr, ip_packet: &[u8]) {
+        let mut frame = Vec::with_capacity(10 + 14 + ip_packet.len());
+        let mut h = *hdr;
+        h.num_buffers = None;
+        if h.flags & offload::vnet::flags::NEEDS_CSUM != 0 {
+            h.csum_start += 14;
+        }
+        h.hdr_len = h.hdr_len.saturating_add(14);
+        let mut hb = [0u8; 10];
+        h.encode(&mut hb);
+        frame.extend_from_slice(&hb);
+        frame.extend_from_slice(&self.dst_mac);
+        frame.extend_from_slice(&self.src_mac);
+        let et: u16 = if ip_packet[0] >> 4 == 6 {
+            0x86dd
+        } else {
+            0x0800
+        };
+        frame.extend_from_slice(&et.to_be_bytes());
+        frame.extend_from_slice(ip_packet);
+        // SAFETY: a zeroed sockaddr_ll is valid; the fields are set below.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = self.ifindex;
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&self.dst_mac);
+        // SAFETY: sendto reads `frame` and `sll`, both live for the call.
+        let n = unsafe {
+            libc::sendto(
+                self.tx.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        assert!(
+            n >= 0,
+            "PACKET_VNET_HDR send of {} bytes: {}",
+            frame.len(),
+            io::Error::last_os_error()
+        );
+    }
+
+    /// What the kernel puts on the wire for `ip_packet` with `hdr`: the IP
+    /// packets (Ethernet header removed) its GSO and checksum code make.
+    pub fn segment(&mut self, hdr: &VnetHdr, ip_packet: &[u8]) -> Vec<Vec<u8>> {
+        self.send(hdr, ip_packet);
+        // A marker frame (local experimental ethertype) ends the output:
+        // a veth keeps order, so everything before it belongs to the packet.
+        let mut marker = vec![0u8; 46];
+        marker[0] = 0xee;
+        self.send_raw_ethertype(0x88b5, &marker);
+        let mut out = Vec::new();
+        loop {
+            let c = self
+                .rx
+                .recv(Some(Duration::from_secs(20)))
+                .expect("capture")
+                .expect("kernel GSO oracle: nothing captured for 20 s");
+            if u16::from_be_bytes([c.frame[12], c.frame[13]]) == 0x88b5 {
+                return out;
+            }
+            out.push(c.frame[14..].to_vec());
+        }
+    }
+
+    fn send_raw_ethertype(&self, et: u16, body: &[u8]) {
+        let mut frame = vec![0u8; 10];
+        frame.extend_from_slice(&self.dst_mac);
+        frame.extend_from_slice(&self.src_mac);
+        frame.extend_from_slice(&et.to_be_bytes());
+        frame.extend_from_slice(body);
+        // SAFETY: as in `send`.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = self.ifindex;
+        // SAFETY: sendto reads `frame` and `sll`, both live for the call.
+        let n = unsafe {
+            libc::sendto(
+                self.tx.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        assert!(n >= 0, "marker send: {}", io::Error::last_os_error());
+    }
+}
+
+/// A deterministic byte pattern (not periodic at any small stride, so a
+/// misplaced or repeated segment shows up).
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
