@@ -187,6 +187,12 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             }
         );
         println!(
+            "udp gro {}  vxlan ports {:?}  vlan gro {}",
+            s.settings.udp_gro,
+            s.settings.vxlan_ports,
+            if s.settings.vlan_gro { "on" } else { "off" }
+        );
+        println!(
             "frames in {}  packets out {}  merge ratio {:.2}  super-packets {}  largest {} B{}",
             s.frames_in,
             s.packets_out,
@@ -234,6 +240,11 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
     let opts = GsoOptions {
         mss: args.mss,
         mtu: args.mtu,
+        vxlan_ports: if args.vxlan_ports.is_empty() {
+            vec![DEFAULT_VXLAN_PORT]
+        } else {
+            args.vxlan_ports.clone()
+        },
     };
     let pb = progress_bar(file_len(&args.input));
     let cancel = cancel_flag();

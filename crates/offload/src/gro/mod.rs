@@ -159,11 +159,12 @@ pub enum Proto {
 }
 
 impl Proto {
-    pub const ALL: [Proto; 5] = [
+    pub const ALL: [Proto; 6] = [
         Proto::Tcp4,
         Proto::Tcp6,
         Proto::Udp4,
         Proto::Udp6,
+        Proto::Vxlan,
         Proto::Other,
     ];
 

@@ -805,3 +805,34 @@ fn vlan_tagged_frames_merge_per_vid_with_vlan_gro() {
     let ip = crate::wire::ipv4::Ipv4::new_checked(&o[0].data[18..]).unwrap();
     assert_eq!(ip.total_len() as usize, 40 + 3 * MSS);
 }
+
+#[test]
+fn vxlan_frames_are_counted_as_vxlan() {
+    let frames = build((0..3).map(|i| vxlan(i, 10 + i as u16, true)));
+    let mut e = GroEngine::new(GroConfig {
+        flush_timeout_ns: 10_000_000,
+        ..Default::default()
+    });
+    for f in &frames {
+        e.receive(
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: 0,
+                frame: 1,
+                orig_len: f.len() as u32,
+            },
+            &mut |_d: &Delivered<'_>| {},
+        );
+    }
+    e.finish(&mut |_d: &Delivered<'_>| {});
+    assert_eq!(e.stats().proto_in[Proto::Vxlan as usize], 3);
+    assert_eq!(e.stats().proto_out[Proto::Vxlan as usize], 1);
+}
+
+#[test]
+fn proto_all_is_indexed_by_discriminant() {
+    for (i, p) in Proto::ALL.iter().enumerate() {
+        assert_eq!(*p as usize, i, "{}", p.name());
+    }
+}
