@@ -28,6 +28,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    reset_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Gro(args) => capture::run_gro(args),
@@ -37,8 +38,35 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("offload: error: {err:#}");
+            eprintln!("offload: error: {}", error_chain(&err));
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes, skipping a cause whose text the message
+/// before it already contains (our errors quote their I/O source).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    text
+}
+
+/// Dies quietly on a closed pipe (`offload ... | head`) like other Unix
+/// tools, instead of panicking in `println!`.
+fn reset_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; it only
+    // restores the default disposition of SIGPIPE, which Rust's runtime set
+    // to "ignore".
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
