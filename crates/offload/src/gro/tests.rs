@@ -836,3 +836,23 @@ fn proto_all_is_indexed_by_discriminant() {
         assert_eq!(*p as usize, i, "{}", p.name());
     }
 }
+
+#[test]
+fn non_ip_frames_are_counted_as_other() {
+    let mut arp = vec![0xffu8; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    let mut e = GroEngine::new(GroConfig::default());
+    e.receive(
+        Input {
+            data: &arp,
+            link: LinkKind::Ethernet,
+            timestamp_ns: 0,
+            frame: 1,
+            orig_len: arp.len() as u32,
+        },
+        &mut |_d: &Delivered<'_>| {},
+    );
+    assert_eq!(e.stats().proto_in[Proto::Other as usize], 1);
+    assert_eq!(e.stats().proto_out[Proto::Other as usize], 1);
+}
