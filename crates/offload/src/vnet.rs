@@ -305,7 +305,9 @@ mod tests {
         assert!(VnetHdr::decode(&b[..9], HDR_LEN).is_err());
     }
 
-    fn coalesced() -> (Vec<u8>, VnetHdr, Vec<(Vec<u8>, VnetHdr)>) {
+    type Written = Vec<(Vec<u8>, VnetHdr)>;
+
+    fn coalesced() -> (Vec<u8>, VnetHdr, Written) {
         // Three segments, a bad-checksum packet, then one more segment.
         let seg = |i: u32| {
             let mut s = FrameSpec::tcp4(

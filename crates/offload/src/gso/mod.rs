@@ -1,7 +1,7 @@
 //! Generic Segmentation Offload: split a super-packet into wire-sized
-//! packets the way `skb_segment` + `tcp_gso_segment` / `__udp_gso_segment`
-//! + `inet_gso_segment` / `ipv6_gso_segment` (+ `skb_udp_tunnel_segment`
-//! for VXLAN) do it.
+//! packets the way `skb_segment` with `tcp_gso_segment` or
+//! `__udp_gso_segment`, `inet_gso_segment` or `ipv6_gso_segment`, and
+//! `skb_udp_tunnel_segment` for VXLAN do it.
 //!
 //! Per TCP segment: all headers copied; IPv4 total length and a freshly
 //! computed header checksum, ID = first ID + i unless the fixed-ID flag of

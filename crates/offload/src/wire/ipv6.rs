@@ -186,8 +186,8 @@ mod tests {
 
     fn header(next: u8, plen: u16) -> Vec<u8> {
         let mut h = vec![0u8; 40];
-        h[0] = 0x60 | 0x0a >> 4;
-        h[1] = 0xa0 | 0x01;
+        h[0] = 0x60;
+        h[1] = 0x01;
         h[2] = 0x23;
         h[3] = 0x45;
         h[4..6].copy_from_slice(&plen.to_be_bytes());

@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn reads_fields_and_timestamp_option() {
-        let mut h = vec![0u8; 32];
+        let mut h = [0u8; 32];
         h[0..4].copy_from_slice(&[0x1f, 0x90, 0xc3, 0x50]);
         h[4..8].copy_from_slice(&1000u32.to_be_bytes());
         h[8..12].copy_from_slice(&77u32.to_be_bytes());
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn rejects_short_data_offset_and_missing_options() {
-        let mut h = vec![0u8; 24];
+        let mut h = [0u8; 24];
         h[12] = 4 << 4;
         assert_eq!(Tcp::new_checked(&h[..]).unwrap_err().field, "data offset");
         h[12] = 8 << 4;
@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn malformed_options_do_not_panic() {
-        let mut h = vec![0u8; 24];
+        let mut h = [0u8; 24];
         h[12] = 6 << 4;
         h[20..24].copy_from_slice(&[8, 0, 1, 1]);
         assert_eq!(Tcp::new_checked(&h[..]).unwrap().timestamps(), None);
