@@ -132,17 +132,27 @@ fn open_flows(cfg: &ClientConfig, data: SocketAddr, n: usize) -> Result<Flows, S
     match cfg.spec.kind {
         TestKind::TcpCrr => Ok(Flows::None),
         TestKind::TcpRr | TestKind::TcpStream => (0..n)
-            .map(|_| sock::tcp_connect(data, knobs).map_err(|e| format!("connecting to {data}: {e}")))
+            .map(|_| {
+                sock::tcp_connect(data, knobs).map_err(|e| format!("connecting to {data}: {e}"))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Tcp),
         TestKind::UdpRr | TestKind::UdpStream => (0..n)
-            .map(|_| sock::udp_connect(data, knobs).map_err(|e| format!("udp socket to {data}: {e}")))
+            .map(|_| {
+                sock::udp_connect(data, knobs).map_err(|e| format!("udp socket to {data}: {e}"))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Udp),
     }
 }
 
-fn run_worker(cfg: &ClientConfig, data: SocketAddr, flows: &Flows, w: &Window, slot: &Slot) -> Result<Outcome, String> {
+fn run_worker(
+    cfg: &ClientConfig,
+    data: SocketAddr,
+    flows: &Flows,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
     let spec = &cfg.spec;
     let n_flows = match flows {
         Flows::Tcp(v) => v.len(),
@@ -176,12 +186,18 @@ fn run_worker(cfg: &ClientConfig, data: SocketAddr, flows: &Flows, w: &Window, s
         TestKind::TcpStream => {
             set_nb(&fds)?;
             match spec.direction {
-                Direction::ClientToServer => {
-                    engine::stream_send(&fds, spec.request as usize, StopWhen::Deadline(w.we), slot)?
-                }
-                Direction::ServerToClient => {
-                    engine::stream_recv(&fds, spec.response as usize, StopWhen::Deadline(w.we), slot)?
-                }
+                Direction::ClientToServer => engine::stream_send(
+                    &fds,
+                    spec.request as usize,
+                    StopWhen::Deadline(w.we),
+                    slot,
+                )?,
+                Direction::ServerToClient => engine::stream_recv(
+                    &fds,
+                    spec.response as usize,
+                    StopWhen::Deadline(w.we),
+                    slot,
+                )?,
             }
             let mut o = Outcome::empty();
             o.total_txn = slot.txn.load(Ordering::Relaxed);
@@ -209,7 +225,10 @@ fn run_worker(cfg: &ClientConfig, data: SocketAddr, flows: &Flows, w: &Window, s
 }
 
 /// Runs one test against a server and returns its result.
-pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResult, BenchError> {
+pub fn run_once(
+    cfg: &ClientConfig,
+    on_interval: IntervalFn<'_>,
+) -> Result<BenchResult, BenchError> {
     let mut cfg = cfg.clone();
     cfg.validate()?;
     sys::raise_fd_limit(1 << 20).ok();
@@ -227,9 +246,14 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
         other => return Err(ctl.unexpected("welcome", &other)),
     };
     let client_host = HostInfo::collect();
-    ctl.send(&ClientMsg::Start { spec: cfg.spec.clone() })?;
+    ctl.send(&ClientMsg::Start {
+        spec: cfg.spec.clone(),
+    })?;
     let (data_port, server_settings) = match ctl.recv("ready")? {
-        ServerMsg::Ready { data_port, settings } => (data_port, settings),
+        ServerMsg::Ready {
+            data_port,
+            settings,
+        } => (data_port, settings),
         other => return Err(ctl.unexpected("ready", &other)),
     };
     let data = SocketAddr::new(cfg.server.ip(), data_port);
@@ -237,13 +261,23 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
     let slots: Arc<Vec<Slot>> = Arc::new((0..threads).map(|_| Slot::default()).collect());
     let timing: Arc<OnceLock<Option<Window>>> = Arc::new(OnceLock::new());
     let barrier = Arc::new(Barrier::new(threads + 1));
+    // Workers wait here after their loop so that their threads still exist
+    // (and their CPU time can be read) when the window's end is sampled.
+    let done = Arc::new(Barrier::new(threads + 1));
     let (tx, rx) = mpsc::channel::<Setup>();
     let mut handles = Vec::with_capacity(threads);
     let cfg_arc = Arc::new(cfg.clone());
     for i in 0..threads {
-        let n = cfg.spec.flows as usize / threads + usize::from(i < cfg.spec.flows as usize % threads);
-        let (cfg, slots, timing, barrier, tx) =
-            (cfg_arc.clone(), slots.clone(), timing.clone(), barrier.clone(), tx.clone());
+        let n =
+            cfg.spec.flows as usize / threads + usize::from(i < cfg.spec.flows as usize % threads);
+        let (cfg, slots, timing, barrier, tx, done) = (
+            cfg_arc.clone(),
+            slots.clone(),
+            timing.clone(),
+            barrier.clone(),
+            tx.clone(),
+            done.clone(),
+        );
         let h = std::thread::Builder::new()
             .name(format!("ofl-bench-c{i}"))
             .spawn(move || -> Result<Outcome, String> {
@@ -263,7 +297,10 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
                 };
                 let fds = flows.fds();
                 let is_tcp = matches!(flows, Flows::Tcp(_));
-                let sockopts = fds.first().map(|&fd| sock::read_back(fd, is_tcp)).unwrap_or_default();
+                let sockopts = fds
+                    .first()
+                    .map(|&fd| sock::read_back(fd, is_tcp))
+                    .unwrap_or_default();
                 let _ = tx.send(Setup {
                     worker: i,
                     tid: sys::gettid(),
@@ -277,7 +314,9 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
                     (Err(e), _) => return Err(e),
                     (Ok(()), None) => return Err("aborted before the start".into()),
                 };
-                run_worker(&cfg, data, &flows, &w, &slots[i])
+                let result = run_worker(&cfg, data, &flows, &w, &slots[i]);
+                done.wait();
+                result
             })
             .map_err(|e| BenchError::io("spawning a client worker", e))?;
         handles.push(h);
@@ -298,7 +337,9 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
                 setups.push(s);
             }
             Err(_) => {
-                first_err.get_or_insert(BenchError::Config("client workers did not set up in time".into()));
+                first_err.get_or_insert(BenchError::Config(
+                    "client workers did not set up in time".into(),
+                ));
                 break;
             }
         }
@@ -326,7 +367,17 @@ pub fn run_once(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<Bench
     barrier.wait();
 
     let mut intervals = Vec::new();
-    let (s0, s1) = match sample_window(&cfg, &w, &tids, &slots, &mut ctl, &mut intervals, on_interval) {
+    let sampled = sample_window(
+        &cfg,
+        &w,
+        &tids,
+        &slots,
+        &mut ctl,
+        &mut intervals,
+        on_interval,
+    );
+    done.wait();
+    let (s0, s1) = match sampled {
         Ok(x) => x,
         Err(e) => {
             for h in handles {
@@ -426,12 +477,16 @@ fn sample_window(
         let now = Instant::now();
         if s0.is_none() && now >= w.ws {
             s0 = Some(snap(tids, slots)?);
-            ctl.send(&ClientMsg::Mark { mark: Mark::WindowStart })?;
+            ctl.send(&ClientMsg::Mark {
+                mark: Mark::WindowStart,
+            })?;
             expect_marked(ctl)?;
         }
         if s1.is_none() && now >= w.we {
             s1 = Some(snap(tids, slots)?);
-            ctl.send(&ClientMsg::Mark { mark: Mark::WindowEnd })?;
+            ctl.send(&ClientMsg::Mark {
+                mark: Mark::WindowEnd,
+            })?;
             expect_marked(ctl)?;
         }
         if let (Some(nt), Some(tk)) = (next_tick, tick) {
@@ -460,7 +515,9 @@ fn sample_window(
     }
     match (s0, s1) {
         (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(BenchError::Config("the measurement window was not sampled".into())),
+        _ => Err(BenchError::Config(
+            "the measurement window was not sampled".into(),
+        )),
     }
 }
 
@@ -510,8 +567,17 @@ fn compose(c: Compose<'_>) -> BenchResult {
     let (tps, gbit, pps, latency) = match spec.kind {
         TestKind::TcpRr | TestKind::TcpCrr | TestKind::UdpRr => {
             let tps = cw as f64 / window_s;
-            let pps = if spec.kind == TestKind::UdpRr { 2.0 * tps } else { 0.0 };
-            (tps, tps * msg_bytes * 8.0 / 1e9, pps, LatencyUs::from_histogram(&hist))
+            let pps = if spec.kind == TestKind::UdpRr {
+                2.0 * tps
+            } else {
+                0.0
+            };
+            (
+                tps,
+                tps * msg_bytes * 8.0 / 1e9,
+                pps,
+                LatencyUs::from_histogram(&hist),
+            )
         }
         TestKind::TcpStream => {
             let bps = match spec.direction {
@@ -520,7 +586,12 @@ fn compose(c: Compose<'_>) -> BenchResult {
                     c.s1.counts.1.saturating_sub(c.s0.counts.1) as f64 / client_window_s
                 }
             };
-            (bps / f64::from(spec.request.max(1)), bps * 8.0 / 1e9, 0.0, None)
+            (
+                bps / f64::from(spec.request.max(1)),
+                bps * 8.0 / 1e9,
+                0.0,
+                None,
+            )
         }
         TestKind::UdpStream => {
             let pps = r.window.packets as f64 / server_window_s;
@@ -548,16 +619,34 @@ fn compose(c: Compose<'_>) -> BenchResult {
     let (consistent, note) = match spec.kind {
         TestKind::TcpRr | TestKind::TcpCrr => {
             if r.transactions_total < ct {
-                (false, Some(format!("server served {} < client completed {ct}", r.transactions_total)))
+                (
+                    false,
+                    Some(format!(
+                        "server served {} < client completed {ct}",
+                        r.transactions_total
+                    )),
+                )
             } else if r.transactions_total - ct > flows {
-                (false, Some(format!("server served {} > client {ct} + {flows} in flight", r.transactions_total)))
+                (
+                    false,
+                    Some(format!(
+                        "server served {} > client {ct} + {flows} in flight",
+                        r.transactions_total
+                    )),
+                )
             } else {
                 window_check(cw, r.window.transactions, flows)
             }
         }
         TestKind::UdpRr => {
             if r.transactions_total + lost < ct {
-                (false, Some(format!("server answered {} < client completed {ct} - lost {lost}", r.transactions_total)))
+                (
+                    false,
+                    Some(format!(
+                        "server answered {} < client completed {ct} - lost {lost}",
+                        r.transactions_total
+                    )),
+                )
             } else {
                 (true, None)
             }
@@ -568,22 +657,39 @@ fn compose(c: Compose<'_>) -> BenchResult {
                 Direction::ServerToClient => (r.bytes_total, c.final_counts.1),
             };
             if received > sent {
-                (false, Some(format!("received {received} bytes > sent {sent}")))
+                (
+                    false,
+                    Some(format!("received {received} bytes > sent {sent}")),
+                )
             } else {
                 (true, None)
             }
         }
         TestKind::UdpStream => {
             if r.packets_total > c.final_counts.2 {
-                (false, Some(format!("received {} > sent {} datagrams", r.packets_total, c.final_counts.2)))
+                (
+                    false,
+                    Some(format!(
+                        "received {} > sent {} datagrams",
+                        r.packets_total, c.final_counts.2
+                    )),
+                )
             } else {
                 (true, None)
             }
         }
     };
     let counts = Counts {
-        client_window: if spec.kind.is_rr() { cw } else { c.s1.counts.0.saturating_sub(c.s0.counts.0) },
-        client_total: if spec.kind.is_rr() { ct } else { c.final_counts.0 },
+        client_window: if spec.kind.is_rr() {
+            cw
+        } else {
+            c.s1.counts.0.saturating_sub(c.s0.counts.0)
+        },
+        client_total: if spec.kind.is_rr() {
+            ct
+        } else {
+            c.final_counts.0
+        },
         histogram: hist.len(),
         server_window: r.window.transactions,
         server_total: r.transactions_total,
@@ -660,7 +766,12 @@ fn compose(c: Compose<'_>) -> BenchResult {
 fn window_check(client: u64, server: u64, flows: u64) -> (bool, Option<String>) {
     let tol = client / 10 + flows + 10;
     if client.abs_diff(server) > tol {
-        (false, Some(format!("window counts differ: client {client}, server {server}")))
+        (
+            false,
+            Some(format!(
+                "window counts differ: client {client}, server {server}"
+            )),
+        )
     } else {
         (true, None)
     }
@@ -678,8 +789,9 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
     };
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
+    let done = Arc::new(Barrier::new(threads + 1));
     for i in 0..threads {
-        let (slots, tx, pin) = (slots.clone(), tx.clone(), cfg.pin.clone());
+        let (slots, tx, pin, done) = (slots.clone(), tx.clone(), cfg.pin.clone(), done.clone());
         handles.push(
             std::thread::Builder::new()
                 .name(format!("ofl-bench-n{i}"))
@@ -689,13 +801,17 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
                     }
                     let _ = tx.send((i, sys::gettid(), sys::get_affinity().unwrap_or_default()));
                     sleep_until(w.start);
-                    engine::client_null(&w, &slots[i])
+                    let out = engine::client_null(&w, &slots[i]);
+                    done.wait();
+                    out
                 })
                 .map_err(|e| BenchError::io("spawning a worker", e))?,
         );
     }
     drop(tx);
-    let mut setups: Vec<(usize, i32, Vec<usize>)> = rx.iter().collect();
+    // Exactly one message per worker: the workers keep their senders alive
+    // until the end barrier, so the channel would never close.
+    let mut setups: Vec<(usize, i32, Vec<usize>)> = rx.iter().take(threads).collect();
     setups.sort();
     let tids: Vec<i32> = setups.iter().map(|s| s.1).collect();
     sleep_until(w.ws);
@@ -721,7 +837,9 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
         }
     }
     sleep_until(w.we);
-    let s1 = snap(&tids, &slots)?;
+    let s1 = snap(&tids, &slots);
+    done.wait();
+    let s1 = s1?;
     let mut outcomes = Vec::new();
     for h in handles {
         outcomes.push(h.join().map_err(|_| BenchError::Worker {
@@ -768,7 +886,11 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
 }
 
 /// Runs the test `runs` times and summarises across runs.
-pub fn run_many(cfg: &ClientConfig, runs: u32, on_interval: IntervalFn<'_>) -> Result<RunsReport, BenchError> {
+pub fn run_many(
+    cfg: &ClientConfig,
+    runs: u32,
+    on_interval: IntervalFn<'_>,
+) -> Result<RunsReport, BenchError> {
     let mut results = Vec::new();
     for _ in 0..runs.max(1) {
         results.push(run_once(cfg, on_interval)?);
@@ -806,7 +928,11 @@ pub fn summarize_runs(runs: Vec<BenchResult>) -> RunsReport {
         settings: runs.first().map(|r| r.settings.clone()).unwrap_or_default(),
         transactions_per_sec_summary: stats::summarize(&tps),
         cpu_seconds_per_transaction_summary: stats::summarize(&cpt),
-        p99_us_summary: if p99.len() == runs.len() { stats::summarize(&p99) } else { None },
+        p99_us_summary: if p99.len() == runs.len() {
+            stats::summarize(&p99)
+        } else {
+            None
+        },
         runs,
     }
 }
@@ -837,8 +963,15 @@ pub fn compare(
 }
 
 /// Paired differences of finished A and B runs.
-pub fn compare_results(a_options: &str, b_options: &str, a_runs: Vec<BenchResult>, b_runs: Vec<BenchResult>) -> CompareReport {
-    let f = |v: &[BenchResult], g: fn(&BenchResult) -> Option<f64>| -> Option<Vec<f64>> { v.iter().map(g).collect() };
+pub fn compare_results(
+    a_options: &str,
+    b_options: &str,
+    a_runs: Vec<BenchResult>,
+    b_runs: Vec<BenchResult>,
+) -> CompareReport {
+    let f = |v: &[BenchResult], g: fn(&BenchResult) -> Option<f64>| -> Option<Vec<f64>> {
+        v.iter().map(g).collect()
+    };
     let pd = |g: fn(&BenchResult) -> Option<f64>| match (f(&a_runs, g), f(&b_runs, g)) {
         (Some(x), Some(y)) => stats::paired_difference(&x, &y),
         _ => None,

@@ -195,13 +195,18 @@ impl ClientConfig {
             s.server_threads = s.flows;
         }
         if s.flows > 1_000_000 {
-            return Err(BenchError::Config(format!("--flows {} is above 1000000", s.flows)));
+            return Err(BenchError::Config(format!(
+                "--flows {} is above 1000000",
+                s.flows
+            )));
         }
         if self.threads > 1024 || s.server_threads > 1024 {
             return Err(BenchError::Config("at most 1024 threads".into()));
         }
         if s.request == 0 || s.response == 0 {
-            return Err(BenchError::Config("--request and --response must be at least 1 byte".into()));
+            return Err(BenchError::Config(
+                "--request and --response must be at least 1 byte".into(),
+            ));
         }
         let max_msg = if s.kind.is_udp() { 65507 } else { 1 << 30 };
         if s.request > max_msg || s.response > max_msg.max(65536) {
@@ -223,7 +228,9 @@ impl ClientConfig {
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
-                return Err(BenchError::Config("--rate must be a positive number".into()));
+                return Err(BenchError::Config(
+                    "--rate must be a positive number".into(),
+                ));
             }
         }
         if self.duration.is_zero() {
@@ -300,7 +307,10 @@ mod tests {
             TestKind::UdpRr,
             TestKind::UdpStream,
         ] {
-            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.name()));
+            assert_eq!(
+                serde_json::to_string(&k).unwrap(),
+                format!("\"{}\"", k.name())
+            );
         }
     }
 }

@@ -129,7 +129,10 @@ pub fn threads_cpu(tids: &[i32]) -> ProcessCpu {
             }
         }
         if let Ok(sched) = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")) {
-            if let Some(ns) = sched.split_ascii_whitespace().next().and_then(|v| v.parse::<u64>().ok())
+            if let Some(ns) = sched
+                .split_ascii_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
             {
                 sum.total += ns as f64 / 1e9;
             }
@@ -194,7 +197,11 @@ pub fn parse_snmp_udp(text: &str) -> Result<UdpCounters, BenchError> {
         });
     };
     let mut c = UdpCounters::default();
-    for (n, v) in names.split_ascii_whitespace().zip(values.split_ascii_whitespace()).skip(1) {
+    for (n, v) in names
+        .split_ascii_whitespace()
+        .zip(values.split_ascii_whitespace())
+        .skip(1)
+    {
         let v: u64 = v.parse().unwrap_or(0);
         match n {
             "InDatagrams" => c.in_datagrams = v,
@@ -212,7 +219,9 @@ pub fn parse_snmp6_udp(text: &str) -> UdpCounters {
     let mut c = UdpCounters::default();
     for line in text.lines() {
         let mut it = line.split_ascii_whitespace();
-        let (Some(n), Some(v)) = (it.next(), it.next()) else { continue };
+        let (Some(n), Some(v)) = (it.next(), it.next()) else {
+            continue;
+        };
         let v: u64 = v.parse().unwrap_or(0);
         match n {
             "Udp6InDatagrams" => c.in_datagrams = v,

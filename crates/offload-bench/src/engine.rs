@@ -100,7 +100,10 @@ impl Outcome {
     fn complete(&mut self, t0: Instant, t1: Instant, w: &Window, slot: &Slot) {
         self.total_txn += 1;
         if t1 >= w.ws && t1 < w.we {
-            let ns = t1.saturating_duration_since(t0).as_nanos().min(u128::from(u64::MAX)) as u64;
+            let ns = t1
+                .saturating_duration_since(t0)
+                .as_nanos()
+                .min(u128::from(u64::MAX)) as u64;
             self.hist.saturating_record(ns.max(1));
             self.window_txn += 1;
         }
@@ -122,7 +125,10 @@ pub struct RrParams {
 }
 
 fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn errmsg(what: &str, e: io::Error) -> String {
@@ -156,7 +162,12 @@ fn read_full(
     while got < buf.len() {
         match sys::recv(fd, &mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed mid-message")),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed mid-message",
+                ))
+            }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
@@ -164,7 +175,10 @@ fn read_full(
                     return Ok(false);
                 }
                 if deadline.is_some_and(|d| Instant::now() > d) {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "no response from the peer"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no response from the peer",
+                    ));
                 }
             }
             Err(e) => return Err(e),
@@ -185,8 +199,15 @@ pub fn client_rr_blocking(
     w: &Window,
     slot: &Slot,
 ) -> Result<Outcome, String> {
-    sock::set_recv_timeout(fd, if udp { p.udp_timeout } else { Duration::from_millis(500) })
-        .map_err(|e| errmsg("setting SO_RCVTIMEO", e))?;
+    sock::set_recv_timeout(
+        fd,
+        if udp {
+            p.udp_timeout
+        } else {
+            Duration::from_millis(500)
+        },
+    )
+    .map_err(|e| errmsg("setting SO_RCVTIMEO", e))?;
     let req = vec![0x5au8; p.request];
     let mut resp = vec![0u8; if udp { 65536 } else { p.response }];
     let mut out = Outcome::empty();
@@ -204,7 +225,10 @@ pub fn client_rr_blocking(
         }
         if udp {
             if let Err(e) = sys::send(fd, &req) {
-                if !matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED)) {
+                if !matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED)
+                ) {
                     return Err(errmsg("udp send", e));
                 }
                 out.send_errors += 1;
@@ -269,7 +293,8 @@ pub fn client_rr_epoll(
         sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET
     };
     for (i, &fd) in fds.iter().enumerate() {
-        ep.add(fd, flags, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+        ep.add(fd, flags, i as u64)
+            .map_err(|e| errmsg("epoll_ctl", e))?;
     }
     let req = vec![0x5au8; p.request];
     let mut scratch = vec![0u8; if udp { 65536 } else { p.response.min(1 << 20) }];
@@ -290,7 +315,13 @@ pub fn client_rr_epoll(
                 Ok(n) => c.sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if udp && matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::ECONNREFUSED)) => {
+                Err(e)
+                    if udp
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::ENOBUFS) | Some(libc::ECONNREFUSED)
+                        ) =>
+                {
                     // Counted; the loss timer will resend.
                     out.send_errors += 1;
                     c.sent = req.len();
@@ -307,7 +338,9 @@ pub fn client_rr_epoll(
     let mut last_scan = now;
     let deadline = w.we + GRACE;
     'outer: loop {
-        let n = ep.wait(&mut events, 10).map_err(|e| errmsg("epoll_wait", e))?;
+        let n = ep
+            .wait(&mut events, 10)
+            .map_err(|e| errmsg("epoll_wait", e))?;
         let mut last_clock = None;
         for ev in &events[..n] {
             let i = sys::event_token(ev) as usize;
@@ -317,7 +350,11 @@ pub fn client_rr_epoll(
                 continue;
             }
             loop {
-                let want = if udp { scratch.len() } else { (p.response - c.got).min(scratch.len()) };
+                let want = if udp {
+                    scratch.len()
+                } else {
+                    (p.response - c.got).min(scratch.len())
+                };
                 match sys::recv(fd, &mut scratch[..want]) {
                     Ok(0) if !udp => return Err("the server closed a data connection".into()),
                     Ok(k) => {
@@ -407,7 +444,12 @@ pub fn client_crr(
 }
 
 /// Server request/response on one blocking TCP connection.
-pub fn server_rr_blocking(stream: &TcpStream, p: &RrParams, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+pub fn server_rr_blocking(
+    stream: &TcpStream,
+    p: &RrParams,
+    stop: &AtomicBool,
+    slot: &Slot,
+) -> Result<(), String> {
     let fd = stream.as_raw_fd();
     sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let mut req = vec![0u8; p.request];
@@ -427,7 +469,9 @@ pub fn server_rr_blocking(stream: &TcpStream, p: &RrParams, stop: &AtomicBool, s
             Ok(()) => {}
             // The client stops at the end of its window without waiting for
             // the last responses: a reset then is the normal end.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
+                return Ok(())
+            }
             Err(e) => return Err(errmsg("sending response", e)),
         }
         total += 1;
@@ -442,12 +486,22 @@ struct ServerConn {
 }
 
 /// Server request/response over many non-blocking TCP connections.
-pub fn server_rr_epoll(streams: &[TcpStream], p: &RrParams, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+pub fn server_rr_epoll(
+    streams: &[TcpStream],
+    p: &RrParams,
+    stop: &AtomicBool,
+    slot: &Slot,
+) -> Result<(), String> {
     let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
     for (i, s) in streams.iter().enumerate() {
-        s.set_nonblocking(true).map_err(|e| errmsg("O_NONBLOCK", e))?;
-        ep.add(s.as_raw_fd(), sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET, i as u64)
-            .map_err(|e| errmsg("epoll_ctl", e))?;
+        s.set_nonblocking(true)
+            .map_err(|e| errmsg("O_NONBLOCK", e))?;
+        ep.add(
+            s.as_raw_fd(),
+            sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET,
+            i as u64,
+        )
+        .map_err(|e| errmsg("epoll_ctl", e))?;
     }
     let mut req = vec![0u8; p.request.min(1 << 20)];
     let resp = vec![0xa5u8; p.response];
@@ -463,7 +517,9 @@ pub fn server_rr_epoll(streams: &[TcpStream], p: &RrParams, stop: &AtomicBool, s
     let mut total = 0u64;
     let mut events = sys::event_buffer(1024);
     while live > 0 && !stop.load(Ordering::Relaxed) {
-        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        let n = ep
+            .wait(&mut events, 100)
+            .map_err(|e| errmsg("epoll_wait", e))?;
         for ev in &events[..n] {
             let i = sys::event_token(ev) as usize;
             let Some(c) = conns.get_mut(i) else { continue };
@@ -521,7 +577,13 @@ pub fn server_rr_epoll(streams: &[TcpStream], p: &RrParams, stop: &AtomicBool, s
 
 /// Server UDP request/response: answers every datagram with a response
 /// (recvmmsg/sendmmsg when `batch` > 1).
-pub fn server_udp_rr(sock: &UdpSocket, p: &RrParams, batch: usize, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+pub fn server_udp_rr(
+    sock: &UdpSocket,
+    p: &RrParams,
+    batch: usize,
+    stop: &AtomicBool,
+    slot: &Slot,
+) -> Result<(), String> {
     let fd = sock.as_raw_fd();
     sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let resp = vec![0xa5u8; p.response];
@@ -617,10 +679,16 @@ impl StopWhen<'_> {
 }
 
 /// TCP stream sender over non-blocking sockets.
-pub fn stream_send(fds: &[RawFd], write_size: usize, until: StopWhen<'_>, slot: &Slot) -> Result<(), String> {
+pub fn stream_send(
+    fds: &[RawFd],
+    write_size: usize,
+    until: StopWhen<'_>,
+    slot: &Slot,
+) -> Result<(), String> {
     let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
     for (i, &fd) in fds.iter().enumerate() {
-        ep.add(fd, sys::EPOLLOUT | sys::EPOLLET, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+        ep.add(fd, sys::EPOLLOUT | sys::EPOLLET, i as u64)
+            .map_err(|e| errmsg("epoll_ctl", e))?;
     }
     let buf = vec![0x5au8; write_size];
     let mut open = vec![true; fds.len()];
@@ -628,7 +696,9 @@ pub fn stream_send(fds: &[RawFd], write_size: usize, until: StopWhen<'_>, slot: 
     let (mut writes, mut bytes) = (0u64, 0u64);
     let mut events = sys::event_buffer(256);
     while live > 0 && !until.reached() {
-        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        let n = ep
+            .wait(&mut events, 100)
+            .map_err(|e| errmsg("epoll_wait", e))?;
         for ev in &events[..n] {
             let i = sys::event_token(ev) as usize;
             if !open.get(i).copied().unwrap_or(false) {
@@ -658,10 +728,16 @@ pub fn stream_send(fds: &[RawFd], write_size: usize, until: StopWhen<'_>, slot: 
 }
 
 /// TCP stream receiver over non-blocking sockets.
-pub fn stream_recv(fds: &[RawFd], read_size: usize, until: StopWhen<'_>, slot: &Slot) -> Result<(), String> {
+pub fn stream_recv(
+    fds: &[RawFd],
+    read_size: usize,
+    until: StopWhen<'_>,
+    slot: &Slot,
+) -> Result<(), String> {
     let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
     for (i, &fd) in fds.iter().enumerate() {
-        ep.add(fd, sys::EPOLLIN | sys::EPOLLET, i as u64).map_err(|e| errmsg("epoll_ctl", e))?;
+        ep.add(fd, sys::EPOLLIN | sys::EPOLLET, i as u64)
+            .map_err(|e| errmsg("epoll_ctl", e))?;
     }
     let mut buf = vec![0u8; read_size.max(1)];
     let mut open = vec![true; fds.len()];
@@ -669,7 +745,9 @@ pub fn stream_recv(fds: &[RawFd], read_size: usize, until: StopWhen<'_>, slot: &
     let (mut reads, mut bytes) = (0u64, 0u64);
     let mut events = sys::event_buffer(256);
     while live > 0 && !until.reached() {
-        let n = ep.wait(&mut events, 100).map_err(|e| errmsg("epoll_wait", e))?;
+        let n = ep
+            .wait(&mut events, 100)
+            .map_err(|e| errmsg("epoll_wait", e))?;
         for ev in &events[..n] {
             let i = sys::event_token(ev) as usize;
             if !open.get(i).copied().unwrap_or(false) {
@@ -716,7 +794,12 @@ pub struct UdpSendParams {
 
 /// UDP flood: sends datagrams round-robin over connected sockets until the
 /// window's end.
-pub fn udp_stream_send(socks: &[UdpSocket], p: &UdpSendParams, w: &Window, slot: &Slot) -> Result<Outcome, String> {
+pub fn udp_stream_send(
+    socks: &[UdpSocket],
+    p: &UdpSendParams,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
     let payload = vec![0x5au8; p.datagram * p.segments.max(1)];
     let mut out = Outcome::empty();
     let (mut packets, mut bytes) = (0u64, 0u64);
@@ -735,7 +818,9 @@ pub fn udp_stream_send(socks: &[UdpSocket], p: &UdpSendParams, w: &Window, slot:
                 packets += (msgs * p.segments) as u64;
                 bytes += (msgs * payload.len()) as u64;
             }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EAGAIN)) => out.send_errors += 1,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EAGAIN)) => {
+                out.send_errors += 1
+            }
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 // An ICMP port-unreachable from an earlier datagram: the
                 // receiver is gone. A few can happen at teardown.
@@ -766,7 +851,13 @@ pub fn udp_stream_send(socks: &[UdpSocket], p: &UdpSendParams, w: &Window, slot:
 
 /// UDP flood receiver: counts datagrams (GRO super-packets as their
 /// segments) until `stop` is set and the socket has been idle 100 ms.
-pub fn udp_stream_recv(sock: &UdpSocket, batch: usize, buf_size: usize, stop: &AtomicBool, slot: &Slot) -> Result<(), String> {
+pub fn udp_stream_recv(
+    sock: &UdpSocket,
+    batch: usize,
+    buf_size: usize,
+    stop: &AtomicBool,
+    slot: &Slot,
+) -> Result<(), String> {
     let fd = sock.as_raw_fd();
     sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let mut rb = sys::RecvBatch::new(batch, buf_size);

@@ -82,7 +82,9 @@ impl NetnsPair {
         ip(&["netns", "add", &pair.a])?;
         ip(&["netns", "add", &pair.b])?;
         let (a, b) = (pair.a.as_str(), pair.b.as_str());
-        ip(&["-n", a, "link", "add", "ofl-va", "type", "veth", "peer", "name", "ofl-vb", "netns", b])?;
+        ip(&[
+            "-n", a, "link", "add", "ofl-va", "type", "veth", "peer", "name", "ofl-vb", "netns", b,
+        ])?;
         for (ns, dev, side) in [(a, "ofl-va", Side::A), (b, "ofl-vb", Side::B)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             let v4 = format!("{}/24", Self::addr4(side));
@@ -137,7 +139,10 @@ impl NetnsPair {
             .map_err(|e| BenchError::io("spawning a namespace thread", e))?;
         match rx.recv() {
             Ok(Ok(())) => Ok(h),
-            Ok(Err(e)) => Err(BenchError::io(format!("entering namespace {}", self.name(side)), e)),
+            Ok(Err(e)) => Err(BenchError::io(
+                format!("entering namespace {}", self.name(side)),
+                e,
+            )),
             Err(_) => Err(BenchError::Config("the namespace thread died".into())),
         }
     }
@@ -162,11 +167,17 @@ impl Drop for NetnsPair {
 
 /// Deletes `ofl-bench-<pid>-*` namespaces whose process no longer exists.
 pub fn cleanup_stale() {
-    let Ok(dir) = std::fs::read_dir("/var/run/netns") else { return };
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return;
+    };
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = ip(&["netns", "del", &name]);
         }

@@ -232,7 +232,10 @@ mod tests {
         assert_eq!(a, hello);
         assert_eq!(b, ClientMsg::Finish);
         check_hello(&a).unwrap();
-        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Closed)));
+        assert!(matches!(
+            read_frame::<_, ClientMsg>(&mut r),
+            Err(ProtoError::Closed)
+        ));
     }
 
     #[test]
@@ -243,9 +246,15 @@ mod tests {
             Err(ProtoError::FrameTooLarge { len: u32::MAX })
         ));
         let mut r = &[0u8, 0, 0, 10, b'{'][..];
-        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Closed)));
+        assert!(matches!(
+            read_frame::<_, ClientMsg>(&mut r),
+            Err(ProtoError::Closed)
+        ));
         let mut r = &[0u8, 0, 0, 3, b'a', b'b', b'c'][..];
-        assert!(matches!(read_frame::<_, ClientMsg>(&mut r), Err(ProtoError::Json(_))));
+        assert!(matches!(
+            read_frame::<_, ClientMsg>(&mut r),
+            Err(ProtoError::Json(_))
+        ));
     }
 
     #[test]
@@ -254,13 +263,19 @@ mod tests {
             magic: MAGIC.into(),
             version: 99,
         };
-        assert!(matches!(check_hello(&bad_v), Err(ProtoError::Version { got: 99 })));
+        assert!(matches!(
+            check_hello(&bad_v),
+            Err(ProtoError::Version { got: 99 })
+        ));
         let bad_m = ClientMsg::Hello {
             magic: "netperf".into(),
             version: 1,
         };
         assert!(matches!(check_hello(&bad_m), Err(ProtoError::BadMagic(_))));
-        assert!(matches!(check_hello(&ClientMsg::Bye), Err(ProtoError::Unexpected { .. })));
+        assert!(matches!(
+            check_hello(&ClientMsg::Bye),
+            Err(ProtoError::Unexpected { .. })
+        ));
         let text = ProtoError::Version { got: 99 }.to_string();
         assert!(text.contains("99") && text.contains('1'), "{text}");
     }

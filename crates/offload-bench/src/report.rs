@@ -121,7 +121,9 @@ impl HostInfo {
         }
         HostInfo {
             kernel,
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             sysctls,
             interfaces: interfaces(),
         }
@@ -149,7 +151,11 @@ pub fn parse_ip_link_json(bytes: &[u8]) -> Vec<InterfaceInfo> {
         .map(|l| {
             let n = |k: &str| l.get(k).and_then(|v| v.as_u64());
             InterfaceInfo {
-                name: l.get("ifname").and_then(|v| v.as_str()).unwrap_or("").to_string(),
+                name: l
+                    .get("ifname")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string(),
                 mtu: n("mtu").unwrap_or(0),
                 gso_max_size: n("gso_max_size"),
                 gro_max_size: n("gro_max_size"),
@@ -387,7 +393,11 @@ pub struct BenchResult {
 
 /// Output selectors for `-O`: (name, aliases, unit, description).
 pub const SELECTORS: &[(&str, &[&str], &str)] = &[
-    ("transactions_per_sec", &["THROUGHPUT", "TRANSACTION_RATE", "TPS"], "transactions/s"),
+    (
+        "transactions_per_sec",
+        &["THROUGHPUT", "TRANSACTION_RATE", "TPS"],
+        "transactions/s",
+    ),
     ("gbit_per_sec", &["GBPS", "THROUGHPUT_GBPS"], "Gbit/s"),
     ("packets_per_sec", &["PPS"], "packets/s"),
     ("min_us", &["MIN_LATENCY"], "us"),
@@ -512,13 +522,17 @@ mod tests {
 
     #[test]
     fn selectors_resolve_names_and_aliases() {
-        assert_eq!(canonical_selector("THROUGHPUT"), Some("transactions_per_sec"));
+        assert_eq!(
+            canonical_selector("THROUGHPUT"),
+            Some("transactions_per_sec")
+        );
         assert_eq!(canonical_selector("p99_latency"), Some("p99_us"));
         assert_eq!(canonical_selector("P99_us"), Some("p99_us"));
         assert_eq!(canonical_selector("nope"), None);
         // Every canonical name is handled by select().
         let h = {
-            let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+            let mut h =
+                hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
             h.record(1000).unwrap();
             h
         };

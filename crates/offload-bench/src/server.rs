@@ -141,7 +141,9 @@ impl Server {
                 });
             match spawned {
                 Ok(h) => clients.push(h),
-                Err(e) => self.stats.log(self.echo, format!("client {peer}: no thread: {e}")),
+                Err(e) => self
+                    .stats
+                    .log(self.echo, format!("client {peer}: no thread: {e}")),
             }
         }
         for h in clients {
@@ -220,11 +222,20 @@ impl From<io::Error> for ClientError {
 }
 
 fn refuse(stream: &mut TcpStream, message: String) -> ClientError {
-    let _ = proto::write_frame(stream, &ServerMsg::Error { message: message.clone() });
+    let _ = proto::write_frame(
+        stream,
+        &ServerMsg::Error {
+            message: message.clone(),
+        },
+    );
     ClientError::Refused(message)
 }
 
-fn handle_client(mut stream: TcpStream, stop: &AtomicBool, stats: &ServerStats) -> Result<(), ClientError> {
+fn handle_client(
+    mut stream: TcpStream,
+    stop: &AtomicBool,
+    stats: &ServerStats,
+) -> Result<(), ClientError> {
     stream.set_nodelay(true).ok();
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
@@ -291,16 +302,29 @@ fn check_spec(s: &TestSpec) -> Result<(), String> {
         return Err(format!("flows {} is outside 1..=1000000", s.flows));
     }
     if s.server_threads == 0 || s.server_threads > 1024 {
-        return Err(format!("server threads {} is outside 1..=1024", s.server_threads));
+        return Err(format!(
+            "server threads {} is outside 1..=1024",
+            s.server_threads
+        ));
     }
-    let max = if s.kind.is_udp() { 65536 } else { MAX_RR_MESSAGE };
+    let max = if s.kind.is_udp() {
+        65536
+    } else {
+        MAX_RR_MESSAGE
+    };
     if s.request == 0 || s.response == 0 || s.request > max || s.response > max {
-        return Err(format!("message sizes {}/{} are outside 1..={max}", s.request, s.response));
+        return Err(format!(
+            "message sizes {}/{} are outside 1..={max}",
+            s.request, s.response
+        ));
     }
     if s.knobs.batch == 0 || s.knobs.batch > 1024 {
         return Err(format!("batch {} is outside 1..=1024", s.knobs.batch));
     }
-    if !(s.expected_seconds.is_finite() && s.expected_seconds >= 0.0 && s.expected_seconds < 86400.0) {
+    if !(s.expected_seconds.is_finite()
+        && s.expected_seconds >= 0.0
+        && s.expected_seconds < 86400.0)
+    {
         return Err("expected duration is not a number of seconds below a day".into());
     }
     if let Some(p) = &s.server_pin {
@@ -427,7 +451,11 @@ impl ServerTest {
             let port = first.local_addr()?.port();
             let mut socks = vec![first];
             for _ in 1..n {
-                socks.push(sock::udp_bind(SocketAddr::new(ip, port), &spec.knobs, true)?);
+                socks.push(sock::udp_bind(
+                    SocketAddr::new(ip, port),
+                    &spec.knobs,
+                    true,
+                )?);
             }
             (Data::Udp(socks), port, n as u32)
         } else {
@@ -449,7 +477,11 @@ impl ServerTest {
             engine: engine.into(),
             udp_sockets,
         };
-        let udp_start = if spec.kind.is_udp() { cpu::udp_counters().ok() } else { None };
+        let udp_start = if spec.kind.is_udp() {
+            cpu::udp_counters().ok()
+        } else {
+            None
+        };
         let sh = shared.clone();
         let sp = spec.clone();
         let setup = std::thread::Builder::new()
@@ -468,7 +500,12 @@ impl ServerTest {
     }
 
     fn snapshot(&self) -> Snapshot {
-        let tids = self.shared.tids.lock().map(|t| t.clone()).unwrap_or_default();
+        let tids = self
+            .shared
+            .tids
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
         Snapshot {
             at: Instant::now(),
             counts: engine::sum_slots(&self.shared.slots),
@@ -524,9 +561,19 @@ impl ServerTest {
             sndbuf,
             rcvbuf,
             nodelay,
-            pin_used: self.shared.pins.lock().map(|p| p.clone()).unwrap_or_default(),
+            pin_used: self
+                .shared
+                .pins
+                .lock()
+                .map(|p| p.clone())
+                .unwrap_or_default(),
             flows_accepted: self.shared.accepted.load(Ordering::Relaxed),
-            errors: self.shared.errors.lock().map(|e| e.clone()).unwrap_or_default(),
+            errors: self
+                .shared
+                .errors
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -564,6 +611,11 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                 if let Err(e) = f(&sh, &sh.slots[i]) {
                     sh.error(format!("worker {i}: {e}"));
                 }
+                // Stay alive until the test ends so that this thread's CPU
+                // time can still be read when the window's end is sampled.
+                while !sh.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             })
     };
     match data {
@@ -581,7 +633,11 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                         if spec.kind == TestKind::UdpRr {
                             engine::server_udp_rr(&s, &rr_params(&spec), batch, &sh.stop, slot)
                         } else {
-                            let size = if spec.knobs.udp_gro { 65536 } else { spec.response.max(spec.request) as usize };
+                            let size = if spec.knobs.udp_gro {
+                                65536
+                            } else {
+                                spec.response.max(spec.request) as usize
+                            };
                             engine::udp_stream_recv(&s, batch, size, &sh.stop, slot)
                         }
                     });
@@ -597,7 +653,9 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                 let l = listener.clone();
                 let spec = spec.clone();
                 let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
-                    Box::new(move |sh, slot| engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot));
+                    Box::new(move |sh, slot| {
+                        engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot)
+                    });
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
                     Err(e) => sh.error(format!("spawning worker {i}: {e}")),
@@ -606,7 +664,8 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
         }
         Data::Tcp(listener) => {
             let mut per_worker: Vec<Vec<TcpStream>> = (0..threads).map(|_| Vec::new()).collect();
-            if let Err(e) = sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100)) {
+            if let Err(e) = sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
+            {
                 sh.error(format!("SO_RCVTIMEO: {e}"));
                 return;
             }
@@ -624,7 +683,14 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                         n += 1;
                         sh.accepted.store(n as u64, Ordering::Relaxed);
                     }
-                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                                | io::ErrorKind::ConnectionAborted
+                        ) => {}
                     Err(e) => {
                         sh.error(format!("accepting data connections: {e}"));
                         break;
@@ -645,17 +711,30 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                                 for c in &conns {
                                     c.set_nonblocking(true).map_err(|e| e.to_string())?;
                                 }
-                                engine::stream_recv(&fds, spec.response as usize, StopWhen::Flag(&sh.stop), slot)
+                                engine::stream_recv(
+                                    &fds,
+                                    spec.response as usize,
+                                    StopWhen::Flag(&sh.stop),
+                                    slot,
+                                )
                             }
                             (TestKind::TcpStream, Direction::ServerToClient) => {
                                 for c in &conns {
                                     c.set_nonblocking(true).map_err(|e| e.to_string())?;
                                 }
-                                engine::stream_send(&fds, spec.request as usize, StopWhen::Flag(&sh.stop), slot)
+                                engine::stream_send(
+                                    &fds,
+                                    spec.request as usize,
+                                    StopWhen::Flag(&sh.stop),
+                                    slot,
+                                )
                             }
-                            _ if conns.len() == 1 => {
-                                engine::server_rr_blocking(&conns[0], &rr_params(&spec), &sh.stop, slot)
-                            }
+                            _ if conns.len() == 1 => engine::server_rr_blocking(
+                                &conns[0],
+                                &rr_params(&spec),
+                                &sh.stop,
+                                slot,
+                            ),
                             _ => engine::server_rr_epoll(&conns, &rr_params(&spec), &sh.stop, slot),
                         }
                     });

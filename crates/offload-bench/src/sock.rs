@@ -93,7 +93,12 @@ pub fn udp_connect(addr: SocketAddr, knobs: &SocketKnobs) -> io::Result<UdpSocke
     let sock = Socket::new(domain(&addr), Type::DGRAM, Some(Protocol::UDP))?;
     apply_common(&sock, knobs)?;
     if let Some(seg) = knobs.udp_gso {
-        sys::setsockopt_int(sock.as_raw_fd(), sys::SOL_UDP, sys::UDP_SEGMENT, i32::from(seg))?;
+        sys::setsockopt_int(
+            sock.as_raw_fd(),
+            sys::SOL_UDP,
+            sys::UDP_SEGMENT,
+            i32::from(seg),
+        )?;
     }
     sock.connect(&addr.into())?;
     Ok(sock.into())

@@ -105,7 +105,13 @@ pub fn paired_difference(a: &[f64], b: &[f64]) -> Option<PairedDifference> {
     }
     let diffs: Vec<f64> = a.iter().zip(b).map(|(x, y)| y - x).collect();
     let (sa, sb, sd) = (summarize(a)?, summarize(b)?, summarize(&diffs)?);
-    let rel = |v: f64| if sa.mean != 0.0 { 100.0 * v / sa.mean } else { f64::NAN };
+    let rel = |v: f64| {
+        if sa.mean != 0.0 {
+            100.0 * v / sa.mean
+        } else {
+            f64::NAN
+        }
+    };
     Some(PairedDifference {
         a: sa,
         b: sb,

@@ -64,8 +64,15 @@ pub fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::R
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: value and len are live locals; the kernel writes at most `len`
     // bytes into value and updates len.
-    let ret =
-        unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
     cvt(ret).map(|_| value)
 }
 
@@ -375,7 +382,12 @@ impl RecvBatch {
 
 /// Sends `count` replies of `payload` to the sources of the first `count`
 /// messages of `from` with one `sendmmsg` call; returns how many were sent.
-pub fn send_replies(fd: RawFd, from: &RecvBatch, count: usize, payload: &[u8]) -> io::Result<usize> {
+pub fn send_replies(
+    fd: RawFd,
+    from: &RecvBatch,
+    count: usize,
+    payload: &[u8],
+) -> io::Result<usize> {
     let count = count.min(from.capacity());
     let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
         (0..count).map(|i| from.addr(i)).collect();
@@ -406,7 +418,12 @@ fn send_mmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
         // SAFETY: every header points at iovecs, payloads and addresses that
         // the caller keeps alive for the call; lengths match.
         let ret = unsafe {
-            libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, libc::MSG_NOSIGNAL)
+            libc::sendmmsg(
+                fd,
+                rest.as_mut_ptr(),
+                rest.len() as libc::c_uint,
+                libc::MSG_NOSIGNAL,
+            )
         };
         match cvt(ret) {
             Ok(0) => break,
@@ -478,7 +495,10 @@ mod tests {
         setsockopt_int(fd, SOL_UDP, UDP_GRO, 1).unwrap();
         assert_eq!(getsockopt_int(fd, SOL_UDP, UDP_GRO).unwrap(), 1);
         setsockopt_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL, 50).unwrap();
-        assert_eq!(getsockopt_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL).unwrap(), 50);
+        assert_eq!(
+            getsockopt_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL).unwrap(),
+            50
+        );
     }
 
     #[test]

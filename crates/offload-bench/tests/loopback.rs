@@ -9,7 +9,11 @@ use common::{assert_sane, serial, short};
 use offload_bench::{client, Direction, Server, TestKind};
 
 fn server(addr: &str) -> offload_bench::ServerHandle {
-    Server::bind(addr.parse().unwrap()).unwrap().echo_log(false).spawn().unwrap()
+    Server::bind(addr.parse().unwrap())
+        .unwrap()
+        .echo_log(false)
+        .spawn()
+        .unwrap()
 }
 
 #[test]

@@ -37,7 +37,11 @@ pub fn assert_sane(r: &BenchResult) {
     // the machine for the whole window, and threads below their wall time.
     let cpus = f64::from(r.cpu.machine.cpus.max(1));
     assert!(r.cpu.machine_busy_seconds >= 0.0);
-    assert!(r.cpu.machine_busy_seconds <= cpus * r.cpu.window_seconds * 1.1 + 0.05, "{:?}", r.cpu);
+    assert!(
+        r.cpu.machine_busy_seconds <= cpus * r.cpu.window_seconds * 1.1 + 0.05,
+        "{:?}",
+        r.cpu
+    );
     assert!(r.cpu_seconds_per_transaction >= 0.0);
     for p in [r.cpu.client, r.cpu.server] {
         assert!(p.user >= 0.0 && p.system >= 0.0 && p.total >= 0.0);
@@ -51,7 +55,14 @@ pub fn assert_sane(r: &BenchResult) {
     if r.test.is_rr() {
         let l = r.latency_us.expect("rr tests have latency");
         assert!(l.min > 0.0);
-        assert!(l.min <= l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.p999 && l.p999 <= l.max, "{l:?}");
+        assert!(
+            l.min <= l.p50
+                && l.p50 <= l.p90
+                && l.p90 <= l.p99
+                && l.p99 <= l.p999
+                && l.p999 <= l.max,
+            "{l:?}"
+        );
         assert_eq!(l.count, r.counts.client_window);
         assert_eq!(r.counts.histogram, r.counts.client_window);
         let implied = r.counts.client_window as f64 / r.cpu.window_seconds;
@@ -62,10 +73,18 @@ pub fn assert_sane(r: &BenchResult) {
     assert_eq!(r.settings.test, r.test.name());
     assert!(!r.settings.client_host.kernel.is_empty());
     assert!(!r.settings.server_host.kernel.is_empty() || r.settings.null);
-    assert_eq!(r.settings.client_pin_used.len(), r.settings.threads as usize);
+    assert_eq!(
+        r.settings.client_pin_used.len(),
+        r.settings.threads as usize
+    );
     // The JSON has the documented top-level keys.
     let v = serde_json::to_value(r).unwrap();
-    for k in ["transactions_per_sec", "latency_us", "cpu_seconds_per_transaction", "settings"] {
+    for k in [
+        "transactions_per_sec",
+        "latency_us",
+        "cpu_seconds_per_transaction",
+        "settings",
+    ] {
         assert!(v.get(k).is_some(), "missing {k}");
     }
 }
