@@ -78,6 +78,9 @@ pub struct FileFacts {
     /// The input turned bad here; everything before was analysed.
     pub error: Option<String>,
     pub interrupted: bool,
+    /// Checksums in this capture were left to the NIC (CHECKSUM_PARTIAL):
+    /// the what-if does not verify them, as the kernel trusts such packets.
+    pub checksums_offloaded: bool,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -148,6 +151,10 @@ pub fn run_pass(
         opts.threads
     };
     let jobs = plan(inputs.len(), opts.gro_sizes.len(), threads);
+    let offloaded: Vec<bool> = inputs
+        .iter()
+        .map(|p| opts.verify_checksums && checksums_offloaded(p, &opts.vxlan_ports))
+        .collect();
     let next = AtomicUsize::new(0);
     let progress = AtomicU64::new(0);
     let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::new());
@@ -170,7 +177,8 @@ pub fn run_pass(
                     .packet_csv
                     .as_ref()
                     .map(|_| csv_parts[job.file].as_path());
-                match run_job(&inputs[job.file], job, opts, cancel, &progress, csv) {
+                let verify = opts.verify_checksums && !offloaded[job.file];
+                match run_job(&inputs[job.file], job, opts, verify, cancel, &progress, csv) {
                     Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
                     Err(e) => {
                         first_error
@@ -256,10 +264,44 @@ fn concat_csv(out: &Path, parts: &[PathBuf]) -> std::io::Result<()> {
 
 const CANCEL_CHECK: u64 = 256;
 
+/// Frames looked at to decide whether a capture's checksums are offloaded.
+const CSUM_PROBE_FRAMES: usize = 2000;
+
+/// True when the first frames of `path` carry checksums left for the NIC
+/// (the pseudo-header sum only): a capture on a sending host, or on a
+/// virtual link that passes packets with CHECKSUM_PARTIAL (veth, tap).
+pub fn checksums_offloaded(path: &Path, vxlan_ports: &[u16]) -> bool {
+    let Ok(mut r) = CaptureReader::open(path) else {
+        return false;
+    };
+    for _ in 0..CSUM_PROBE_FRAMES {
+        let Ok(Some(f)) = r.next_frame() else { break };
+        let Some(link) = LinkKind::from_linktype(f.link_type.0) else {
+            continue;
+        };
+        let Some(p) = dissect::parse(link, f.data, f.orig_len, vxlan_ports) else {
+            continue;
+        };
+        let st = match p.l4 {
+            L4::Tcp(t) => dissect::l4_checksum(f.data, &p.ip, p.l4_off, t.checksum, false),
+            L4::Udp { checksum, .. } => {
+                dissect::l4_checksum(f.data, &p.ip, p.l4_off, checksum, true)
+            }
+            L4::Other => continue,
+        };
+        if st == dissect::CsumState::Offloaded {
+            return true;
+        }
+    }
+    false
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_job(
     path: &Path,
     job: &Job,
     opts: &Options,
+    verify: bool,
     cancel: &AtomicBool,
     progress: &AtomicU64,
     csv: Option<&Path>,
@@ -267,6 +309,7 @@ fn run_job(
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
     let mut facts = FileFacts {
         path: path.display().to_string(),
+        checksums_offloaded: opts.verify_checksums && !verify,
         ..Default::default()
     };
     let mut worker = (!job.sizes.is_empty()).then(|| {
@@ -274,7 +317,7 @@ fn run_job(
             job.file,
             job.sizes.iter().map(|i| opts.gro_sizes[*i]).collect(),
             opts.kernel,
-            opts.verify_checksums,
+            verify,
             opts.vxlan_ports.clone(),
         )
     });
@@ -416,7 +459,7 @@ impl FlowTable {
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {
                 let big = p.tunnel.map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
-                self.flows[idx].note_data(ts, t.seq.wrapping_add(p.payload), big);
+                self.flows[idx].note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);
             }
             if t.flags & 0x10 != 0 {
                 if self.flows[idx].want_reverse() {

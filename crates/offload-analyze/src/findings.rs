@@ -150,6 +150,10 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         .max(1);
     let now = w.packets.max(healthy);
     let factor = now as f64 / healthy as f64;
+    if now < healthy + 4 || factor < 1.5 {
+        // Too few mergeable packets in this direction for the rule to cost anything.
+        return;
+    }
     let ex = &outer.id_break_examples;
     let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
     let ids = ex
@@ -206,7 +210,7 @@ fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) 
     if f.key.tunnel.is_some() || f.key.v6 {
         return;
     }
-    let n = w.count(FlushReason::IpIdMismatch);
+    let n = w.count(FlushReason::IpIdMismatch) + w.count(FlushReason::DfChanged);
     if n == 0 || (n as f64) < 0.05 * w.frames as f64 {
         return;
     }
@@ -357,8 +361,10 @@ fn churn_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatI
             opt,
         );
     }
-    let ttl = w.count(FlushReason::TtlChanged) + w.count(FlushReason::HopLimitChanged);
-    let tos = w.count(FlushReason::TosChanged);
+    let ttl = w.count(FlushReason::TtlChanged)
+        + w.count(FlushReason::HopLimitChanged)
+        + w.count(FlushReason::OuterTtlChanged);
+    let tos = w.count(FlushReason::TosChanged) + w.count(FlushReason::OuterTosChanged);
     let outer_changes = f
         .outer
         .as_ref()
@@ -480,6 +486,24 @@ fn table_full(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
     );
 }
 
+/// The reason that ends most runs of super-packets (natural ends and
+/// obstacles, not pass-through), for explaining a missing gain.
+fn dominant_end(adjusted: &[Vec<FlowWhatIf>], i: usize) -> Option<&'static str> {
+    let mut counts: Vec<(FlushReason, u64)> = Vec::new();
+    for a in adjusted {
+        for h in &a[i].reasons {
+            if h.reason.is_pass_through() || h.reason == FlushReason::EndOfInput {
+                continue;
+            }
+            match counts.iter_mut().find(|x| x.0 == h.reason) {
+                Some(x) => x.1 += h.count,
+                None => counts.push((h.reason, h.count)),
+            }
+        }
+    }
+    counts.into_iter().max_by_key(|x| x.1).map(|x| x.0.name())
+}
+
 fn big_tcp(
     cx: &mut Ctx<'_>,
     flows: &[FlowStats],
@@ -520,10 +544,16 @@ fn big_tcp(
             None,
             0,
             format!("BIG TCP (gro_max_size {big}) would change nothing here{why}"),
-            format!("the stack would see {before} packets at gro_max_size {} and {after} at {big}: the runs GRO builds are already shorter than 64 KiB.", sizes[bi]),
+            format!(
+                "the stack would see {before} packets at gro_max_size {} and {after} at {big}: GRO runs end before 64 KiB{}.",
+                sizes[bi],
+                dominant_end(adjusted, bi)
+                    .map(|r| format!(", most often at `{r}`"))
+                    .unwrap_or_default()
+            ),
             vec![],
             vec![("packets_base", before), ("packets_big", after)],
-            "nothing to gain from BIG TCP for this traffic; fix the obstacles above first".into(),
+            "a larger gro_max_size pays only when runs are longer than 64 KiB: when they end at `psh`, the sender's own GSO packets are 64 KiB, so raise gso_max_size on the sender as well (BIG TCP on both ends); fix any obstacle listed above first".into(),
             0,
         );
         return;
@@ -546,7 +576,14 @@ fn big_tcp(
         "big-tcp-gain",
         flow,
         file,
-        format!("BIG TCP (gro_max_size {big}) would cut the packets the stack handles by {pct:.0}%"),
+        match best {
+            Some((i, a, b)) => format!(
+                "BIG TCP (gro_max_size {big}) would cut the packets the stack handles for {} by {:.0}% ({a} -> {b}); {pct:.0}% over all flows",
+                reports[i].description,
+                100.0 * (a - b) as f64 / a.max(1) as f64
+            ),
+            None => format!("BIG TCP (gro_max_size {big}) would cut the packets the stack handles by {pct:.0}%"),
+        },
         format!(
             "with gro_max_size {big} the receiving stack would handle {after} packets instead of {before} at {} (kernel {profile}){flow_txt}.",
             sizes[bi]

@@ -605,6 +605,13 @@ pub struct FlowStats {
     pub data_to_ack: LogHist,
     pub ack_to_data: LogHist,
     pending_big: Option<(u32, u64)>,
+    /// Recent big packets' sequence ranges, to see where ACKs land.
+    big_ranges: [(u32, u32); 4],
+    big_next: usize,
+    /// ACKs from the peer landing inside a big packet (the peer saw it in
+    /// pieces: the capture is before TSO) or exactly at its end.
+    pub acks_inside_big: u64,
+    pub acks_at_big_end: u64,
     last_ack_seen_ns: Option<u64>,
     pub reverse: Option<usize>,
     reverse_tries: u32,
@@ -657,6 +664,10 @@ impl FlowStats {
             data_to_ack: LogHist::default(),
             ack_to_data: LogHist::default(),
             pending_big: None,
+            big_ranges: [(0, 0); 4],
+            big_next: 0,
+            acks_inside_big: 0,
+            acks_at_big_end: 0,
             last_ack_seen_ns: None,
             reverse: None,
             reverse_tries: 0,
@@ -716,21 +727,10 @@ impl FlowStats {
                 self.id_pending = Some((wire_ip.id, p.payload));
             }
         }
-        if let (Some(o), Some(t)) = (self.outer.as_mut(), p.tunnel.as_ref()) {
-            o.update(&t.ip, number, mtu);
-            let due = self.csum_due();
-            if t.udp_checksum == 0 {
-                self.outer_udp_csum.add(CsumState::Zero);
-            } else if due {
-                let st = dissect::l4_checksum(frame, &t.ip, t.udp_off, t.udp_checksum, true);
-                if st == CsumState::Bad {
-                    self.first_bad_outer_csum.get_or_insert(number);
-                }
-                self.outer_udp_csum.add(st);
-            }
-        }
         self.inner.update(ip, number, mtu);
-        if self.csum_due() {
+        let due = self.csum_due();
+        let mut inner_state = None;
+        if due {
             let s = match p.l4 {
                 L4::Tcp(t) => dissect::l4_checksum(frame, ip, p.l4_off, t.checksum, false),
                 L4::Udp { checksum, .. } => {
@@ -738,6 +738,7 @@ impl FlowStats {
                 }
                 L4::Other => CsumState::Unknown,
             };
+            inner_state = Some(s);
             if !matches!(p.l4, L4::Other) {
                 if s == CsumState::Bad {
                     self.first_bad_l4_csum.get_or_insert(number);
@@ -750,6 +751,25 @@ impl FlowStats {
                         self.ip_csum_bad += 1;
                     }
                 }
+            }
+        }
+        if let (Some(o), Some(t)) = (self.outer.as_mut(), p.tunnel.as_ref()) {
+            o.update(&t.ip, number, mtu);
+            if t.udp_checksum == 0 {
+                self.outer_udp_csum.add(CsumState::Zero);
+            } else if due {
+                // With the inner checksum left to the NIC, the outer one
+                // was computed by local checksum offload over a payload
+                // that is not final yet: it cannot be judged.
+                let st = if inner_state == Some(CsumState::Offloaded) {
+                    CsumState::Unknown
+                } else {
+                    dissect::l4_checksum(frame, &t.ip, t.udp_off, t.udp_checksum, true)
+                };
+                if st == CsumState::Bad {
+                    self.first_bad_outer_csum.get_or_insert(number);
+                }
+                self.outer_udp_csum.add(st);
             }
         }
         self.csum_checked += 1;
@@ -774,7 +794,11 @@ impl FlowStats {
     }
 
     /// TSO/GRO timing: a data packet of this flow at `ts` ending at `end`.
-    pub fn note_data(&mut self, ts: u64, end: u32, big: bool) {
+    pub fn note_data(&mut self, ts: u64, start: u32, end: u32, big: bool) {
+        if big {
+            self.big_ranges[self.big_next % 4] = (start, end);
+            self.big_next += 1;
+        }
         if let Some(a) = self.last_ack_seen_ns.take() {
             self.ack_to_data.add(ts.saturating_sub(a));
         }
@@ -785,6 +809,16 @@ impl FlowStats {
 
     /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
     pub fn note_ack(&mut self, ts: u64, ack: u32) {
+        for &(a, b) in &self.big_ranges[..self.big_next.min(4)] {
+            if ack == b {
+                self.acks_at_big_end += 1;
+                break;
+            }
+            if seq_lt(a, ack) && seq_lt(ack, b) {
+                self.acks_inside_big += 1;
+                break;
+            }
+        }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
                 self.data_to_ack.add(ts.saturating_sub(t0));
@@ -836,6 +870,15 @@ impl FlowStats {
             return BigPacketSide::SenderTso;
         }
         if inc > out {
+            return BigPacketSide::ReceiverGro;
+        }
+        // The receiver acknowledges what its stack saw: inside a big packet
+        // means the peer got it in pieces, so the capture was taken before
+        // segmentation (TSO/GSO at the sender).
+        if self.acks_inside_big > 0 && self.acks_inside_big * 4 >= self.acks_at_big_end {
+            return BigPacketSide::SenderTso;
+        }
+        if self.acks_at_big_end > 0 {
             return BigPacketSide::ReceiverGro;
         }
         // On the receiver the local stack acknowledges a super-packet within

@@ -52,6 +52,9 @@ pub struct InputReport {
     /// The file turned bad here; everything before was analysed.
     pub error: Option<String>,
     pub interrupted: bool,
+    /// Checksums were left to the NIC in this capture (sender side or a
+    /// virtual link); the what-if did not verify them.
+    pub checksums_offloaded: bool,
 }
 
 /// One network header's behaviour.
@@ -321,7 +324,7 @@ fn flow_what_if(
                 w.packets += extra;
                 if extra > 0 {
                     w.reasons.push(ReasonHit {
-                        reason: FlushReason::IpIdMismatch,
+                        reason: FlushReason::OuterIpIdMismatch,
                         count: extra,
                         first_frame: first_break,
                     });
@@ -416,6 +419,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             unparsed_frames: f.unparsed,
             error: f.error.clone(),
             interrupted: f.interrupted,
+            checksums_offloaded: f.checksums_offloaded,
         })
         .collect();
     let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();
@@ -459,7 +463,17 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
         .gro_sizes
         .iter()
         .enumerate()
-        .map(|(i, &size)| what_if_report(i, size, opts, &pass.totals[i], &deltas[i], &file_name))
+        .map(|(i, &size)| {
+            what_if_report(
+                i,
+                size,
+                opts,
+                &pass.totals[i],
+                &deltas[i],
+                &file_name,
+                pass.files.iter().filter(|f| f.checksums_offloaded).count(),
+            )
+        })
         .collect();
     let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
     let series = pass.flows.iter().map(|f| f.series.points.clone()).collect();
@@ -564,6 +578,7 @@ fn what_if_report(
     t: &RunTotals,
     delta: &(i64, Vec<(FlushReason, i64)>),
     file_name: &dyn Fn(usize) -> String,
+    offloaded_files: usize,
 ) -> WhatIfReport {
     let cfg =
         crate::whatif::config_for(size, opts.kernel, opts.verify_checksums, &opts.vxlan_ports);
@@ -605,6 +620,11 @@ fn what_if_report(
             opts.kernel
         ));
     }
+    if offloaded_files > 0 {
+        notes.push(format!(
+            "{offloaded_files} capture(s) carry offloaded checksums (CHECKSUM_PARTIAL): not verified, as the kernel trusts them"
+        ));
+    }
     if delta.0 != 0 || !delta.1.is_empty() {
         notes.push("some per-flow figures are estimates from header analysis (see flows[].what_if[].estimated)".into());
     }
@@ -613,7 +633,7 @@ fn what_if_report(
         gro_max_size: size,
         gro_ipv4_max_size: cfg.gro_ipv4_max_size,
         kernel: opts.kernel,
-        derived: !notes.is_empty(),
+        derived: notes.iter().any(|n| !n.contains("offloaded checksums")),
         notes,
         frames_in: t.frames_in,
         stack_packets: packets,

@@ -222,9 +222,9 @@ fn retransmissions_and_out_of_order_are_told_apart() {
 }
 
 #[test]
-fn tso_sender_capture_is_recognised_from_id_steps_and_timing() {
-    // Sender side: a 10-segment super-packet leaves, the ACK comes back a
-    // "round trip" (200 us) later, the next super-packet follows at once.
+fn tso_sender_capture_is_recognised_from_id_steps_and_acks() {
+    // Sender side: 10-segment super-packets leave, ACKs come back for
+    // parts of them.
     let (_d, p) = tmp("tso.pcap");
     let mut frames = Vec::new();
     let mut t = 1_000_000u64;
@@ -233,10 +233,14 @@ fn tso_sender_capture_is_recognised_from_id_steps_and_timing() {
         let seq = 1 + k * 14480;
         frames.push((t, seg(seq, 14480, id, true)));
         id = id.wrapping_add(10);
-        t += 200_000;
-        let mut ack = FrameSpec::tcp4(B, A, TcpSpec::data(5201, 40000, 1));
-        ack.tcp_mut().ack = seq + 14480;
-        frames.push((t, ack.build()));
+        // The peer acknowledges every second wire segment: its ACKs land
+        // inside the super-packet, which it never saw whole.
+        for acked in [2896, 14480] {
+            t += 100_000;
+            let mut ack = FrameSpec::tcp4(B, A, TcpSpec::data(5201, 40000, 1));
+            ack.tcp_mut().ack = seq + acked;
+            frames.push((t, ack.build()));
+        }
         t += 5_000;
     }
     write(&p, &frames);
@@ -306,4 +310,28 @@ fn a_missing_file_is_an_error_naming_it() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("/nonexistent/x.pcap"), "{e}");
+}
+
+#[test]
+fn gro_receiver_capture_is_recognised_from_aligned_acks() {
+    // Receiver side: the local stack acknowledges each merged packet whole,
+    // microseconds after it arrived.
+    let (_d, p) = tmp("gro.pcap");
+    let mut frames = Vec::new();
+    let mut t = 1_000_000u64;
+    for k in 0..5u32 {
+        let seq = 1 + k * 14480;
+        frames.push((t, seg(seq, 14480, 500 + 10 * k as u16, true)));
+        let mut ack = FrameSpec::tcp4(B, A, TcpSpec::data(5201, 40000, 1));
+        ack.tcp_mut().ack = seq + 14480;
+        frames.push((t + 3_000, ack.build()));
+        t += 150_000;
+    }
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let f = a.report.flows.iter().find(|f| f.sport == 40000).unwrap();
+    assert_eq!(
+        f.above_mtu.interpretation,
+        offload_analyze::flow::BigPacketSide::ReceiverGro
+    );
 }

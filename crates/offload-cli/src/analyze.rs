@@ -1,0 +1,219 @@
+//! `offload analyze`: argument parsing and printing only; the analysis is
+//! `offload_analyze::analyze`.
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use offload_analyze::transform::Control;
+use offload_analyze::{KernelProfile, Options};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The bundled sample captures (made by scripts/make-samples.sh from real
+/// kernel traffic), analysed when no file is given.
+const SAMPLES: &[(&str, &[u8])] = &[
+    (
+        "healthy-tcp.pcapng",
+        include_bytes!("../../../samples/healthy-tcp.pcapng"),
+    ),
+    (
+        "tso-sender.pcapng",
+        include_bytes!("../../../samples/tso-sender.pcapng"),
+    ),
+    (
+        "gro-receiver.pcapng",
+        include_bytes!("../../../samples/gro-receiver.pcapng"),
+    ),
+    (
+        "vxlan-broken.pcapng",
+        include_bytes!("../../../samples/vxlan-broken.pcapng"),
+    ),
+    (
+        "bigtcp-sender.pcapng",
+        include_bytes!("../../../samples/bigtcp-sender.pcapng"),
+    ),
+    (
+        "bigtcp.pcapng",
+        include_bytes!("../../../samples/bigtcp.pcapng"),
+    ),
+];
+
+/// Arguments of `offload analyze`.
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    /// Captures (pcap or pcapng, any mix); none = the bundled samples.
+    pub files: Vec<PathBuf>,
+    /// gro_max_size values to simulate (comma-separated or repeated).
+    #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_size)]
+    pub gro_max_size: Vec<u32>,
+    /// Kernel whose GRO rules apply: 6.18 (verified live), or 6.1, 6.6, 7.x (derived from source).
+    #[arg(long, default_value = "6.18")]
+    pub kernel: KernelProfile,
+    /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// UDP destination ports read as VXLAN (comma-separated or repeated; default 4789,8472).
+    #[arg(long = "vxlan-port", value_delimiter = ',')]
+    pub vxlan_ports: Vec<u16>,
+    /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
+    #[arg(long)]
+    pub no_checksum_check: bool,
+    /// Print the report as JSON (schema in docs/analyze.md) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a self-contained HTML report (graphs, findings, what-if table).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write flows.csv and packets.csv into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    /// Flows listed in the terminal summary.
+    #[arg(long, default_value_t = 10)]
+    pub flows: usize,
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
+    if !(1500..=offload::gro::GRO_MAX_SIZE).contains(&v) {
+        return Err(format!(
+            "{v} is outside 1500..={} (the kernel's GRO_MAX_SIZE)",
+            offload::gro::GRO_MAX_SIZE
+        ));
+    }
+    Ok(v)
+}
+
+/// Writes the embedded samples to a private temporary directory.
+struct SampleDir(PathBuf);
+
+impl SampleDir {
+    fn create() -> anyhow::Result<(SampleDir, Vec<PathBuf>)> {
+        let dir = std::env::temp_dir().join(format!("offload-samples-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let guard = SampleDir(dir.clone());
+        let mut paths = Vec::new();
+        for (name, bytes) in SAMPLES {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+            paths.push(p);
+        }
+        Ok((guard, paths))
+    }
+}
+
+impl Drop for SampleDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `offload analyze`.
+pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let (_samples, files) = if args.files.is_empty() {
+        let (g, p) = SampleDir::create()?;
+        if !args.json {
+            eprintln!("offload analyze: no capture given, analysing the bundled samples");
+        }
+        (Some(g), p)
+    } else {
+        (None, args.files.clone())
+    };
+    let opts = Options {
+        gro_sizes: if args.gro_max_size.is_empty() {
+            offload_analyze::DEFAULT_GRO_SIZES.to_vec()
+        } else {
+            args.gro_max_size.clone()
+        },
+        kernel: args.kernel,
+        mtu: args.mtu,
+        vxlan_ports: if args.vxlan_ports.is_empty() {
+            offload_analyze::DEFAULT_VXLAN_PORTS.to_vec()
+        } else {
+            args.vxlan_ports.clone()
+        },
+        verify_checksums: !args.no_checksum_check,
+        threads: args.threads,
+        packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
+    };
+    if let Some(d) = &args.csv {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let total: u64 = files
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let pb = if std::io::stderr().is_terminal() {
+        let pb = ProgressBar::new(total);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb
+    } else {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    // Ctrl-C stops reading; what was found so far is still printed.
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    let mut on_progress = |b: u64| pb.set_position(b);
+    let mut ctl = Control {
+        on_progress: &mut on_progress,
+        cancel: &cancel,
+    };
+    let analysis = offload_analyze::analyze(&files, &opts, &mut ctl)?;
+    pb.finish_and_clear();
+    let report = &analysis.report;
+    if let Some(h) = &args.html {
+        std::fs::write(h, offload_analyze::html::render(&analysis))
+            .with_context(|| format!("writing {}", h.display()))?;
+    }
+    if let Some(d) = &args.csv {
+        offload_analyze::export::write_flows_csv(report, d)
+            .with_context(|| format!("writing {}", d.join("flows.csv").display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, report)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", offload_analyze::text::render(report, args.flows))?;
+        if let Some(h) = &args.html {
+            writeln!(out, "\nHTML report: {}", h.display())?;
+        }
+        if let Some(d) = &args.csv {
+            writeln!(out, "CSV tables: {}", d.display())?;
+        }
+    }
+    out.flush()?;
+    let bad_input = report.inputs.iter().any(|i| i.error.is_some());
+    if report.interrupted {
+        eprintln!("offload analyze: interrupted; the report covers what was read");
+        return Ok(ExitCode::from(130));
+    }
+    if bad_input {
+        for i in report.inputs.iter().filter(|i| i.error.is_some()) {
+            eprintln!(
+                "offload analyze: {}: {}",
+                i.path,
+                i.error.as_deref().unwrap_or_default()
+            );
+        }
+        return Ok(ExitCode::from(1));
+    }
+    if report.flows.is_empty() && report.inputs.iter().all(|i| i.frames == 0) {
+        bail!("no frames in the input");
+    }
+    Ok(ExitCode::SUCCESS)
+}
