@@ -88,3 +88,36 @@ pub fn assert_sane(r: &BenchResult) {
         assert!(v.get(k).is_some(), "missing {k}");
     }
 }
+
+/// A server in a child process (its own open-file limit); killed on drop.
+pub struct ChildServer {
+    child: std::process::Child,
+    /// The bound control address.
+    pub addr: SocketAddr,
+}
+
+impl ChildServer {
+    /// Starts `ofl-bench-server` on `addr`.
+    pub fn start(addr: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ofl-bench-server"))
+            .arg(addr)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawning ofl-bench-server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().parse().expect("server address");
+        ChildServer { child, addr }
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
