@@ -377,7 +377,7 @@ const BINS: usize = 200;
 impl Bins {
     fn add(&mut self, rel_ns: u64, bytes: u64) {
         if self.width_ns == 0 {
-            self.width_ns = 1_000_000; // 1 ms to start
+            self.width_ns = 100_000; // 100 us to start; doubles as needed
         }
         let mut i = (rel_ns / self.width_ns) as usize;
         while i >= BINS {

@@ -45,8 +45,13 @@ fn step(range: f64) -> f64 {
     }
 }
 
-fn fmt_tick(v: f64) -> String {
+fn fmt_tick(v: f64, step: f64) -> String {
     let a = v.abs();
+    if step < 1.0 && step > 0.0 {
+        // Enough decimals to tell neighbouring ticks apart.
+        let d = (-step.log10().floor()) as usize;
+        return format!("{v:.d$}");
+    }
     if a >= 1e9 {
         format!("{:.1}G", v / 1e9)
     } else if a >= 1e6 {
@@ -99,7 +104,7 @@ impl Plot {
                 MT,
                 H - MB,
                 H - MB + 13.0,
-                fmt_tick(v)
+                fmt_tick(v, sx)
             );
             v += sx;
         }
@@ -112,7 +117,7 @@ impl Plot {
                 W - MR,
                 ML - 4.0,
                 y + 3.0,
-                fmt_tick(v)
+                fmt_tick(v, sy)
             );
             v += sy;
         }
