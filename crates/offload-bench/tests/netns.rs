@@ -1,0 +1,106 @@
+//! Every test type between two network namespaces joined by veth (server in
+//! A, client in B), over IPv4 and IPv6; and the namespace guard's cleanup,
+//! including after a panic. Needs root: fails loudly without it.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{assert_sane, serial, short};
+use offload_bench::netns::{NetnsPair, Side};
+use offload_bench::report::BenchResult;
+use offload_bench::{client, ClientConfig, Direction, Server, TestKind};
+
+fn run_between(pair: &NetnsPair, v6: bool, make: impl FnOnce(SocketAddr) -> ClientConfig) -> BenchResult {
+    let ip = if v6 { NetnsPair::addr6(Side::A) } else { NetnsPair::addr4(Side::A) };
+    let server = pair
+        .run_in(Side::A, move || {
+            Server::bind(SocketAddr::new(ip, 0)).unwrap().echo_log(false).spawn().unwrap()
+        })
+        .unwrap();
+    let cfg = make(server.addr());
+    let r = pair.run_in(Side::B, move || client::run_once(&cfg, &mut |_| {})).unwrap();
+    drop(server);
+    r.unwrap()
+}
+
+fn exists(name: &str) -> bool {
+    std::path::Path::new("/var/run/netns").join(name).exists()
+}
+
+#[test]
+fn every_test_type_between_namespaces_over_ipv4() {
+    let _g = serial();
+    let pair = NetnsPair::create("v4").unwrap();
+    // tcp-crr opens a connection per transaction; the client namespace may
+    // reuse TIME_WAIT ports (the sysctl goes away with the namespace).
+    pair.sysctl(Side::B, "net.ipv4.tcp_tw_reuse", "1").unwrap();
+    for kind in [TestKind::TcpRr, TestKind::TcpCrr, TestKind::TcpStream, TestKind::UdpRr, TestKind::UdpStream] {
+        let r = run_between(&pair, false, |a| short(kind, a));
+        assert_sane(&r);
+        // The server ran in the other namespace: its host description shows
+        // the veth end there.
+        assert!(r.settings.server_host.interfaces.iter().any(|i| i.name == "ofl-va"), "{kind:?}");
+        assert!(r.settings.client_host.interfaces.iter().any(|i| i.name == "ofl-vb"), "{kind:?}");
+    }
+    let r = run_between(&pair, false, |a| {
+        let mut c = short(TestKind::TcpStream, a);
+        c.spec.direction = Direction::ServerToClient;
+        c
+    });
+    assert_sane(&r);
+}
+
+#[test]
+fn tcp_rr_80000_over_ipv6_between_namespaces() {
+    let _g = serial();
+    let pair = NetnsPair::create("v6").unwrap();
+    let r = run_between(&pair, true, |a| {
+        let mut c = short(TestKind::TcpRr, a);
+        c.spec.request = 80000;
+        c.spec.response = 80000;
+        c
+    });
+    assert_sane(&r);
+    assert!(r.settings.ipv6);
+    let l = r.latency_us.unwrap();
+    assert!(l.min > 0.0 && l.p90 >= l.min && l.p99 >= l.p90);
+    // The veth's offload sizes are part of the effective settings.
+    let veth = r.settings.client_host.interfaces.iter().find(|i| i.name == "ofl-vb").unwrap();
+    assert!(veth.gso_max_size.is_some());
+    assert!(r.settings.client_host.sysctls.contains_key("net.ipv4.tcp_rmem"));
+}
+
+#[test]
+fn udp_rr_many_flows_over_ipv6_between_namespaces() {
+    let _g = serial();
+    let pair = NetnsPair::create("u6").unwrap();
+    let r = run_between(&pair, true, |a| {
+        let mut c = short(TestKind::UdpRr, a);
+        c.spec.flows = 16;
+        c.threads = 2;
+        c.spec.server_threads = 2;
+        c.spec.knobs.reuseport = true;
+        c
+    });
+    assert_sane(&r);
+}
+
+#[test]
+fn namespaces_are_removed_on_drop_and_on_panic() {
+    let pair = NetnsPair::create("gone").unwrap();
+    let (a, b) = (pair.a.clone(), pair.b.clone());
+    assert!(exists(&a) && exists(&b));
+    drop(pair);
+    assert!(!exists(&a) && !exists(&b));
+
+    let names = std::sync::Mutex::new(None);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let pair = NetnsPair::create("panic").unwrap();
+        *names.lock().unwrap() = Some((pair.a.clone(), pair.b.clone()));
+        panic!("a test failing inside the namespaces");
+    }));
+    assert!(result.is_err());
+    let (a, b) = names.lock().unwrap().clone().unwrap();
+    assert!(!exists(&a) && !exists(&b), "namespaces left after a panic");
+}
