@@ -32,7 +32,7 @@ pub fn assert_sane(r: &BenchResult) {
     assert!(r.counts.consistent, "counts inconsistent: {ctx}");
     assert!(r.transactions_per_sec > 0.0, "no transactions: {ctx}");
     assert!(r.transactions_per_sec.is_finite());
-    assert!(r.cpu.window_seconds > 0.5 && r.cpu.window_seconds < 5.0);
+    assert!(r.cpu.window_seconds > 0.1 && r.cpu.window_seconds < 10.0);
     // CPU figures are non-negative and plausible: no more than every CPU of
     // the machine for the whole window, and threads below their wall time.
     let cpus = f64::from(r.cpu.machine.cpus.max(1));
