@@ -1,0 +1,343 @@
+//! The bodies of the fuzz targets, as plain functions.
+//!
+//! Each `fuzz_targets/*.rs` is a one-line `fuzz_target!` around one of
+//! these, so that the same code also runs without libFuzzer: the `replay`
+//! example feeds it seed files and random mutations on a stable toolchain
+//! (`scripts/fuzz-smoke.sh` falls back to it when nightly or cargo-fuzz is
+//! missing; see `docs/decisions/0050-fuzzing-toolchain.md`).
+//!
+//! Every body panics on a broken invariant, never on bad input: a panic is a
+//! finding.
+
+pub mod seeds;
+
+use offload::gro::UdpGro;
+use offload::gso::{self, GsoParams};
+use offload::link::{self, LinkKind};
+use offload::wire::{ethernet, ipv4, ipv6, sll, tcp, udp};
+use offload::{Delivered, GroConfig, GroEngine, Input};
+use offload_capture::{CaptureReader, MAX_FRAME_LEN};
+
+/// Every link kind, indexed by the selector bytes of the input formats.
+pub const LINKS: [LinkKind; 6] = [
+    LinkKind::Ethernet,
+    LinkKind::RawIp,
+    LinkKind::Ipv4,
+    LinkKind::Ipv6,
+    LinkKind::LinuxSll,
+    LinkKind::LinuxSll2,
+];
+
+/// The names of the targets, as `fuzz_targets/<name>.rs` and for `replay`.
+pub const TARGETS: [&str; 4] = ["capture_reader", "wire_parsers", "gro_engine", "gso_segment"];
+
+/// Runs the target called `name`; `None` for an unknown name.
+pub fn run(name: &str, data: &[u8]) -> Option<()> {
+    match name {
+        "capture_reader" => capture_reader(data),
+        "wire_parsers" => wire_parsers(data),
+        "gro_engine" => gro_engine(data),
+        "gso_segment" => gso_segment(data),
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The pcap/pcapng reader on arbitrary bytes. Invariants: frame numbers
+/// increase, a frame's interface exists, caplen stays within the reader's
+/// limit, and error offsets and bytes read stay within the input.
+pub fn capture_reader(data: &[u8]) {
+    let len = data.len() as u64;
+    let Ok(mut r) = CaptureReader::from_reader(std::io::Cursor::new(data.to_vec()), "fuzz") else {
+        return;
+    };
+    let mut last = 0;
+    loop {
+        let (number, caplen, iface) = match r.next_frame() {
+            Ok(Some(f)) => (f.number, f.data.len(), f.interface),
+            Ok(None) => break,
+            Err(e) => {
+                assert!(e.offset <= len, "error offset {} past {len}", e.offset);
+                let _ = e.to_string();
+                break;
+            }
+        };
+        assert!(number > last, "frame number {number} after {last}");
+        last = number;
+        assert!(caplen <= MAX_FRAME_LEN as usize);
+        assert!((iface as usize) < r.interfaces().len());
+    }
+    assert!(r.bytes_read() <= len);
+}
+
+/// Every wire view, `link::dissect_l2` and the GSO layout finder on the
+/// input and on each of its first 64 suffixes (every offset is a header
+/// boundary for some layer). Invariant: offsets a parser reports lie
+/// within the bytes it was given.
+pub fn wire_parsers(data: &[u8]) {
+    for skip in 0..data.len().min(64) {
+        touch_views(&data[skip..]);
+    }
+}
+
+fn touch_views(b: &[u8]) {
+    if let Ok(e) = ethernet::Ethernet::new_checked(b) {
+        let _ = (e.dst(), e.src(), e.ethertype());
+        if let Ok(t) = e.walk_tags() {
+            assert!(t.l3_offset <= b.len(), "VLAN walk past the end");
+        }
+    }
+    if let Ok(ip) = ipv4::Ipv4::new_checked(b) {
+        let _ = (
+            ip.tos(),
+            ip.total_len(),
+            ip.ident(),
+            ip.frag_word(),
+            ip.dont_fragment(),
+            ip.is_fragment(),
+            ip.ttl(),
+            ip.protocol(),
+            ip.header_checksum(),
+            ip.src(),
+            ip.dst(),
+            ip.header_checksum_ok(),
+            ip.effective_len(b.len()),
+        );
+        assert!(ip.header_len() <= b.len());
+        let mut copy = b.to_vec();
+        let mut w = ipv4::Ipv4::new_checked(&mut copy[..]).expect("same bytes as above");
+        w.set_total_len_incremental(0xffff);
+        w.fill_header_checksum();
+        assert!(w.header_checksum_ok(), "fill_header_checksum left a bad checksum");
+    }
+    if let Ok(ip) = ipv6::Ipv6::new_checked(b) {
+        let _ = (
+            ip.first_word(),
+            ip.traffic_class(),
+            ip.flow_label(),
+            ip.payload_len(),
+            ip.next_header(),
+            ip.hop_limit(),
+            ip.src(),
+            ip.dst(),
+        );
+        if let Ok(chain) = ip.walk_ext() {
+            assert!(chain.upper_offset <= b.len(), "extension chain past the end");
+        }
+    }
+    if let Ok(t) = tcp::Tcp::new_checked(b) {
+        let _ = (
+            t.src_port(),
+            t.dst_port(),
+            t.port_word(),
+            t.seq(),
+            t.ack(),
+            t.flags(),
+            t.flag_word(),
+            t.window(),
+            t.checksum(),
+            t.urgent(),
+            t.options(),
+            t.timestamps(),
+        );
+        assert!(t.header_len() <= b.len());
+    }
+    if let Ok(u) = udp::Udp::new_checked(b) {
+        let _ = (u.src_port(), u.dst_port(), u.length(), u.checksum());
+    }
+    for c in [sll::parse_sll(b), sll::parse_sll2(b)].into_iter().flatten() {
+        assert!(c.header_len <= b.len());
+    }
+    for l in LINKS {
+        if let Ok(info) = link::dissect_l2(l, b) {
+            assert!(info.l3_offset <= b.len(), "{l:?}: L3 offset past the end");
+            assert!(info.key_len <= b.len());
+        }
+        if let Ok(lay) = gso::layout(l, b, &[4789]) {
+            assert!(lay.end <= b.len(), "{l:?}: layout end past the end");
+            assert!(lay.l4_off + lay.l4_header_len <= b.len().max(lay.end));
+        }
+    }
+}
+
+/// Reads the GRO knobs from two selector bytes.
+pub fn config_from(a: u8, b: u8) -> GroConfig {
+    let size = match (a >> 4) & 3 {
+        0 | 1 => 65_536,
+        2 => 185_000,
+        _ => offload::gro::GRO_MAX_SIZE,
+    };
+    GroConfig {
+        gro_max_size: size,
+        gro_ipv4_max_size: if a & 0x40 != 0 { 65_536 } else { size },
+        flush_timeout_ns: match (a >> 2) & 3 {
+            0 => 0,
+            1 => 50_000,
+            _ => u64::MAX / 4,
+        },
+        verify_checksums: a & 1 != 0,
+        vlan_gro: a & 2 != 0,
+        udp: match b & 3 {
+            0 => UdpGro::Off,
+            1 => UdpGro::Ports(vec![443, 4789, u16::from(b)]),
+            _ => UdpGro::AllPorts,
+        },
+        vxlan_ports: if b & 4 != 0 { vec![] } else { vec![4789] },
+    }
+}
+
+/// One frame of a `gro_engine` input.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    pub link: LinkKind,
+    /// Nanoseconds since the previous frame.
+    pub gap_ns: u64,
+    /// Bytes the capture cut off (`orig_len - data.len()`).
+    pub cut: u32,
+    pub data: &'a [u8],
+}
+
+/// Splits a `gro_engine` input: 2 config bytes, then records of
+/// `[link/flags][gap][len hi][len lo]` + `len` bytes (fewer if the input
+/// ends). Link = `flags % 6`; bit 7 of flags means the capture cut 64 bytes;
+/// gap is in microseconds.
+pub fn split_records(data: &[u8]) -> (GroConfig, Vec<Record<'_>>) {
+    let (a, b) = (
+        data.first().copied().unwrap_or(0),
+        data.get(1).copied().unwrap_or(0),
+    );
+    let cfg = config_from(a, b);
+    let mut recs = Vec::new();
+    let mut rest = data.get(2..).unwrap_or(&[]);
+    while rest.len() >= 4 {
+        let flags = rest[0];
+        let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+        let body = &rest[4..];
+        let take = len.min(body.len());
+        recs.push(Record {
+            link: LINKS[usize::from(flags & 0x7f) % LINKS.len()],
+            gap_ns: u64::from(rest[1]) * 1_000,
+            cut: if flags & 0x80 != 0 { 64 } else { 0 },
+            data: &body[..take],
+        });
+        rest = &body[take..];
+    }
+    (cfg, recs)
+}
+
+/// Encodes records in the `gro_engine` input format (for seeds).
+pub fn encode_records(cfg: (u8, u8), frames: &[(LinkKind, u8, &[u8])]) -> Vec<u8> {
+    let mut out = vec![cfg.0, cfg.1];
+    for (link, gap_us, data) in frames {
+        let idx = LINKS.iter().position(|l| l == link).expect("a known link") as u8;
+        out.push(idx);
+        out.push(*gap_us);
+        out.extend_from_slice(&(data.len().min(0xffff) as u16).to_be_bytes());
+        out.extend_from_slice(&data[..data.len().min(0xffff)]);
+    }
+    out
+}
+
+/// The GRO engine on a sequence of frames split from the input.
+/// Invariants: every frame comes out exactly once (alone or inside a
+/// super-packet), nothing stays held after `finish`, the statistics agree
+/// with the deliveries, and GSO splits every super-packet back into as many
+/// segments as GRO merged.
+pub fn gro_engine(data: &[u8]) {
+    let (cfg, recs) = split_records(data);
+    let vxlan_ports = cfg.vxlan_ports.clone();
+    let mut engine = GroEngine::new(cfg);
+    let mut segments = 0u64;
+    let mut deliveries = 0u64;
+    let mut out = |d: &Delivered<'_>| {
+        deliveries += 1;
+        segments += u64::from(d.segments);
+        assert!(d.segments >= 1);
+        assert_eq!(d.segments == 1, d.gso_size == 0, "gso_size {}", d.gso_size);
+        assert!(d.first_frame <= d.last_frame);
+        if d.segments > 1 {
+            let p = GsoParams::from_gso(d.gso_size, d.gso_type);
+            let mut emitted = 0usize;
+            let r = gso::segment(d.link, d.data, &p, &vxlan_ports, &mut |_s: &[u8]| {
+                emitted += 1
+            });
+            assert_eq!(
+                r,
+                Ok(d.segments as usize),
+                "GSO of a {}-segment super-packet (gso_size {}, type {:#x})",
+                d.segments,
+                d.gso_size,
+                d.gso_type
+            );
+            assert_eq!(emitted, d.segments as usize);
+        }
+    };
+    let mut ts = 0u64;
+    for (i, r) in recs.iter().enumerate() {
+        ts += r.gap_ns;
+        engine.receive(
+            Input {
+                data: r.data,
+                link: r.link,
+                timestamp_ns: ts,
+                frame: i as u64 + 1,
+                orig_len: r.data.len() as u32 + r.cut,
+            },
+            &mut out,
+        );
+    }
+    engine.finish(&mut out);
+    assert_eq!(segments, recs.len() as u64, "frames in != segments out");
+    assert_eq!(engine.held_count(), 0);
+    let stats = engine.stats();
+    assert_eq!(stats.frames_in, recs.len() as u64);
+    assert_eq!(stats.packets_out, deliveries);
+}
+
+/// Segmentation of one frame: `[link][mss hi][mss lo][flags]` + frame.
+/// MSS 0 is kept (an error case); flags select fixed IDs, AccECN and
+/// whether port 4789 is VXLAN. Invariants: the count returned is the count
+/// emitted; a segmented packet's pieces each carry at most `mss` payload
+/// bytes and together carry exactly the original payload.
+pub fn gso_segment(data: &[u8]) {
+    if data.len() < 4 {
+        return;
+    }
+    let link = LINKS[usize::from(data[0]) % LINKS.len()];
+    let mss = u32::from(u16::from_be_bytes([data[1], data[2]]));
+    let fl = data[3];
+    let frame = &data[4..];
+    let mut p = GsoParams::new(mss);
+    p.fixed_id = fl & 1 != 0;
+    p.fixed_id_inner = fl & 2 != 0;
+    p.accecn = fl & 4 != 0;
+    let ports: &[u16] = if fl & 8 != 0 { &[4789] } else { &[] };
+
+    let mut emitted = 0usize;
+    if let Ok(n) = gso::segment_tcp(link, frame, &p, &mut |_s: &[u8]| emitted += 1) {
+        assert_eq!(n, emitted);
+    }
+
+    let Ok(lay) = gso::layout(link, frame, ports) else {
+        return;
+    };
+    let payload = &frame[lay.payload_off().min(lay.end)..lay.end];
+    let mut segs: Vec<Vec<u8>> = Vec::new();
+    let r = gso::segment_layout(frame, &lay, &p, &mut |s: &[u8]| segs.push(s.to_vec()));
+    let Ok(n) = r else { return };
+    assert_eq!(n, segs.len());
+    if n == 1 && segs[0] == frame {
+        return; // passed through unchanged
+    }
+    // Every piece has the same header length (the Jumbo HBH removed), so
+    // its payload is what follows the headers of the first piece.
+    let hdr = lay.payload_off() - if lay.jumbo_hbh { 8 } else { 0 };
+    let mut joined = Vec::with_capacity(payload.len());
+    for s in &segs {
+        assert!(s.len() >= hdr, "segment shorter than its headers");
+        let body = &s[hdr..];
+        assert!(body.len() <= mss as usize, "segment payload {} > mss {mss}", body.len());
+        joined.extend_from_slice(body);
+    }
+    assert!(joined == payload, "segments do not carry the original payload");
+}
