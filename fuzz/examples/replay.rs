@@ -33,7 +33,9 @@ impl Rng {
     }
 }
 
-const INTERESTING: [u16; 10] = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xfffe, 0xffff];
+const INTERESTING: [u16; 10] = [
+    0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xfffe, 0xffff,
+];
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8]) {
     for _ in 0..=rng.below(4) {
@@ -95,7 +97,9 @@ fn save_crash(target: &str, data: &[u8]) -> PathBuf {
     for b in data {
         h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("artifacts").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("artifacts")
+        .join(target);
     let path = dir.join(format!("crash-{h:016x}"));
     if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, data)) {
         eprintln!("replay: could not save {}: {e}", path.display());
@@ -106,12 +110,18 @@ fn save_crash(target: &str, data: &[u8]) -> PathBuf {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: replay TARGET SECONDS DIR...  (targets: {:?})", offload_fuzz::TARGETS);
+        eprintln!(
+            "usage: replay TARGET SECONDS DIR...  (targets: {:?})",
+            offload_fuzz::TARGETS
+        );
         std::process::exit(2);
     }
     let target = args[1].as_str();
     if !offload_fuzz::TARGETS.contains(&target) {
-        eprintln!("replay: unknown target {target:?}; targets: {:?}", offload_fuzz::TARGETS);
+        eprintln!(
+            "replay: unknown target {target:?}; targets: {:?}",
+            offload_fuzz::TARGETS
+        );
         std::process::exit(2);
     }
     let Ok(seconds) = args[2].parse::<u64>() else {
@@ -136,7 +146,10 @@ fn main() {
     };
     for (i, c) in corpus.iter().enumerate() {
         if !run_one(c) {
-            let name = files.get(i).map(|f| f.display().to_string()).unwrap_or_default();
+            let name = files
+                .get(i)
+                .map(|f| f.display().to_string())
+                .unwrap_or_default();
             eprintln!("replay: {target} crashed on corpus file {name}");
             std::process::exit(1);
         }

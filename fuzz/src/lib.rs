@@ -29,7 +29,12 @@ pub const LINKS: [LinkKind; 6] = [
 ];
 
 /// The names of the targets, as `fuzz_targets/<name>.rs` and for `replay`.
-pub const TARGETS: [&str; 4] = ["capture_reader", "wire_parsers", "gro_engine", "gso_segment"];
+pub const TARGETS: [&str; 4] = [
+    "capture_reader",
+    "wire_parsers",
+    "gro_engine",
+    "gso_segment",
+];
 
 /// Runs the target called `name`; `None` for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> Option<()> {
@@ -108,7 +113,10 @@ fn touch_views(b: &[u8]) {
         let mut w = ipv4::Ipv4::new_checked(&mut copy[..]).expect("same bytes as above");
         w.set_total_len_incremental(0xffff);
         w.fill_header_checksum();
-        assert!(w.header_checksum_ok(), "fill_header_checksum left a bad checksum");
+        assert!(
+            w.header_checksum_ok(),
+            "fill_header_checksum left a bad checksum"
+        );
     }
     if let Ok(ip) = ipv6::Ipv6::new_checked(b) {
         let _ = (
@@ -122,7 +130,10 @@ fn touch_views(b: &[u8]) {
             ip.dst(),
         );
         if let Ok(chain) = ip.walk_ext() {
-            assert!(chain.upper_offset <= b.len(), "extension chain past the end");
+            assert!(
+                chain.upper_offset <= b.len(),
+                "extension chain past the end"
+            );
         }
     }
     if let Ok(t) = tcp::Tcp::new_checked(b) {
@@ -145,7 +156,10 @@ fn touch_views(b: &[u8]) {
     if let Ok(u) = udp::Udp::new_checked(b) {
         let _ = (u.src_port(), u.dst_port(), u.length(), u.checksum());
     }
-    for c in [sll::parse_sll(b), sll::parse_sll2(b)].into_iter().flatten() {
+    for c in [sll::parse_sll(b), sll::parse_sll2(b)]
+        .into_iter()
+        .flatten()
+    {
         assert!(c.header_len <= b.len());
     }
     for l in LINKS {
@@ -336,8 +350,15 @@ pub fn gso_segment(data: &[u8]) {
     for s in &segs {
         assert!(s.len() >= hdr, "segment shorter than its headers");
         let body = &s[hdr..];
-        assert!(body.len() <= mss as usize, "segment payload {} > mss {mss}", body.len());
+        assert!(
+            body.len() <= mss as usize,
+            "segment payload {} > mss {mss}",
+            body.len()
+        );
         joined.extend_from_slice(body);
     }
-    assert!(joined == payload, "segments do not carry the original payload");
+    assert!(
+        joined == payload,
+        "segments do not carry the original payload"
+    );
 }

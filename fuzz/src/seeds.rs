@@ -96,7 +96,12 @@ pub fn super_packets() -> Vec<(String, Vec<u8>, u32, u32)> {
         let mut n = 0;
         let mut push = |d: &Delivered<'_>| {
             if d.segments > 1 {
-                out.push((format!("{name}_{n}"), d.data.to_vec(), d.gso_size, d.gso_type));
+                out.push((
+                    format!("{name}_{n}"),
+                    d.data.to_vec(),
+                    d.gso_size,
+                    d.gso_type,
+                ));
                 n += 1;
             }
         };
@@ -133,7 +138,11 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
                 .iter()
                 .map(|f| (LinkKind::Ethernet, 1u8, f.as_slice()))
                 .collect();
-            put("gro_engine", &format!("{name}_{tag}"), &encode_records(cfg, &recs))?;
+            put(
+                "gro_engine",
+                &format!("{name}_{tag}"),
+                &encode_records(cfg, &recs),
+            )?;
         }
         put("wire_parsers", name, &frames[0])?;
     }
@@ -150,8 +159,12 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
         put("wire_parsers", &format!("super_{name}"), &data)?;
     }
     // Captures: one pcap and one pcapng of the TCP train.
-    for (ext, fmt) in [("pcap", CaptureFormat::Pcap), ("pcapng", CaptureFormat::PcapNg)] {
-        let tmp = std::env::temp_dir().join(format!("offload-fuzz-seed-{}.{ext}", std::process::id()));
+    for (ext, fmt) in [
+        ("pcap", CaptureFormat::Pcap),
+        ("pcapng", CaptureFormat::PcapNg),
+    ] {
+        let tmp =
+            std::env::temp_dir().join(format!("offload-fuzz-seed-{}.{ext}", std::process::id()));
         let mut w = CaptureWriter::create(&tmp, Some(fmt))
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         for (i, f) in trains[0].1.iter().enumerate() {
@@ -159,7 +172,8 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
             w.write_frame(&meta, f)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
         }
-        w.finish().map_err(|e| std::io::Error::other(e.to_string()))?;
+        w.finish()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         let bytes = std::fs::read(&tmp);
         std::fs::remove_file(&tmp)?;
         put("capture_reader", &format!("tcp4.{ext}"), &bytes?)?;

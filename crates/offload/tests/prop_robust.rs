@@ -91,9 +91,22 @@ fn run_engine(cfg: GroConfig, frames: &[Frame]) -> Result<(), TestCaseError> {
                 ));
             }
             if d.segments > 1 {
-                // Whatever GRO built, GSO must handle without panicking.
+                // Whatever GRO built, GSO splits back into as many
+                // segments: every merged segment but the last carried
+                // exactly `gso_size` bytes (a shorter one ends the run).
                 let p = GsoParams::from_gso(d.gso_size, d.gso_type);
-                let _ = segment(d.link, d.data, &p, &[4789], &mut |_s: &[u8]| {});
+                match segment(d.link, d.data, &p, &[4789], &mut |_s: &[u8]| {}) {
+                    Ok(n) if n == d.segments as usize => {}
+                    r => {
+                        bad.get_or_insert(format!(
+                            "GRO built {} segments (gso_size {}, type {:#x}, {} bytes), GSO gave {r:?}",
+                            d.segments,
+                            d.gso_size,
+                            d.gso_type,
+                            d.data.len()
+                        ));
+                    }
+                }
             }
         };
         for (i, f) in frames.iter().enumerate() {
