@@ -593,6 +593,9 @@ fn rr_params(spec: &TestSpec) -> RrParams {
     }
 }
 
+/// The body of one server worker.
+type Job = Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send>;
+
 /// Accepts the flows (TCP), spawns the workers, waits for them.
 fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
     if let Ok(mut t) = sh.tids.lock() {
@@ -601,7 +604,7 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
     let threads = spec.server_threads as usize;
     let pin = spec.server_pin.clone();
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    let spawn = |i: usize, f: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send>| {
+    let spawn = |i: usize, f: Job| {
         let sh = sh.clone();
         let pin = pin.clone();
         std::thread::Builder::new()
@@ -627,20 +630,19 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
             for i in 0..threads {
                 let s = socks[i % socks.len()].clone();
                 let spec = spec.clone();
-                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
-                    Box::new(move |sh, slot| {
-                        let batch = spec.knobs.batch as usize;
-                        if spec.kind == TestKind::UdpRr {
-                            engine::server_udp_rr(&s, &rr_params(&spec), batch, &sh.stop, slot)
+                let job: Job = Box::new(move |sh, slot| {
+                    let batch = spec.knobs.batch as usize;
+                    if spec.kind == TestKind::UdpRr {
+                        engine::server_udp_rr(&s, &rr_params(&spec), batch, &sh.stop, slot)
+                    } else {
+                        let size = if spec.knobs.udp_gro {
+                            65536
                         } else {
-                            let size = if spec.knobs.udp_gro {
-                                65536
-                            } else {
-                                spec.response.max(spec.request) as usize
-                            };
-                            engine::udp_stream_recv(&s, batch, size, &sh.stop, slot)
-                        }
-                    });
+                            spec.response.max(spec.request) as usize
+                        };
+                        engine::udp_stream_recv(&s, batch, size, &sh.stop, slot)
+                    }
+                });
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
                     Err(e) => sh.error(format!("spawning worker {i}: {e}")),
@@ -652,10 +654,9 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
             for i in 0..threads {
                 let l = listener.clone();
                 let spec = spec.clone();
-                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
-                    Box::new(move |sh, slot| {
-                        engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot)
-                    });
+                let job: Job = Box::new(move |sh, slot| {
+                    engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot)
+                });
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
                     Err(e) => sh.error(format!("spawning worker {i}: {e}")),
@@ -703,41 +704,37 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                     continue;
                 }
                 let spec = spec.clone();
-                let job: Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send> =
-                    Box::new(move |sh, slot| {
-                        let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
-                        match (spec.kind, spec.direction) {
-                            (TestKind::TcpStream, Direction::ClientToServer) => {
-                                for c in &conns {
-                                    c.set_nonblocking(true).map_err(|e| e.to_string())?;
-                                }
-                                engine::stream_recv(
-                                    &fds,
-                                    spec.response as usize,
-                                    StopWhen::Flag(&sh.stop),
-                                    slot,
-                                )
+                let job: Job = Box::new(move |sh, slot| {
+                    let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
+                    match (spec.kind, spec.direction) {
+                        (TestKind::TcpStream, Direction::ClientToServer) => {
+                            for c in &conns {
+                                c.set_nonblocking(true).map_err(|e| e.to_string())?;
                             }
-                            (TestKind::TcpStream, Direction::ServerToClient) => {
-                                for c in &conns {
-                                    c.set_nonblocking(true).map_err(|e| e.to_string())?;
-                                }
-                                engine::stream_send(
-                                    &fds,
-                                    spec.request as usize,
-                                    StopWhen::Flag(&sh.stop),
-                                    slot,
-                                )
-                            }
-                            _ if conns.len() == 1 => engine::server_rr_blocking(
-                                &conns[0],
-                                &rr_params(&spec),
-                                &sh.stop,
+                            engine::stream_recv(
+                                &fds,
+                                spec.response as usize,
+                                StopWhen::Flag(&sh.stop),
                                 slot,
-                            ),
-                            _ => engine::server_rr_epoll(&conns, &rr_params(&spec), &sh.stop, slot),
+                            )
                         }
-                    });
+                        (TestKind::TcpStream, Direction::ServerToClient) => {
+                            for c in &conns {
+                                c.set_nonblocking(true).map_err(|e| e.to_string())?;
+                            }
+                            engine::stream_send(
+                                &fds,
+                                spec.request as usize,
+                                StopWhen::Flag(&sh.stop),
+                                slot,
+                            )
+                        }
+                        _ if conns.len() == 1 => {
+                            engine::server_rr_blocking(&conns[0], &rr_params(&spec), &sh.stop, slot)
+                        }
+                        _ => engine::server_rr_epoll(&conns, &rr_params(&spec), &sh.stop, slot),
+                    }
+                });
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
                     Err(e) => sh.error(format!("spawning worker {i}: {e}")),

@@ -224,9 +224,8 @@ impl Epoll {
         // SAFETY: epoll_create1 has no memory arguments.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: fd was just returned by the kernel and is owned by nobody else.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Registers `fd` with `events` and the token `data`.

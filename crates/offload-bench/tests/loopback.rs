@@ -191,7 +191,11 @@ fn fixed_rate_never_runs_ahead_of_its_schedule() {
     assert_sane(&r);
     // Paced from the start: at most rate x (warm-up + window) in total.
     let budget = 2000.0 * (c.warmup + c.duration).as_secs_f64() + 2.0;
-    assert!((r.counts.client_total as f64) <= budget, "{} > {budget}", r.counts.client_total);
+    assert!(
+        (r.counts.client_total as f64) <= budget,
+        "{} > {budget}",
+        r.counts.client_total
+    );
     assert_eq!(r.settings.rate, Some(2000.0));
 }
 

@@ -11,15 +11,29 @@ use offload_bench::netns::{NetnsPair, Side};
 use offload_bench::report::BenchResult;
 use offload_bench::{client, ClientConfig, Direction, Server, TestKind};
 
-fn run_between(pair: &NetnsPair, v6: bool, make: impl FnOnce(SocketAddr) -> ClientConfig) -> BenchResult {
-    let ip = if v6 { NetnsPair::addr6(Side::A) } else { NetnsPair::addr4(Side::A) };
+fn run_between(
+    pair: &NetnsPair,
+    v6: bool,
+    make: impl FnOnce(SocketAddr) -> ClientConfig,
+) -> BenchResult {
+    let ip = if v6 {
+        NetnsPair::addr6(Side::A)
+    } else {
+        NetnsPair::addr4(Side::A)
+    };
     let server = pair
         .run_in(Side::A, move || {
-            Server::bind(SocketAddr::new(ip, 0)).unwrap().echo_log(false).spawn().unwrap()
+            Server::bind(SocketAddr::new(ip, 0))
+                .unwrap()
+                .echo_log(false)
+                .spawn()
+                .unwrap()
         })
         .unwrap();
     let cfg = make(server.addr());
-    let r = pair.run_in(Side::B, move || client::run_once(&cfg, &mut |_| {})).unwrap();
+    let r = pair
+        .run_in(Side::B, move || client::run_once(&cfg, &mut |_| {}))
+        .unwrap();
     drop(server);
     r.unwrap()
 }
@@ -35,13 +49,33 @@ fn every_test_type_between_namespaces_over_ipv4() {
     // tcp-crr opens a connection per transaction; the client namespace may
     // reuse TIME_WAIT ports (the sysctl goes away with the namespace).
     pair.sysctl(Side::B, "net.ipv4.tcp_tw_reuse", "1").unwrap();
-    for kind in [TestKind::TcpRr, TestKind::TcpCrr, TestKind::TcpStream, TestKind::UdpRr, TestKind::UdpStream] {
+    for kind in [
+        TestKind::TcpRr,
+        TestKind::TcpCrr,
+        TestKind::TcpStream,
+        TestKind::UdpRr,
+        TestKind::UdpStream,
+    ] {
         let r = run_between(&pair, false, |a| short(kind, a));
         assert_sane(&r);
         // The server ran in the other namespace: its host description shows
         // the veth end there.
-        assert!(r.settings.server_host.interfaces.iter().any(|i| i.name == "ofl-va"), "{kind:?}");
-        assert!(r.settings.client_host.interfaces.iter().any(|i| i.name == "ofl-vb"), "{kind:?}");
+        assert!(
+            r.settings
+                .server_host
+                .interfaces
+                .iter()
+                .any(|i| i.name == "ofl-va"),
+            "{kind:?}"
+        );
+        assert!(
+            r.settings
+                .client_host
+                .interfaces
+                .iter()
+                .any(|i| i.name == "ofl-vb"),
+            "{kind:?}"
+        );
     }
     let r = run_between(&pair, false, |a| {
         let mut c = short(TestKind::TcpStream, a);
@@ -66,9 +100,19 @@ fn tcp_rr_80000_over_ipv6_between_namespaces() {
     let l = r.latency_us.unwrap();
     assert!(l.min > 0.0 && l.p90 >= l.min && l.p99 >= l.p90);
     // The veth's offload sizes are part of the effective settings.
-    let veth = r.settings.client_host.interfaces.iter().find(|i| i.name == "ofl-vb").unwrap();
+    let veth = r
+        .settings
+        .client_host
+        .interfaces
+        .iter()
+        .find(|i| i.name == "ofl-vb")
+        .unwrap();
     assert!(veth.gso_max_size.is_some());
-    assert!(r.settings.client_host.sysctls.contains_key("net.ipv4.tcp_rmem"));
+    assert!(r
+        .settings
+        .client_host
+        .sysctls
+        .contains_key("net.ipv4.tcp_rmem"));
 }
 
 #[test]

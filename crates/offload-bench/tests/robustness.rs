@@ -13,7 +13,11 @@ use offload_bench::proto::{self, ClientMsg, ServerMsg, MAGIC, PROTOCOL_VERSION};
 use offload_bench::{client, BenchError, ClientConfig, Server, ServerHandle, TestKind};
 
 fn server() -> ServerHandle {
-    Server::bind("127.0.0.1:0".parse().unwrap()).unwrap().echo_log(false).spawn().unwrap()
+    Server::bind("127.0.0.1:0".parse().unwrap())
+        .unwrap()
+        .echo_log(false)
+        .spawn()
+        .unwrap()
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -23,7 +27,10 @@ fn connect(addr: SocketAddr) -> TcpStream {
 }
 
 fn hello(v: u32) -> ClientMsg {
-    ClientMsg::Hello { magic: MAGIC.into(), version: v }
+    ClientMsg::Hello {
+        magic: MAGIC.into(),
+        version: v,
+    }
 }
 
 fn still_serves(s: &ServerHandle) {
@@ -66,7 +73,8 @@ fn garbage_is_refused_and_the_server_keeps_serving() {
     let _g = serial();
     let s = server();
     let mut c = connect(s.addr());
-    c.write_all(&[0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o']).unwrap();
+    c.write_all(&[0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o'])
+        .unwrap();
     match proto::read_frame::<_, ServerMsg>(&mut c).unwrap() {
         ServerMsg::Error { message } => assert!(message.contains("bad hello"), "{message}"),
         other => panic!("expected an error, got {other:?}"),
@@ -89,7 +97,13 @@ fn a_client_that_vanishes_mid_test_is_logged_and_cleaned_up() {
     let _: ServerMsg = proto::read_frame(&mut c).unwrap();
     let mut cfg = ClientConfig::new(TestKind::TcpRr, s.addr());
     cfg.validate().unwrap();
-    proto::write_frame(&mut c, &ClientMsg::Start { spec: cfg.spec.clone() }).unwrap();
+    proto::write_frame(
+        &mut c,
+        &ClientMsg::Start {
+            spec: cfg.spec.clone(),
+        },
+    )
+    .unwrap();
     let port = match proto::read_frame::<_, ServerMsg>(&mut c).unwrap() {
         ServerMsg::Ready { data_port, .. } => data_port,
         other => panic!("expected ready, got {other:?}"),
@@ -121,14 +135,20 @@ fn the_client_reports_a_server_that_dies_mid_test() {
         matches!(err, BenchError::Worker { .. } | BenchError::Control { .. }),
         "{text}"
     );
-    assert!(text.contains("server") || text.contains("closed") || text.contains("reset"), "{text}");
+    assert!(
+        text.contains("server") || text.contains("closed") || text.contains("reset"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_client_of_no_server_gets_a_clear_error() {
     let c = ClientConfig::new(TestKind::TcpRr, "127.0.0.1:1".parse().unwrap());
     let err = client::run_once(&c, &mut |_| {}).unwrap_err().to_string();
-    assert!(err.contains("connecting to the server 127.0.0.1:1"), "{err}");
+    assert!(
+        err.contains("connecting to the server 127.0.0.1:1"),
+        "{err}"
+    );
 }
 
 /// xorshift64*: deterministic, so a failing case can be replayed.
@@ -188,7 +208,16 @@ fn fuzz_case(rng: &mut Rng, valid_start: &[u8]) -> Vec<u8> {
         4 => {
             let mut v: serde_json::Value = serde_json::from_slice(valid_start).unwrap();
             let spec = &mut v["spec"];
-            let extremes = [0u64, 1, 1024, 1025, 65536, 1_000_001, u32::MAX as u64, u64::MAX];
+            let extremes = [
+                0u64,
+                1,
+                1024,
+                1025,
+                65536,
+                1_000_001,
+                u32::MAX as u64,
+                u64::MAX,
+            ];
             for key in ["flows", "server_threads", "request", "response"] {
                 if rng.below(2) == 0 {
                     spec[key] = extremes[rng.below(extremes.len() as u64) as usize].into();
@@ -209,11 +238,17 @@ fn fuzz_case(rng: &mut Rng, valid_start: &[u8]) -> Vec<u8> {
         5 => {
             let msgs = [
                 ClientMsg::Finish,
-                ClientMsg::Mark { mark: proto::Mark::WindowEnd },
+                ClientMsg::Mark {
+                    mark: proto::Mark::WindowEnd,
+                },
                 hello(PROTOCOL_VERSION),
                 ClientMsg::Bye,
             ];
-            let mut out = if rng.below(2) == 0 { hello_ok } else { Vec::new() };
+            let mut out = if rng.below(2) == 0 {
+                hello_ok
+            } else {
+                Vec::new()
+            };
             for _ in 0..=rng.below(3) {
                 let m = &msgs[rng.below(msgs.len() as u64) as usize];
                 out.extend(frame(&serde_json::to_vec(m).unwrap()));
@@ -243,13 +278,17 @@ fn the_server_survives_a_protocol_fuzz_run() {
     let s = server();
     let mut cfg = ClientConfig::new(TestKind::UdpRr, s.addr());
     cfg.validate().unwrap();
-    let valid_start = serde_json::to_vec(&ClientMsg::Start { spec: cfg.spec.clone() }).unwrap();
+    let valid_start = serde_json::to_vec(&ClientMsg::Start {
+        spec: cfg.spec.clone(),
+    })
+    .unwrap();
     let mut rng = Rng(0x0ff1_0ad0_be4c);
     const CASES: usize = 400;
     for case in 0..CASES {
         let bytes = fuzz_case(&mut rng, &valid_start);
         let mut c = connect(s.addr());
-        c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
         let _ = c.write_all(&bytes);
         let _ = c.shutdown(std::net::Shutdown::Write);
         // Whatever the server answers must be well-formed frames.

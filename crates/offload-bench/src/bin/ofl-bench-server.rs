@@ -12,7 +12,9 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 fn main() -> ExitCode {
-    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:0".into());
     let addr = match addr.parse() {
         Ok(a) => a,
         Err(e) => {
