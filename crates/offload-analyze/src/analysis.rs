@@ -167,18 +167,24 @@ pub fn run_pass(
             None => PathBuf::new(),
         })
         .collect();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (next, progress, results, first_error) = (&next, &progress, &results, &first_error);
+    let (jobs, csv_parts, offloaded) = (&jobs, &csv_parts, &offloaded);
     std::thread::scope(|s| {
-        let mut handles = Vec::new();
         for _ in 0..workers {
-            handles.push(s.spawn(|| loop {
+            let done = done_tx.clone();
+            s.spawn(move || loop {
                 let j = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(j) else { break };
+                let Some(job) = jobs.get(j) else {
+                    let _ = done.send(());
+                    break;
+                };
                 let csv = opts
                     .packet_csv
                     .as_ref()
                     .map(|_| csv_parts[job.file].as_path());
                 let verify = opts.verify_checksums && !offloaded[job.file];
-                match run_job(&inputs[job.file], job, opts, verify, cancel, &progress, csv) {
+                match run_job(&inputs[job.file], job, opts, verify, cancel, progress, csv) {
                     Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
                     Err(e) => {
                         first_error
@@ -187,17 +193,24 @@ pub fn run_pass(
                             .get_or_insert(e);
                     }
                 }
-            }));
+            });
         }
+        // A worker that panicked drops its sender: then `recv` fails.
+        drop(done_tx);
         // Report progress from this thread while the workers run.
         let divisor = jobs_per_file(&jobs, inputs.len());
-        while !handles.iter().all(|h| h.is_finished()) {
+        let mut finished = 0;
+        while finished < workers {
             (ctl.on_progress)(progress.load(Ordering::Relaxed) / divisor);
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            match done_rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(()) => finished += 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
         }
     });
     (ctl.on_progress)(progress.load(Ordering::Relaxed) / jobs_per_file(&jobs, inputs.len()));
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(e) = first_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(e);
     }
     if let Some(out) = &opts.packet_csv {
@@ -206,7 +219,7 @@ pub fn run_pass(
             error,
         })?;
     }
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut results = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
     results.sort_by_key(|r| (r.file, r.facts.is_none()));
     Ok(assemble(inputs.len(), opts, results))
 }
@@ -217,24 +230,19 @@ fn jobs_per_file(jobs: &[Job], files: usize) -> u64 {
 }
 
 /// One job per file when there are at least as many files as threads;
-/// otherwise the what-if sizes of each file are split off into jobs of
-/// their own so that every core has work.
+/// otherwise each file's what-if sizes are dealt round-robin over `threads`
+/// jobs, the first of which also computes the flow statistics, so that every
+/// core has work.
 fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
     let mut jobs = Vec::new();
-    let split = files < threads && sizes > 0;
+    let split = files < threads && sizes > 1;
     for f in 0..files {
         if split {
-            jobs.push(Job {
-                file: f,
-                stats: true,
-                sizes: vec![],
-            });
-            // Up to threads-1 engine jobs per file, sizes dealt round-robin.
-            let n = (threads - 1).clamp(1, sizes);
+            let n = threads.min(sizes);
             for k in 0..n {
                 jobs.push(Job {
                     file: f,
-                    stats: false,
+                    stats: k == 0,
                     sizes: (0..sizes).filter(|i| i % n == k).collect(),
                 });
             }
