@@ -18,6 +18,9 @@ use std::time::Duration;
 
 const MSS: usize = 1448;
 
+/// Builds frame `i` of flow `f`.
+type Maker = fn(usize, usize) -> Vec<u8>;
+
 /// Addresses of flow `f` (up to 2^16 flows per port range).
 fn v4(f: usize) -> ([u8; 4], [u8; 4], u16) {
     (
@@ -74,7 +77,7 @@ fn vxlan(f: usize, i: usize) -> Vec<u8> {
 }
 
 /// `total` frames of `flows` flows, round-robin.
-fn interleaved(flows: usize, total: usize, make: fn(usize, usize) -> Vec<u8>) -> Vec<Vec<u8>> {
+fn interleaved(flows: usize, total: usize, make: Maker) -> Vec<Vec<u8>> {
     (0..total).map(|n| make(n % flows, n / flows)).collect()
 }
 
@@ -112,7 +115,7 @@ fn run(cfg: &GroConfig, frames: &[Vec<u8>]) -> u64 {
 
 fn bench_flows(c: &mut Criterion) {
     let mut g = c.benchmark_group("gro");
-    let cases: [(&str, usize, fn(usize, usize) -> Vec<u8>); 9] = [
+    let cases: [(&str, usize, Maker); 9] = [
         ("tcp4", 1, tcp4),
         ("tcp4", 8, tcp4),
         ("tcp4", 1000, tcp4),
