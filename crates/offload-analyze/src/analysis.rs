@@ -230,19 +230,24 @@ fn jobs_per_file(jobs: &[Job], files: usize) -> u64 {
 }
 
 /// One job per file when there are at least as many files as threads;
-/// otherwise each file's what-if sizes are dealt round-robin over `threads`
-/// jobs, the first of which also computes the flow statistics, so that every
-/// core has work.
+/// otherwise each file gets a statistics job and its what-if sizes are dealt
+/// round-robin over `threads - 1` engine jobs, so that every core has work.
+/// (Keeping all sizes of a file in one job lets it verify each checksum once.)
 fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
     let mut jobs = Vec::new();
-    let split = files < threads && sizes > 1;
+    let split = files < threads && sizes > 0;
     for f in 0..files {
         if split {
-            let n = threads.min(sizes);
+            jobs.push(Job {
+                file: f,
+                stats: true,
+                sizes: vec![],
+            });
+            let n = (threads - 1).clamp(1, sizes);
             for k in 0..n {
                 jobs.push(Job {
                     file: f,
-                    stats: k == 0,
+                    stats: false,
                     sizes: (0..sizes).filter(|i| i % n == k).collect(),
                 });
             }

@@ -325,10 +325,20 @@ impl WhatIfWorker {
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
     ) -> Self {
+        // Only the first engine verifies checksums; the others are told the
+        // verdict (see `feed`): verifying costs a pass over every payload.
         let mk = || {
             sizes
                 .iter()
-                .map(|s| GroEngine::new(config_for(*s, profile, verify_checksums, &vxlan_ports)))
+                .enumerate()
+                .map(|(i, s)| {
+                    GroEngine::new(config_for(
+                        *s,
+                        profile,
+                        verify_checksums && i == 0,
+                        &vxlan_ports,
+                    ))
+                })
                 .collect::<Vec<_>>()
         };
         WhatIfWorker {
@@ -383,16 +393,46 @@ impl WhatIfWorker {
             flows,
             ..
         } = self;
+        // A frame the first engine rejected for its checksum passes up
+        // unmerged without touching any held packet (`tcp_gro_receive`,
+        // `udp_gro_receive`): the other engines are not fed it and get the
+        // same delivery, so that the checksum is verified once per frame.
+        let (mut bad, mut bad_inner) = (false, false);
         for (i, engine) in engines.iter_mut().enumerate() {
             if let Some(s) = slot {
                 flows[s as usize].plain[i].frames += 1;
             }
-            engine.receive(input, &mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
-            });
+            if i > 0 && bad {
+                pending.push(Pending::bad_checksum(
+                    i,
+                    false,
+                    slot,
+                    input.frame,
+                    input.data.len(),
+                ));
+            } else {
+                engine.receive(input, &mut |d: &Delivered<'_>| {
+                    pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
+                });
+                if i == 0 {
+                    bad = pending
+                        .iter()
+                        .any(|p| p.is_bad_checksum_of(input.frame, false));
+                }
+            }
             if let Some(inner) = inner_frame {
                 if let Some(s) = slot {
                     flows[s as usize].inner[i].frames += 1;
+                }
+                if i > 0 && bad_inner {
+                    pending.push(Pending::bad_checksum(
+                        i,
+                        true,
+                        slot,
+                        input.frame,
+                        inner.len(),
+                    ));
+                    continue;
                 }
                 let inp = Input {
                     data: inner,
@@ -403,6 +443,11 @@ impl WhatIfWorker {
                 inner_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
                 });
+                if i == 0 {
+                    bad_inner = pending
+                        .iter()
+                        .any(|p| p.is_bad_checksum_of(input.frame, true));
+                }
             }
         }
         self.account(&mut pending);
@@ -484,6 +529,26 @@ struct Pending {
 }
 
 impl Pending {
+    fn bad_checksum(i: usize, inner: bool, slot: Option<u32>, frame: u64, len: usize) -> Pending {
+        Pending {
+            i,
+            inner,
+            slot,
+            miss: None,
+            reason: FlushReason::BadChecksum,
+            frame,
+            segs: 1,
+            len: len as u32,
+        }
+    }
+
+    fn is_bad_checksum_of(&self, frame: u64, inner: bool) -> bool {
+        self.i == 0
+            && self.inner == inner
+            && self.reason == FlushReason::BadChecksum
+            && self.frame == frame
+    }
+
     fn of(d: &Delivered<'_>, i: usize, inner: bool, current: Option<u64>, ring: &Ring) -> Pending {
         let slot = ring.get(d.first_frame);
         Pending {
@@ -501,5 +566,41 @@ impl Pending {
             segs: d.segments,
             len: d.data.len() as u32,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::IdPattern;
+
+    #[test]
+    fn profiles_parse_and_only_6_18_is_verified_live() {
+        for p in KernelProfile::ALL {
+            assert_eq!(p.name().parse::<KernelProfile>(), Ok(p));
+        }
+        assert_eq!("7.1".parse::<KernelProfile>(), Ok(KernelProfile::V7));
+        assert!("5.4".parse::<KernelProfile>().is_err());
+        assert!(KernelProfile::V6_18.verified_live());
+        assert!(!KernelProfile::V6_6.verified_live());
+    }
+
+    #[test]
+    fn ip_id_rules_follow_the_reference_eras() {
+        use KernelProfile::*;
+        // 6.18: fixed IDs merge whatever DF says; random never.
+        assert!(V6_18.ids_mergeable(IdPattern::Fixed, false, true));
+        assert!(!V6_18.ids_mergeable(IdPattern::Random, true, true));
+        // Before 6.10: fixed needs DF; an outer header with DF is not checked.
+        assert!(!V6_6.ids_mergeable(IdPattern::FixedZero, false, false));
+        assert!(V6_6.ids_mergeable(IdPattern::FixedZero, true, false));
+        assert!(V6_1.ids_mergeable(IdPattern::Random, true, true));
+        assert!(!V6_1.ids_mergeable(IdPattern::Random, true, false));
+        assert!(!V6_1.ipv4_big_tcp() && V6_6.ipv4_big_tcp());
+        assert_eq!(config_for(185000, V6_1, true, &[]).gro_ipv4_max_size, 65536);
+        assert_eq!(
+            config_for(185000, V6_18, true, &[]).gro_ipv4_max_size,
+            185000
+        );
     }
 }

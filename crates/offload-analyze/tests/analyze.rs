@@ -335,3 +335,48 @@ fn gro_receiver_capture_is_recognised_from_aligned_acks() {
         offload_analyze::flow::BigPacketSide::ReceiverGro
     );
 }
+
+#[test]
+fn a_bad_checksum_is_judged_the_same_for_every_size() {
+    // Only the first engine verifies checksums; the others take its verdict.
+    let (_d, p) = tmp("badsum.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..40u32)
+        .map(|i| {
+            let mut s = FrameSpec::tcp4(A, B, TcpSpec::data(40000, 5201, 1 + i * 1448))
+                .payload(vec![7; 1448]);
+            s.v4_mut().id = i as u16;
+            s.tcp_mut().corrupt_checksum = i == 17;
+            (1_000_000 + i as u64 * 1000, s.build())
+        })
+        .collect();
+    write(&p, &frames);
+    let both = run(&[p.clone()], &Options::default());
+    let alone = run(
+        &[p],
+        &Options {
+            gro_sizes: vec![185000],
+            ..Options::default()
+        },
+    );
+    let (b, a) = (
+        &both.report.flows[0].what_if[1],
+        &alone.report.flows[0].what_if[0],
+    );
+    assert_eq!(b.stack_packets, a.stack_packets);
+    let bad = |w: &offload_analyze::report::FlowWhatIfReport| {
+        w.reasons
+            .iter()
+            .find(|r| r.reason == "bad-checksum")
+            .map(|r| (r.count, r.first_frame))
+    };
+    assert_eq!(bad(b), Some((1, 18)));
+    assert_eq!(bad(a), Some((1, 18)));
+    assert_eq!(bad(&both.report.flows[0].what_if[0]), Some((1, 18)));
+    let f = both
+        .report
+        .findings
+        .iter()
+        .find(|f| f.kind == "bad-checksum")
+        .unwrap();
+    assert_eq!(f.evidence.frames, vec![18]);
+}

@@ -204,9 +204,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     if bad_input {
         for i in report.inputs.iter().filter(|i| i.error.is_some()) {
+            // The capture error names the file, frame and field already.
             eprintln!(
-                "offload analyze: {}: {}",
-                i.path,
+                "offload analyze: {}",
                 i.error.as_deref().unwrap_or_default()
             );
         }
