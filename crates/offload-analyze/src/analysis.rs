@@ -198,7 +198,7 @@ pub fn run_pass(
         // A worker that panicked drops its sender: then `recv` fails.
         drop(done_tx);
         // Report progress from this thread while the workers run.
-        let divisor = jobs_per_file(&jobs, inputs.len());
+        let divisor = jobs_per_file(jobs, inputs.len());
         let mut finished = 0;
         while finished < workers {
             (ctl.on_progress)(progress.load(Ordering::Relaxed) / divisor);
@@ -209,12 +209,12 @@ pub fn run_pass(
             }
         }
     });
-    (ctl.on_progress)(progress.load(Ordering::Relaxed) / jobs_per_file(&jobs, inputs.len()));
+    (ctl.on_progress)(progress.load(Ordering::Relaxed) / jobs_per_file(jobs, inputs.len()));
     if let Some(e) = first_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(e);
     }
     if let Some(out) = &opts.packet_csv {
-        concat_csv(out, &csv_parts).map_err(|error| AnalyzeError::Output {
+        concat_csv(out, csv_parts).map_err(|error| AnalyzeError::Output {
             path: out.clone(),
             error,
         })?;
