@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -41,6 +41,15 @@ fn segments_of(dev: &str, hdr: Option<&VnetHdr>, pkt: &[u8]) -> (Split, Vec<Vec<
 }
 
 fn l4_checksum_ok(p: &[u8]) -> bool {
+    if p[0] >> 4 == 6 {
+        let pseudo = checksum::pseudo_ipv6(
+            p[8..24].try_into().unwrap(),
+            p[24..40].try_into().unwrap(),
+            p[6],
+            (p.len() - 40) as u32,
+        );
+        return checksum::verify(pseudo, &p[40..]);
+    }
     let ihl = usize::from(p[0] & 15) * 4;
     let pseudo = checksum::pseudo_ipv4(
         p[12..16].try_into().unwrap(),
@@ -293,9 +302,31 @@ fn einval_on_gso_write_falls_back_to_segments() {
 fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
     require_root();
     let ns = namespace();
-    let local = Ipv4Addr::new(10, 93, 0, 1);
+    tso_read_path(
+        ns,
+        Ipv4Addr::new(10, 93, 0, 1).into(),
+        Ipv4Addr::new(10, 93, 0, 2).into(),
+    );
+}
+
+#[test]
+fn kernel_tso6_output_is_segmented_exactly_like_kernel_gso() {
+    require_root();
+    let ns = namespace_v6();
+    tso_read_path(
+        ns,
+        "fd00:93::1".parse().unwrap(),
+        "fd00:93::2".parse().unwrap(),
+    );
+}
+
+/// A socket in `ns` sends 3 MiB to `remote` through a TUN with TSO; the
+/// test is the TCP peer on the TUN side, ACKing each read.
+fn tso_read_path(ns: offload_lab::NetNs, local: IpAddr, remote: IpAddr) {
     let mut dev = tun_in(&ns, "ofltso0", local, TunOptions::default());
-    assert!(dev.offloads().contains(Offloads::TSO4));
+    assert!(dev
+        .offloads()
+        .contains(Offloads::TSO4.union(Offloads::TSO6)));
     let data = pattern(3 << 20, 3);
     let mut oracle = KernelGso::new();
     let mut supers: Vec<(VnetHdr, Vec<u8>)> = Vec::new();
@@ -304,7 +335,7 @@ fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
     std::thread::scope(|s| {
         let client = s.spawn(|| {
             ns.run(|| {
-                let mut c = TcpStream::connect((Ipv4Addr::new(10, 93, 0, 2), 5003)).map_err(lab)?;
+                let mut c = TcpStream::connect((remote, 5003)).map_err(lab)?;
                 c.write_all(&data).map_err(lab)?;
                 Ok(())
             })
@@ -313,7 +344,7 @@ fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
             parse_tcp4(p).is_some_and(|t| t.dport == 5003 && t.flags & SYN != 0)
         });
         let syn = parse_tcp4(&syn).unwrap();
-        let (peer, port) = (Ipv4Addr::from(syn.dst), syn.sport);
+        let (peer, port) = (syn.dst, syn.sport);
         let our = 9000u32;
         // MSS 1460, window scale 7: a window big enough for 64 KiB TSO.
         let opts = vec![2, 4, 0x05, 0xb4, 1, 3, 3, 7];
@@ -390,7 +421,12 @@ fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
     );
     assert!(segments_seen > data.len() / 1460);
     for (i, (h, p)) in supers.iter().enumerate() {
-        assert_eq!(h.gso_type & !gso::ECN, gso::TCPV4);
+        let want = if local.is_ipv4() {
+            gso::TCPV4
+        } else {
+            gso::TCPV6
+        };
+        assert_eq!(h.gso_type & !gso::ECN, want);
         let (_, ours) = segments_of("ofltso0", Some(h), p);
         let kernel = oracle.segment(h, p);
         assert_eq!(ours.len(), kernel.len(), "super-packet {i}: segment count");

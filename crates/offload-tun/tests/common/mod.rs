@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -60,24 +60,41 @@ pub fn namespace() -> NetNs {
     ns
 }
 
-/// Opens TUN `name` in `ns`, gives it `addr`/24 and brings it up.
-pub fn tun_in(ns: &NetNs, name: &str, addr: Ipv4Addr, opts: TunOptions) -> TunDevice {
+/// A fresh namespace with IPv6 on, without duplicate address detection
+/// (addresses usable at once), and with `lo` up.
+pub fn namespace_v6() -> NetNs {
+    let ns = NetNs::new_anonymous().expect("namespace");
+    ns.run(|| {
+        write_sysctl("net/ipv6/conf/all/accept_dad", "0")?;
+        write_sysctl("net/ipv6/conf/default/accept_dad", "0")?;
+        let mut rtnl = Rtnl::open()?;
+        let lo = rtnl.link_by_name("lo")?;
+        rtnl.set_up(lo.index, true)
+    })
+    .expect("namespace setup");
+    ns
+}
+
+/// Opens TUN `name` in `ns`, gives it `addr`/24 (IPv4) or /64 (IPv6) and
+/// brings it up.
+pub fn tun_in(ns: &NetNs, name: &str, addr: impl Into<IpAddr>, opts: TunOptions) -> TunDevice {
+    let addr = addr.into();
     ns.run(|| {
         let dev = TunDevice::open(name, opts).map_err(lab)?;
         let mut rtnl = Rtnl::open()?;
         let l = rtnl.link_by_name(name)?;
-        rtnl.add_address(l.index, addr.into(), 24)?;
+        rtnl.add_address(l.index, addr, if addr.is_ipv4() { 24 } else { 64 })?;
         rtnl.set_up(l.index, true)?;
         Ok(dev)
     })
     .expect("tun setup")
 }
 
-/// The TCP/IPv4 fields a test looks at.
+/// The TCP fields a test looks at (IPv4, or IPv6 without extension headers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tcp4 {
-    pub src: [u8; 4],
-    pub dst: [u8; 4],
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub sport: u16,
     pub dport: u16,
     pub seq: u32,
@@ -88,18 +105,29 @@ pub struct Tcp4 {
     pub payload_len: usize,
 }
 
-/// Parses a TCP/IPv4 packet (None for anything else).
+/// Parses a TCP packet over IPv4, or over IPv6 without extension headers
+/// (None for anything else).
 pub fn parse_tcp4(p: &[u8]) -> Option<Tcp4> {
-    if p.len() < 40 || p[0] >> 4 != 4 || p[9] != 6 {
-        return None;
-    }
-    let ihl = usize::from(p[0] & 15) * 4;
-    let tot = usize::from(u16::from_be_bytes([p[2], p[3]])).min(p.len());
+    let (ihl, tot, src, dst): (usize, usize, IpAddr, IpAddr) = match p.first()? >> 4 {
+        4 if p.len() >= 40 && p[9] == 6 => (
+            usize::from(p[0] & 15) * 4,
+            usize::from(u16::from_be_bytes([p[2], p[3]])).min(p.len()),
+            <[u8; 4]>::try_from(&p[12..16]).unwrap().into(),
+            <[u8; 4]>::try_from(&p[16..20]).unwrap().into(),
+        ),
+        6 if p.len() >= 60 && p[6] == 6 => (
+            40,
+            (40 + usize::from(u16::from_be_bytes([p[4], p[5]]))).min(p.len()),
+            <[u8; 16]>::try_from(&p[8..24]).unwrap().into(),
+            <[u8; 16]>::try_from(&p[24..40]).unwrap().into(),
+        ),
+        _ => return None,
+    };
     let t = &p[ihl..];
     let doff = usize::from(t[12] >> 4) * 4;
     Some(Tcp4 {
-        src: p[12..16].try_into().unwrap(),
-        dst: p[16..20].try_into().unwrap(),
+        src,
+        dst,
         sport: u16::from_be_bytes([t[0], t[1]]),
         dport: u16::from_be_bytes([t[2], t[3]]),
         seq: u32::from_be_bytes(t[4..8].try_into().unwrap()),
@@ -114,31 +142,36 @@ pub fn parse_tcp4(p: &[u8]) -> Option<Tcp4> {
 /// The addresses and ports of one direction of a TCP connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Conn {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub sport: u16,
     pub dport: u16,
 }
 
 impl Conn {
-    pub fn new(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Self {
+    pub fn new(src: impl Into<IpAddr>, dst: impl Into<IpAddr>, sport: u16, dport: u16) -> Self {
         Conn {
-            src,
-            dst,
+            src: src.into(),
+            dst: dst.into(),
             sport,
             dport,
         }
     }
 }
 
-/// A TCP/IPv4 packet without link header, with correct checksums.
+/// A TCP packet without link header, with correct checksums.
 pub fn tcp4(c: &Conn, seq: u32, ack: u32, flags: u8, options: Vec<u8>, payload: &[u8]) -> Vec<u8> {
     let mut t = TcpSpec::data(c.sport, c.dport, seq);
     t.ack = ack;
     t.flags = flags;
     t.window = 65535;
     t.options = options;
-    let mut s = FrameSpec::tcp4(c.src.octets(), c.dst.octets(), t).payload(payload.to_vec());
+    let mut s = match (c.src, c.dst) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => FrameSpec::tcp4(a.octets(), b.octets(), t),
+        (IpAddr::V6(a), IpAddr::V6(b)) => FrameSpec::tcp6(a.octets(), b.octets(), t),
+        _ => panic!("mixed address families in {c:?}"),
+    }
+    .payload(payload.to_vec());
     s.l2 = L2Spec::None;
     s.build()
 }
@@ -176,6 +209,7 @@ pub struct KernelGso {
     rx: PacketSocket,
     dst_mac: [u8; 6],
     src_mac: [u8; 6],
+    marker: u32,
 }
 
 const PACKET_VNET_HDR: libc::c_int = 15;
@@ -202,8 +236,11 @@ impl KernelGso {
                     et.set_feature("ofl-ga", f, false)?;
                 }
                 et.set_feature("ofl-gb", "rx-gro", false)?;
-                rtnl.set_up(a.index, true)?;
+                // Peer first: when `ofl-ga` comes up its carrier is then on
+                // at once and its qdisc is activated synchronously, not by
+                // linkwatch later (until then transmissions are dropped).
                 rtnl.set_up(b.index, true)?;
+                rtnl.set_up(a.index, true)?;
                 let rx = PacketSocket::open(b.index, CaptureOptions::default())?;
                 // SAFETY: socket(2) with constant arguments; checked below
                 // and owned exactly once.
@@ -239,14 +276,47 @@ impl KernelGso {
                 Ok((tx, a.index as i32, rx, mac(&a.mac), mac(&b.mac)))
             })
             .expect("GSO oracle setup");
-        KernelGso {
+        let mut k = KernelGso {
             _ns: ns,
             tx,
             ifindex,
             rx,
             dst_mac,
             src_mac,
+            marker: 0,
+        };
+        // The path is ready once a marker makes it through.
+        let ready = (0..200).any(|_| k.marker_round_trip(Duration::from_millis(100)));
+        assert!(
+            ready,
+            "kernel GSO oracle: the veth pair never passed a frame"
+        );
+        k
+    }
+
+    /// Sends a numbered marker frame (local experimental ethertype) and
+    /// collects the frames captured before it; `None` if it did not come
+    /// back within `wait`. Stale markers of earlier rounds are skipped.
+    fn marker_round_trip_collect(&mut self, wait: Duration) -> Option<Vec<Vec<u8>>> {
+        self.marker += 1;
+        let mut body = vec![0u8; 46];
+        body[..4].copy_from_slice(&self.marker.to_be_bytes());
+        self.send_raw_ethertype(0x88b5, &body);
+        let mut out = Vec::new();
+        loop {
+            let c = self.rx.recv(Some(wait)).expect("capture")?;
+            if u16::from_be_bytes([c.frame[12], c.frame[13]]) == 0x88b5 {
+                if c.frame[14..18] == self.marker.to_be_bytes() {
+                    return Some(out);
+                }
+                continue;
+            }
+            out.push(c.frame[14..].to_vec());
         }
+    }
+
+    fn marker_round_trip(&mut self, wait: Duration) -> bool {
+        self.marker_round_trip_collect(wait).is_some()
     }
 
     fn send(&self, hdr: &VnetHdr, ip_packet: &[u8]) {
@@ -298,23 +368,10 @@ impl KernelGso {
     /// packets (Ethernet header removed) its GSO and checksum code make.
     pub fn segment(&mut self, hdr: &VnetHdr, ip_packet: &[u8]) -> Vec<Vec<u8>> {
         self.send(hdr, ip_packet);
-        // A marker frame (local experimental ethertype) ends the output:
-        // a veth keeps order, so everything before it belongs to the packet.
-        let mut marker = vec![0u8; 46];
-        marker[0] = 0xee;
-        self.send_raw_ethertype(0x88b5, &marker);
-        let mut out = Vec::new();
-        loop {
-            let c = self
-                .rx
-                .recv(Some(Duration::from_secs(20)))
-                .expect("capture")
-                .expect("kernel GSO oracle: nothing captured for 20 s");
-            if u16::from_be_bytes([c.frame[12], c.frame[13]]) == 0x88b5 {
-                return out;
-            }
-            out.push(c.frame[14..].to_vec());
-        }
+        // A veth keeps order: everything captured before the marker that
+        // follows belongs to the packet.
+        self.marker_round_trip_collect(Duration::from_secs(20))
+            .expect("kernel GSO oracle: marker not captured within 20 s")
     }
 
     fn send_raw_ethertype(&self, et: u16, body: &[u8]) {
