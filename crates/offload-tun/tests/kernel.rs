@@ -126,8 +126,22 @@ fn write_stream(
     model_6644: bool,
 ) -> (Vec<u8>, CoalesceStats, u32) {
     let ns = namespace();
-    let local = Ipv4Addr::new(10, net, 0, 1);
-    let peer = Ipv4Addr::new(10, net, 0, 2);
+    let local = Ipv4Addr::new(10, net, 0, 1).into();
+    let peer = Ipv4Addr::new(10, net, 0, 2).into();
+    write_stream_in(ns, local, peer, name, data, mss, tails, model_6644)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_stream_in(
+    ns: offload_lab::NetNs,
+    local: IpAddr,
+    peer: IpAddr,
+    name: &str,
+    data: &[u8],
+    mss: usize,
+    tails: &[usize],
+    model_6644: bool,
+) -> (Vec<u8>, CoalesceStats, u32) {
     let mut dev = tun_in(&ns, name, local, TunOptions::default());
     let listener = ns
         .run(|| TcpListener::bind((local, 5002)).map_err(lab))
@@ -204,12 +218,14 @@ fn write_stream(
                             vec![],
                             chunk,
                         );
-                        // Incrementing IP IDs, as a real sender's.
-                        let id = (round * 100 + i) as u16;
-                        p[4..6].copy_from_slice(&id.to_be_bytes());
-                        p[10..12].copy_from_slice(&[0, 0]);
-                        let c = checksum::checksum(&p[..20]);
-                        p[10..12].copy_from_slice(&c.to_be_bytes());
+                        if local.is_ipv4() {
+                            // Incrementing IP IDs, as a real sender's.
+                            let id = (round * 100 + i) as u16;
+                            p[4..6].copy_from_slice(&id.to_be_bytes());
+                            p[10..12].copy_from_slice(&[0, 0]);
+                            let c = checksum::checksum(&p[..20]);
+                            p[10..12].copy_from_slice(&c.to_be_bytes());
+                        }
                         p
                     })
                     .collect();
@@ -280,6 +296,69 @@ fn super_packets_written_through_tun_reach_a_tcp_socket_intact() {
         (0, 0),
         "{stats:?}"
     );
+}
+
+#[test]
+fn super_packets_written_through_tun_reach_a_tcp6_socket_intact() {
+    require_root();
+    let data = pattern(300_000, 4);
+    let ns = namespace_v6();
+    let (got, stats, _) = write_stream_in(
+        ns,
+        "fd00:97::1".parse().unwrap(),
+        "fd00:97::2".parse().unwrap(),
+        "oflwr6",
+        &data,
+        1380,
+        &[0, 1, 700],
+        false,
+    );
+    assert!(got == data, "the byte stream arrived altered");
+    assert!(stats.super_packets >= 5, "{stats:?}");
+    assert_eq!(
+        (stats.gso_rejected, stats.fallback_segments),
+        (0, 0),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn uso_super_packets_written_through_tun_reach_a_udp_socket() {
+    require_root();
+    let ns = namespace();
+    let local = Ipv4Addr::new(10, 98, 0, 1);
+    let mut dev = tun_in(&ns, "oflusow0", local, TunOptions::default());
+    let sock = ns
+        .run(|| UdpSocket::bind((local, 6100)).map_err(lab))
+        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // 20 datagrams of 1200 bytes and a 77-byte tail, from one source port.
+    let dgrams: Vec<Vec<u8>> = (0..21u32)
+        .map(|i| pattern(if i == 20 { 77 } else { 1200 }, 100 + i))
+        .collect();
+    let packets: Vec<Vec<u8>> = dgrams
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut s = offload::build::FrameSpec::udp4([10, 98, 0, 2], local.octets(), 5555, 6100)
+                .payload(d.clone());
+            s.l2 = offload::build::L2Spec::None;
+            s.v4_mut().id = i as u16;
+            s.build()
+        })
+        .collect();
+    let mut co = Coalescer::for_device(&dev, CoalescerOptions::default());
+    co.write_batch(packets.iter().map(|p| p.as_slice()), &mut dev)
+        .unwrap();
+    assert_eq!(co.stats().super_packets, 1, "{:?}", co.stats());
+    assert_eq!(co.stats().merged_packets, 21);
+    let mut buf = vec![0u8; 65536];
+    for (i, d) in dgrams.iter().enumerate() {
+        let (n, from) = sock.recv_from(&mut buf).expect("datagram");
+        assert_eq!(from.port(), 5555);
+        assert!(&buf[..n] == d.as_slice(), "datagram {i} differs");
+    }
 }
 
 #[test]
