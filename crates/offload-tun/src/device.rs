@@ -222,6 +222,28 @@ impl TunDevice {
     /// Reads one packet as the kernel sent it. `Ok(None)` when the fd is
     /// non-blocking and nothing is queued.
     pub fn read_raw(&mut self) -> Result<Option<RawPacket<'_>>> {
+        let Some((vnet, n)) = self.read_one()? else {
+            return Ok(None);
+        };
+        Ok(Some(RawPacket {
+            vnet,
+            packet: &mut self.buf[self.vnet_hdr_len..n],
+        }))
+    }
+
+    /// Reads one packet and hands out wire-sized packets with complete
+    /// checksums (a super-packet becomes its segments). Returns what was
+    /// done, or `None` when a non-blocking fd had nothing.
+    pub fn read_packets(&mut self, out: &mut impl FnMut(&[u8])) -> Result<Option<Split>> {
+        let Some((vnet, n)) = self.read_one()? else {
+            return Ok(None);
+        };
+        let packet = &mut self.buf[self.vnet_hdr_len..n];
+        split_packet(&self.name, vnet.as_ref(), self.link, packet, out).map(Some)
+    }
+
+    /// Reads into the buffer: the decoded header and the bytes read.
+    fn read_one(&mut self) -> Result<Option<(Option<VnetHdr>, usize)>> {
         let n = loop {
             match sys::read(self.fd.as_fd(), &mut self.buf) {
                 Ok(n) => break n,
@@ -249,22 +271,7 @@ impl TunDevice {
                 })?,
             )
         };
-        Ok(Some(RawPacket {
-            vnet,
-            packet: &mut self.buf[h..n],
-        }))
-    }
-
-    /// Reads one packet and hands out wire-sized packets with complete
-    /// checksums (a super-packet becomes its segments). Returns what was
-    /// done, or `None` when a non-blocking fd had nothing.
-    pub fn read_packets(&mut self, out: &mut impl FnMut(&[u8])) -> Result<Option<Split>> {
-        let link = self.link;
-        let name = self.name.clone();
-        let Some(raw) = self.read_raw()? else {
-            return Ok(None);
-        };
-        split_packet(&name, raw.vnet.as_ref(), link, raw.packet, out).map(Some)
+        Ok(Some((vnet, n)))
     }
 
     /// Writes one packet. On a device with vnet headers, `vnet` goes in

@@ -680,3 +680,62 @@ fn reattach_without_vnet_hdr_reads_and_writes_plain_packets() {
         (0, Offloads::NONE)
     );
 }
+
+#[test]
+fn tap_read_path_segments_ethernet_frames_like_the_kernel() {
+    require_root();
+    let ns = namespace();
+    let local = Ipv4Addr::new(10, 89, 0, 1);
+    let peer = Ipv4Addr::new(10, 89, 0, 2);
+    let opts = TunOptions {
+        tap: true,
+        ..TunOptions::default()
+    };
+    let mut dev = tun_in(&ns, "ofltap0", local, opts);
+    assert_eq!(dev.link(), offload::LinkKind::Ethernet);
+    // A static neighbour: no ARP exchange to play.
+    ns.run(|| {
+        let mut rtnl = offload_lab::rtnl::Rtnl::open()?;
+        let l = rtnl.link_by_name("ofltap0")?;
+        rtnl.add_neighbour(l.index, peer.into(), [2, 0, 0, 0, 0, 0x99])
+    })
+    .unwrap();
+    let sock = ns.run(|| UdpSocket::bind((local, 0)).map_err(lab)).unwrap();
+    set_udp_segment(&sock, 1000);
+    let data = pattern(5 * 1000 + 100, 40);
+    sock.send_to(&data, (peer, 6003)).unwrap();
+    let (hdr, frame) = read_until(&mut dev, |_, p| {
+        p.len() > 34 && p[12..14] == [8, 0] && p[14 + 9] == 17
+    });
+    let h = hdr.expect("vnet header");
+    assert_eq!(
+        (h.gso_type, h.gso_size, h.csum_start),
+        (gso::UDP_L4, 1000, 34)
+    );
+    let mut f = frame.clone();
+    let mut ours = Vec::new();
+    let split = split_packet(
+        "ofltap0",
+        Some(&h),
+        offload::LinkKind::Ethernet,
+        &mut f,
+        &mut |s: &[u8]| ours.push(s.to_vec()),
+    )
+    .unwrap();
+    assert_eq!(split, Split::Segmented(6));
+    assert!(
+        ours.iter().all(|s| s[..14] == frame[..14]),
+        "Ethernet header kept"
+    );
+    let ours_ip: Vec<Vec<u8>> = ours.iter().map(|s| s[14..].to_vec()).collect();
+    let mut ip_hdr = h;
+    ip_hdr.csum_start -= 14;
+    ip_hdr.hdr_len = ip_hdr.hdr_len.saturating_sub(14);
+    let mut oracle = KernelGso::new();
+    assert!(
+        ours_ip == oracle.segment(&ip_hdr, &frame[14..]),
+        "differs from the kernel's GSO"
+    );
+    let payload: Vec<u8> = ours_ip.iter().flat_map(|d| d[28..].to_vec()).collect();
+    assert!(payload == data);
+}
