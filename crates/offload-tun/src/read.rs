@@ -203,4 +203,44 @@ mod tests {
         .unwrap();
         assert_eq!((r, got), (Split::AsIs, vec![orig]));
     }
+
+    /// Mutated headers and packets (a deterministic xorshift stream) give
+    /// errors, never panics: the kernel's header is untrusted input.
+    #[test]
+    fn mutated_headers_and_packets_never_panic() {
+        let (hdr0, p0) = tso_packet(3000, 1400);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut h = hdr0;
+            let mut hb = [0u8; 10];
+            h.encode(&mut hb);
+            for _ in 0..(next() % 3) {
+                let i = (next() % 10) as usize;
+                hb[i] = next() as u8;
+            }
+            h = VnetHdr::decode(&hb, 10).unwrap();
+            let mut p = p0.clone();
+            for _ in 0..(next() % 4) {
+                let i = (next() % 60) as usize;
+                p[i] = next() as u8;
+            }
+            let cut = (next() % (p.len() as u64 + 1)) as usize;
+            if next() % 4 == 0 {
+                p.truncate(cut);
+            }
+            let _ = split_packet(
+                "fuzz",
+                Some(&h),
+                LinkKind::RawIp,
+                &mut p,
+                &mut |_: &[u8]| {},
+            );
+        }
+    }
 }
