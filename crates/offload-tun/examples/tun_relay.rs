@@ -15,7 +15,12 @@
 //! ```text
 //! cargo run --release -p offload-tun --example tun_relay -- --runs 3 --seconds 5
 //! cargo run --release -p offload-tun --example tun_relay -- --mode on --verify
+//! cargo run --release -p offload-tun --example tun_relay -- --mode all   # off, on, pass
 //! ```
+//!
+//! Mode `pass` writes each packet on as read, vnet header included, with no
+//! segmentation or GRO: the ceiling for a relay that need not see
+//! wire-sized packets.
 //!
 //! Clean-up on every exit path: the namespaces are anonymous and held only
 //! by fds of this process and of its iperf3 children; the children are
@@ -75,6 +80,10 @@ enum Mode {
     On,
     /// No vnet header: MTU-sized packets both ways.
     Off,
+    /// vnet headers, every offload, and each packet written on as read,
+    /// header included: no segmentation, no GRO (the ceiling for a relay
+    /// that does not need to see wire-sized packets).
+    Pass,
 }
 
 fn parse_args() -> Result<Args, BoxErr> {
@@ -93,8 +102,10 @@ fn parse_args() -> Result<Args, BoxErr> {
                 a.modes = match val()?.as_str() {
                     "on" => vec![Mode::On],
                     "off" => vec![Mode::Off],
+                    "pass" => vec![Mode::Pass],
+                    "all" => vec![Mode::Off, Mode::On, Mode::Pass],
                     "both" => vec![Mode::Off, Mode::On],
-                    m => return Err(format!("--mode {m}: on, off or both").into()),
+                    m => return Err(format!("--mode {m}: on, off, pass, both or all").into()),
                 }
             }
             "--runs" => a.runs = val()?.parse()?,
@@ -103,7 +114,7 @@ fn parse_args() -> Result<Args, BoxErr> {
             "--verify" => a.verify = true,
             "-h" | "--help" => {
                 println!(
-                    "tun_relay [--mode on|off|both] [--runs N] [--seconds S] [--verify] [--iperf PATH]"
+                    "tun_relay [--mode on|off|pass|both|all] [--runs N] [--seconds S] [--verify] [--iperf PATH]"
                 );
                 std::process::exit(0);
             }
@@ -265,6 +276,7 @@ fn relay(
     mut src: TunDevice,
     mut dst: TunDevice,
     verify: bool,
+    pass: bool,
     stop: Arc<AtomicBool>,
 ) -> Result<DirStats, String> {
     src.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -279,6 +291,10 @@ fn relay(
             .wait_readable(Some(Duration::from_millis(50)))
             .map_err(|e| e.to_string())?
         {
+            continue;
+        }
+        if pass {
+            pass_through(&mut src, &dst, &mut st);
             continue;
         }
         for _ in 0..64 {
@@ -308,15 +324,43 @@ fn relay(
             st.errors += 1;
         }
     }
-    st.co = *co.stats();
+    if !pass {
+        st.co = *co.stats();
+    }
     Ok(st)
+}
+
+/// Mode pass: up to 64 packets written on exactly as read, header included
+/// (a kernel → user header is a valid user → kernel one).
+fn pass_through(src: &mut TunDevice, dst: &TunDevice, st: &mut DirStats) {
+    for _ in 0..64 {
+        match src.read_raw() {
+            Ok(None) => break,
+            Ok(Some(raw)) => {
+                st.reads += 1;
+                if raw.vnet.is_some_and(|h| h.gso_type != 0) {
+                    st.super_reads += 1;
+                    st.co.super_packets += 1;
+                }
+                match dst.write_packet(raw.vnet.as_ref(), raw.packet) {
+                    Ok(()) => st.co.writes += 1,
+                    Err(_) => st.errors += 1,
+                }
+            }
+            Err(e) => {
+                eprintln!("relay {}: {e}", src.name());
+                st.errors += 1;
+            }
+        }
+    }
 }
 
 fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
     let opts = match mode {
-        Mode::On => TunOptions::default(),
+        Mode::On | Mode::Pass => TunOptions::default(),
         Mode::Off => TunOptions::plain(),
     };
+    let pass = mode == Mode::Pass;
     let (ns_a, tun_a) = namespace_with_tun("ofl-ra", Ipv4Addr::new(10, 99, 0, 1), opts)?;
     let (ns_b, tun_b) = namespace_with_tun("ofl-rb", Ipv4Addr::new(10, 99, 0, 2), opts)?;
     let offloads = format!("{}/{}", tun_a.offloads(), tun_b.offloads());
@@ -331,13 +375,13 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
     guard.threads.push(
         std::thread::Builder::new()
             .name("ofl-relay-ab".into())
-            .spawn(move || relay(tun_a, tun_b, verify, s1))?,
+            .spawn(move || relay(tun_a, tun_b, verify, pass, s1))?,
     );
     let s2 = stop.clone();
     guard.threads.push(
         std::thread::Builder::new()
             .name("ofl-relay-ba".into())
-            .spawn(move || relay(b2, a2, verify, s2))?,
+            .spawn(move || relay(b2, a2, verify, pass, s2))?,
     );
     let _server = spawn_in(
         &ns_b,
