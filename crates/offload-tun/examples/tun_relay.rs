@@ -150,7 +150,19 @@ fn run() -> Result<(), BoxErr> {
             if STOP.load(Ordering::SeqCst) {
                 return Err("interrupted".into());
             }
-            let res = one_run(mode, &args)?;
+            // A run whose iperf3 produced no result (it happens rarely on a
+            // loaded machine) is reported and tried again, twice at most.
+            let mut attempt = 0;
+            let res = loop {
+                match one_run(mode, &args) {
+                    Ok(r) => break r,
+                    Err(e) if attempt < 2 && !STOP.load(Ordering::SeqCst) => {
+                        eprintln!("mode {mode:?} run {}: {e}; retrying", r + 1);
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
             println!(
                 "mode {:<3} run {}: {:>7.2} Gbit/s  {}",
                 format!("{mode:?}").to_lowercase(),
@@ -426,8 +438,16 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let bps = json_number_after(&out, "\"sum_received\"", "\"bits_per_second\"")
-        .ok_or("no sum_received.bits_per_second in iperf3 output")?;
+    let bps =
+        json_number_after(&out, "\"sum_received\"", "\"bits_per_second\"").ok_or_else(|| {
+            let err = out
+                .find("\"error\"")
+                .map_or("", |i| &out[i..(i + 200).min(out.len())]);
+            format!(
+                "no sum_received.bits_per_second in iperf3 output ({} bytes) {err}",
+                out.len()
+            )
+        })?;
     let retr = json_number_after(&out, "\"sum_sent\"", "\"retransmits\"").unwrap_or(0.0);
     let stats = guard.finish();
     let ab = stats[0].clone().map_err(|e| -> BoxErr { e.into() })?;
