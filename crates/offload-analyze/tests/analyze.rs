@@ -171,7 +171,7 @@ fn fixed_outer_ids_merge_on_6_18_but_not_on_6_1() {
         })
         .collect();
     write(&p, &frames);
-    let new = run(&[p.clone()], &Options::default());
+    let new = run(std::slice::from_ref(&p), &Options::default());
     assert!(new.report.findings.iter().all(|f| f.kind != "ip-id-rule"));
     let old = run(
         &[p],
@@ -350,7 +350,7 @@ fn a_bad_checksum_is_judged_the_same_for_every_size() {
         })
         .collect();
     write(&p, &frames);
-    let both = run(&[p.clone()], &Options::default());
+    let both = run(std::slice::from_ref(&p), &Options::default());
     let alone = run(
         &[p],
         &Options {
