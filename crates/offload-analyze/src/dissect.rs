@@ -398,3 +398,98 @@ pub fn fmt_endpoint(a: &[u8; 16], v6: bool, port: u16) -> String {
         format!("{}:{}", fmt_addr(a, false), port)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload::build::{FrameSpec, TcpSpec};
+
+    fn tcp4() -> FrameSpec {
+        FrameSpec::tcp4(
+            [10, 0, 0, 2],
+            [10, 0, 0, 1],
+            TcpSpec::data(1000, 80, 5).with_timestamps(9, 8),
+        )
+        .payload(vec![1; 100])
+    }
+
+    #[test]
+    fn plain_tcp_fields_and_checksum_states() {
+        let f = tcp4().build();
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[4789]).unwrap();
+        assert!(p.tunnel.is_none());
+        assert_eq!((p.sport, p.dport, p.payload), (1000, 80, 100));
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert_eq!(t.tsval, Some(9));
+        assert_eq!(
+            l4_checksum(&f, &p.ip, p.l4_off, t.checksum, false),
+            CsumState::Valid
+        );
+        let mut bad = f.clone();
+        let end = bad.len() - 1;
+        bad[end] ^= 0xff;
+        assert_eq!(
+            l4_checksum(&bad, &p.ip, p.l4_off, t.checksum, false),
+            CsumState::Bad
+        );
+        // A capture cut short cannot be judged.
+        let cut = &f[..f.len() - 10];
+        let pc = parse(LinkKind::Ethernet, cut, f.len() as u32, &[]).unwrap();
+        assert!(!pc.complete);
+        assert_eq!(
+            l4_checksum(cut, &pc.ip, pc.l4_off, t.checksum, false),
+            CsumState::Unknown
+        );
+    }
+
+    #[test]
+    fn timestamp_values_do_not_change_the_option_signature() {
+        let a = tcp4().build();
+        let mut s = tcp4();
+        *s.tcp_mut() = TcpSpec::data(1000, 80, 5).with_timestamps(12345, 1);
+        let b = s.build();
+        let sig = |f: &[u8]| match parse(LinkKind::Ethernet, f, f.len() as u32, &[])
+            .unwrap()
+            .l4
+        {
+            L4::Tcp(t) => t.opt_sig,
+            _ => 0,
+        };
+        assert_eq!(sig(&a), sig(&b));
+        s.tcp_mut().options = vec![1, 1, 4, 2];
+        assert_ne!(sig(&a), sig(&s.build()));
+    }
+
+    #[test]
+    fn vxlan_gives_inner_flow_and_outer_header() {
+        let inner = tcp4().build();
+        let mut payload = vec![0x08, 0, 0, 0, 0, 0x12, 0x34, 0];
+        payload.extend_from_slice(&inner);
+        let mut o =
+            FrameSpec::udp4([192, 168, 0, 1], [192, 168, 0, 2], 50000, 4789).payload(payload);
+        o.v4_mut().id = 777;
+        o.v4_mut().df = false;
+        let f = o.build();
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[4789]).unwrap();
+        let t = p.tunnel.unwrap();
+        assert_eq!(
+            (t.vni, t.ip.id, t.ip.df, t.dport),
+            (0x1234, 777, false, 4789)
+        );
+        assert_eq!((p.sport, p.dport, p.payload), (1000, 80, 100));
+        // Not a VXLAN port: the outer UDP flow itself.
+        let q = parse(LinkKind::Ethernet, &f, f.len() as u32, &[8472]).unwrap();
+        assert!(q.tunnel.is_none());
+        assert_eq!(q.dport, 4789);
+    }
+
+    #[test]
+    fn short_or_garbage_frames_are_none_not_panics() {
+        let f = tcp4().build();
+        for n in 0..60 {
+            let _ = parse(LinkKind::Ethernet, &f[..n], f.len() as u32, &[4789]);
+        }
+        assert!(parse(LinkKind::Ethernet, &[0xff; 40], 40, &[4789]).is_none());
+        assert!(parse(LinkKind::RawIp, &[0x45; 10], 10, &[]).is_none());
+    }
+}

@@ -893,3 +893,86 @@ impl FlowStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(id: u16, df: bool) -> IpFields {
+        IpFields {
+            v6: false,
+            src: [0; 16],
+            dst: [0; 16],
+            id,
+            df,
+            ttl: 64,
+            tos: 0,
+            ip_len: 1500,
+            len_zero: false,
+            off: 14,
+            hdr_len: 20,
+            proto: 6,
+        }
+    }
+
+    fn pattern(ids: &[u16]) -> IdPattern {
+        let mut h = HeaderTrack {
+            all_zero: true,
+            ..Default::default()
+        };
+        for (i, id) in ids.iter().enumerate() {
+            h.update(&ip(*id, true), i as u64 + 1, 1500);
+        }
+        h.pattern()
+    }
+
+    #[test]
+    fn ip_id_patterns() {
+        assert_eq!(
+            pattern(&[5, 6, 7, 8, 9, 10]),
+            IdPattern::IncrementingPerFlow
+        );
+        assert_eq!(pattern(&[0, 0, 0, 0, 0]), IdPattern::FixedZero);
+        assert_eq!(pattern(&[9, 9, 9, 9, 9]), IdPattern::Fixed);
+        assert_eq!(pattern(&[5, 9, 12, 20, 21, 30]), IdPattern::GlobalCounter);
+        assert_eq!(
+            pattern(&[101, 40000, 7, 3000, 60000, 12]),
+            IdPattern::Random
+        );
+        assert_eq!(pattern(&[1, 2]), IdPattern::NotApplicable);
+    }
+
+    #[test]
+    fn id_break_examples_start_at_the_first_break() {
+        let mut h = HeaderTrack::default();
+        for (i, id) in [10u16, 11, 12, 500, 9, 77].iter().enumerate() {
+            h.update(&ip(*id, false), i as u64 + 1, 1500);
+        }
+        assert_eq!(h.id_breaks, 3);
+        assert_eq!(
+            h.id_break_examples,
+            vec![(3, 12), (4, 500), (5, 9), (6, 77)]
+        );
+        assert_eq!(h.df(), "clear");
+    }
+
+    #[test]
+    fn decimated_series_stays_bounded_and_keeps_retransmissions() {
+        let mut d = Decimated::default();
+        for i in 0..100_000u64 {
+            d.push(SeqPoint {
+                t: i as f64,
+                seq: i,
+                len: 1,
+                retrans: i == 77_777,
+            });
+        }
+        assert!(d.points.len() <= SERIES_CAP);
+        assert!(d.points.iter().any(|p| p.retrans));
+        let mut b = Bins::default();
+        b.add(0, 10);
+        b.add(3_600_000_000_000, 5);
+        assert!(b.bytes.len() <= BINS);
+        assert_eq!(b.bytes.iter().sum::<u64>(), 15);
+    }
+}
