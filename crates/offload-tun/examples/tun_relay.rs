@@ -157,7 +157,11 @@ fn run() -> Result<(), BoxErr> {
                 match one_run(mode, &args) {
                     Ok(r) => break r,
                     Err(e) if attempt < 2 && !STOP.load(Ordering::SeqCst) => {
-                        eprintln!("mode {mode:?} run {}: {e}; retrying", r + 1);
+                        eprintln!(
+                            "mode {} run {}: {e}; retrying",
+                            format!("{mode:?}").to_lowercase(),
+                            r + 1
+                        );
                         attempt += 1;
                     }
                     Err(e) => return Err(e),
@@ -430,7 +434,9 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
             std::thread::sleep(Duration::from_millis(50));
         };
         let out = reader.join().map_err(|_| "iperf3 reader panicked")?;
-        if status.success() {
+        // iperf3 -J reports a refused connect (server not listening yet)
+        // in its JSON, not always in its exit status.
+        if status.success() && !out.contains("\"error\"") {
             break out;
         }
         if t0.elapsed() > Duration::from_secs(10) {
