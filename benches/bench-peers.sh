@@ -195,6 +195,24 @@ try:
             gbit = e["bits_per_second"] / 1e9
             record(("stream", "iperf3 (TCP)", "-"), gbit=gbit, own=b / (gbit * wall / 8))
 
+    # Syscalls per transaction on the client's hot path (strace counts every
+    # syscall of every client thread; clock reads are vDSO, not syscalls).
+    STRACE = which("strace")
+    if STRACE:
+        sc_out = "/tmp/ofl-bench-strace.txt"
+        out = run([STRACE, "-f", "-c", "-o", sc_out, OFL, "bench", "tcp-rr", "-H", "127.0.0.1", "--port", str(OFL_PORT),
+                   "--duration", "2s", "--warmup", "0s", "--json", "-q"])
+        j = json.loads(out)
+        n = j["counts"]["client_total"]
+        calls = {}
+        for line in open(sc_out):
+            parts = line.split()
+            # % time, seconds, usecs/call, calls, [errors], syscall
+            if len(parts) >= 5 and parts[-1].isidentifier() and parts[3].isdigit() and parts[-1] != "total":
+                calls[parts[-1]] = int(parts[3])
+        os.unlink(sc_out)
+        record(("syscalls", "offload bench tcp-rr (client process, strace -f -c)", "-"), txn=n, calls=calls)
+
     # tcp-rr 80000/80000 over IPv6 between two namespaces joined by veth.
     cleanup_ns = lambda: [subprocess.run(["ip", "netns", "del", n], capture_output=True) for n in (NS_A, NS_B)]
     cleanup_ns()
@@ -277,6 +295,21 @@ lines.append("|---|---:|---:|---:|---:|---:|")
 rows = results.get(("bigtcp", "offload bench tcp-rr 80000/80000, IPv6, veth", "-"), [])
 lines.append(f"| `offload bench tcp-rr --request 80000 --response 80000 -H fd00:6f66:6c::1` | {f(med(rows, 'tps'))} | "
              f"{f(med(rows, 'min'))} | {f(med(rows, 'p90'))} | {f(med(rows, 'p99'))} | {f(med(rows, 'own'), 2)} |")
+lines.append("\n### Syscalls per transaction (client side)\n")
+sc = results.get(("syscalls", "offload bench tcp-rr (client process, strace -f -c)", "-"))
+if sc:
+    n = sc[0]["txn"]
+    top = sorted(sc[0]["calls"].items(), key=lambda kv: -kv[1])[:6]
+    lines.append(f"`strace -f -c offload bench tcp-rr -H 127.0.0.1 --duration 2s --warmup 0s` ({n:,} transactions, "
+                 f"every thread of the client process, setup included):\n")
+    lines.append("| syscall | calls | per transaction |")
+    lines.append("|---|---:|---:|")
+    for name, calls in top:
+        lines.append(f"| {name} | {calls:,} | {calls / n:.4f} |")
+    lines.append("\nOne `sendto` and one `recvfrom` per transaction and nothing else that scales with the "
+                 "transactions: the clock is read through the vDSO (no syscall), once per transaction.")
+else:
+    lines.append("strace not available in this run.")
 missing = [n for n, p in [("netperf", NETPERF), ("neper", NEPER), ("sockperf", SOCKPERF), ("iperf3", IPERF3)] if not p]
 if missing:
     lines.append(f"\nNot available in this run: {', '.join(missing)}.")

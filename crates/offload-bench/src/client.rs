@@ -5,7 +5,7 @@
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
@@ -82,6 +82,8 @@ impl Control {
 /// What a worker reports after setting up its flows.
 struct Setup {
     worker: usize,
+    /// The worker's flow sockets, for the watchdog's shutdown.
+    fds: Vec<RawFd>,
     tid: i32,
     pin_used: Vec<usize>,
     sockopts: (Option<u32>, Option<u32>, Option<bool>),
@@ -264,6 +266,7 @@ pub fn run_once(
     // Workers wait here after their loop so that their threads still exist
     // (and their CPU time can be read) when the window's end is sampled.
     let done = Arc::new(Barrier::new(threads + 1));
+    let finished = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel::<Setup>();
     let mut handles = Vec::with_capacity(threads);
     let cfg_arc = Arc::new(cfg.clone());
@@ -278,6 +281,7 @@ pub fn run_once(
             tx.clone(),
             done.clone(),
         );
+        let finished = finished.clone();
         let h = std::thread::Builder::new()
             .name(format!("ofl-bench-c{i}"))
             .spawn(move || -> Result<Outcome, String> {
@@ -303,6 +307,7 @@ pub fn run_once(
                     .unwrap_or_default();
                 let _ = tx.send(Setup {
                     worker: i,
+                    fds: fds.clone(),
                     tid: sys::gettid(),
                     pin_used: sys::get_affinity().unwrap_or_default(),
                     sockopts,
@@ -315,6 +320,7 @@ pub fn run_once(
                     (Ok(()), None) => return Err("aborted before the start".into()),
                 };
                 let result = run_worker(&cfg, data, &flows, &w, &slots[i]);
+                finished.fetch_add(1, Ordering::Relaxed);
                 done.wait();
                 result
             })
@@ -376,6 +382,23 @@ pub fn run_once(
         &mut intervals,
         on_interval,
     );
+    // Watchdog: TCP workers block in recv without a timeout (a timeout
+    // would cost a kernel timer per transaction). A peer that stops
+    // answering without closing would hold them forever, so past a grace
+    // period, or at once if the control connection failed, their sockets
+    // are shut down, which ends the blocking calls with an error.
+    let limit = w.we + Duration::from_secs(10);
+    while finished.load(Ordering::Relaxed) < threads {
+        if sampled.is_err() || Instant::now() > limit {
+            for s in &setups {
+                for &fd in &s.fds {
+                    let _ = sys::shutdown(fd);
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     done.wait();
     let (s0, s1) = match sampled {
         Ok(x) => x,
@@ -857,6 +880,7 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
         .into_iter()
         .map(|(worker, tid, pin_used)| Setup {
             worker,
+            fds: Vec::new(),
             tid,
             pin_used,
             sockopts: (None, None, None),

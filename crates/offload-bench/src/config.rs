@@ -191,6 +191,10 @@ impl ClientConfig {
         if self.threads > s.flows {
             self.threads = s.flows;
         }
+        // tcp-crr keeps one connection attempt in flight per thread.
+        if s.kind == TestKind::TcpCrr {
+            self.threads = s.flows;
+        }
         if s.server_threads > s.flows && s.kind != TestKind::TcpCrr {
             s.server_threads = s.flows;
         }
@@ -230,6 +234,12 @@ impl ClientConfig {
             if !(r.is_finite() && r > 0.0) {
                 return Err(BenchError::Config(
                     "--rate must be a positive number".into(),
+                ));
+            }
+            if s.kind.is_rr() && s.flows != self.threads {
+                return Err(BenchError::Config(
+                    "--rate with request/response needs one flow per thread (--threads = --flows)"
+                        .into(),
                 ));
             }
         }
@@ -296,6 +306,16 @@ mod tests {
         let mut c = ClientConfig::new(TestKind::TcpRr, "127.0.0.1:1".parse().unwrap());
         c.spec.flows = 0;
         assert!(c.validate().is_err());
+        let mut c = ClientConfig::new(TestKind::TcpRr, "127.0.0.1:1".parse().unwrap());
+        c.spec.flows = 4;
+        c.rate = Some(100.0);
+        assert!(c.validate().is_err(), "rate needs one flow per thread");
+        c.threads = 4;
+        c.validate().unwrap();
+        let mut c = ClientConfig::new(TestKind::TcpCrr, "127.0.0.1:1".parse().unwrap());
+        c.spec.flows = 3;
+        c.validate().unwrap();
+        assert_eq!(c.threads, 3);
     }
 
     #[test]

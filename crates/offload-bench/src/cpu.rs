@@ -294,11 +294,14 @@ mod tests {
     fn live_counters_are_readable_and_monotonic() {
         let a = machine_cpu().unwrap();
         let tid = crate::sys::gettid();
+        // Spin 20 ms, then sleep: the scheduler folds a running thread's time
+        // into schedstat at ticks and switches, so the sleep makes it visible.
+        let spin = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while spin.elapsed() < std::time::Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        std::hint::black_box(x);
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let b = machine_cpu().unwrap();
         let d = b.since(&a);
         assert!(d.busy() >= 0.0 && d.idle >= 0.0);

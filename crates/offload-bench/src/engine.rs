@@ -199,15 +199,12 @@ pub fn client_rr_blocking(
     w: &Window,
     slot: &Slot,
 ) -> Result<Outcome, String> {
-    sock::set_recv_timeout(
-        fd,
-        if udp {
-            p.udp_timeout
-        } else {
-            Duration::from_millis(500)
-        },
-    )
-    .map_err(|e| errmsg("setting SO_RCVTIMEO", e))?;
+    // A receive timeout makes every blocking wait arm a kernel timer, which
+    // costs measurably per transaction: TCP waits without one (a dead peer
+    // is reported by EOF/RST, a silent one by the client's watchdog, which
+    // shuts the socket down); UDP needs one to detect loss.
+    let timeout = if udp { p.udp_timeout } else { Duration::ZERO };
+    sock::set_recv_timeout(fd, timeout).map_err(|e| errmsg("setting SO_RCVTIMEO", e))?;
     let req = vec![0x5au8; p.request];
     let mut resp = vec![0u8; if udp { 65536 } else { p.response }];
     let mut out = Outcome::empty();
@@ -451,7 +448,10 @@ pub fn server_rr_blocking(
     slot: &Slot,
 ) -> Result<(), String> {
     let fd = stream.as_raw_fd();
-    sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    // No receive timeout (it would arm a timer per wait, see
+    // client_rr_blocking): the server stops this worker by shutting the
+    // socket down, which ends the blocking read.
+    sock::set_recv_timeout(fd, Duration::ZERO).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let mut req = vec![0u8; p.request];
     let resp = vec![0xa5u8; p.response];
     let mut total = 0u64;
@@ -487,7 +487,7 @@ struct ServerConn {
 
 /// Server request/response over many non-blocking TCP connections.
 pub fn server_rr_epoll(
-    streams: &[TcpStream],
+    streams: &[std::sync::Arc<TcpStream>],
     p: &RrParams,
     stop: &AtomicBool,
     slot: &Slot,

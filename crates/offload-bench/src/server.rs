@@ -375,6 +375,9 @@ struct Shared {
     accepted: AtomicU64,
     stop: AtomicBool,
     errors: Mutex<Vec<String>>,
+    /// Every accepted data connection, so that a stop can shut them down
+    /// and wake workers blocked in recv (they wait without a timeout).
+    conns: Mutex<Vec<Arc<TcpStream>>>,
 }
 
 impl Shared {
@@ -443,6 +446,7 @@ impl ServerTest {
             accepted: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             errors: Mutex::new(Vec::new()),
+            conns: Mutex::new(Vec::new()),
         });
         let any = SocketAddr::new(ip, 0);
         let (data, port, udp_sockets) = if spec.kind.is_udp() {
@@ -523,6 +527,11 @@ impl ServerTest {
 
     fn stop_and_join(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        if let Ok(conns) = self.shared.conns.lock() {
+            for c in conns.iter() {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        }
         if let Some(h) = self.setup.take() {
             if h.join().is_err() {
                 self.shared.error("a server worker panicked".into());
@@ -664,7 +673,8 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
             }
         }
         Data::Tcp(listener) => {
-            let mut per_worker: Vec<Vec<TcpStream>> = (0..threads).map(|_| Vec::new()).collect();
+            let mut per_worker: Vec<Vec<Arc<TcpStream>>> =
+                (0..threads).map(|_| Vec::new()).collect();
             if let Err(e) = sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
             {
                 sh.error(format!("SO_RCVTIMEO: {e}"));
@@ -679,6 +689,10 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                         }
                         if n == 0 {
                             sh.record_sockopts(s.as_raw_fd(), true);
+                        }
+                        let s = Arc::new(s);
+                        if let Ok(mut all) = sh.conns.lock() {
+                            all.push(s.clone());
                         }
                         per_worker[n % threads].push(s);
                         n += 1;

@@ -76,6 +76,12 @@ pub fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::R
     cvt(ret).map(|_| value)
 }
 
+/// shutdown(SHUT_RDWR): wakes a thread blocked in recv on this socket.
+pub fn shutdown(fd: RawFd) -> io::Result<()> {
+    // SAFETY: shutdown takes no memory arguments; the caller keeps fd open.
+    cvt(unsafe { libc::shutdown(fd, libc::SHUT_RDWR) }).map(|_| ())
+}
+
 /// Sets O_NONBLOCK on a descriptor.
 pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl F_GETFL on a descriptor the caller owns; no memory arguments.

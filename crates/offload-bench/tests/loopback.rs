@@ -232,3 +232,30 @@ fn runs_and_compare_summarise_across_runs() {
     let d = cmp.transactions_per_sec.unwrap();
     assert_eq!(d.difference.n, 2);
 }
+
+#[test]
+fn knobs_are_applied_and_read_back() {
+    let _g = serial();
+    let s = server("127.0.0.1:0");
+    let mut c = short(TestKind::TcpRr, s.addr());
+    c.spec.knobs.nodelay = true;
+    c.spec.knobs.busy_poll_us = Some(20);
+    c.spec.knobs.sndbuf = Some(256 * 1024);
+    c.spec.knobs.rcvbuf = Some(256 * 1024);
+    let cpus = offload_bench::sys::get_affinity().unwrap();
+    let (cc, sc) = (cpus[0], *cpus.last().unwrap());
+    c.pin = Some(vec![cc]);
+    c.spec.server_pin = Some(vec![sc]);
+    let r = client::run_once(&c, &mut |_| {}).unwrap();
+    assert_sane(&r);
+    let st = &r.settings;
+    assert_eq!(st.nodelay, Some(true));
+    assert_eq!(r.server.nodelay, Some(true));
+    // The kernel doubles the requested SO_SNDBUF/SO_RCVBUF after capping it
+    // at wmem_max/rmem_max (212992 by default), so at least 256 KiB results.
+    assert!(st.sndbuf.unwrap() >= 256 * 1024, "{:?}", st.sndbuf);
+    assert!(st.rcvbuf.unwrap() >= 256 * 1024, "{:?}", st.rcvbuf);
+    assert_eq!(st.busy_poll_us, Some(20));
+    assert_eq!(st.client_pin_used, vec![vec![cc]]);
+    assert_eq!(st.server_pin_used, vec![vec![sc]]);
+}
