@@ -97,7 +97,11 @@ fn gro_then_gso_gives_the_train_back_through_files() {
         );
         // pcapng carries the GSO metadata; pcap has none, and with no single
         // segment and no later ID to learn from, the MTU gives the MSS.
-        let want = if ext == "pcapng" { MssSource::Metadata } else { MssSource::Mtu };
+        let want = if ext == "pcapng" {
+            MssSource::Metadata
+        } else {
+            MssSource::Mtu
+        };
         assert!(
             s.summary.mss_sources.iter().all(|(m, _)| *m == want),
             "{ext}: {:?}",
