@@ -58,11 +58,12 @@ impl FlowKey {
             tunnel: self.tunnel.map(|t| TunnelKey {
                 src: t.dst,
                 dst: t.src,
-                // Tunnel source ports are per-flow hashes: the reverse
-                // direction uses its own, so only the VNI and addresses are
-                // kept; lookups of tunnelled reverse flows go by inner key.
-                sport: t.sport,
-                dport: t.dport,
+                // The reverse tunnel direction picks its own source port
+                // (a hash of the inner flow), so this key finds it only when
+                // both ends use the same port; tunnelled flows then go
+                // without the ACK-based TSO/GRO evidence.
+                sport: t.dport,
+                dport: t.sport,
                 vni: t.vni,
                 v6: t.v6,
             }),
