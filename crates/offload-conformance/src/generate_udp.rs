@@ -188,7 +188,7 @@ classes! {
 
 /// A VXLAN train: inner TCP flows (a TCP train's frames) encapsulated to
 /// the VXLAN `port` with VNI `vni`.
-pub fn vxlan_train(seed: u64, a: &Addrs, port: u16, vni: u32) -> UdpTrain {
+pub fn vxlan_train(seed: u64, a: &Addrs, port: u16, vni: u32, outer_v6: bool) -> UdpTrain {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5678);
     let oclass = OuterClass::ALL[rng.random_range(0..OuterClass::ALL.len())];
     let inner_class = if oclass == OuterClass::InnerPerturbed {
@@ -230,25 +230,39 @@ pub fn vxlan_train(seed: u64, a: &Addrs, port: u16, vni: u32) -> UdpTrain {
         if oclass == OuterClass::VniChange && i == k {
             this_vni = vni + 1;
         }
-        let mut o =
-            FrameSpec::udp4(a.src4, a.dst4, sport, port).payload(vxlan_payload(this_vni, f));
+        let mut o = if outer_v6 {
+            FrameSpec::udp6(a.src6, a.dst6, sport, port)
+        } else {
+            FrameSpec::udp4(a.src4, a.dst4, sport, port)
+        }
+        .payload(vxlan_payload(this_vni, f));
         set_macs(&mut o, a);
-        let v = o.v4_mut();
-        v.df = df;
-        v.id = match oclass {
-            OuterClass::IdScrambledDf0 | OuterClass::IdScrambledDf1 => rng.random(),
-            OuterClass::IdFixed => id0,
-            _ => id0.wrapping_add(i as u16),
-        };
-        if oclass == OuterClass::TtlChange && i == k {
-            v.ttl = 17;
+        match &mut o.ip {
+            IpSpec::V4(v) => {
+                v.df = df;
+                v.id = match oclass {
+                    OuterClass::IdScrambledDf0 | OuterClass::IdScrambledDf1 => rng.random(),
+                    OuterClass::IdFixed => id0,
+                    _ => id0.wrapping_add(i as u16),
+                };
+                if oclass == OuterClass::TtlChange && i == k {
+                    v.ttl = 17;
+                }
+            }
+            IpSpec::V6(v) => {
+                if oclass == OuterClass::TtlChange && i == k {
+                    v.hop_limit = 17;
+                }
+            }
         }
         if oclass == OuterClass::SportChange && i == k {
             o.udp_mut().sport = sport ^ 1;
         }
+        // IPv6 forbids a zero UDP checksum (RFC 8200): the kernel's VXLAN
+        // always sends one over IPv6 unless udp6zerocsumtx is set.
         let on = match oclass {
             OuterClass::ChecksumMixed => i % 2 == 0,
-            _ => csum_on,
+            _ => csum_on || outer_v6,
         };
         o.udp_mut().zero_checksum = !on;
         frames.push(o.build());

@@ -112,7 +112,9 @@ fn vxlan_trains_match_the_kernel_at_65536() {
         }),
         ..knobs(65536)
     };
-    run("vxlan 65536", k, |seed, a| vxlan_train(seed, a, 4789, 42));
+    run("vxlan 65536", k, |seed, a| {
+        vxlan_train(seed, a, 4789, 42, false)
+    });
 }
 
 #[test]
@@ -125,6 +127,21 @@ fn vxlan_trains_match_the_kernel_at_185000() {
         ..knobs(185_000)
     };
     run("vxlan 185000", k, |seed, a| {
-        vxlan_train(seed + 20_000, a, 4789, 42)
+        vxlan_train(seed + 20_000, a, 4789, 42, false)
+    });
+}
+
+#[test]
+fn vxlan_over_ipv6_trains_match_the_kernel() {
+    let k = GroKnobs {
+        vxlan: Some(VxlanConf {
+            vni: 42,
+            port: 4789,
+        }),
+        vxlan_ipv6: true,
+        ..knobs(65536)
+    };
+    run("vxlan ipv6 outer", k, |seed, a| {
+        vxlan_train(seed + 40_000, a, 4789, 42, true)
     });
 }

@@ -111,6 +111,8 @@ pub struct GroKnobs {
     pub gro_list: bool,
     /// A VXLAN device listening on the TAP's IPv4 address, if any.
     pub vxlan: Option<VxlanConf>,
+    /// Bind that VXLAN device to the TAP's IPv6 address instead (outer IPv6).
+    pub vxlan_ipv6: bool,
 }
 
 impl Default for GroKnobs {
@@ -123,6 +125,7 @@ impl Default for GroKnobs {
             udp_gro_forwarding: false,
             gro_list: false,
             vxlan: None,
+            vxlan_ipv6: false,
         }
     }
 }
@@ -392,7 +395,7 @@ impl KernelGro {
             self.udp = self.netns.run(move || udp_gro_sockets(&ports))?;
             self.knobs.udp_gro_ports = k.udp_gro_ports;
         }
-        if all || k.vxlan != self.knobs.vxlan {
+        if all || k.vxlan != self.knobs.vxlan || k.vxlan_ipv6 != self.knobs.vxlan_ipv6 {
             if let Some(index) = self.vxlan_index.take() {
                 self.rtnl.delete_link(index)?;
             }
@@ -401,7 +404,8 @@ impl KernelGro {
                 let params = VxlanParams {
                     vni: v.vni,
                     port: v.port,
-                    local: Some(TAP_IPV4),
+                    local: (!k.vxlan_ipv6).then_some(TAP_IPV4),
+                    local6: k.vxlan_ipv6.then_some(TAP_IPV6),
                     link: None,
                 };
                 self.rtnl.create_vxlan(VXLAN_NAME, &params)?;

@@ -74,6 +74,8 @@ pub struct VxlanParams {
     pub port: u16,
     /// Local IPv4 address to bind to, if any.
     pub local: Option<Ipv4Addr>,
+    /// Local IPv6 address to bind to, if any (the device then listens on IPv6).
+    pub local6: Option<std::net::Ipv6Addr>,
     /// Lower device index (`dev`), if any.
     pub link: Option<u32>,
 }
@@ -415,6 +417,9 @@ impl Rtnl {
         let mut data = vec![InfoVxlan::Id(params.vni), InfoVxlan::Port(params.port)];
         if let Some(local) = params.local {
             data.push(InfoVxlan::Local(local));
+        }
+        if let Some(local6) = params.local6 {
+            data.push(InfoVxlan::Local6(local6));
         }
         if let Some(link) = params.link {
             data.push(InfoVxlan::Link(link));

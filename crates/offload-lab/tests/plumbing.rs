@@ -94,6 +94,7 @@ fn veth_and_vxlan_are_created_in_the_namespace_only() {
             port: 4789,
             local: Some("198.51.100.1".parse().unwrap()),
             link: Some(a.index),
+            local6: None,
         },
     )
     .unwrap();
