@@ -529,6 +529,24 @@ fn big_tcp(
     }
     let big = sizes[gi];
     let profile = cx.opts.kernel;
+    let merged_any = adjusted
+        .iter()
+        .any(|a| a[bi].super_packets > 0 || a[gi].super_packets > 0);
+    if before <= after && !merged_any {
+        cx.push(
+            Severity::Info,
+            "big-tcp-gain",
+            None,
+            0,
+            format!("BIG TCP (gro_max_size {big}): no verdict from this capture"),
+            "GRO would merge nothing here at any size: the frames are cut short by the capture, are already super-packets (a capture on the sender before TSO, or on the receiver after GRO), or carry no payload. Judge BIG TCP on a capture of wire-sized segments, e.g. taken on the receiver with GRO off.".to_string(),
+            vec![],
+            vec![("packets_base", before), ("packets_big", after)],
+            "capture wire-sized segments (receiver with `ethtool -K <dev> gro off`, full snap length) and run offload analyze on that".into(),
+            0,
+        );
+        return;
+    }
     if before <= after {
         let v4 = flows
             .iter()
