@@ -46,6 +46,9 @@ pub struct Options {
     pub threads: usize,
     /// Write a per-packet CSV table here while reading.
     pub packet_csv: Option<PathBuf>,
+    /// Write per-packet Parquet files into this directory while reading
+    /// (cargo feature `parquet`; an error without it).
+    pub parquet_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             verify_checksums: true,
             threads: 0,
             packet_csv: None,
+            parquet_dir: None,
         }
     }
 }
@@ -120,6 +124,8 @@ pub enum AnalyzeError {
         path: PathBuf,
         error: std::io::Error,
     },
+    /// Parquet output failed (or this build has none).
+    Parquet(crate::columnar::ColumnarError),
 }
 
 impl std::fmt::Display for AnalyzeError {
@@ -129,6 +135,7 @@ impl std::fmt::Display for AnalyzeError {
             AnalyzeError::Output { path, error } => {
                 write!(f, "cannot write {}: {error}", path.display())
             }
+            AnalyzeError::Parquet(e) => write!(f, "{e}"),
         }
     }
 }
@@ -141,6 +148,11 @@ pub fn run_pass(
     opts: &Options,
     ctl: &mut Control<'_>,
 ) -> Result<PassResult, AnalyzeError> {
+    if opts.parquet_dir.is_some() && !crate::columnar::available() {
+        return Err(AnalyzeError::Parquet(
+            crate::columnar::ColumnarError::NotBuilt,
+        ));
+    }
     // Open every file first so that a wrong path fails before minutes of work.
     for p in inputs {
         CaptureReader::open(p).map_err(AnalyzeError::Open)?;
@@ -184,7 +196,20 @@ pub fn run_pass(
                     .as_ref()
                     .map(|_| csv_parts[job.file].as_path());
                 let verify = opts.verify_checksums && !offloaded[job.file];
-                match run_job(&inputs[job.file], job, opts, verify, cancel, progress, csv) {
+                let pq = opts
+                    .parquet_dir
+                    .as_ref()
+                    .map(|d| crate::columnar::packets_path(d, job.file, inputs.len()));
+                match run_job(
+                    &inputs[job.file],
+                    job,
+                    opts,
+                    verify,
+                    cancel,
+                    progress,
+                    csv,
+                    pq,
+                ) {
                     Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
                     Err(e) => {
                         first_error
@@ -318,6 +343,7 @@ fn run_job(
     cancel: &AtomicBool,
     progress: &AtomicU64,
     csv: Option<&Path>,
+    parquet: Option<PathBuf>,
 ) -> Result<JobResult, AnalyzeError> {
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
     let mut facts = FileFacts {
@@ -343,6 +369,12 @@ fn run_job(
                 error,
             })?,
         )),
+        _ => None,
+    };
+    let mut pq_out = match (job.stats, parquet) {
+        (true, Some(p)) => {
+            Some(crate::columnar::PacketWriter::create(&p).map_err(AnalyzeError::Parquet)?)
+        }
         _ => None,
     };
     let mut last_bytes = 0u64;
@@ -400,6 +432,10 @@ fn run_job(
                     opts,
                     job.file,
                 );
+                if let Some(w) = pq_out.as_mut() {
+                    w.push(job.file, frame.number, ts, idx, p)
+                        .map_err(AnalyzeError::Parquet)?;
+                }
                 if let Some(w) = csv_out.as_mut() {
                     crate::export::write_packet_row(w, job.file, frame.number, ts, idx, p)
                         .map_err(|error| AnalyzeError::Output {
@@ -425,6 +461,9 @@ fn run_job(
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
     if let Some(w) = worker.as_mut() {
         w.finish();
+    }
+    if let Some(w) = pq_out {
+        w.finish().map_err(AnalyzeError::Parquet)?;
     }
     if let Some(mut w) = csv_out {
         w.flush().map_err(|error| AnalyzeError::Output {

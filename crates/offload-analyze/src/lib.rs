@@ -6,10 +6,12 @@
 //!   captures giving per-flow statistics ([`flow`]), the GRO what-if at
 //!   several sizes under a kernel profile ([`whatif`]), and ranked findings
 //!   ([`findings`]), gathered in a [`report::Report`] that renders as text
-//!   ([`text`]), JSON (serde), HTML ([`html`]) and CSV ([`export`]).
+//!   ([`text`]), JSON (serde), HTML ([`html`]), CSV ([`export`]) and, with
+//!   the cargo feature `parquet`, Parquet ([`columnar`]).
 #![deny(unsafe_code)]
 
 pub mod analysis;
+pub mod columnar;
 pub mod dissect;
 pub mod export;
 pub mod findings;

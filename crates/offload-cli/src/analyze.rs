@@ -69,6 +69,10 @@ pub struct AnalyzeArgs {
     /// Write flows.csv and packets.csv into this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
+    /// Write flows.parquet and packets.parquet into this directory (builds with the
+    /// cargo feature `offload-analyze/parquet`).
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<PathBuf>,
     /// Flows listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub flows: usize,
@@ -142,8 +146,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         verify_checksums: !args.no_checksum_check,
         threads: args.threads,
         packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
+        parquet_dir: args.parquet.clone(),
     };
-    if let Some(d) = &args.csv {
+    for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     let total: u64 = files
@@ -183,6 +188,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         offload_analyze::export::write_flows_csv(report, d)
             .with_context(|| format!("writing {}", d.join("flows.csv").display()))?;
     }
+    if let Some(d) = &args.parquet {
+        offload_analyze::columnar::write_flows(report, d)?;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, report)?;
@@ -194,6 +202,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(d) = &args.csv {
             writeln!(out, "CSV tables: {}", d.display())?;
+        }
+        if let Some(d) = &args.parquet {
+            writeln!(out, "Parquet tables: {}", d.display())?;
         }
     }
     out.flush()?;
