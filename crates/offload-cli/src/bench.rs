@@ -79,7 +79,7 @@ struct TestArgs {
     runs: u32,
     /// Run 'OPTIONS A' and 'OPTIONS B' (added to the other options)
     /// interleaved, --pairs times, and report the paired difference B - A.
-    #[arg(long, num_args = 2, value_names = ["OPTIONS_A", "OPTIONS_B"])]
+    #[arg(long, num_args = 2, allow_hyphen_values = true, value_names = ["OPTIONS_A", "OPTIONS_B"])]
     compare: Option<Vec<String>>,
     /// Pairs for --compare.
     #[arg(long, default_value_t = 5)]
