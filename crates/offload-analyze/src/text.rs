@@ -67,6 +67,7 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     if r.interrupted {
         let _ = writeln!(s, "  interrupted: the figures cover what was read so far");
     }
+    let multi_file = r.inputs.len() > 1;
     let _ = writeln!(s, "\nFindings ({}):", r.findings.len());
     if r.findings.is_empty() {
         let _ = writeln!(s, "  none: nothing in this capture stops GRO");
@@ -79,6 +80,9 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         };
         let _ = writeln!(s, "  {}. [{}] {}", f.rank, sev, f.title);
         let _ = writeln!(s, "     {}", f.detail);
+        if !f.evidence.frames.is_empty() && multi_file {
+            let _ = writeln!(s, "     evidence: {}", f.evidence.file);
+        }
         let _ = writeln!(s, "     fix: {}", f.fix);
     }
     let _ = writeln!(s, "\nGRO what-if (kernel {}):", r.settings.kernel);

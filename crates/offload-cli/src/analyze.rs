@@ -121,7 +121,7 @@ impl Drop for SampleDir {
 
 /// Runs `offload analyze`.
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let (_samples, files) = if args.files.is_empty() {
+    let (samples_dir, files) = if args.files.is_empty() {
         let (g, p) = SampleDir::create()?;
         if !args.json {
             eprintln!("offload analyze: no capture given, analysing the bundled samples");
@@ -177,8 +177,28 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let analysis = offload_analyze::analyze(&files, &opts, &mut ctl)?;
+    let mut analysis = offload_analyze::analyze(&files, &opts, &mut ctl)?;
     pb.finish_and_clear();
+    if let Some(g) = &samples_dir {
+        // Name the bundled samples, not their temporary copies.
+        let prefix = format!("{}/", g.0.display());
+        let fix = |s: &mut String| {
+            if let Some(rest) = s.strip_prefix(&prefix) {
+                *s = format!("(bundled) samples/{rest}");
+            }
+        };
+        let r = &mut analysis.report;
+        r.inputs.iter_mut().for_each(|i| fix(&mut i.path));
+        r.flows.iter_mut().for_each(|f| fix(&mut f.file));
+        r.findings
+            .iter_mut()
+            .for_each(|f| fix(&mut f.evidence.file));
+        for w in &mut r.what_if {
+            for x in &mut w.flush_reasons {
+                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
+            }
+        }
+    }
     let report = &analysis.report;
     if let Some(h) = &args.html {
         std::fs::write(h, offload_analyze::html::render(&analysis))
