@@ -11,7 +11,8 @@
 # it says so loudly and runs the same target code through the stable,
 # coverage-blind replay driver (fuzz/examples/replay.rs) instead, so the run
 # is weaker but never silently empty. See docs/fuzzing.md and
-# docs/decisions/0050-fuzzing-toolchain.md.
+# docs/decisions/0050-fuzzing-toolchain.md. FUZZ_ENGINE=replay forces the
+# fallback (to check it, or on a machine where nightly is unwanted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +27,12 @@ have_libfuzzer() {
   cargo +nightly --version >/dev/null 2>&1 && cargo fuzz --version >/dev/null 2>&1
 }
 
-mode=libfuzzer
-if ! have_libfuzzer; then
+mode="${FUZZ_ENGINE:-libfuzzer}"
+if [ "$mode" != libfuzzer ] && [ "$mode" != replay ]; then
+  echo "fuzz-smoke: FUZZ_ENGINE must be libfuzzer or replay, not $mode" >&2
+  exit 2
+fi
+if [ "$mode" = libfuzzer ] && ! have_libfuzzer; then
   echo "fuzz-smoke: nightly toolchain or cargo-fuzz missing; trying to install them" >&2
   cargo +nightly --version >/dev/null 2>&1 ||
     rustup toolchain install nightly --profile minimal >&2 || true
