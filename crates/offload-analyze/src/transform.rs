@@ -456,7 +456,7 @@ pub fn gso_capture(
         frames_in += 1;
         let meta = FrameMeta::from(&frame);
         let parsed = LinkKind::from_linktype(frame.link_type.0)
-            .and_then(|link| flow_of(link, frame.data, &opts.vxlan_ports).map(|(k, lay)| (k, lay)));
+            .and_then(|link| flow_of(link, frame.data, &opts.vxlan_ports));
         let Some((key, lay)) = parsed.filter(|_| !frame.is_truncated()) else {
             copied += 1;
             writer.write_frame(&meta, frame.data)?;
@@ -509,7 +509,7 @@ pub fn gso_capture(
     (ctl.on_progress)(reader.bytes_read());
     let stats = writer.finish()?;
     let mut mss_sources: Vec<(MssSource, u64)> = sources.into_iter().collect();
-    mss_sources.sort_by(|a, b| b.1.cmp(&a.1));
+    mss_sources.sort_by_key(|s| std::cmp::Reverse(s.1));
     Ok(Outcome {
         summary: GsoSummary {
             input: input.display().to_string(),

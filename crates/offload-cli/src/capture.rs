@@ -213,7 +213,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             );
         }
         println!();
-        println!("{:<28} {:>10}  {}", "flush reason", "count", "kind");
+        println!("{:<28} {:>10}  kind", "flush reason", "count");
         for r in &s.flush_reasons {
             let kind = if r.pass_through {
                 "not held"

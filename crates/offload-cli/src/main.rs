@@ -1,6 +1,7 @@
 //! The `offload` binary: argument parsing and printing only. Every piece of
 //! logic a library user could want lives in the library crates.
 
+mod analyze;
 mod bench;
 mod capture;
 
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Explain a capture's offload behaviour: flows, findings, GRO what-if (no file: the bundled sample).
+    Analyze(analyze::AnalyzeArgs),
     /// Coalesce a capture as the kernel's GRO would (pcap/pcapng in and out).
     Gro(capture::GroArgs),
     /// Segment the super-packets of a capture as GSO/TSO would.
@@ -31,6 +34,7 @@ fn main() -> std::process::ExitCode {
     reset_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
         Command::Gro(args) => capture::run_gro(args),
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
