@@ -185,6 +185,14 @@ fn run_worker(
             set_nb(&fds)?;
             engine::client_rr_epoll(&fds, spec.kind == TestKind::UdpRr, &rr, w, slot)
         }
+        TestKind::TcpStream if fds.len() == 1 => {
+            let send = spec.direction == Direction::ClientToServer;
+            let size = if send { spec.request } else { spec.response } as usize;
+            engine::stream_blocking(fds[0], send, size, StopWhen::Deadline(w.we), slot)?;
+            let mut o = Outcome::empty();
+            o.total_txn = slot.txn.load(Ordering::Relaxed);
+            Ok(o)
+        }
         TestKind::TcpStream => {
             set_nb(&fds)?;
             match spec.direction {
@@ -458,7 +466,7 @@ fn engine_name(cfg: &ClientConfig) -> String {
     match cfg.spec.kind {
         _ if cfg.null => "null",
         TestKind::TcpCrr => "blocking",
-        TestKind::TcpRr | TestKind::UdpRr if one => "blocking",
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpStream if one => "blocking",
         TestKind::UdpStream if cfg.spec.knobs.batch > 1 => "sendmmsg",
         TestKind::UdpStream => "send",
         _ => "epoll",

@@ -678,6 +678,42 @@ impl StopWhen<'_> {
     }
 }
 
+/// TCP stream over one blocking socket (one flow per thread): the iperf3
+/// model, one `send` or `recv` per message and no readiness calls. Ends at
+/// the deadline or flag, at EOF, or when the peer resets (the normal end of
+/// a sender whose receiver's window is over). A stop shuts the socket down,
+/// which ends a blocked call.
+pub fn stream_blocking(
+    fd: RawFd,
+    send: bool,
+    size: usize,
+    until: StopWhen<'_>,
+    slot: &Slot,
+) -> Result<(), String> {
+    sock::set_recv_timeout(fd, Duration::ZERO).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
+    let mut buf = vec![0x5au8; size.max(1)];
+    let (mut calls, mut bytes) = (0u64, 0u64);
+    while !until.reached() {
+        let r = if send {
+            sys::send(fd, &buf)
+        } else {
+            sys::recv(fd, &mut buf)
+        };
+        match r {
+            Ok(0) if !send => break,
+            Ok(k) => {
+                calls += 1;
+                bytes += k as u64;
+                slot.set(calls, bytes, 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// TCP stream sender over non-blocking sockets.
 pub fn stream_send(
     fds: &[RawFd],

@@ -470,7 +470,7 @@ impl ServerTest {
         };
         let one_per_thread = spec.flows as usize <= threads;
         let engine = match spec.kind {
-            TestKind::TcpRr if one_per_thread => "blocking",
+            TestKind::TcpRr | TestKind::TcpStream if one_per_thread => "blocking",
             TestKind::TcpCrr | TestKind::UdpRr => "blocking",
             TestKind::UdpStream if spec.knobs.batch > 1 => "recvmmsg",
             TestKind::UdpStream => "recvmsg",
@@ -721,6 +721,17 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                 let job: Job = Box::new(move |sh, slot| {
                     let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
                     match (spec.kind, spec.direction) {
+                        (TestKind::TcpStream, dir) if conns.len() == 1 => {
+                            let send = dir == Direction::ServerToClient;
+                            let size = if send { spec.request } else { spec.response };
+                            engine::stream_blocking(
+                                fds[0],
+                                send,
+                                size as usize,
+                                StopWhen::Flag(&sh.stop),
+                                slot,
+                            )
+                        }
                         (TestKind::TcpStream, Direction::ClientToServer) => {
                             for c in &conns {
                                 c.set_nonblocking(true).map_err(|e| e.to_string())?;

@@ -502,3 +502,69 @@ fn print_compare(r: &CompareReport) {
     fmt_diff("CPU us/trans", &r.cpu_seconds_per_transaction, 1e6);
     fmt_diff("p99 us", &r.p99_us, 1.0);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &str) -> TestArgs {
+        let mut tokens = vec!["-H".to_string(), "127.0.0.1".to_string()];
+        tokens.extend(shell_words::split(extra).unwrap());
+        Reparse::try_parse_from(&tokens).unwrap().args
+    }
+
+    #[test]
+    fn selectors_accept_netperf_names_and_reject_unknown_ones() {
+        let s = parse_selectors(Some("THROUGHPUT, p99_us,SD"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s,
+            vec!["transactions_per_sec", "p99_us", "cpu_us_per_transaction"]
+        );
+        assert!(parse_selectors(Some("THROUGHPUT,bogus")).is_err());
+        assert!(parse_selectors(None).unwrap().is_none());
+    }
+
+    #[test]
+    fn options_map_onto_the_library_configuration() {
+        let c = config_for(
+            TestKind::UdpStream,
+            &args("--udp-gso 1200 --udp-gro --reuseport --batch 8 --flows 4 --threads 2 --pin 0-1 --server-pin 1 --busy-poll 50"),
+        )
+        .unwrap();
+        assert_eq!(c.spec.request, 1200);
+        assert_eq!(c.spec.knobs.udp_gso, Some(1200));
+        assert!(c.spec.knobs.udp_gro && c.spec.knobs.reuseport);
+        assert_eq!(c.spec.knobs.batch, 8);
+        assert_eq!((c.spec.flows, c.threads, c.spec.server_threads), (4, 2, 2));
+        assert_eq!(c.pin, Some(vec![0, 1]));
+        assert_eq!(c.spec.server_pin, Some(vec![1]));
+        assert_eq!(c.spec.knobs.busy_poll_us, Some(50));
+
+        let c = config_for(TestKind::TcpCrr, &args("--flows 3 --reset")).unwrap();
+        assert_eq!(c.threads, 3);
+        assert_eq!(c.spec.close, CloseMode::Reset);
+        let c = config_for(TestKind::TcpStream, &args("--reverse --duration 2s")).unwrap();
+        assert_eq!(c.spec.direction, Direction::ServerToClient);
+        assert_eq!(c.duration, Duration::from_secs(2));
+        assert!(config_for(TestKind::TcpRr, &args("--batch 0")).is_err());
+    }
+
+    #[test]
+    fn later_options_override_earlier_ones_for_compare() {
+        let t = args("--request 1 --request 80000 --nodelay");
+        assert_eq!(t.request, Some(80000));
+        assert!(t.nodelay);
+    }
+
+    #[test]
+    fn hosts_resolve_with_or_without_brackets() {
+        assert_eq!(resolve("::1", 5).unwrap(), "[::1]:5".parse().unwrap());
+        assert_eq!(resolve("[::1]", 5).unwrap(), "[::1]:5".parse().unwrap());
+        assert_eq!(
+            resolve("127.0.0.1", 5).unwrap(),
+            "127.0.0.1:5".parse().unwrap()
+        );
+    }
+}
