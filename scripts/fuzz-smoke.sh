@@ -20,6 +20,9 @@ secs="${FUZZ_SECONDS:-20}"
 targets=(capture_reader wire_parsers gro_engine gso_segment)
 seeds="fuzz/target/seeds"
 
+# The harness's own tests (seeds pass every invariant, expansion reaches
+# BIG TCP and the size check), then the seeds.
+cargo test --quiet --release --locked --manifest-path fuzz/Cargo.toml --lib
 rm -rf "$seeds"
 cargo run --quiet --release --locked --manifest-path fuzz/Cargo.toml --example seeds -- "$seeds"
 

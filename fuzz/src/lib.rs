@@ -175,11 +175,22 @@ fn touch_views(b: &[u8]) {
 }
 
 /// Reads the GRO knobs from two selector bytes.
+///
+/// `a`: bit 0 verify checksums, bit 1 VLAN GRO, bits 2–3 flush timeout
+/// (0, 50 µs, ∞), bits 4–5 size limit (64 KiB, 185 000, `GRO_MAX_SIZE`),
+/// bit 6 IPv4 limit 64 KiB whatever the IPv6 one. `b`: bits 0–1 UDP GRO
+/// (off, a few ports, all), bit 2 no VXLAN port, bit 3 a small size limit
+/// (4 000 + 1 000 × `b >> 4` bytes) so that short inputs reach the size
+/// check too.
 pub fn config_from(a: u8, b: u8) -> GroConfig {
-    let size = match (a >> 4) & 3 {
-        0 | 1 => 65_536,
-        2 => 185_000,
-        _ => offload::gro::GRO_MAX_SIZE,
+    let size = if b & 8 != 0 {
+        4_000 + 1_000 * u32::from(b >> 4)
+    } else {
+        match (a >> 4) & 3 {
+            0 | 1 => 65_536,
+            2 => 185_000,
+            _ => offload::gro::GRO_MAX_SIZE,
+        }
     };
     GroConfig {
         gro_max_size: size,
@@ -200,6 +211,10 @@ pub fn config_from(a: u8, b: u8) -> GroConfig {
     }
 }
 
+/// Copies a record expands to (`flags` bits 3–5): long trains, up to BIG
+/// TCP sizes, from short inputs.
+const COPIES: [usize; 8] = [1, 2, 4, 8, 16, 45, 90, 180];
+
 /// One frame of a `gro_engine` input.
 #[derive(Debug, Clone, Copy)]
 pub struct Record<'a> {
@@ -208,13 +223,15 @@ pub struct Record<'a> {
     pub gap_ns: u64,
     /// Bytes the capture cut off (`orig_len - data.len()`).
     pub cut: u32,
+    /// How many frames this record stands for (see [`expand`]).
+    pub copies: usize,
     pub data: &'a [u8],
 }
 
-/// Splits a `gro_engine` input: 2 config bytes, then records of
-/// `[link/flags][gap][len hi][len lo]` + `len` bytes (fewer if the input
-/// ends). Link = `flags % 6`; bit 7 of flags means the capture cut 64 bytes;
-/// gap is in microseconds.
+/// Splits a `gro_engine` input: 2 config bytes ([`config_from`]), then
+/// records of `[flags][gap µs][len hi][len lo]` + `len` bytes (fewer if the
+/// input ends). Flags: bits 0–2 link (`% 6`), bits 3–5 copies
+/// ([`COPIES`]), bit 7 the capture cut 64 bytes.
 pub fn split_records(data: &[u8]) -> (GroConfig, Vec<Record<'_>>) {
     let (a, b) = (
         data.first().copied().unwrap_or(0),
@@ -229,9 +246,10 @@ pub fn split_records(data: &[u8]) -> (GroConfig, Vec<Record<'_>>) {
         let body = &rest[4..];
         let take = len.min(body.len());
         recs.push(Record {
-            link: LINKS[usize::from(flags & 0x7f) % LINKS.len()],
+            link: LINKS[usize::from(flags & 7) % LINKS.len()],
             gap_ns: u64::from(rest[1]) * 1_000,
             cut: if flags & 0x80 != 0 { 64 } else { 0 },
+            copies: COPIES[usize::from((flags >> 3) & 7)],
             data: &body[..take],
         });
         rest = &body[take..];
@@ -239,15 +257,59 @@ pub fn split_records(data: &[u8]) -> (GroConfig, Vec<Record<'_>>) {
     (cfg, recs)
 }
 
-/// Encodes records in the `gro_engine` input format (for seeds).
-pub fn encode_records(cfg: (u8, u8), frames: &[(LinkKind, u8, &[u8])]) -> Vec<u8> {
+/// Encodes records in the `gro_engine` input format (for seeds): link,
+/// gap in µs, copies index (0 = one frame), bytes.
+pub fn encode_records(cfg: (u8, u8), frames: &[(LinkKind, u8, u8, &[u8])]) -> Vec<u8> {
     let mut out = vec![cfg.0, cfg.1];
-    for (link, gap_us, data) in frames {
+    for (link, gap_us, copies, data) in frames {
         let idx = LINKS.iter().position(|l| l == link).expect("a known link") as u8;
-        out.push(idx);
+        out.push(idx | (copies & 7) << 3);
         out.push(*gap_us);
         out.extend_from_slice(&(data.len().min(0xffff) as u16).to_be_bytes());
         out.extend_from_slice(&data[..data.len().min(0xffff)]);
+    }
+    out
+}
+
+/// The frames a record stands for: the frame itself, then copies that
+/// continue its flow the way a sender would (TCP sequence advanced by the
+/// payload, IPv4 IDs, inner and outer, incremented, IPv4 header checksums
+/// refreshed). Transport checksums are left stale, so copies merge only
+/// with checksum verification off; with it on they exercise the
+/// bad-checksum path.
+pub fn expand(r: &Record<'_>, vxlan_ports: &[u16]) -> Vec<Vec<u8>> {
+    let mut out = vec![r.data.to_vec()];
+    if r.copies == 1 {
+        return out;
+    }
+    let Ok(lay) = gso::layout(r.link, r.data, vxlan_ports) else {
+        return out;
+    };
+    let step = lay.payload_len() as u32;
+    for i in 1..r.copies {
+        let mut f = r.data.to_vec();
+        if lay.l4_proto == 6 && f.len() >= lay.l4_off + 8 {
+            let at = lay.l4_off + 4;
+            let seq = u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+            let seq = seq.wrapping_add(step.wrapping_mul(i as u32));
+            f[at..at + 4].copy_from_slice(&seq.to_be_bytes());
+        }
+        // The IPv4 header checksum is always verified (`inet_gro_receive`),
+        // so it is refreshed; the transport checksum is not.
+        let mut bump_id = |l3: usize| {
+            if let Ok(mut ip) = ipv4::Ipv4::new_checked(&mut f[l3..]) {
+                let id = ip.ident().wrapping_add(i as u16);
+                ip.set_ident(id);
+                ip.fill_header_checksum();
+            }
+        };
+        if !lay.v6 {
+            bump_id(lay.l3_off);
+        }
+        if let Some(o) = lay.outer.filter(|o| !o.v6) {
+            bump_id(o.l3_off);
+        }
+        out.push(f);
     }
     out
 }
@@ -287,24 +349,28 @@ pub fn gro_engine(data: &[u8]) {
         }
     };
     let mut ts = 0u64;
-    for (i, r) in recs.iter().enumerate() {
+    let mut n = 0u64;
+    for r in &recs {
         ts += r.gap_ns;
-        engine.receive(
-            Input {
-                data: r.data,
-                link: r.link,
-                timestamp_ns: ts,
-                frame: i as u64 + 1,
-                orig_len: r.data.len() as u32 + r.cut,
-            },
-            &mut out,
-        );
+        for f in expand(r, &vxlan_ports) {
+            n += 1;
+            engine.receive(
+                Input {
+                    data: &f,
+                    link: r.link,
+                    timestamp_ns: ts,
+                    frame: n,
+                    orig_len: f.len() as u32 + r.cut,
+                },
+                &mut out,
+            );
+        }
     }
     engine.finish(&mut out);
-    assert_eq!(segments, recs.len() as u64, "frames in != segments out");
+    assert_eq!(segments, n, "frames in != segments out");
     assert_eq!(engine.held_count(), 0);
     let stats = engine.stats();
-    assert_eq!(stats.frames_in, recs.len() as u64);
+    assert_eq!(stats.frames_in, n);
     assert_eq!(stats.packets_out, deliveries);
 }
 
@@ -361,4 +427,59 @@ pub fn gso_segment(data: &[u8]) {
         joined == payload,
         "segments do not carry the original payload"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload::FlushReason;
+
+    /// Runs a `gro_engine` input and returns (bytes, segments, reason) per delivery.
+    fn deliveries(input: &[u8]) -> Vec<(usize, u32, FlushReason)> {
+        let (cfg, recs) = split_records(input);
+        let ports = cfg.vxlan_ports.clone();
+        let mut e = GroEngine::new(cfg);
+        let mut v = Vec::new();
+        let mut out = |d: &Delivered<'_>| v.push((d.data.len(), d.segments, d.reason));
+        let mut n = 0;
+        for r in &recs {
+            for f in expand(r, &ports) {
+                n += 1;
+                let input = Input {
+                    data: &f,
+                    link: r.link,
+                    timestamp_ns: n,
+                    frame: n,
+                    orig_len: f.len() as u32,
+                };
+                e.receive(input, &mut out);
+            }
+        }
+        e.finish(&mut out);
+        v
+    }
+
+    #[test]
+    fn expanded_seeds_reach_big_tcp_and_the_size_check() {
+        let trains = seeds::trains();
+        let tcp4 = &trains[0].1[0];
+        let one = [(LinkKind::Ethernet, 1u8, 7u8, tcp4.as_slice())];
+        let big = deliveries(&encode_records((0x2e, 2), &one));
+        assert!(big.iter().any(|d| d.0 > 65_536 && d.1 > 45), "{big:?}");
+        let small = deliveries(&encode_records((0x0e, 0x5a), &one));
+        assert!(
+            small.iter().any(|d| d.2 == FlushReason::SizeLimit),
+            "{small:?}"
+        );
+        // Every input of every seed passes the target's own invariants.
+        let dir = std::env::temp_dir().join(format!("offload-fuzz-test-{}", std::process::id()));
+        seeds::write_all(&dir).expect("seeds written");
+        for t in TARGETS {
+            for e in std::fs::read_dir(dir.join(t)).expect("target dir") {
+                let bytes = std::fs::read(e.expect("entry").path()).expect("seed");
+                run(t, &bytes).expect("known target");
+            }
+        }
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
 }

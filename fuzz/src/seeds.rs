@@ -136,7 +136,7 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
         for (tag, cfg) in [("v", (0x0f, 2)), ("nv", (0x0e, 2)), ("t0", (0x03, 2))] {
             let recs: Vec<_> = frames
                 .iter()
-                .map(|f| (LinkKind::Ethernet, 1u8, f.as_slice()))
+                .map(|f| (LinkKind::Ethernet, 1u8, 0u8, f.as_slice()))
                 .collect();
             put(
                 "gro_engine",
@@ -144,6 +144,20 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
                 &encode_records(cfg, &recs),
             )?;
         }
+        // The first frame expanded into 180 copies, checksums unverified:
+        // BIG TCP sizes (limit 185 000) and, with a 9 000-byte limit, the
+        // size check on a short input.
+        let first = [(LinkKind::Ethernet, 1u8, 7u8, frames[0].as_slice())];
+        put(
+            "gro_engine",
+            &format!("{name}_big"),
+            &encode_records((0x2e, 2), &first),
+        )?;
+        put(
+            "gro_engine",
+            &format!("{name}_small"),
+            &encode_records((0x0e, 0x5a), &first),
+        )?;
         put("wire_parsers", name, &frames[0])?;
     }
     for (name, data, gso_size, gso_t) in super_packets() {
