@@ -355,7 +355,12 @@ fn churn_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatI
                 "TCP options other than the timestamp values (or the header length) change {opt} times (first at frame {}): GRO needs identical options.",
                 w.first(FlushReason::OptionsChanged).or(w.first(FlushReason::HeaderLengthChanged)).unwrap_or(0)
             ),
-            w.first(FlushReason::OptionsChanged).into_iter().collect(),
+            w.first(FlushReason::OptionsChanged)
+                .into_iter()
+                .chain(w.first(FlushReason::HeaderLengthChanged))
+                .min()
+                .into_iter()
+                .collect(),
             vec![("options-changed", opt)],
             "SACK blocks during loss recovery cause this (fix the loss); otherwise a middlebox adds or strips options".into(),
             opt,

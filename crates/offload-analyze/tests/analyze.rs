@@ -380,3 +380,87 @@ fn a_bad_checksum_is_judged_the_same_for_every_size() {
         .unwrap();
     assert_eq!(f.evidence.frames, vec![18]);
 }
+
+/// Runs a 60-segment flow where `tweak(i, spec)` perturbs segment `i`.
+fn perturbed(name: &str, tweak: impl Fn(u32, &mut FrameSpec)) -> Analysis {
+    let (_d, p) = tmp(name);
+    let frames: Vec<(u64, Vec<u8>)> = (0..60u32)
+        .map(|i| {
+            let mut s = FrameSpec::tcp4(A, B, TcpSpec::data(40000, 5201, 1 + i * 1448))
+                .payload(vec![7; 1448]);
+            s.v4_mut().id = i as u16;
+            tweak(i, &mut s);
+            (1_000_000 + i as u64 * 1000, s.build())
+        })
+        .collect();
+    write(&p, &frames);
+    run(&[p], &Options::default())
+}
+
+fn finding<'a>(a: &'a Analysis, kind: &str) -> &'a offload_analyze::report::Finding {
+    a.report
+        .findings
+        .iter()
+        .find(|f| f.kind == kind)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} finding in {:?}",
+                a.report.findings.iter().map(|f| f.kind).collect::<Vec<_>>()
+            )
+        })
+}
+
+#[test]
+fn window_churn_is_a_finding_with_the_first_frame() {
+    let a = perturbed("win.pcap", |i, s| s.tcp_mut().window = 512 + (i / 5) as u16);
+    let f = finding(&a, "window-churn");
+    assert_eq!(f.evidence.frames, vec![6]);
+    assert!(f.detail.contains("window changes 11 times"), "{}", f.detail);
+}
+
+#[test]
+fn ttl_and_tos_churn_is_a_finding() {
+    let a = perturbed("ttl.pcap", |i, s| {
+        s.v4_mut().ttl = if i % 4 == 0 { 63 } else { 64 };
+    });
+    let f = finding(&a, "ttl-tos-churn");
+    assert_eq!(f.evidence.frames, vec![2]);
+    assert!(f.fix.contains("ECMP"), "{}", f.fix);
+}
+
+#[test]
+fn option_churn_is_a_finding() {
+    let a = perturbed("opt.pcap", |i, s| {
+        // A SACK block appearing and disappearing.
+        if i % 6 == 3 {
+            s.tcp_mut().options = vec![1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        }
+    });
+    let f = finding(&a, "option-churn");
+    assert_eq!(f.evidence.frames, vec![4]);
+}
+
+#[test]
+fn bad_outer_udp_checksums_are_a_finding() {
+    let (_d, p) = tmp("outer.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..20u32)
+        .map(|i| {
+            let inner = seg(1 + i * 1398, 1398, i as u16, true);
+            let mut payload = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+            payload.extend_from_slice(&inner);
+            let mut s =
+                FrameSpec::udp4([192, 168, 1, 2], [192, 168, 1, 1], 33333, 4789).payload(payload);
+            s.v4_mut().id = i as u16;
+            if let offload::build::L4Spec::Udp(u) = &mut s.l4 {
+                u.corrupt_checksum = i >= 10;
+            }
+            (1_000_000 + i as u64 * 1000, s.build())
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    let f = finding(&a, "outer-udp-checksum");
+    assert_eq!(f.severity, offload_analyze::report::Severity::High);
+    assert_eq!(f.evidence.frames, vec![11]);
+    assert!(f.detail.starts_with("10 of 20"), "{}", f.detail);
+}
