@@ -855,6 +855,8 @@ impl FlowStats {
 
     /// The MSS: from the SYN option, else the largest single-segment payload.
     pub fn observed_mss(&self) -> Option<u32> {
+        // Only TCP has segments; a UDP or ICMP payload size is not an MSS.
+        self.tcp.as_ref()?;
         if self.max_single_payload > 0 {
             return Some(self.max_single_payload);
         }
