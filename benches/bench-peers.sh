@@ -262,6 +262,19 @@ lines.append(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %
              f"/proc/stat) per transaction: for offload bench its own figure over the measurement window, for the "
              f"others the same counter read around the client's whole run (netperf: its own service demand LOCAL_SD, "
              f"which covers the whole machine here because both ends share it). Latencies are round trips.\n")
+def version(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        return (out.stdout + out.stderr).strip().splitlines()[0]
+    except Exception:
+        return "not available"
+
+
+lines.append("Peers: " + "; ".join([
+    f"netperf: {version([NETPERF, '-V']) if NETPERF else 'not available'}" + (" (local build, NETPERF_DIR)" if NETPERF_DIR else ""),
+    f"neper tcp_rr: {'local build (NEPER_DIR)' if NEPER else 'not available'}",
+    f"sockperf: {version([SOCKPERF, '--version']) if SOCKPERF else 'not available'}",
+    f"iperf3: {version([IPERF3, '--version']) if IPERF3 else 'not available'}"]) + ".\n")
 lines.append("### 1-byte request/response, one flow, loopback\n")
 lines.append("| tool | placement | transactions/s | CPU/trans (us) | P50 (us) | P99 (us) |")
 lines.append("|---|---|---:|---:|---:|---:|")
