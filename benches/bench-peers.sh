@@ -27,7 +27,7 @@ export WRITE=1
 [ "${1:-}" = "--no-write" ] && WRITE=0
 export NETPERF_DIR="${NETPERF_DIR:-}" NEPER_DIR="${NEPER_DIR:-}"
 exec python3 - <<'PY'
-import json, os, re, shlex, signal, statistics, subprocess, sys, time, datetime
+import datetime, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 OFL = os.environ["OFL"]
 ROUNDS = int(os.environ["ROUNDS"])
@@ -65,15 +65,20 @@ def busy():
     return (sum(v[:8]) - idle) / HZ
 
 
+# neper writes a log file per run into its working directory: give every
+# tool a scratch directory, removed at the end.
+SCRATCH = tempfile.mkdtemp(prefix="ofl-bench-peers-")
+
+
 def run(cmd, timeout=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or DUR * 4 + 60)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or DUR * 4 + 60, cwd=SCRATCH)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
     return r.stdout
 
 
 def start(cmd):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=SCRATCH)
     procs.append(p)
     time.sleep(0.5)
     return p
@@ -94,6 +99,7 @@ def cleanup(*_):
         stop(p)
     for ns in (NS_A, NS_B):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 signal.signal(signal.SIGTERM, lambda *a: (cleanup(), sys.exit(1)))
@@ -206,7 +212,7 @@ try:
     # syscall of every client thread; clock reads are vDSO, not syscalls).
     STRACE = which("strace")
     if STRACE:
-        sc_out = "/tmp/ofl-bench-strace.txt"
+        sc_out = os.path.join(SCRATCH, "strace.txt")
         out = run([STRACE, "-f", "-c", "-o", sc_out, OFL, "bench", "tcp-rr", "-H", "127.0.0.1", "--port", str(OFL_PORT),
                    "--duration", "2s", "--warmup", "0s", "--json", "-q"])
         j = json.loads(out)
