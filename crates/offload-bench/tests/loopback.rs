@@ -259,3 +259,59 @@ fn knobs_are_applied_and_read_back() {
     assert_eq!(st.client_pin_used, vec![vec![cc]]);
     assert_eq!(st.server_pin_used, vec![vec![sc]]);
 }
+
+/// With a fixed rate, a stalled response must not hide the requests that
+/// should have been sent meanwhile (coordinated omission): their latencies
+/// count from the intended send times, so one 100 ms stall at 1000/s shows
+/// up as dozens of slow transactions, not one.
+#[test]
+fn fixed_rate_latency_counts_from_the_intended_send_time() {
+    use offload_bench::engine::{client_rr_blocking, RrParams, Slot, Window};
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::time::Instant;
+
+    let _g = serial();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut b = [0u8; 1];
+        let mut n = 0u32;
+        while s.read_exact(&mut b).is_ok() {
+            n += 1;
+            if n == 100 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if s.write_all(&b).is_err() {
+                break;
+            }
+        }
+    });
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    let p = RrParams {
+        request: 1,
+        response: 1,
+        rate_interval: Some(Duration::from_millis(1)),
+        udp_timeout: Duration::from_millis(200),
+    };
+    let start = Instant::now();
+    let w = Window {
+        start,
+        ws: start,
+        we: start + Duration::from_millis(600),
+    };
+    let out = client_rr_blocking(stream.as_raw_fd(), false, &p, &w, &Slot::default()).unwrap();
+    drop(stream);
+    server.join().unwrap();
+    let slow = out.hist.count_between(10_000_000, u64::MAX);
+    assert!(
+        slow >= 20,
+        "only {slow} transactions above 10 ms: the stall was omitted"
+    );
+    assert!(
+        out.hist.max() >= 90_000_000,
+        "the stalled transaction itself: {}",
+        out.hist.max()
+    );
+}
