@@ -20,11 +20,14 @@ secs="${FUZZ_SECONDS:-20}"
 targets=(capture_reader wire_parsers gro_engine gso_segment)
 seeds="fuzz/target/seeds"
 
+# No --locked for the fuzz crate: its Cargo.lock must follow whatever the
+# engine and capture crates depend on, or a new dependency there would break
+# this script.
 # The harness's own tests (seeds pass every invariant, expansion reaches
 # BIG TCP and the size check), then the seeds.
-cargo test --quiet --release --locked --manifest-path fuzz/Cargo.toml --lib
+cargo test --quiet --release --manifest-path fuzz/Cargo.toml --lib
 rm -rf "$seeds"
-cargo run --quiet --release --locked --manifest-path fuzz/Cargo.toml --example seeds -- "$seeds"
+cargo run --quiet --release --manifest-path fuzz/Cargo.toml --example seeds -- "$seeds"
 
 have_libfuzzer() {
   cargo +nightly --version >/dev/null 2>&1 && cargo fuzz --version >/dev/null 2>&1
@@ -63,7 +66,7 @@ if [ "$mode" = libfuzzer ]; then
     fi
   done
 else
-  cargo build --quiet --release --locked --manifest-path fuzz/Cargo.toml --example replay
+  cargo build --quiet --release --manifest-path fuzz/Cargo.toml --example replay
   for t in "${targets[@]}"; do
     if ! fuzz/target/release/examples/replay "$t" "$secs" "$seeds/$t" "fuzz/corpus/$t" "fuzz/artifacts/$t"; then
       echo "fuzz-smoke: $t FAILED" >&2
