@@ -127,6 +127,24 @@ fn file_len(p: &PathBuf) -> Option<u64> {
     std::fs::metadata(p).ok().map(|m| m.len())
 }
 
+/// Runs a transform of `input` with a progress bar and Ctrl-C handling.
+fn with_progress<S>(
+    input: &PathBuf,
+    what: &str,
+    run: impl FnOnce(&mut Control<'_>) -> Result<Outcome<S>, offload_capture::CaptureError>,
+) -> anyhow::Result<Outcome<S>> {
+    let pb = progress_bar(file_len(input));
+    let cancel = cancel_flag();
+    let mut on_progress = |b: u64| pb.set_position(b);
+    let mut ctl = Control {
+        on_progress: &mut on_progress,
+        cancel: &cancel,
+    };
+    let outcome = run(&mut ctl).with_context(|| format!("{what} {}", input.display()))?;
+    pb.finish_and_clear();
+    Ok(outcome)
+}
+
 /// Reports an input error after the output was written; the exit code says it.
 fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
     match &outcome.input_error {
@@ -160,16 +178,9 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         },
         vlan_gro: args.vlan_gro,
     };
-    let pb = progress_bar(file_len(&args.input));
-    let cancel = cancel_flag();
-    let mut on_progress = |b: u64| pb.set_position(b);
-    let mut ctl = Control {
-        on_progress: &mut on_progress,
-        cancel: &cancel,
-    };
-    let outcome = transform::gro_capture(&args.input, &args.output, &cfg, &mut ctl)
-        .with_context(|| format!("offload gro {}", args.input.display()))?;
-    pb.finish_and_clear();
+    let outcome = with_progress(&args.input, "offload gro", |ctl| {
+        transform::gro_capture(&args.input, &args.output, &cfg, ctl)
+    })?;
     let s = &outcome.summary;
     if args.json {
         println!("{}", serde_json::to_string_pretty(s)?);
@@ -246,16 +257,9 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
             args.vxlan_ports.clone()
         },
     };
-    let pb = progress_bar(file_len(&args.input));
-    let cancel = cancel_flag();
-    let mut on_progress = |b: u64| pb.set_position(b);
-    let mut ctl = Control {
-        on_progress: &mut on_progress,
-        cancel: &cancel,
-    };
-    let outcome = transform::gso_capture(&args.input, &args.output, &opts, &mut ctl)
-        .with_context(|| format!("offload gso {}", args.input.display()))?;
-    pb.finish_and_clear();
+    let outcome = with_progress(&args.input, "offload gso", |ctl| {
+        transform::gso_capture(&args.input, &args.output, &opts, ctl)
+    })?;
     let s = &outcome.summary;
     if args.json {
         println!("{}", serde_json::to_string_pretty(s)?);

@@ -36,6 +36,18 @@ pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
     }
 }
 
+/// The addresses trains use to reach the oracle's TAP from its peer.
+pub fn oracle_addrs(k: &offload_lab::oracle::KernelGro) -> generate::Addrs {
+    generate::Addrs {
+        dst_mac: k.tap_mac(),
+        src_mac: k.peer_mac(),
+        dst4: k.tap_ipv4().octets(),
+        src4: k.peer_ipv4().octets(),
+        dst6: k.tap_ipv6().octets(),
+        src6: k.peer_ipv6().octets(),
+    }
+}
+
 /// Runs a train through the engine: frames 1 µs apart, then end of input.
 pub fn engine_gro(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut e = GroEngine::new(cfg.clone());

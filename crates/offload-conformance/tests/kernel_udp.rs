@@ -20,14 +20,7 @@ fn trains() -> u64 {
 }
 
 fn addrs(k: &KernelGro) -> Addrs {
-    Addrs {
-        dst_mac: k.tap_mac(),
-        src_mac: k.peer_mac(),
-        dst4: k.tap_ipv4().octets(),
-        src4: k.peer_ipv4().octets(),
-        dst6: k.tap_ipv6().octets(),
-        src6: k.peer_ipv6().octets(),
-    }
+    offload_conformance::oracle_addrs(k)
 }
 
 fn run(name: &str, knobs: GroKnobs, make: impl Fn(u64, &Addrs) -> UdpTrain) {
