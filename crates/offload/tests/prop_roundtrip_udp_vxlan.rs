@@ -6,7 +6,9 @@
 //! UDP trains keep incrementing IPv4 IDs: USO always increments (there is no
 //! fixed-ID flag for UDP), so a fixed-ID UDP train is not reversible in the
 //! kernel either. VXLAN trains draw outer and inner ID modes, DF bits, the
-//! outer UDP checksum (zero or full) and the inner IP version at random.
+//! outer UDP checksum (zero or full) and the outer and inner IP versions at
+//! random (inner MSS up to 1378 so that an IPv6-in-IPv6 frame stays 1514
+//! bytes).
 
 use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
 use offload::gro::{gso_type, UdpGro};
@@ -181,6 +183,7 @@ impl UdpTrain {
 #[derive(Debug, Clone)]
 struct VxlanTrain {
     inner_v6: bool,
+    outer_v6: bool,
     mss: usize,
     count: usize,
     tail: Option<usize>,
@@ -199,8 +202,8 @@ struct VxlanTrain {
 
 fn vxlan_train() -> impl Strategy<Value = VxlanTrain> {
     (
-        any::<bool>(),
-        (100usize..=1398, 1usize..=50, any::<bool>()).prop_flat_map(|(mss, count, t)| {
+        (any::<bool>(), any::<bool>()),
+        (100usize..=1378, 1usize..=50, any::<bool>()).prop_flat_map(|(mss, count, t)| {
             let tail = if t {
                 (1..mss).prop_map(Some).boxed()
             } else {
@@ -214,13 +217,14 @@ fn vxlan_train() -> impl Strategy<Value = VxlanTrain> {
     )
         .prop_map(
             |(
-                inner_v6,
+                (inner_v6, outer_v6),
                 (mss, count, tail),
                 (outer_id0, outer_fixed, outer_df, outer_csum),
                 (inner_id0, inner_fixed, inner_df),
                 (vni, seq0, psh_last, seed),
             )| VxlanTrain {
                 inner_v6,
+                outer_v6,
                 mss,
                 count,
                 tail,
@@ -270,14 +274,20 @@ impl VxlanTrain {
                     s.v4_mut().df = self.inner_df;
                     s.build()
                 };
-                let mut outer = FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 40_000, 4789)
-                    .payload(vxlan_payload(self.vni, &inner));
-                outer.v4_mut().id = if self.outer_fixed {
-                    self.outer_id0
+                let payload = vxlan_payload(self.vni, &inner);
+                let mut outer = if self.outer_v6 {
+                    FrameSpec::udp6([0xfa; 16], [0xfb; 16], 40_000, 4789).payload(payload)
                 } else {
-                    self.outer_id0.wrapping_add(i as u16)
+                    let mut o = FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 40_000, 4789)
+                        .payload(payload);
+                    o.v4_mut().id = if self.outer_fixed {
+                        self.outer_id0
+                    } else {
+                        self.outer_id0.wrapping_add(i as u16)
+                    };
+                    o.v4_mut().df = self.outer_df;
+                    o
                 };
-                outer.v4_mut().df = self.outer_df;
                 outer.udp_mut().zero_checksum = !self.outer_csum;
                 outer.build()
             })
@@ -318,7 +328,10 @@ proptest! {
                 gso_type::UDP_TUNNEL
             };
             prop_assert!(o.gso_type & tunnel != 0, "gso_type {:#x}", o.gso_type);
-            prop_assert_eq!(o.gso_type & gso_type::TCP_FIXEDID != 0, t.outer_fixed);
+            prop_assert_eq!(
+                o.gso_type & gso_type::TCP_FIXEDID != 0,
+                t.outer_fixed && !t.outer_v6
+            );
             prop_assert_eq!(
                 o.gso_type & gso_type::TCP_FIXEDID_INNER != 0,
                 t.inner_fixed && !t.inner_v6
