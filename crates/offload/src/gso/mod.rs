@@ -276,6 +276,18 @@ pub fn segment_layout<F: FnMut(&[u8])>(
         out(frame);
         return Ok(1);
     }
+    // Every segment is a plain (non-BIG) packet: its IP length field must
+    // hold it. The kernel never builds such a gso_size; refuse rather than
+    // write a wrapped length.
+    let first_l3 = lay.outer.map_or(lay.l3_off, |o| o.l3_off);
+    let jumbo = if lay.jumbo_hbh { 8 } else { 0 };
+    if lay.payload_off() - jumbo - first_l3 + params.mss as usize
+        > 65535 + if lay.v6 { 40 } else { 0 }
+    {
+        return Err(GsoError::Unsupported(
+            "segment larger than an IP packet can say (mss too large)",
+        ));
+    }
     // Headers without the Jumbo HBH.
     let mut hdr = Vec::with_capacity(lay.payload_off());
     let (l3, l4) = (lay.l3_off, lay.l4_off);
