@@ -233,7 +233,6 @@ fn oversized_mss_is_refused_or_lengths_are_true() {
 /// length (20 + 8 + 8 + 14 + 40 + 20 + mss) exceeds 65 535 and is written
 /// truncated. Expected: `GsoError`, or true outer lengths.
 #[test]
-#[ignore = "bug: VXLAN outer IPv4 + inner IPv6: size check uses the inner version, outer IPv4 length wraps"]
 fn vxlan_outer_ipv4_inner_ipv6_oversized_mss_is_refused_or_lengths_are_true() {
     use offload::build::vxlan_payload;
     use offload::gso::segment;

@@ -279,11 +279,11 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     // Every segment is a plain (non-BIG) packet: its IP length field must
     // hold it. The kernel never builds such a gso_size; refuse rather than
     // write a wrapped length.
-    let first_l3 = lay.outer.map_or(lay.l3_off, |o| o.l3_off);
     let jumbo = if lay.jumbo_hbh { 8 } else { 0 };
-    if lay.payload_off() - jumbo - first_l3 + params.mss as usize
-        > 65535 + if lay.v6 { 40 } else { 0 }
-    {
+    let largest = lay.payload_off() - jumbo + params.mss as usize;
+    // IPv4 counts its header, IPv6 does not; check every IP header.
+    let too_big = |l3: usize, v6: bool| largest - l3 > 65535 + if v6 { 40 } else { 0 };
+    if too_big(lay.l3_off, lay.v6) || lay.outer.is_some_and(|o| too_big(o.l3_off, o.v6)) {
         return Err(GsoError::Unsupported(
             "segment larger than an IP packet can say (mss too large)",
         ));
