@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use offload::gro::GRO_MAX_SIZE;
 use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
-use offload::gro::{DEFAULT_FLUSH_TIMEOUT_NS, GRO_MAX_SIZE};
 use offload::GroConfig;
 use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
 use std::io::IsTerminal;
@@ -240,7 +240,6 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let _ = DEFAULT_FLUSH_TIMEOUT_NS;
     Ok(finish(&outcome))
 }
 
@@ -281,4 +280,28 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(finish(&outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_default_flush_timeout_is_the_engine_default() {
+        // `--flush-timeout` defaults to the string "50us"; it must stay the
+        // engine's documented default.
+        let d = parse_duration("50us").unwrap();
+        assert_eq!(d.as_nanos() as u64, offload::gro::DEFAULT_FLUSH_TIMEOUT_NS);
+    }
+
+    #[test]
+    fn udp_gro_argument_forms() {
+        assert_eq!(parse_udp_gro("all"), Ok(UdpGro::AllPorts));
+        assert_eq!(parse_udp_gro("off"), Ok(UdpGro::Off));
+        assert_eq!(
+            parse_udp_gro("443,4433"),
+            Ok(UdpGro::Ports(vec![443, 4433]))
+        );
+        assert!(parse_udp_gro("443,x").is_err());
+    }
 }

@@ -105,8 +105,8 @@ impl std::error::Error for VnetError {}
 
 impl VnetHdr {
     /// Decodes a header of `size` bytes (10, 12 or more) at the start of
-    /// `buf`; `little_endian` for v1 headers and `TUNSETVNETLE`, otherwise
-    /// native order (this crate assumes a little-endian host for legacy).
+    /// `buf`, little-endian: v1 headers always are, and legacy headers are
+    /// on the little-endian hosts this crate supports.
     pub fn decode(buf: &[u8], size: usize) -> Result<Self, VnetError> {
         if size < HDR_LEN || buf.len() < size {
             return Err(VnetError::Short {

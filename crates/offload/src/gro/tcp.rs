@@ -42,19 +42,7 @@ impl GroEngine {
 
         let found = self.lookup(skb);
         let Some(idx) = found else {
-            // No held packet: `mss` is 1, so only an empty segment or a
-            // run-ending flag keeps the segment from being held.
-            if len == 0 {
-                return Verdict::Pass(FlushReason::NoPayload);
-            }
-            if let Some(r) = final_flag_reason(flags) {
-                return Verdict::Pass(r);
-            }
-            if skb.l3_flush {
-                return Verdict::Pass(FlushReason::LengthMismatch);
-            }
-            self.hold(skb, len, super::rx::TCP, out);
-            return Verdict::Consumed;
+            return self.pass_or_hold(skb, len, flags, out);
         };
 
         let not_merged = self.tcp_flush_term(idx, skb, thlen, len, flags);
@@ -89,19 +77,32 @@ impl GroEngine {
                 // p is completed (pp = p), then skb passes or is held.
                 let p = self.held.remove(idx);
                 self.complete(p, reason, out);
-                if len == 0 {
-                    return Verdict::Pass(FlushReason::NoPayload);
-                }
-                if let Some(r) = final_flag_reason(flags) {
-                    return Verdict::Pass(r);
-                }
-                if skb.l3_flush {
-                    return Verdict::Pass(FlushReason::LengthMismatch);
-                }
-                self.hold(skb, len, super::rx::TCP, out);
-                Verdict::Consumed
+                self.pass_or_hold(skb, len, flags, out)
             }
         }
+    }
+
+    /// An unmerged segment with no held packet left for its flow: `mss` is
+    /// 1 (`out_check_final`), so an empty segment or a run-ending flag makes
+    /// it pass, as does the L3 flush bit; anything else becomes a new head.
+    fn pass_or_hold<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        len: u32,
+        flags: u32,
+        out: &mut F,
+    ) -> Verdict {
+        if len == 0 {
+            return Verdict::Pass(FlushReason::NoPayload);
+        }
+        if let Some(r) = final_flag_reason(flags) {
+            return Verdict::Pass(r);
+        }
+        if skb.l3_flush {
+            return Verdict::Pass(FlushReason::LengthMismatch);
+        }
+        self.hold(skb, len, super::rx::TCP, out);
+        Verdict::Consumed
     }
 
     /// Evaluates `tcp_gro_receive`'s flush terms against held packet `idx`;

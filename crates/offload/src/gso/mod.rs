@@ -122,9 +122,6 @@ pub struct OuterLayout {
     pub udp_off: usize,
 }
 
-/// The old name of [`Layout`], kept for TCP-only callers.
-pub type TcpLayout = Layout;
-
 impl Layout {
     /// Transport payload bytes.
     pub fn payload_len(&self) -> usize {
