@@ -83,7 +83,7 @@ fetch() {
   rel="$(ls "$dir/root/lib/modules")"
   # busybox insmod/modprobe take plain .ko files only.
   find "$dir/root/lib/modules/$rel" -name '*.ko.xz' -exec xz -d {} +
-  busybox depmod -b "$dir/root" "$rel"
+  /bin/busybox depmod -b "$dir/root" "$rel"
   echo "$rel" >"$dir/release"
   make_initramfs "$dir" "$rel"
   touch "$dir/ready"
@@ -93,7 +93,7 @@ make_initramfs() {
   local dir="$1" rel="$2" tree
   tree="$(mktemp -d)"
   mkdir -p "$tree"/{bin,dev,proc,sys,newroot,mods}
-  cp /usr/bin/busybox "$tree/bin/busybox"
+  cp /bin/busybox "$tree/bin/busybox"
   local mods="$dir/root/lib/modules/$rel"
   resolve "$mods" $BOOT_MODULES | while read -r m; do
     cp "$mods/$m" "$tree/mods/"
