@@ -59,7 +59,9 @@ fn running_kernel_suite() {
             run.push(o.frames);
         }
     }
-    let unstable: Vec<_> = (0..set.len()).filter(|&i| runs[0][i] != runs[1][i]).collect();
+    let unstable: Vec<_> = (0..set.len())
+        .filter(|&i| runs[0][i] != runs[1][i])
+        .collect();
     let rel = release();
     eprintln!(
         "kernel {rel}: {trains} trains run twice in {:.1} s, {} differ between the runs, {unclean} answers not provably clean",
@@ -126,7 +128,10 @@ fn in_vm(line: &str) {
         .args(["--exact", "running_kernel_suite", "--nocapture"])
         .status()
         .expect("run scripts/kernel-vm.sh (needs qemu-system-x86: .ci/install)");
-    assert!(status.success(), "the {line} guest's suite failed: {status}");
+    assert!(
+        status.success(),
+        "the {line} guest's suite failed: {status}"
+    );
 }
 
 #[test]
