@@ -23,7 +23,7 @@
 use crate::gro::{gso_type as skb, Delivered};
 use crate::gso::{layout, GsoParams, Layout};
 use crate::link::LinkKind;
-use crate::wire::put16;
+use crate::wire::{put16, tcp, IpVersion, Transport};
 use core::fmt;
 
 /// Length of the legacy header.
@@ -156,18 +156,18 @@ impl VnetHdr {
                 "tunnel GSO needs the 24-byte header (not supported)",
             ));
         }
-        let (gso_type, csum_offset) = match (lay.l4_proto, lay.v6) {
-            (6, false) => (gso::TCPV4, 16),
-            (6, true) => (gso::TCPV6, 16),
-            (17, _) => (gso::UDP_L4, 6),
-            _ => return Err(VnetError::Mismatch("not TCP or UDP")),
+        let gso_type = match (lay.l4_proto, lay.ip) {
+            (Transport::Tcp, IpVersion::V4) => gso::TCPV4,
+            (Transport::Tcp, IpVersion::V6) => gso::TCPV6,
+            (Transport::Udp, _) => gso::UDP_L4,
         };
-        let ecn =
-            if d.data[lay.l4_off + 13] & crate::wire::tcp::flags::CWR != 0 && lay.l4_proto == 6 {
-                gso::ECN
-            } else {
-                0
-            };
+        let csum_offset = lay.l4_proto.checksum_offset() as u16;
+        let cwr = d.data[lay.l4_off + tcp::field::FLAGS] & tcp::flags::CWR != 0;
+        let ecn = if cwr && lay.l4_proto == Transport::Tcp {
+            gso::ECN
+        } else {
+            0
+        };
         Ok(VnetHdr {
             flags: flags::NEEDS_CSUM,
             gso_type: gso_type | ecn,
@@ -226,9 +226,9 @@ pub fn plan(hdr: &VnetHdr, link: LinkKind, packet: &[u8]) -> Result<Plan, VnetEr
     }
     let lay = layout(link, packet, &[]).map_err(|_| VnetError::Mismatch("unreadable headers"))?;
     let ok = match base {
-        gso::TCPV4 => lay.l4_proto == 6 && !lay.v6,
-        gso::TCPV6 => lay.l4_proto == 6 && lay.v6,
-        gso::UDP_L4 | gso::UDP => lay.l4_proto == 17,
+        gso::TCPV4 => lay.l4_proto == Transport::Tcp && lay.ip == IpVersion::V4,
+        gso::TCPV6 => lay.l4_proto == Transport::Tcp && lay.ip == IpVersion::V6,
+        gso::UDP_L4 | gso::UDP => lay.l4_proto == Transport::Udp,
         other => return Err(VnetError::UnknownGsoType(other)),
     };
     if !ok {

@@ -30,8 +30,10 @@ mod udp;
 
 pub use reason::FlushReason;
 
+use crate::layout::Layout;
 use crate::link::{L2Info, LinkKind};
 use crate::wire::ethernet::ethertype;
+use crate::wire::{IpVersion, Transport};
 
 /// `MAX_GRO_SKBS`: held packets per bucket.
 pub const MAX_GRO_SKBS: usize = 8;
@@ -159,6 +161,19 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// The bucket of a packet of IP version `ip` carrying `transport`.
+    #[inline]
+    pub fn of(ip: IpVersion, transport: Option<Transport>) -> Proto {
+        match (transport, ip) {
+            (Some(Transport::Tcp), IpVersion::V4) => Proto::Tcp4,
+            (Some(Transport::Tcp), IpVersion::V6) => Proto::Tcp6,
+            (Some(Transport::Udp), IpVersion::V4) => Proto::Udp4,
+            (Some(Transport::Udp), IpVersion::V6) => Proto::Udp6,
+            (None, _) => Proto::Other,
+        }
+    }
+
+    /// Every bucket, in index order.
     pub const ALL: [Proto; 6] = [
         Proto::Tcp4,
         Proto::Tcp6,
@@ -237,14 +252,9 @@ pub(crate) struct Held {
     /// Bytes the kernel's `skb->data` is past the frame start (the MAC header it pulled).
     pub mac_len: usize,
     pub outer_protocol: u16,
-    pub l3_off: usize,
-    pub l4_off: usize,
-    pub v6: bool,
+    /// Where the headers are (as classified; completion may shift them).
+    pub lay: Layout,
     pub proto: Proto,
-    /// Tunnel headers of a VXLAN-encapsulated packet.
-    pub outer: Option<rx::Outer>,
-    /// The innermost transport protocol (6 or 17).
-    pub l4_proto: u8,
     pub count: u32,
     /// `gso_size`: the first segment's payload length.
     pub mss: u32,
@@ -403,23 +413,17 @@ impl GroEngine {
     /// Holds `skb` as the head of a new run (`dev_gro_receive`: after
     /// completing the bucket's oldest packet if the bucket is full).
     /// `payload` becomes the run's `gso_size`.
-    fn hold<F: FnMut(&Delivered<'_>)>(
-        &mut self,
-        skb: &rx::Skb<'_>,
-        payload: u32,
-        l4_proto: u8,
-        out: &mut F,
-    ) {
+    fn hold<F: FnMut(&Delivered<'_>)>(&mut self, skb: &rx::Skb<'_>, payload: u32, out: &mut F) {
         if self.held.len() >= MAX_GRO_SKBS {
             let oldest = self.held.remove(0);
             self.complete(oldest, FlushReason::TableFull, out);
         }
         let mut data = self.take_buffer();
         data.extend_from_slice(skb.frame());
-        let proto = if skb.outer.is_some() {
+        let proto = if skb.lay.outer.is_some() {
             Proto::Vxlan
         } else {
-            skb.proto(l4_proto)
+            skb.proto()
         };
         self.held.push(Held {
             data,
@@ -427,12 +431,8 @@ impl GroEngine {
             l2_key_len: skb.l2.key_len,
             mac_len: skb.mac_len,
             outer_protocol: skb.l2.outer_protocol,
-            l3_off: skb.l3_off,
-            l4_off: skb.l4_off,
-            v6: skb.v6,
+            lay: skb.lay,
             proto,
-            outer: skb.outer,
-            l4_proto,
             count: 1,
             mss: payload,
             fixedid: 0,
