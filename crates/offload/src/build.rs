@@ -26,8 +26,11 @@ use crate::wire::{ip_proto, put16, IpVersion, Transport};
 pub enum L2Spec {
     /// Ethernet II with optional VLAN tags `(tpid, tci)`, outer first.
     Ethernet {
+        /// Source MAC.
         src: [u8; 6],
+        /// Destination MAC.
         dst: [u8; 6],
+        /// VLAN tags `(tpid, tci)`, outer first.
         vlans: Vec<(u16, u16)>,
     },
     /// No link header (raw IP).
@@ -37,11 +40,17 @@ pub enum L2Spec {
 /// IPv4 header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv4Spec {
+    /// Source address.
     pub src: [u8; 4],
+    /// Destination address.
     pub dst: [u8; 4],
+    /// Time to live.
     pub ttl: u8,
+    /// Type of service.
     pub tos: u8,
+    /// Identification.
     pub id: u16,
+    /// Set DF.
     pub df: bool,
     /// Extra flag bits OR-ed into the flags/fragment word (MF, offset, reserved).
     pub frag_extra: u16,
@@ -49,42 +58,59 @@ pub struct Ipv4Spec {
     pub options: Vec<u8>,
     /// Write this total length instead of the real one (0 for BIG TCP).
     pub total_len_override: Option<u16>,
+    /// Write a wrong header checksum.
     pub corrupt_checksum: bool,
 }
 
 /// IPv6 header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv6Spec {
+    /// Source address.
     pub src: [u8; 16],
+    /// Destination address.
     pub dst: [u8; 16],
+    /// Hop limit.
     pub hop_limit: u8,
+    /// Traffic class.
     pub traffic_class: u8,
+    /// Flow label (20 bits).
     pub flow_label: u32,
     /// Extension headers `(type, body)`; the body is padded so the header
     /// is a multiple of 8 bytes; next-header and length bytes are filled in.
     pub ext: Vec<(u8, Vec<u8>)>,
+    /// Write this payload length instead of the real one (0 for BIG TCP).
     pub payload_len_override: Option<u16>,
 }
 
 /// Network layer of a built frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IpSpec {
+    /// IPv4.
     V4(Ipv4Spec),
+    /// IPv6.
     V6(Ipv6Spec),
 }
 
 /// TCP header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpSpec {
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
+    /// Flag byte ([`crate::wire::tcp::flags`]).
     pub flags: u8,
+    /// Window.
     pub window: u16,
+    /// Urgent pointer.
     pub urgent: u16,
     /// Option bytes (padded with NOPs... no: with zeros/EOL to a multiple of 4).
     pub options: Vec<u8>,
+    /// Write a wrong checksum.
     pub corrupt_checksum: bool,
 }
 
@@ -122,18 +148,24 @@ pub fn timestamp_option(tsval: u32, tsecr: u32) -> [u8; 12] {
 /// UDP header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpSpec {
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
     /// Leave the checksum 0 (allowed for IPv4 and for tunnels).
     pub zero_checksum: bool,
+    /// Write a wrong checksum.
     pub corrupt_checksum: bool,
+    /// Write this length instead of the real one.
     pub length_override: Option<u16>,
 }
 
 /// Transport layer of a built frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum L4Spec {
+    /// TCP.
     Tcp(TcpSpec),
+    /// UDP.
     Udp(UdpSpec),
     /// Raw bytes after the IP header with this protocol number.
     Other(u8),
@@ -142,9 +174,13 @@ pub enum L4Spec {
 /// A whole frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSpec {
+    /// Link layer.
     pub l2: L2Spec,
+    /// Network layer.
     pub ip: IpSpec,
+    /// Transport layer.
     pub l4: L4Spec,
+    /// Transport payload.
     pub payload: Vec<u8>,
     /// Bytes appended after the IP packet (Ethernet padding).
     pub trailer: Vec<u8>,
@@ -152,6 +188,7 @@ pub struct FrameSpec {
 
 /// Default MAC addresses of built frames.
 pub const SRC_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
+/// Default destination MAC.
 pub const DST_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 
 impl FrameSpec {
@@ -199,6 +236,7 @@ impl FrameSpec {
         }
     }
 
+    /// Sets the transport payload.
     pub fn payload(mut self, payload: Vec<u8>) -> Self {
         self.payload = payload;
         self

@@ -29,6 +29,7 @@ mod tests;
 mod udp;
 
 pub use reason::FlushReason;
+pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::layout::Layout;
 use crate::link::{L2Info, LinkKind};
@@ -45,13 +46,21 @@ pub const GRO_MAX_SIZE: u32 = 524_280;
 /// `SKB_GSO_*` bits the engine reports for delivered super-packets
 /// (`include/linux/skbuff.h`, 6.18 numbering).
 pub mod gso_type {
+    /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
+    /// The packet comes from an untrusted source (virtio, TUN).
     pub const DODGY: u32 = 1 << 2;
+    /// ECN CWR seen (classic ECN).
     pub const TCP_ECN: u32 = 1 << 3;
+    /// TCP over IPv6.
     pub const TCPV6: u32 = 1 << 5;
+    /// UDP tunnel (VXLAN) without outer checksum.
     pub const UDP_TUNNEL: u32 = 1 << 11;
+    /// UDP tunnel with outer checksum.
     pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
+    /// UDP segmentation (USO / UDP GRO).
     pub const UDP_L4: u32 = 1 << 16;
+    /// AccECN: CWR is kept on every segment (7.0+).
     pub const TCP_ACCECN: u32 = 1 << 17;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
@@ -138,6 +147,7 @@ pub const DEFAULT_FLUSH_TIMEOUT_NS: u64 = 50_000;
 pub struct Input<'a> {
     /// The bytes, starting with the link header.
     pub data: &'a [u8],
+    /// How `data` is framed.
     pub link: LinkKind,
     /// Capture timestamp in nanoseconds.
     pub timestamp_ns: u64,
@@ -151,12 +161,17 @@ pub struct Input<'a> {
 /// The transport seen by the engine, for per-protocol statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Proto {
+    /// TCP over IPv4.
     Tcp4,
+    /// TCP over IPv6.
     Tcp6,
+    /// UDP over IPv4.
     Udp4,
+    /// UDP over IPv6.
     Udp6,
     /// VXLAN-encapsulated traffic (counted apart from plain UDP).
     Vxlan,
+    /// Anything else (passes GRO untouched).
     Other,
 }
 
@@ -183,6 +198,7 @@ impl Proto {
         Proto::Other,
     ];
 
+    /// The short name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Proto::Tcp4 => "tcp4",
@@ -200,6 +216,7 @@ impl Proto {
 pub struct Delivered<'a> {
     /// The packet, with the same link header as its first frame.
     pub data: &'a [u8],
+    /// How `data` is framed.
     pub link: LinkKind,
     /// Timestamp of the last frame it contains.
     pub timestamp_ns: u64,
@@ -209,20 +226,28 @@ pub struct Delivered<'a> {
     pub gso_size: u32,
     /// `SKB_GSO_*` bits when `segments > 1`, else 0.
     pub gso_type: u32,
+    /// Why it was delivered now.
     pub reason: FlushReason,
+    /// Number of the first frame in it.
     pub first_frame: u64,
+    /// Number of the last frame in it.
     pub last_frame: u64,
+    /// Its statistics bucket.
     pub proto: Proto,
 }
 
 /// Counters of a GRO run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroStats {
+    /// Frames fed to the engine.
     pub frames_in: u64,
+    /// Packets delivered.
     pub packets_out: u64,
+    /// Bytes fed to the engine.
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
     pub proto_in: [u64; 6],
+    /// Packets out per [`Proto`] (index of `Proto::ALL`).
     pub proto_out: [u64; 6],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
@@ -269,7 +294,7 @@ pub(crate) struct Held {
 
 impl Held {
     /// `p->len`: the packet's length from the kernel's `skb->data`.
-    pub fn skb_len(&self) -> usize {
+    pub(crate) fn skb_len(&self) -> usize {
         self.data.len() - self.mac_len
     }
 }
@@ -288,6 +313,7 @@ pub struct GroEngine {
 }
 
 impl GroEngine {
+    /// An engine with an empty table.
     pub fn new(cfg: GroConfig) -> Self {
         GroEngine {
             cfg,
@@ -298,10 +324,12 @@ impl GroEngine {
         }
     }
 
+    /// The configuration it runs with.
     pub fn config(&self) -> &GroConfig {
         &self.cfg
     }
 
+    /// Counters so far.
     pub fn stats(&self) -> &GroStats {
         &self.stats
     }

@@ -33,12 +33,12 @@ pub(super) struct Skb<'a> {
 
 impl<'a> Skb<'a> {
     #[inline]
-    pub fn frame(&self) -> &'a [u8] {
+    pub(super) fn frame(&self) -> &'a [u8] {
         self.input.data
     }
 
     /// The statistics bucket of this frame.
-    pub fn proto(&self) -> Proto {
+    pub(super) fn proto(&self) -> Proto {
         Proto::of(self.lay.ip, Some(self.lay.l4_proto))
     }
 }

@@ -43,6 +43,7 @@ pub struct GsoParams {
 }
 
 impl GsoParams {
+    /// Parameters for `mss` with no fixed IDs and classic ECN.
     pub fn new(mss: u32) -> Self {
         GsoParams {
             mss,
