@@ -345,8 +345,8 @@ pub struct GsoSummary {
 fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(Vec<u8>, Layout)> {
     let lay = layout(link, f, vxlan_ports).ok()?;
     let mut k = Vec::with_capacity(48);
-    k.push(lay.l4_proto);
-    if lay.v6 {
+    k.push(lay.l4_proto.protocol());
+    if lay.is_v6() {
         k.extend_from_slice(&f[lay.l3_off + 8..lay.l3_off + 40]);
     } else {
         k.extend_from_slice(&f[lay.l3_off + 12..lay.l3_off + 20]);
@@ -394,7 +394,7 @@ fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<Vec<u8>, FlowMss
         let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
         let ip_len = (frame.data.len() - first_l3) as u32;
         let st = flows.entry(key).or_default();
-        let id = (!lay.v6)
+        let id = (!lay.is_v6())
             .then(|| u16::from_be_bytes([frame.data[lay.l3_off + 4], frame.data[lay.l3_off + 5]]));
         if let (Some(last), Some(id)) = (st.last_id, id) {
             if last == id {
