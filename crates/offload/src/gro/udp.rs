@@ -42,7 +42,7 @@ impl GroEngine {
         if self.cfg.vxlan_ports.contains(&dport) {
             // The tunnel path takes one level of encapsulation only.
             if skb.lay.outer.is_some() {
-                return Verdict::Pass(FlushReason::UnsupportedProtocol);
+                return Verdict::Pass(FlushReason::NestedTunnel);
             }
             return self.vxlan_receive(skb, out);
         }
