@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload::gro::GRO_MAX_SIZE;
-use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
+use offload::gro::{KernelLine, UdpGro, DEFAULT_VXLAN_PORT};
 use offload::GroConfig;
 use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
 use std::io::IsTerminal;
@@ -43,9 +43,25 @@ pub struct GroArgs {
     /// Coalesce VLAN-tagged frames (kernels built with CONFIG_VLAN_8021Q; the reference kernel is not).
     #[arg(long)]
     pub vlan_gro: bool,
+    /// Kernel line whose GRO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
+    #[arg(long, value_parser = parse_kernel)]
+    pub kernel: Option<KernelLine>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses `--kernel`.
+pub fn parse_kernel(s: &str) -> Result<KernelLine, String> {
+    KernelLine::parse(s).ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
+}
+
+/// The running kernel's line (`/proc/sys/kernel/osrelease`), else 6.18.
+pub fn running_kernel_line() -> KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| KernelLine::from_release(&r))
+        .unwrap_or_default()
 }
 
 fn parse_udp_gro(s: &str) -> Result<UdpGro, String> {
@@ -177,6 +193,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             ports => ports.iter().copied().filter(|p| *p != 0).collect(),
         },
         vlan_gro: args.vlan_gro,
+        kernel: args.kernel.unwrap_or_else(running_kernel_line),
     };
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
         transform::gro_capture(&args.input, &args.output, &cfg, ctl)
@@ -187,7 +204,8 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("{} -> {}", s.input, s.output);
         println!(
-            "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            "kernel {}  gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            cfg.kernel,
             s.settings.gro_max_size,
             s.settings.gro_ipv4_max_size,
             humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),
