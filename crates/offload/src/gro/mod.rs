@@ -27,6 +27,8 @@ mod rx;
 mod tcp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 mod udp;
 
 pub use profile::KernelLine;
