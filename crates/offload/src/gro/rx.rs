@@ -393,6 +393,11 @@ impl GroEngine {
     }
 }
 
+/// Invariant (relied on by `tcp_flush_term` and `network_flush`, which
+/// slice the held packet at the new frame's offsets): `true` only when
+/// the link key, the tunnel layout and the network and transport header
+/// offsets of `p` and `skb` are equal. Checked first, before any byte is
+/// compared.
 fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
     let (a, b) = (&p.lay, &skb.lay);
     if p.link != skb.input.link

@@ -149,12 +149,20 @@ impl GroEngine {
         if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
+        // Invariants the slicing below relies on (issue 9, item 6):
+        // `same_flow` only pairs packets whose header offsets are equal
+        // (`th == th2`, and the network headers in `network_flush`), and
+        // the flag-word check above has returned unless both TCP headers
+        // have the same length, which the transport layer checked to be
+        // present in `f`. `get` keeps a reordering of these checks (by a
+        // profile) from turning into a panic: it would end the run instead.
+        debug_assert_eq!(th, th2, "same_flow pairs equal offsets");
         let opts = tcp::field::OPTIONS;
-        if f[th + opts..th + thlen] != p.data[th2 + opts..th2 + thlen] {
-            return Some(options_reason(
-                &f[th..th + thlen],
-                &p.data[th2..th2 + thlen],
-            ));
+        let (Some(mine), Some(held)) = (f.get(th..th + thlen), p.data.get(th2..th2 + thlen)) else {
+            return Some(FlushReason::HeaderLengthChanged);
+        };
+        if mine[opts..] != held[opts..] {
+            return Some(options_reason(mine, held));
         }
         if let Some(r) = network_flush(p, skb, line) {
             return Some(r);
