@@ -36,6 +36,9 @@ pub struct GroArgs {
     /// UDP destination port with a VXLAN socket (repeatable; default 4789; `--vxlan-port 0` for none).
     #[arg(long = "vxlan-port", value_name = "PORT")]
     pub vxlan_ports: Vec<u16>,
+    /// UDP destination port with a Geneve socket (repeatable; default 6081; `--geneve-port 0` for none).
+    #[arg(long = "geneve-port", value_name = "PORT")]
+    pub geneve_ports: Vec<u16>,
     /// Which plain UDP datagrams GRO coalesces: `all` (rx-udp-gro-forwarding, or a
     /// UDP_GRO socket on every port), `off`, or a comma-separated port list (UDP_GRO sockets).
     #[arg(long, default_value = "all", value_parser = parse_udp_gro)]
@@ -53,7 +56,8 @@ pub struct GroArgs {
 
 /// Parses `--kernel`.
 pub fn parse_kernel(s: &str) -> Result<KernelLine, String> {
-    KernelLine::parse(s).ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
+    KernelLine::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
 }
 
 /// The running kernel's line (`/proc/sys/kernel/osrelease`), else 6.18.
@@ -194,6 +198,10 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         },
         vlan_gro: args.vlan_gro,
         kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        geneve_ports: match args.geneve_ports.as_slice() {
+            [] => vec![offload::wire::geneve::PORT],
+            ports => ports.iter().copied().filter(|p| *p != 0).collect(),
+        },
     };
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
         transform::gro_capture(&args.input, &args.output, &cfg, ctl)

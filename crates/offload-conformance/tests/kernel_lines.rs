@@ -112,6 +112,41 @@ fn running_kernel_suite() {
             failures.push(format!("selftest {} {}:\n{diff}", c.family.name(), c.name));
         }
     }
+    // Geneve: only where the kernel has the driver. The guests booted by
+    // scripts/kernel-vm.sh must have it (OFFLOAD_IN_VM is set there); the
+    // host's 6.18 build has no CONFIG_GENEVE.
+    let in_vm = std::env::var_os("OFFLOAD_IN_VM").is_some();
+    let geneve = kernel.set_knobs(GroKnobs {
+        geneve_vni: Some(5),
+        ..kernel.knobs().clone()
+    });
+    if in_vm {
+        geneve.as_ref().expect("a Geneve device in the guest");
+    }
+    if geneve.is_ok() {
+        let gcfg = offload::GroConfig {
+            geneve_ports: vec![offload::wire::geneve::PORT],
+            ..cfg.clone()
+        };
+        use offload_conformance::selftest::{case, case_names, Family};
+        for name in case_names(Family::Geneve) {
+            let c = case(&a, Family::Geneve, name).expect("listed case");
+            let entry = per_class.entry("selftest-geneve").or_default();
+            entry.0 += 1;
+            if let Some(diff) = offload_conformance::compare_case_with(&mut kernel, &c, &gcfg) {
+                entry.1 += 1;
+                failures.push(format!("selftest geneve {name}:\n{diff}"));
+            }
+        }
+    }
+    eprintln!(
+        "geneve cases: {}",
+        if geneve.is_ok() {
+            "run"
+        } else {
+            "not run (no Geneve driver in this kernel)"
+        }
+    );
     for (c, (n, bad)) in &per_class {
         if *bad > 0 {
             eprintln!("  {c:24} {n:4} trains, {bad} mismatches");

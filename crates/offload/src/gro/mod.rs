@@ -108,6 +108,9 @@ pub struct GroConfig {
     /// `CONFIG_VLAN_8021Q`, which registers that handler; most distribution
     /// kernels have it on.
     pub vlan_gro: bool,
+    /// UDP destination ports on which a Geneve socket listens (6081 by
+    /// default): GRO looks inside Geneve only there.
+    pub geneve_ports: Vec<u16>,
     /// The kernel line whose rules apply ([`KernelLine`]: IP ID, CWR,
     /// IPv6 BIG TCP and size-limit rules differ between 6.1, 6.12, 6.18
     /// and 7.x). Default 6.18.
@@ -125,6 +128,7 @@ impl Default for GroConfig {
             vxlan_ports: vec![DEFAULT_VXLAN_PORT],
             vlan_gro: false,
             kernel: KernelLine::default(),
+            geneve_ports: vec![crate::wire::geneve::PORT],
         }
     }
 }

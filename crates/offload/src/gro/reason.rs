@@ -117,6 +117,9 @@ pub enum FlushReason {
     /// GRE with a sequence number, routing, or a version other than 0
     /// (`gre_gro_receive`: only the key and checksum flags are taken).
     GreUnsupported,
+    /// Geneve with a version other than 0 or the OAM bit
+    /// (`geneve_gro_receive`).
+    GeneveUnsupported,
 }
 
 impl FlushReason {
@@ -169,6 +172,7 @@ impl FlushReason {
         FlushReason::VlanNotOffloaded,
         FlushReason::NestedTunnel,
         FlushReason::GreUnsupported,
+        FlushReason::GeneveUnsupported,
     ];
 
     /// Index into [`FlushReason::ALL`] (for counters).
@@ -228,6 +232,7 @@ impl FlushReason {
             VlanNotOffloaded => "vlan-not-offloaded",
             NestedTunnel => "nested-tunnel",
             GreUnsupported => "gre-unsupported",
+            GeneveUnsupported => "geneve-unsupported",
         }
     }
 
@@ -283,6 +288,7 @@ impl FlushReason {
             UdpZeroChecksum => "net/ipv4/udp_offload.c udp_gro_receive_segment: !uh->check (all lines)",
             VlanNotOffloaded => "net/8021q/vlan_core.c vlan_gro_receive is registered only with CONFIG_VLAN_8021Q (not on the reference 6.18 build)",
             NestedTunnel => "net/ipv4/af_inet.c ipip_gro_receive, ip6_offload.c sit_ip6ip6_gro_receive, udp_offload.c udp_gro_receive: NAPI_GRO_CB(skb)->encap_mark (all lines)",
+            GeneveUnsupported => "drivers/net/geneve.c geneve_gro_receive: gh->ver != GENEVE_VER || gh->oam (all lines)",
             GreUnsupported => "net/ipv4/gre_offload.c gre_gro_receive: greh->flags & ~(GRE_KEY|GRE_CSUM) (all lines)",
         }
     }

@@ -46,6 +46,12 @@ impl GroEngine {
             }
             return self.vxlan_receive(skb, out);
         }
+        if self.cfg.geneve_ports.contains(&dport) {
+            if skb.lay.outer.is_some() {
+                return Verdict::Pass(FlushReason::NestedTunnel);
+            }
+            return self.geneve_receive(skb, out);
+        }
         if !self.cfg.udp.applies_to(dport) {
             return Verdict::Pass(FlushReason::UnsupportedProtocol);
         }
