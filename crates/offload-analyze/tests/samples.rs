@@ -4,7 +4,7 @@
 
 use offload_analyze::flow::BigPacketSide;
 use offload_analyze::report::Severity;
-use offload_analyze::transform::Control;
+use offload_capture::Control;
 use offload_analyze::{analyze, Analysis, Options};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

@@ -63,6 +63,11 @@ impl Frame<'_> {
         u32::try_from(self.data.len()).unwrap_or(u32::MAX)
     }
 
+    /// The GSO metadata `offload gro` stored with this super-packet, if any.
+    pub fn gso(&self) -> Option<crate::GsoMeta> {
+        self.comment.and_then(crate::GsoMeta::from_comment)
+    }
+
     /// True when fewer bytes were captured than were on the wire (snaplen cut).
     #[inline]
     pub fn is_truncated(&self) -> bool {

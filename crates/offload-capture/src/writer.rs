@@ -401,6 +401,18 @@ impl CaptureWriter {
         self.write_frame_with_comment(meta, data, None)
     }
 
+    /// Like [`CaptureWriter::write_frame`], with a super-packet's GSO
+    /// metadata (pcapng keeps it, readable with [`Frame::gso`]; pcap drops it).
+    pub fn write_frame_with_gso(
+        &mut self,
+        meta: &FrameMeta,
+        data: &[u8],
+        gso: Option<&crate::GsoMeta>,
+    ) -> Result<(), CaptureError> {
+        let comment = gso.map(crate::GsoMeta::to_comment);
+        self.write_frame_with_comment(meta, data, comment.as_deref())
+    }
+
     /// Like [`CaptureWriter::write_frame`], with a packet comment
     /// (`opt_comment`, shown by Wireshark) in pcapng; pcap has no place for
     /// it and drops it.

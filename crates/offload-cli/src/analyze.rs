@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::transform::Control;
+use offload_capture::Control;
 use offload_analyze::{KernelProfile, Options};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

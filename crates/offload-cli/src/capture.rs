@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload::gro::GRO_MAX_SIZE;
 use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
 use offload::GroConfig;
-use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
+use offload_transform::{self as transform, Control, GsoOptions, Outcome};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;

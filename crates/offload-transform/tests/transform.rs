@@ -2,7 +2,7 @@
 
 use offload::build::{FrameSpec, TcpSpec};
 use offload::GroConfig;
-use offload_analyze::transform::{gro_capture, gso_capture, Control, GsoOptions, MssSource};
+use offload_transform::{gro_capture, gso_capture, Control, GsoOptions, MssSource};
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta, LinkType};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

@@ -1,0 +1,230 @@
+//! `offload gro`: a capture through the engine's GRO, written back out.
+
+use crate::{ratio, Control, Outcome, PROGRESS_EVERY};
+use offload::gro::{FlushReason, Proto};
+use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
+use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, GsoMeta, LinkType};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// Per-protocol counts of a GRO run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProtoSummary {
+    pub protocol: &'static str,
+    pub frames_in: u64,
+    pub packets_out: u64,
+    /// frames in / packets out (1.0 = nothing merged).
+    pub merge_ratio: f64,
+}
+
+/// One flush reason and how often it occurred.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReasonCount {
+    pub reason: &'static str,
+    pub count: u64,
+    /// The packet never entered the GRO table (as opposed to a held packet being completed).
+    pub pass_through: bool,
+}
+
+/// The configuration a GRO run used, echoed in reports.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GroSettings {
+    pub gro_max_size: u32,
+    pub gro_ipv4_max_size: u32,
+    pub flush_timeout_ns: u64,
+    pub checksum_check: bool,
+    /// `all`, `off`, or the ports with a UDP_GRO socket.
+    pub udp_gro: String,
+    pub vxlan_ports: Vec<u16>,
+    pub vlan_gro: bool,
+}
+
+/// What `offload gro` reports.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GroSummary {
+    pub input: String,
+    pub output: String,
+    pub settings: GroSettings,
+    pub frames_in: u64,
+    pub packets_out: u64,
+    pub merge_ratio: f64,
+    /// Super-packets (more than one segment) written.
+    pub super_packets: u64,
+    /// The largest packet written, in bytes.
+    pub largest_packet: u64,
+    pub protocols: Vec<ProtoSummary>,
+    /// Non-zero reasons, most frequent first.
+    pub flush_reasons: Vec<ReasonCount>,
+    /// Frames of link types the engine does not dissect, copied unchanged.
+    pub unsupported_link_frames: u64,
+    /// The run was stopped by the user before the end of the input.
+    pub interrupted: bool,
+}
+
+/// Where GRO deliveries go: the output capture, plus counters.
+struct GroSink {
+    writer: CaptureWriter,
+    error: Option<CaptureError>,
+    super_packets: u64,
+    largest: u64,
+}
+
+impl GroSink {
+    fn write(&mut self, meta: &FrameMeta, data: &[u8]) {
+        if self.error.is_none() {
+            self.error = self.writer.write_frame(meta, data).err();
+        }
+    }
+
+    fn deliver(&mut self, d: &Delivered<'_>) {
+        if d.segments > 1 {
+            self.super_packets += 1;
+        }
+        self.largest = self.largest.max(d.data.len() as u64);
+        let meta = FrameMeta::new(
+            d.timestamp_ns as i64,
+            LinkType(d.link.linktype()),
+            d.data.len(),
+        );
+        if self.error.is_some() {
+            return;
+        }
+        // pcapng keeps the GSO metadata (Wireshark shows it as a packet
+        // comment) so that `offload gso` can undo the merge exactly.
+        let gso = (d.segments > 1).then_some(GsoMeta {
+            gso_size: d.gso_size,
+            gso_segs: d.segments,
+            gso_type: d.gso_type,
+        });
+        self.error = self
+            .writer
+            .write_frame_with_gso(&meta, d.data, gso.as_ref())
+            .err();
+    }
+}
+
+/// Runs `input` through GRO and writes the result to `output` (format from
+/// its extension).
+pub fn gro_capture(
+    input: &Path,
+    output: &Path,
+    cfg: &GroConfig,
+    ctl: &mut Control<'_>,
+) -> Result<Outcome<GroSummary>, CaptureError> {
+    let mut reader = CaptureReader::open(input)?;
+    let mut out = GroSink {
+        writer: CaptureWriter::create(output, None)?,
+        error: None,
+        super_packets: 0,
+        largest: 0,
+    };
+    let mut engine = GroEngine::new(cfg.clone());
+    let mut unsupported = 0u64;
+    let mut input_error = None;
+    let mut interrupted = false;
+    let mut count = 0u64;
+    loop {
+        if ctl.cancel.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        count += 1;
+        if count % PROGRESS_EVERY == 0 {
+            (ctl.on_progress)(reader.bytes_read());
+        }
+        let frame = match reader.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                input_error = Some(e);
+                break;
+            }
+        };
+        let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
+            unsupported += 1;
+            // Frames the engine cannot read go through unchanged.
+            out.write(&FrameMeta::from(&frame), frame.data);
+            continue;
+        };
+        engine.receive(
+            Input {
+                data: frame.data,
+                link,
+                timestamp_ns: frame.timestamp_ns.max(0) as u64,
+                frame: frame.number,
+                orig_len: frame.orig_len,
+            },
+            &mut |d: &Delivered<'_>| out.deliver(d),
+        );
+        if out.error.is_some() {
+            break;
+        }
+    }
+    engine.finish(&mut |d: &Delivered<'_>| out.deliver(d));
+    (ctl.on_progress)(reader.bytes_read());
+    if let Some(e) = out.error {
+        return Err(e);
+    }
+    out.writer.finish()?;
+    let (super_packets, largest) = (out.super_packets, out.largest);
+
+    let st = engine.stats();
+    let protocols = Proto::ALL
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| st.proto_in[*i] > 0)
+        .map(|(i, p)| ProtoSummary {
+            protocol: p.name(),
+            frames_in: st.proto_in[i],
+            packets_out: st.proto_out[i],
+            merge_ratio: ratio(st.proto_in[i], st.proto_out[i]),
+        })
+        .collect();
+    let mut flush_reasons: Vec<ReasonCount> = FlushReason::ALL
+        .iter()
+        .filter(|r| st.reason_count(**r) > 0)
+        .map(|r| ReasonCount {
+            reason: r.name(),
+            count: st.reason_count(*r),
+            pass_through: r.is_pass_through(),
+        })
+        .collect();
+    flush_reasons.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
+    let frames_in = st.frames_in + unsupported;
+    let packets_out = st.packets_out + unsupported;
+    Ok(Outcome {
+        summary: GroSummary {
+            input: input.display().to_string(),
+            output: output.display().to_string(),
+            settings: GroSettings {
+                gro_max_size: cfg.gro_max_size,
+                gro_ipv4_max_size: cfg.gro_ipv4_max_size,
+                flush_timeout_ns: cfg.flush_timeout_ns,
+                checksum_check: cfg.verify_checksums,
+                udp_gro: match &cfg.udp {
+                    offload::gro::UdpGro::Off => "off".into(),
+                    offload::gro::UdpGro::AllPorts => "all".into(),
+                    offload::gro::UdpGro::Ports(p) => p
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                },
+                vxlan_ports: cfg.vxlan_ports.clone(),
+                vlan_gro: cfg.vlan_gro,
+            },
+            frames_in,
+            packets_out,
+            merge_ratio: ratio(frames_in, packets_out),
+            super_packets,
+            largest_packet: largest,
+            protocols,
+            flush_reasons,
+            unsupported_link_frames: unsupported,
+            interrupted,
+        },
+        input_error,
+    })
+}
+
