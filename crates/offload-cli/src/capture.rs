@@ -272,11 +272,28 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
             s.copied_unchanged,
             if s.interrupted { "  (interrupted)" } else { "" }
         );
-        for (src, n) in &s.mss_sources {
-            println!(
-                "  mss from {:<18} {n}",
-                serde_json::to_string(src)?.trim_matches('"')
-            );
+        if !s.flow_sources.is_empty() {
+            println!();
+            println!("{:<18} {:>8} {:>14}", "mss from", "flows", "super-packets");
+            for (src, flows) in &s.flow_sources {
+                let packets = s
+                    .mss_sources
+                    .iter()
+                    .find(|(p, _)| p == src)
+                    .map_or(0, |p| p.1);
+                println!("{:<18} {flows:>8} {packets:>14}", src.name());
+            }
+            println!();
+            println!("{:<58} {:>6} {:<18} {:>8}", "flow", "mss", "from", "split");
+            for f in &s.flows {
+                println!(
+                    "{:<58} {:>6} {:<18} {:>8}",
+                    f.flow,
+                    f.mss,
+                    f.source.name(),
+                    f.super_packets
+                );
+            }
         }
     }
     Ok(finish(&outcome))

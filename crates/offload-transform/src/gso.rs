@@ -1,11 +1,13 @@
 //! `offload gso`: the super-packets of a capture segmented as GSO/TSO would.
 
+use crate::mss::{tcp_mss_option, FlowEvidence};
+pub use crate::mss::MssSource;
 use crate::{Control, Outcome, PROGRESS_EVERY};
+use std::collections::HashMap;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::LinkKind;
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -30,22 +32,22 @@ impl Default for GsoOptions {
     }
 }
 
-/// Where the MSS of a super-packet came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MssSource {
-    /// `--mss`.
-    Given,
-    /// The GSO metadata `offload gro` stored with the packet (pcapng comment).
-    Metadata,
-    /// IPv4 ID steps between consecutive super-packets of the flow gave the
-    /// segment count, and the payload divided evenly.
-    IpIdSteps,
-    /// The largest single-segment payload of the flow.
-    ObservedSegment,
-    /// Neither: MTU minus the headers.
-    Mtu,
+/// How one flow's super-packets were cut.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowMss {
+    /// `src:port > dst:port` (IPv6 addresses in brackets).
+    pub flow: String,
+    /// The segment size used.
+    pub mss: u32,
+    /// Where it came from.
+    pub source: MssSource,
+    /// Super-packets of the flow that were split.
+    pub super_packets: u64,
 }
+
+/// Flows listed one by one in [`GsoSummary::flows`] (those with the most
+/// super-packets); the per-source totals cover every flow.
+pub const LISTED_FLOWS: usize = 64;
 
 /// What `offload gso` reports.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -60,51 +62,88 @@ pub struct GsoSummary {
     pub copied_unchanged: u64,
     /// How the MSS was chosen, per super-packet.
     pub mss_sources: Vec<(MssSource, u64)>,
+    /// How the MSS was chosen, per flow with super-packets.
+    pub flow_sources: Vec<(MssSource, u64)>,
+    /// The flows with the most super-packets (at most [`LISTED_FLOWS`]).
+    pub flows: Vec<FlowMss>,
     pub interrupted: bool,
 }
 
-/// A flow key for MSS inference: the innermost addresses and ports.
-fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(Vec<u8>, Layout)> {
-    let lay = layout(link, f, vxlan_ports).ok()?;
-    let mut k = Vec::with_capacity(48);
-    k.push(lay.l4_proto);
-    if lay.v6 {
-        k.extend_from_slice(&f[lay.l3_off + 8..lay.l3_off + 40]);
-    } else {
-        k.extend_from_slice(&f[lay.l3_off + 12..lay.l3_off + 20]);
-    }
-    k.extend_from_slice(&f[lay.l4_off..lay.l4_off + 4]);
-    Some((k, lay))
+/// One direction of a flow: the innermost addresses and ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct FlowKey {
+    v6: bool,
+    proto: u8,
+    src: [u8; 16],
+    dst: [u8; 16],
+    sport: u16,
+    dport: u16,
 }
 
-#[derive(Debug, Default)]
-struct FlowMss {
-    largest_single: u32,
-    /// Counts of exact `payload / segments` values from IP ID steps.
-    id_candidates: HashMap<u32, u32>,
-    /// The previous super-packet's (IP ID, payload), waiting for the next ID.
-    pending: Option<(u16, u32)>,
-    /// The previous packet's IPv4 ID, and how often consecutive packets of
-    /// the flow had equal (fixed) or different IDs.
-    last_id: Option<u16>,
-    same_id: u32,
-    other_id: u32,
-}
-
-impl FlowMss {
-    fn best(&self) -> Option<(u32, MssSource)> {
-        if let Some((mss, _)) = self.id_candidates.iter().max_by_key(|(m, n)| (**n, **m)) {
-            return Some((*mss, MssSource::IpIdSteps));
+impl FlowKey {
+    fn reverse(&self) -> FlowKey {
+        FlowKey {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            ..*self
         }
-        (self.largest_single > 0).then_some((self.largest_single, MssSource::ObservedSegment))
     }
+}
+
+impl std::fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addr = |a: &[u8; 16]| -> String {
+            if self.v6 {
+                format!("[{}]", std::net::Ipv6Addr::from(*a))
+            } else {
+                std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string()
+            }
+        };
+        write!(
+            f,
+            "{}:{} > {}:{}",
+            addr(&self.src),
+            self.sport,
+            addr(&self.dst),
+            self.dport
+        )
+    }
+}
+
+/// A frame's flow and layout, when the engine can segment it.
+fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(FlowKey, Layout)> {
+    let lay = layout(link, f, vxlan_ports).ok()?;
+    let mut key = FlowKey {
+        v6: lay.v6,
+        proto: lay.l4_proto,
+        src: [0; 16],
+        dst: [0; 16],
+        sport: u16::from_be_bytes([f[lay.l4_off], f[lay.l4_off + 1]]),
+        dport: u16::from_be_bytes([f[lay.l4_off + 2], f[lay.l4_off + 3]]),
+    };
+    if lay.v6 {
+        key.src.copy_from_slice(&f[lay.l3_off + 8..lay.l3_off + 24]);
+        key.dst.copy_from_slice(&f[lay.l3_off + 24..lay.l3_off + 40]);
+    } else {
+        key.src[..4].copy_from_slice(&f[lay.l3_off + 12..lay.l3_off + 16]);
+        key.dst[..4].copy_from_slice(&f[lay.l3_off + 16..lay.l3_off + 20]);
+    }
+    Some((key, lay))
+}
+
+/// The decision for one flow, made after the first pass.
+#[derive(Debug, Clone, Copy)]
+struct Decision {
+    mss: Option<(u32, MssSource)>,
+    fixed_id: bool,
 }
 
 /// First pass of `gso` without `--mss`: learns each flow's MSS.
-fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<Vec<u8>, FlowMss>, CaptureError> {
-    let mtu = opts.mtu;
+fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<FlowKey, Decision>, CaptureError> {
     let mut reader = CaptureReader::open(input)?;
-    let mut flows: HashMap<Vec<u8>, FlowMss> = HashMap::new();
+    let mut flows: HashMap<FlowKey, FlowEvidence> = HashMap::new();
     while let Ok(Some(frame)) = reader.next_frame() {
         let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
             continue;
@@ -112,33 +151,32 @@ fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<Vec<u8>, FlowMss
         let Some((key, lay)) = flow_of(link, frame.data, &opts.vxlan_ports) else {
             continue;
         };
-        let payload = lay.payload_len() as u32;
-        let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
-        let ip_len = (frame.data.len() - first_l3) as u32;
+        let f = frame.data;
         let st = flows.entry(key).or_default();
-        let id = (!lay.v6)
-            .then(|| u16::from_be_bytes([frame.data[lay.l3_off + 4], frame.data[lay.l3_off + 5]]));
-        if let (Some(last), Some(id)) = (st.last_id, id) {
-            if last == id {
-                st.same_id += 1;
-            } else {
-                st.other_id += 1;
+        let tcp = lay.l4_proto == 6;
+        let option_len = if tcp { lay.l4_header_len as u32 - 20 } else { 0 };
+        if tcp && f[lay.l4_off + 13] & 0x02 != 0 {
+            let opts_end = (lay.l4_off + lay.l4_header_len).min(f.len());
+            if let Some(m) = tcp_mss_option(&f[lay.l4_off + 20..opts_end]) {
+                st.note_syn(m);
             }
         }
-        st.last_id = id;
-        if let (Some((prev_id, prev_payload)), Some(id)) = (st.pending.take(), id) {
-            let segs = id.wrapping_sub(prev_id) as u32;
-            if segs > 1 && prev_payload % segs == 0 {
-                *st.id_candidates.entry(prev_payload / segs).or_default() += 1;
-            }
-        }
-        if ip_len <= mtu {
-            st.largest_single = st.largest_single.max(payload);
-        } else if let Some(id) = id {
-            st.pending = Some((id, payload));
-        }
+        let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
+        let ip_len = (lay.end.max(first_l3) - first_l3) as u32;
+        let id = (!lay.v6).then(|| u16::from_be_bytes([f[lay.l3_off + 4], f[lay.l3_off + 5]]));
+        st.note_data(lay.payload_len() as u32, ip_len > opts.mtu, option_len, id);
     }
-    Ok(flows)
+    Ok(flows
+        .iter()
+        .map(|(k, st)| {
+            let peer = flows.get(&k.reverse()).and_then(|r| r.syn_mss);
+            let d = Decision {
+                mss: st.infer(peer),
+                fixed_id: st.fixed_id(),
+            };
+            (*k, d)
+        })
+        .collect())
 }
 
 /// Segments every super-packet of `input` and writes the result.
@@ -157,6 +195,7 @@ pub fn gso_capture(
     let mut super_packets = 0u64;
     let mut copied = 0u64;
     let mut sources: HashMap<MssSource, u64> = HashMap::new();
+    let mut per_flow: HashMap<FlowKey, (u32, MssSource, u64)> = HashMap::new();
     let mut input_error = None;
     let mut interrupted = false;
     loop {
@@ -186,24 +225,24 @@ pub fn gso_capture(
         };
         let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
         let hdrs = (lay.payload_off() - first_l3) as u32 - if lay.jumbo_hbh { 8 } else { 0 };
-        let from_comment = frame.gso().map(|g| (g.gso_size, g.gso_type));
+        let from_meta = frame.gso();
         let flow = learned.get(&key);
-        let (mss, source) = match (opts.mss, from_comment) {
+        let (mss, source) = match (opts.mss, from_meta) {
             (Some(m), _) => (m, MssSource::Given),
-            (None, Some((m, _))) => (m, MssSource::Metadata),
+            (None, Some(g)) => (g.gso_size, MssSource::Metadata),
             (None, None) => flow
-                .and_then(FlowMss::best)
+                .and_then(|d| d.mss)
                 .unwrap_or((opts.mtu.saturating_sub(hdrs).max(1), MssSource::Mtu)),
         };
-        let params = match from_comment {
-            Some((m, ty)) => GsoParams {
+        let params = match from_meta {
+            Some(g) => GsoParams {
                 mss,
-                ..GsoParams::from_gso(m, ty)
+                ..GsoParams::from_gso(g.gso_size, g.gso_type)
             },
             None => GsoParams {
                 // A flow whose packets all carry one IPv4 ID was merged as
                 // fixed-ID (SKB_GSO_TCP_FIXEDID): keep the ID on every segment.
-                fixed_id: flow.is_some_and(|f| f.same_id > 0 && f.same_id > f.other_id),
+                fixed_id: flow.is_some_and(|d| d.fixed_id),
                 ..GsoParams::new(mss)
             },
         };
@@ -213,6 +252,7 @@ pub fn gso_capture(
         }
         super_packets += 1;
         *sources.entry(source).or_default() += 1;
+        per_flow.entry(key).or_insert((mss, source, 0)).2 += 1;
         let mut werr = None;
         let res = segment_layout(frame.data, &lay, &params, &mut |seg: &[u8]| {
             if werr.is_none() {
@@ -231,7 +271,24 @@ pub fn gso_capture(
     (ctl.on_progress)(reader.bytes_read());
     let stats = writer.finish()?;
     let mut mss_sources: Vec<(MssSource, u64)> = sources.into_iter().collect();
-    mss_sources.sort_by_key(|s| std::cmp::Reverse(s.1));
+    mss_sources.sort_by_key(|s| (std::cmp::Reverse(s.1), s.0));
+    let mut by_source: HashMap<MssSource, u64> = HashMap::new();
+    for (_, source, _) in per_flow.values() {
+        *by_source.entry(*source).or_default() += 1;
+    }
+    let mut flow_sources: Vec<(MssSource, u64)> = by_source.into_iter().collect();
+    flow_sources.sort_by_key(|s| (std::cmp::Reverse(s.1), s.0));
+    let mut flows: Vec<FlowMss> = per_flow
+        .into_iter()
+        .map(|(k, (mss, source, n))| FlowMss {
+            flow: k.to_string(),
+            mss,
+            source,
+            super_packets: n,
+        })
+        .collect();
+    flows.sort_by(|a, b| b.super_packets.cmp(&a.super_packets).then(a.flow.cmp(&b.flow)));
+    flows.truncate(LISTED_FLOWS);
     Ok(Outcome {
         summary: GsoSummary {
             input: input.display().to_string(),
@@ -241,6 +298,8 @@ pub fn gso_capture(
             super_packets,
             copied_unchanged: copied,
             mss_sources,
+            flow_sources,
+            flows,
             interrupted,
         },
         input_error,

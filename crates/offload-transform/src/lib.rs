@@ -15,9 +15,11 @@
 
 pub mod gro;
 pub mod gso;
+pub mod mss;
 
 pub use gro::{gro_capture, GroSettings, GroSummary, ProtoSummary, ReasonCount};
-pub use gso::{gso_capture, GsoOptions, GsoSummary, MssSource};
+pub use gso::{gso_capture, FlowMss, GsoOptions, GsoSummary};
+pub use mss::MssSource;
 pub use offload_capture::{Control, GsoMeta};
 
 use offload_capture::CaptureError;
