@@ -193,10 +193,19 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),
             if s.settings.checksum_check {
                 "on"
+            } else if s.settings.checksums_offloaded {
+                "off (checksums left to offload)"
             } else {
                 "off"
             }
         );
+        if s.settings.checksums_offloaded {
+            println!(
+                "the capture's TCP/UDP checksums hold only the pseudo-header sum (left to the NIC, \
+                 CHECKSUM_PARTIAL: a sender-side or veth capture); the kernel does not verify such \
+                 packets, so neither did this run"
+            );
+        }
         println!(
             "udp gro {}  vxlan ports {:?}  vlan gro {}",
             s.settings.udp_gro,

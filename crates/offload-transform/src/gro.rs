@@ -1,5 +1,6 @@
 //! `offload gro`: a capture through the engine's GRO, written back out.
 
+use crate::csum::{frame_checksum, CsumState, PROBE_FRAMES};
 use crate::{ratio, Control, Outcome, PROGRESS_EVERY};
 use offload::gro::{FlushReason, Proto};
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
@@ -33,7 +34,12 @@ pub struct GroSettings {
     pub gro_max_size: u32,
     pub gro_ipv4_max_size: u32,
     pub flush_timeout_ns: u64,
+    /// Checksums were verified (off with `--no-checksum-check`, or when the
+    /// capture's checksums were left to offload).
     pub checksum_check: bool,
+    /// The capture's checksums were left to offload (CHECKSUM_PARTIAL), so
+    /// they were not verified, as the kernel does not verify them.
+    pub checksums_offloaded: bool,
     /// `all`, `off`, or the ports with a UDP_GRO socket.
     pub udp_gro: String,
     pub vxlan_ports: Vec<u16>,
@@ -104,8 +110,18 @@ impl GroSink {
     }
 }
 
+/// A frame read ahead while probing the checksums.
+struct Held {
+    meta: FrameMeta,
+    number: u64,
+    data: Vec<u8>,
+}
+
+/// Bytes of frames held while probing (the probe ends early at this size).
+const PROBE_BYTES: usize = 32 << 20;
+
 /// Runs `input` through GRO and writes the result to `output` (format from
-/// its extension).
+/// its extension). The input is read once, front to back: pipes work.
 pub fn gro_capture(
     input: &Path,
     output: &Path,
@@ -113,18 +129,75 @@ pub fn gro_capture(
     ctl: &mut Control<'_>,
 ) -> Result<Outcome<GroSummary>, CaptureError> {
     let mut reader = CaptureReader::open(input)?;
+    let mut input_error = None;
+    let mut eof = false;
+    // Read ahead until a checksum left to offload shows (or enough frames
+    // say there is none), then run the engine with the right setting.
+    let mut held: Vec<Held> = Vec::new();
+    let mut held_bytes = 0usize;
+    let mut offloaded = false;
+    let mut interrupted = false;
+    while cfg.verify_checksums && !offloaded && held.len() < PROBE_FRAMES && held_bytes < PROBE_BYTES
+    {
+        if ctl.cancel.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        match reader.next_frame() {
+            Ok(Some(f)) => {
+                if let Some(link) = LinkKind::from_linktype(f.link_type.0) {
+                    offloaded = frame_checksum(link, f.data, &cfg.vxlan_ports) == CsumState::Offloaded;
+                }
+                held_bytes += f.data.len();
+                held.push(Held {
+                    meta: FrameMeta::from(&f),
+                    number: f.number,
+                    data: f.data.to_vec(),
+                });
+            }
+            Ok(None) => {
+                eof = true;
+                break;
+            }
+            Err(e) => {
+                input_error = Some(e);
+                break;
+            }
+        }
+    }
+    let mut run_cfg = cfg.clone();
+    run_cfg.verify_checksums = cfg.verify_checksums && !offloaded;
     let mut out = GroSink {
         writer: CaptureWriter::create(output, None)?,
         error: None,
         super_packets: 0,
         largest: 0,
     };
-    let mut engine = GroEngine::new(cfg.clone());
+    let mut engine = GroEngine::new(run_cfg.clone());
     let mut unsupported = 0u64;
-    let mut input_error = None;
-    let mut interrupted = false;
     let mut count = 0u64;
-    loop {
+    let mut feed = |meta: &FrameMeta, number: u64, data: &[u8], out: &mut GroSink| {
+        let Some(link) = LinkKind::from_linktype(meta.link_type.0) else {
+            unsupported += 1;
+            // Frames the engine cannot read go through unchanged.
+            out.write(meta, data);
+            return;
+        };
+        engine.receive(
+            Input {
+                data,
+                link,
+                timestamp_ns: meta.timestamp_ns.max(0) as u64,
+                frame: number,
+                orig_len: meta.orig_len,
+            },
+            &mut |d: &Delivered<'_>| out.deliver(d),
+        );
+    };
+    for h in held.drain(..) {
+        feed(&h.meta, h.number, &h.data, &mut out);
+    }
+    while !eof && !interrupted && input_error.is_none() && out.error.is_none() {
         if ctl.cancel.load(Ordering::Relaxed) {
             interrupted = true;
             break;
@@ -133,32 +206,10 @@ pub fn gro_capture(
         if count % PROGRESS_EVERY == 0 {
             (ctl.on_progress)(reader.bytes_read());
         }
-        let frame = match reader.next_frame() {
-            Ok(Some(f)) => f,
+        match reader.next_frame() {
+            Ok(Some(f)) => feed(&FrameMeta::from(&f), f.number, f.data, &mut out),
             Ok(None) => break,
-            Err(e) => {
-                input_error = Some(e);
-                break;
-            }
-        };
-        let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
-            unsupported += 1;
-            // Frames the engine cannot read go through unchanged.
-            out.write(&FrameMeta::from(&frame), frame.data);
-            continue;
-        };
-        engine.receive(
-            Input {
-                data: frame.data,
-                link,
-                timestamp_ns: frame.timestamp_ns.max(0) as u64,
-                frame: frame.number,
-                orig_len: frame.orig_len,
-            },
-            &mut |d: &Delivered<'_>| out.deliver(d),
-        );
-        if out.error.is_some() {
-            break;
+            Err(e) => input_error = Some(e),
         }
     }
     engine.finish(&mut |d: &Delivered<'_>| out.deliver(d));
@@ -201,7 +252,8 @@ pub fn gro_capture(
                 gro_max_size: cfg.gro_max_size,
                 gro_ipv4_max_size: cfg.gro_ipv4_max_size,
                 flush_timeout_ns: cfg.flush_timeout_ns,
-                checksum_check: cfg.verify_checksums,
+                checksum_check: run_cfg.verify_checksums,
+                checksums_offloaded: offloaded,
                 udp_gro: match &cfg.udp {
                     offload::gro::UdpGro::Off => "off".into(),
                     offload::gro::UdpGro::AllPorts => "all".into(),

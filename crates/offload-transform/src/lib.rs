@@ -13,6 +13,7 @@
 //!   metadata, from `--mss`, or inferred per flow for bare captures.
 #![deny(unsafe_code)]
 
+pub mod csum;
 pub mod gro;
 pub mod gso;
 pub mod mss;
