@@ -246,8 +246,8 @@ pub fn gro_capture(
     let packets_out = st.packets_out + unsupported;
     Ok(Outcome {
         summary: GroSummary {
-            input: input.display().to_string(),
-            output: output.display().to_string(),
+            input: offload_capture::stdio::input_name(input),
+            output: offload_capture::stdio::output_name(output),
             settings: GroSettings {
                 gro_max_size: cfg.gro_max_size,
                 gro_ipv4_max_size: cfg.gro_ipv4_max_size,

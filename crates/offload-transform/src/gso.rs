@@ -6,7 +6,7 @@ use crate::{Control, Outcome, PROGRESS_EVERY};
 use std::collections::HashMap;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::LinkKind;
-use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta};
+use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, SpooledInput};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -141,8 +141,11 @@ struct Decision {
 }
 
 /// First pass of `gso` without `--mss`: learns each flow's MSS.
-fn learn_mss(input: &Path, opts: &GsoOptions) -> Result<HashMap<FlowKey, Decision>, CaptureError> {
-    let mut reader = CaptureReader::open(input)?;
+fn learn_mss(
+    input: &SpooledInput,
+    opts: &GsoOptions,
+) -> Result<HashMap<FlowKey, Decision>, CaptureError> {
+    let mut reader = CaptureReader::open_as(input.path(), input.name().to_string())?;
     let mut flows: HashMap<FlowKey, FlowEvidence> = HashMap::new();
     while let Ok(Some(frame)) = reader.next_frame() {
         let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
@@ -188,8 +191,10 @@ pub fn gso_capture(
 ) -> Result<Outcome<GsoSummary>, CaptureError> {
     // The first pass learns each flow's MSS and IPv4 ID pattern (a file
     // is read twice; the flow table stays small).
-    let learned = learn_mss(input, opts)?;
-    let mut reader = CaptureReader::open(input)?;
+    // A pipe or FIFO is copied to a temporary file first (read once).
+    let spooled = SpooledInput::new(input)?;
+    let learned = learn_mss(&spooled, opts)?;
+    let mut reader = CaptureReader::open_as(spooled.path(), spooled.name().to_string())?;
     let mut writer = CaptureWriter::create(output, None)?;
     let mut frames_in = 0u64;
     let mut super_packets = 0u64;
@@ -291,8 +296,8 @@ pub fn gso_capture(
     flows.truncate(LISTED_FLOWS);
     Ok(Outcome {
         summary: GsoSummary {
-            input: input.display().to_string(),
-            output: output.display().to_string(),
+            input: spooled.name().to_string(),
+            output: offload_capture::stdio::output_name(output),
             frames_in,
             frames_out: stats.frames,
             super_packets,
