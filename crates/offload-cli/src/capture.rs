@@ -140,7 +140,8 @@ fn with_progress<S>(
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let outcome = run(&mut ctl).with_context(|| format!("{what} {}", input.display()))?;
+    // The capture error names the file (once); say which command failed.
+    let outcome = run(&mut ctl).with_context(|| what.to_string())?;
     pb.finish_and_clear();
     Ok(outcome)
 }
@@ -197,7 +198,8 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
         writeln!(out, "{} -> {}", s.input, s.output)?;
-        writeln!(out, 
+        writeln!(
+            out,
             "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
             s.settings.gro_max_size,
             s.settings.gro_ipv4_max_size,
@@ -211,19 +213,22 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             }
         )?;
         if s.settings.checksums_offloaded {
-            writeln!(out, 
+            writeln!(
+                out,
                 "the capture's TCP/UDP checksums hold only the pseudo-header sum (left to the NIC, \
                  CHECKSUM_PARTIAL: a sender-side or veth capture); the kernel does not verify such \
                  packets, so neither did this run"
             )?;
         }
-        writeln!(out, 
+        writeln!(
+            out,
             "udp gro {}  vxlan ports {:?}  vlan gro {}",
             s.settings.udp_gro,
             s.settings.vxlan_ports,
             if s.settings.vlan_gro { "on" } else { "off" }
         )?;
-        writeln!(out, 
+        writeln!(
+            out,
             "frames in {}  packets out {}  merge ratio {:.2}  super-packets {}  largest {} B{}",
             s.frames_in,
             s.packets_out,
@@ -233,12 +238,14 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             if s.interrupted { "  (interrupted)" } else { "" }
         )?;
         writeln!(out)?;
-        writeln!(out, 
+        writeln!(
+            out,
             "{:<10} {:>12} {:>12} {:>8}",
             "protocol", "frames in", "packets out", "ratio"
         )?;
         for p in &s.protocols {
-            writeln!(out, 
+            writeln!(
+                out,
                 "{:<10} {:>12} {:>12} {:>8.2}",
                 p.protocol, p.frames_in, p.packets_out, p.merge_ratio
             )?;
@@ -254,7 +261,8 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             writeln!(out, "{:<28} {:>10}  {}", r.reason, r.count, kind)?;
         }
         if s.unsupported_link_frames > 0 {
-            writeln!(out, 
+            writeln!(
+                out,
                 "\n{} frames of unsupported link types copied unchanged",
                 s.unsupported_link_frames
             )?;
@@ -285,7 +293,8 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
         writeln!(out, "{} -> {}", s.input, s.output)?;
-        writeln!(out, 
+        writeln!(
+            out,
             "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",
             s.frames_in,
             s.frames_out,
@@ -295,7 +304,11 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         )?;
         if !s.flow_sources.is_empty() {
             writeln!(out)?;
-            writeln!(out, "{:<18} {:>8} {:>14}", "mss from", "flows", "super-packets")?;
+            writeln!(
+                out,
+                "{:<18} {:>8} {:>14}",
+                "mss from", "flows", "super-packets"
+            )?;
             for (src, flows) in &s.flow_sources {
                 let packets = s
                     .mss_sources
@@ -305,9 +318,14 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
                 writeln!(out, "{:<18} {flows:>8} {packets:>14}", src.name())?;
             }
             writeln!(out)?;
-            writeln!(out, "{:<58} {:>6} {:<18} {:>8}", "flow", "mss", "from", "split")?;
+            writeln!(
+                out,
+                "{:<58} {:>6} {:<18} {:>8}",
+                "flow", "mss", "from", "split"
+            )?;
             for f in &s.flows {
-                writeln!(out, 
+                writeln!(
+                    out,
                     "{:<58} {:>6} {:<18} {:>8}",
                     f.flow,
                     f.mss,

@@ -137,7 +137,10 @@ pub fn gro_capture(
     let mut held_bytes = 0usize;
     let mut offloaded = false;
     let mut interrupted = false;
-    while cfg.verify_checksums && !offloaded && held.len() < PROBE_FRAMES && held_bytes < PROBE_BYTES
+    while cfg.verify_checksums
+        && !offloaded
+        && held.len() < PROBE_FRAMES
+        && held_bytes < PROBE_BYTES
     {
         if ctl.cancel.load(Ordering::Relaxed) {
             interrupted = true;
@@ -146,7 +149,8 @@ pub fn gro_capture(
         match reader.next_frame() {
             Ok(Some(f)) => {
                 if let Some(link) = LinkKind::from_linktype(f.link_type.0) {
-                    offloaded = frame_checksum(link, f.data, &cfg.vxlan_ports) == CsumState::Offloaded;
+                    offloaded =
+                        frame_checksum(link, f.data, &cfg.vxlan_ports) == CsumState::Offloaded;
                 }
                 held_bytes += f.data.len();
                 held.push(Held {
@@ -279,4 +283,3 @@ pub fn gro_capture(
         input_error,
     })
 }
-

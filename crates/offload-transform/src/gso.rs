@@ -1,13 +1,13 @@
 //! `offload gso`: the super-packets of a capture segmented as GSO/TSO would.
 
-use crate::mss::{tcp_mss_option, FlowEvidence};
 pub use crate::mss::MssSource;
+use crate::mss::{tcp_mss_option, FlowEvidence};
 use crate::{Control, Outcome, PROGRESS_EVERY};
-use std::collections::HashMap;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::LinkKind;
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, SpooledInput};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -125,7 +125,8 @@ fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(FlowKey, La
     };
     if lay.v6 {
         key.src.copy_from_slice(&f[lay.l3_off + 8..lay.l3_off + 24]);
-        key.dst.copy_from_slice(&f[lay.l3_off + 24..lay.l3_off + 40]);
+        key.dst
+            .copy_from_slice(&f[lay.l3_off + 24..lay.l3_off + 40]);
     } else {
         key.src[..4].copy_from_slice(&f[lay.l3_off + 12..lay.l3_off + 16]);
         key.dst[..4].copy_from_slice(&f[lay.l3_off + 16..lay.l3_off + 20]);
@@ -157,7 +158,11 @@ fn learn_mss(
         let f = frame.data;
         let st = flows.entry(key).or_default();
         let tcp = lay.l4_proto == 6;
-        let option_len = if tcp { lay.l4_header_len as u32 - 20 } else { 0 };
+        let option_len = if tcp {
+            lay.l4_header_len as u32 - 20
+        } else {
+            0
+        };
         if tcp && f[lay.l4_off + 13] & 0x02 != 0 {
             let opts_end = (lay.l4_off + lay.l4_header_len).min(f.len());
             if let Some(m) = tcp_mss_option(&f[lay.l4_off + 20..opts_end]) {
@@ -292,7 +297,11 @@ pub fn gso_capture(
             super_packets: n,
         })
         .collect();
-    flows.sort_by(|a, b| b.super_packets.cmp(&a.super_packets).then(a.flow.cmp(&b.flow)));
+    flows.sort_by(|a, b| {
+        b.super_packets
+            .cmp(&a.super_packets)
+            .then(a.flow.cmp(&b.flow))
+    });
     flows.truncate(LISTED_FLOWS);
     Ok(Outcome {
         summary: GsoSummary {
