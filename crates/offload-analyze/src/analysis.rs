@@ -12,10 +12,9 @@
 
 use crate::dissect::{self, Parsed, L4};
 use crate::flow::{FlowKey, FlowStats};
-use crate::transform::Control;
 use crate::whatif::{KernelProfile, RunTotals, WhatIfWorker};
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader};
+use offload_capture::{CaptureError, CaptureReader, Control};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,5 @@
 //! offload-analyze: runs captures through the engine and explains them.
 //!
-//! - [`transform`]: `offload gro` / `offload gso`, capture to capture, with
-//!   summaries (merge ratios, flush reasons) for people and programs.
 //! - [`analyze`]: `offload analyze`: one streaming pass over one or more
 //!   captures giving per-flow statistics ([`flow`]), the GRO what-if at
 //!   several sizes under a kernel profile ([`whatif`]), and ranked findings
@@ -19,7 +17,6 @@ pub mod flow;
 pub mod html;
 pub mod report;
 pub mod text;
-pub mod transform;
 pub mod whatif;
 
 pub use analysis::{AnalyzeError, Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
@@ -33,7 +30,7 @@ use std::path::PathBuf;
 pub fn analyze(
     inputs: &[PathBuf],
     opts: &Options,
-    ctl: &mut transform::Control<'_>,
+    ctl: &mut offload_capture::Control<'_>,
 ) -> Result<Analysis, AnalyzeError> {
     let pass = analysis::run_pass(inputs, opts, ctl)?;
     Ok(report::build(pass, opts))

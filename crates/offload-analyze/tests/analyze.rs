@@ -3,8 +3,8 @@
 //! that the analysis reports exactly that property.
 
 use offload::build::{FrameSpec, TcpSpec, UdpSpec};
-use offload_analyze::transform::Control;
 use offload_analyze::{analyze, Analysis, KernelProfile, Options};
+use offload_capture::Control;
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
