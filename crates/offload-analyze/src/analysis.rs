@@ -558,7 +558,7 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
             if let Some(&i) = index.get(&flow.key) {
                 for (k, &si) in sizes.iter().enumerate() {
                     flow.what_if[si].merge(&w.flows[i].plain[k]);
-                    flow.inner_what_if[si].merge(&w.flows[i].inner[k]);
+                    flow.healthy_what_if[si].merge(&w.flows[i].healthy[k]);
                 }
             }
         }

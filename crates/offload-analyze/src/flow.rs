@@ -620,8 +620,8 @@ pub struct FlowStats {
     pub bins: Bins,
     /// Per what-if size: stack packets etc. Filled by `whatif`.
     pub what_if: Vec<crate::whatif::FlowWhatIf>,
-    /// Packets of this flow fed to the engine as decapsulated inner frames.
-    pub inner_what_if: Vec<crate::whatif::FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
+    pub healthy_what_if: Vec<crate::whatif::FlowWhatIf>,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -675,7 +675,7 @@ impl FlowStats {
             series: Decimated::default(),
             bins: Bins::default(),
             what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
-            inner_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+            healthy_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
         }
     }
 

@@ -2,8 +2,7 @@
 //! schema is documented in `docs/analyze.md`), built from the pass.
 //!
 //! This is where kernel profiles other than 6.18 are applied to the
-//! engine's figures (see [`crate::whatif`]) and where tunnelled flows get
-//! their estimate while the engine has no VXLAN GRO.
+//! engine's figures (see the what-if module's table).
 
 use crate::analysis::{Options, PassResult};
 use crate::dissect;
@@ -130,8 +129,9 @@ pub struct FlowWhatIfReport {
     /// support, or a kernel profile other than 6.18).
     pub estimated: bool,
     pub reasons: Vec<ReasonReport>,
-    /// What the inner flow alone would give (tunnels only): the figure a
-    /// healthy tunnel reaches.
+    /// What the same frames give with fixed outer and inner IPv4 IDs
+    /// (tunnels only): the figure a healthy tunnel reaches. Never above
+    /// `stack_packets`.
     pub healthy_tunnel_packets: Option<u64>,
 }
 
@@ -297,40 +297,20 @@ fn flow_what_if(
     let mut estimated = false;
     let mut healthy = None;
     if let (Some(_), Some(outer)) = (f.key.tunnel, f.outer.as_ref()) {
-        let engine_merges_tunnel = base.super_packets > 0
-            || base.reasons.iter().any(|h| {
-                h.reason != FlushReason::UnsupportedProtocol && !h.reason.is_pass_through()
-            });
-        let inner = &f.inner_what_if[i];
-        healthy = Some(inner.packets);
+        let fixed_ids = &f.healthy_what_if[i];
+        healthy = Some(fixed_ids.packets);
         let df_set = outer.df_set > outer.df_clear;
         let pattern = outer.pattern();
         let ok = profile.ids_mergeable(pattern, df_set, true);
         let ok_618 = KernelProfile::V6_18.ids_mergeable(pattern, df_set, true);
-        let first_break = outer
-            .id_break_examples
-            .get(1)
-            .map_or(f.first_frame, |x| x.0);
-        if (!engine_merges_tunnel || (ok && !ok_618)) && inner.frames > 0 {
-            // No engine figure for this tunnel (or the profile accepts what
-            // 6.18 rejects): the inner flow's run, cut where the outer IDs break.
+        let inner_ok =
+            profile.ids_mergeable(f.inner.pattern(), f.inner.df_set > f.inner.df_clear, false);
+        if ok && !ok_618 && inner_ok && fixed_ids.frames > 0 {
+            // An older kernel does not check this outer header (DF set):
+            // the tunnel merges as if its IDs were fixed.
             estimated = true;
-            w = inner.clone();
+            w = fixed_ids.clone();
             w.frames = base.frames;
-            if !ok {
-                let extra = outer
-                    .id_breaks
-                    .min(inner.frames.saturating_sub(inner.packets));
-                w.packets += extra;
-                if extra > 0 {
-                    w.reasons.push(ReasonHit {
-                        reason: FlushReason::OuterIpIdMismatch,
-                        count: extra,
-                        first_frame: first_break,
-                    });
-                }
-                w.super_packets = w.super_packets.min(w.packets.saturating_sub(extra));
-            }
         } else if !ok && ok_618 {
             // 6.18 merged fixed outer IDs that this profile rejects.
             let extra = outer
@@ -341,7 +321,7 @@ fn flow_what_if(
                 w.packets += extra;
                 w.super_packets = 0;
                 w.reasons.push(ReasonHit {
-                    reason: FlushReason::IpIdMismatch,
+                    reason: FlushReason::OuterIpIdMismatch,
                     count: extra,
                     first_frame: f.first_frame,
                 });

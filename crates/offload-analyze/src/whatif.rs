@@ -13,12 +13,19 @@
 //! | 6.6 | IP ID rules of ≤ 6.9 | as 6.1, with IPv4 BIG TCP |
 //! | 7.x | CWR is part of the flag word, no separate CWR flush | each `cwr-set` flush becomes `tcp-flags-changed` and costs one more packet (the next non-CWR segment flushes again) |
 //!
-//! Tunnelled (VXLAN) flows: while the engine has no VXLAN GRO, the inner
-//! frame is run through a second engine (what GRO would do if the outer
-//! headers allowed it) and the outer-header IP ID rule of the profile is
-//! applied from the flow's own header analysis; such figures are marked
-//! `estimated`. When the engine reports merges for the tunnel itself, its
-//! figures are used as they are.
+//! Tunnelled (VXLAN) flows: the engine runs VXLAN GRO itself (outer and
+//! inner headers, `vxlan_gro_receive`), so a tunnel's figure is the
+//! engine's. Beside it, every tunnelled frame is also fed, with its outer
+//! and inner IPv4 IDs made fixed (ID 0, DF set, header checksum redone), to
+//! a second engine: the "healthy tunnel" figure, what the receiver would
+//! hand its stack if no IP ID rule stood in the way. Only the IDs change,
+//! so that figure can never be worse than the real one (tested), and the
+//! gap between the two is what the IP ID rule costs.
+//!
+//! Kernel eras other than the engine's own are applied afterwards, in
+//! [`KernelProfile`] (which header states merge) and in the report's
+//! per-flow adjustment; they are the one place to swap when the engine
+//! gains per-era profiles of its own.
 
 use crate::dissect;
 use crate::flow::FlowKey;
@@ -270,8 +277,9 @@ pub struct WorkerFlow {
     pub key: FlowKey,
     /// Indexed like the worker's sizes.
     pub plain: Vec<FlowWhatIf>,
-    /// Decapsulated inner frames (tunnelled flows only).
-    pub inner: Vec<FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnelled flows only): the
+    /// healthy-tunnel figure.
+    pub healthy: Vec<FlowWhatIf>,
 }
 
 /// Runs one or more GRO sizes over a stream of frames and attributes every
@@ -280,7 +288,9 @@ pub struct WorkerFlow {
 pub struct WhatIfWorker {
     pub sizes: Vec<u32>,
     engines: Vec<GroEngine>,
-    inner_engines: Vec<GroEngine>,
+    healthy_engines: Vec<GroEngine>,
+    /// Scratch copy of the frame being normalised for the healthy engines.
+    healthy_buf: Vec<u8>,
     index: FxHashMap<FlowKey, u32>,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
@@ -343,7 +353,8 @@ impl WhatIfWorker {
         };
         WhatIfWorker {
             engines: mk(),
-            inner_engines: mk(),
+            healthy_engines: mk(),
+            healthy_buf: Vec::new(),
             totals: vec![
                 RunTotals {
                     file,
@@ -367,7 +378,7 @@ impl WhatIfWorker {
             flows.push(WorkerFlow {
                 key,
                 plain: vec![FlowWhatIf::default(); n],
-                inner: vec![FlowWhatIf::default(); n],
+                healthy: vec![FlowWhatIf::default(); n],
             });
             (flows.len() - 1) as u32
         })
@@ -379,16 +390,24 @@ impl WhatIfWorker {
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
         }
-        let inner_frame = parsed
-            .and_then(|p| p.tunnel.map(|t| t.udp_off + 16))
-            .and_then(|off| input.data.get(off..));
+        let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
+        let healthy_frame = match parsed.and_then(|p| p.tunnel.map(|t| (p, t))) {
+            Some((p, t)) => {
+                healthy_buf.clear();
+                healthy_buf.extend_from_slice(input.data);
+                fix_ipv4_id(&mut healthy_buf, &t.ip);
+                fix_ipv4_id(&mut healthy_buf, &p.ip);
+                Some(healthy_buf.as_slice())
+            }
+            None => None,
+        };
         let mut pending = std::mem::take(&mut self.scratch);
         for t in &mut self.totals {
             t.frames_in += 1;
         }
         let WhatIfWorker {
             engines,
-            inner_engines,
+            healthy_engines,
             ring,
             flows,
             ..
@@ -397,7 +416,7 @@ impl WhatIfWorker {
         // unmerged without touching any held packet (`tcp_gro_receive`,
         // `udp_gro_receive`): the other engines are not fed it and get the
         // same delivery, so that the checksum is verified once per frame.
-        let (mut bad, mut bad_inner) = (false, false);
+        let (mut bad, mut bad_healthy) = (false, false);
         for (i, engine) in engines.iter_mut().enumerate() {
             if let Some(s) = slot {
                 flows[s as usize].plain[i].frames += 1;
@@ -420,36 +439,35 @@ impl WhatIfWorker {
                         .any(|p| p.is_bad_checksum_of(input.frame, false));
                 }
             }
-            if let Some(inner) = inner_frame {
+            if let Some(healthy) = healthy_frame {
                 if let Some(s) = slot {
-                    flows[s as usize].inner[i].frames += 1;
+                    flows[s as usize].healthy[i].frames += 1;
                 }
-                if i > 0 && bad_inner {
+                if i > 0 && bad_healthy {
                     pending.push(Pending::bad_checksum(
                         i,
                         true,
                         slot,
                         input.frame,
-                        inner.len(),
+                        healthy.len(),
                     ));
                     continue;
                 }
                 let inp = Input {
-                    data: inner,
-                    link: LinkKind::Ethernet,
-                    orig_len: inner.len() as u32,
+                    data: healthy,
                     ..input
                 };
-                inner_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
+                healthy_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
                 });
                 if i == 0 {
-                    bad_inner = pending
+                    bad_healthy = pending
                         .iter()
                         .any(|p| p.is_bad_checksum_of(input.frame, true));
                 }
             }
         }
+        self.healthy_buf = healthy_buf;
         self.account(&mut pending);
         self.scratch = pending;
     }
@@ -465,7 +483,7 @@ impl WhatIfWorker {
                 }
                 (None, None) => None,
             };
-            if !p.inner {
+            if !p.healthy {
                 let t = &mut self.totals[p.i];
                 t.packets_out += 1;
                 if p.segs > 1 {
@@ -476,8 +494,8 @@ impl WhatIfWorker {
             }
             if let Some(s) = slot {
                 let f = &mut self.flows[s as usize];
-                let w = if p.inner {
-                    &mut f.inner[p.i]
+                let w = if p.healthy {
+                    &mut f.healthy[p.i]
                 } else {
                     &mut f.plain[p.i]
                 };
@@ -497,11 +515,15 @@ impl WhatIfWorker {
         let mut pending: Vec<Pending> = Vec::new();
         let WhatIfWorker {
             engines,
-            inner_engines,
+            healthy_engines,
             ring,
             ..
         } = self;
-        for (i, (e, ie)) in engines.iter_mut().zip(inner_engines.iter_mut()).enumerate() {
+        for (i, (e, ie)) in engines
+            .iter_mut()
+            .zip(healthy_engines.iter_mut())
+            .enumerate()
+        {
             e.finish(&mut |d: &Delivered<'_>| {
                 pending.push(Pending::of(d, i, false, None, &ring.0))
             });
@@ -514,11 +536,36 @@ impl WhatIfWorker {
     }
 }
 
+/// Makes an IPv4 header's ID fixed (0, DF set) and redoes its checksum, in
+/// a copy of the frame: what a sender (or tunnel endpoint) that satisfies
+/// every kernel's IP ID rule would have sent. The header's one's-complement
+/// sum stays the same, so an outer UDP checksum covering it still verifies.
+fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
+    if ip.v6 {
+        return;
+    }
+    let Some(h) = frame.get_mut(ip.off..ip.off + ip.hdr_len) else {
+        return;
+    };
+    if h.len() < 20 || offload::checksum::checksum(h) != 0 {
+        // A header that did not verify stays as it was: the engine judges it.
+        return;
+    }
+    h[4] = 0;
+    h[5] = 0;
+    h[6] |= 0x40;
+    h[10] = 0;
+    h[11] = 0;
+    let c = offload::checksum::checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 /// A delivery waiting to be attributed.
 #[derive(Debug)]
 struct Pending {
     i: usize,
-    inner: bool,
+    /// From the healthy-ID engines.
+    healthy: bool,
     slot: Option<u32>,
     /// The packet's bytes when its first frame has left the ring.
     miss: Option<(Vec<u8>, LinkKind)>,
@@ -529,10 +576,10 @@ struct Pending {
 }
 
 impl Pending {
-    fn bad_checksum(i: usize, inner: bool, slot: Option<u32>, frame: u64, len: usize) -> Pending {
+    fn bad_checksum(i: usize, healthy: bool, slot: Option<u32>, frame: u64, len: usize) -> Pending {
         Pending {
             i,
-            inner,
+            healthy,
             slot,
             miss: None,
             reason: FlushReason::BadChecksum,
@@ -542,25 +589,26 @@ impl Pending {
         }
     }
 
-    fn is_bad_checksum_of(&self, frame: u64, inner: bool) -> bool {
+    fn is_bad_checksum_of(&self, frame: u64, healthy: bool) -> bool {
         self.i == 0
-            && self.inner == inner
+            && self.healthy == healthy
             && self.reason == FlushReason::BadChecksum
             && self.frame == frame
     }
 
-    fn of(d: &Delivered<'_>, i: usize, inner: bool, current: Option<u64>, ring: &Ring) -> Pending {
+    fn of(
+        d: &Delivered<'_>,
+        i: usize,
+        healthy: bool,
+        current: Option<u64>,
+        ring: &Ring,
+    ) -> Pending {
         let slot = ring.get(d.first_frame);
         Pending {
             i,
-            inner,
+            healthy,
             slot,
-            miss: slot.is_none().then(|| {
-                (
-                    d.data.to_vec(),
-                    if inner { LinkKind::Ethernet } else { d.link },
-                )
-            }),
+            miss: slot.is_none().then(|| (d.data.to_vec(), d.link)),
             reason: d.reason,
             frame: culprit(d, current),
             segs: d.segments,
