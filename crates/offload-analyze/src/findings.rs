@@ -167,13 +167,9 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
             .join(", ");
         let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
         let text = format!(
-            "{which} IPv4 {} and IP ID {} (frames {}: {ids})",
+            "{which} IPv4 {} and IP ID not incrementing ({}; frames {}: {ids})",
             if df_set { "DF=1" } else { "DF=0" },
-            if h.pattern() == IdPattern::Random {
-                "random".to_string()
-            } else {
-                format!("not incrementing ({})", h.pattern().name())
-            },
+            h.pattern().name(),
             frames_list(&frames),
         );
         (text, frames)
