@@ -2,11 +2,12 @@
 //! plain language, each with its evidence and the fix, ranked by severity
 //! and by how many extra packets the receiving stack pays for it.
 
-use crate::analysis::Options;
 use crate::dissect;
-use crate::flow::{BigPacketSide, FlowStats, IdPattern};
+use crate::figures::FlowWhatIf;
+use crate::flow::{BigPacketSide, FlowStats};
+use crate::kernel::KernelProfile;
+use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
-use crate::whatif::{FlowWhatIf, KernelProfile};
 use offload::gro::FlushReason;
 
 fn flow_ref(r: &FlowReport) -> FlowRef {

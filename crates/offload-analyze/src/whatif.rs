@@ -28,160 +28,13 @@
 //! gains per-era profiles of its own.
 
 use crate::dissect;
-use crate::flow::FlowKey;
+use crate::figures::{FlowWhatIf, RunTotals};
+pub use crate::kernel::KernelProfile;
+use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use std::fmt;
-use std::str::FromStr;
-
-/// The kernel whose GRO rules the what-if applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum KernelProfile {
-    #[serde(rename = "6.1")]
-    V6_1,
-    #[serde(rename = "6.6")]
-    V6_6,
-    #[serde(rename = "6.18")]
-    V6_18,
-    #[serde(rename = "7.x")]
-    V7,
-}
-
-impl KernelProfile {
-    pub const ALL: [KernelProfile; 4] = [
-        KernelProfile::V6_1,
-        KernelProfile::V6_6,
-        KernelProfile::V6_18,
-        KernelProfile::V7,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelProfile::V6_1 => "6.1",
-            KernelProfile::V6_6 => "6.6",
-            KernelProfile::V6_18 => "6.18",
-            KernelProfile::V7 => "7.x",
-        }
-    }
-
-    /// Only 6.18 is what the engine implements and what was compared with
-    /// a live kernel.
-    pub fn verified_live(self) -> bool {
-        self == KernelProfile::V6_18
-    }
-
-    /// IP ID rule before 6.10: a fixed ID is accepted only with DF set,
-    /// and a tunnel's outer header with DF set is not checked.
-    fn legacy_ip_id(self) -> bool {
-        matches!(self, KernelProfile::V6_1 | KernelProfile::V6_6)
-    }
-
-    /// IPv4 BIG TCP (`gro_ipv4_max_size`) arrived in 6.3.
-    pub fn ipv4_big_tcp(self) -> bool {
-        self != KernelProfile::V6_1
-    }
-
-    /// Whether a header with this DF state and ID pattern lets GRO merge.
-    /// `outer` is the outer header of a tunnel.
-    pub fn ids_mergeable(self, pattern: crate::flow::IdPattern, df_set: bool, outer: bool) -> bool {
-        use crate::flow::IdPattern::*;
-        match pattern {
-            IncrementingPerFlow | NotApplicable => true,
-            Fixed | FixedZero => !self.legacy_ip_id() || df_set,
-            GlobalCounter | Random => self.legacy_ip_id() && outer && df_set,
-        }
-    }
-}
-
-impl fmt::Display for KernelProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for KernelProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim() {
-            "6.1" | "6.1.y" => KernelProfile::V6_1,
-            "6.6" | "6.6.y" => KernelProfile::V6_6,
-            "6.18" | "6.18.y" => KernelProfile::V6_18,
-            "7" | "7.x" | "7.0" | "7.1" | "7.2" => KernelProfile::V7,
-            other => {
-                return Err(format!(
-                    "unknown kernel profile {other:?}: use 6.1, 6.6, 6.18 or 7.x"
-                ))
-            }
-        })
-    }
-}
-
-/// One reason's count within a flow, with the first frame it hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReasonHit {
-    pub reason: FlushReason,
-    pub count: u64,
-    pub first_frame: u64,
-}
-
-/// What GRO did to one flow at one size.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FlowWhatIf {
-    /// Packets the stack sees.
-    pub packets: u64,
-    /// Of those, super-packets (more than one segment).
-    pub super_packets: u64,
-    /// Frames fed.
-    pub frames: u64,
-    pub largest: u32,
-    /// Sparse reason counts: a flow meets few reasons.
-    pub reasons: Vec<ReasonHit>,
-}
-
-impl FlowWhatIf {
-    fn hit(&mut self, reason: FlushReason, frame: u64) {
-        match self.reasons.iter_mut().find(|h| h.reason == reason) {
-            Some(h) => h.count += 1,
-            None => self.reasons.push(ReasonHit {
-                reason,
-                count: 1,
-                first_frame: frame,
-            }),
-        }
-    }
-
-    pub fn count(&self, r: FlushReason) -> u64 {
-        self.reasons
-            .iter()
-            .find(|h| h.reason == r)
-            .map_or(0, |h| h.count)
-    }
-
-    pub fn first(&self, r: FlushReason) -> Option<u64> {
-        self.reasons
-            .iter()
-            .find(|h| h.reason == r)
-            .map(|h| h.first_frame)
-    }
-
-    pub fn merge(&mut self, o: &FlowWhatIf) {
-        self.packets += o.packets;
-        self.super_packets += o.super_packets;
-        self.frames += o.frames;
-        self.largest = self.largest.max(o.largest);
-        for h in &o.reasons {
-            match self.reasons.iter_mut().find(|x| x.reason == h.reason) {
-                Some(x) => {
-                    x.count += h.count;
-                    x.first_frame = x.first_frame.min(h.first_frame);
-                }
-                None => self.reasons.push(*h),
-            }
-        }
-    }
-}
 
 /// Which frame to cite for a flush: the segment that caused it when the
 /// reason is about the incoming segment, else the last merged one.
@@ -219,55 +72,6 @@ impl Ring {
     fn get(&self, frame: u64) -> Option<u32> {
         let (f, s) = self.slots[frame as usize & (RING - 1)];
         (f == frame).then_some(s)
-    }
-}
-
-/// A reason's count and its first example `(file, frame)`s.
-pub type ReasonExamples = (FlushReason, u64, Vec<(usize, u64)>);
-
-/// Global figures of one size's run.
-#[derive(Debug, Clone, Default)]
-pub struct RunTotals {
-    pub frames_in: u64,
-    pub packets_out: u64,
-    pub super_packets: u64,
-    pub largest: u32,
-    /// Per reason: count and the first three example `(file, frame)`s.
-    pub reasons: Vec<ReasonExamples>,
-    file: usize,
-}
-
-impl RunTotals {
-    fn hit(&mut self, r: FlushReason, frame: u64) {
-        match self.reasons.iter_mut().find(|x| x.0 == r) {
-            Some(x) => {
-                x.1 += 1;
-                if x.2.len() < 3 {
-                    x.2.push((self.file, frame));
-                }
-            }
-            None => self.reasons.push((r, 1, vec![(self.file, frame)])),
-        }
-    }
-
-    pub fn merge(&mut self, o: &RunTotals) {
-        self.frames_in += o.frames_in;
-        self.packets_out += o.packets_out;
-        self.super_packets += o.super_packets;
-        self.largest = self.largest.max(o.largest);
-        for (r, n, ex) in &o.reasons {
-            match self.reasons.iter_mut().find(|x| x.0 == *r) {
-                Some(x) => {
-                    x.1 += n;
-                    for e in ex {
-                        if x.2.len() < 3 {
-                            x.2.push(*e);
-                        }
-                    }
-                }
-                None => self.reasons.push((*r, *n, ex.clone())),
-            }
-        }
     }
 }
 
@@ -614,41 +418,5 @@ impl Pending {
             segs: d.segments,
             len: d.data.len() as u32,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::flow::IdPattern;
-
-    #[test]
-    fn profiles_parse_and_only_6_18_is_verified_live() {
-        for p in KernelProfile::ALL {
-            assert_eq!(p.name().parse::<KernelProfile>(), Ok(p));
-        }
-        assert_eq!("7.1".parse::<KernelProfile>(), Ok(KernelProfile::V7));
-        assert!("5.4".parse::<KernelProfile>().is_err());
-        assert!(KernelProfile::V6_18.verified_live());
-        assert!(!KernelProfile::V6_6.verified_live());
-    }
-
-    #[test]
-    fn ip_id_rules_follow_the_reference_eras() {
-        use KernelProfile::*;
-        // 6.18: fixed IDs merge whatever DF says; random never.
-        assert!(V6_18.ids_mergeable(IdPattern::Fixed, false, true));
-        assert!(!V6_18.ids_mergeable(IdPattern::Random, true, true));
-        // Before 6.10: fixed needs DF; an outer header with DF is not checked.
-        assert!(!V6_6.ids_mergeable(IdPattern::FixedZero, false, false));
-        assert!(V6_6.ids_mergeable(IdPattern::FixedZero, true, false));
-        assert!(V6_1.ids_mergeable(IdPattern::Random, true, true));
-        assert!(!V6_1.ids_mergeable(IdPattern::Random, true, false));
-        assert!(!V6_1.ipv4_big_tcp() && V6_6.ipv4_big_tcp());
-        assert_eq!(config_for(185000, V6_1, true, &[]).gro_ipv4_max_size, 65536);
-        assert_eq!(
-            config_for(185000, V6_18, true, &[]).gro_ipv4_max_size,
-            185000
-        );
     }
 }
