@@ -52,7 +52,7 @@ impl LatencyUs {
     }
 }
 
-/// One network interface of a host, as `ip -d link` reports it.
+/// One network interface of a host, as rtnetlink (`RTM_GETLINK`) reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct InterfaceInfo {
     /// Name.
@@ -67,8 +67,10 @@ pub struct InterfaceInfo {
     pub gso_ipv4_max_size: Option<u64>,
     /// Same for IPv4.
     pub gro_ipv4_max_size: Option<u64>,
-    /// Largest number of GSO segments.
-    pub gso_max_segs: Option<u64>,
+    /// Largest TSO super-packet the driver accepts (read-only).
+    pub tso_max_size: Option<u64>,
+    /// Link kind (`veth`, `vxlan`, ...), none for physical devices and `lo`.
+    pub kind: Option<String>,
 }
 
 /// The host and namespace a side ran in: kernel, CPUs, offload sizes and the
@@ -81,7 +83,7 @@ pub struct HostInfo {
     pub cpus: usize,
     /// Relevant sysctls of the namespace (missing ones are left out).
     pub sysctls: BTreeMap<String, String>,
-    /// Interfaces of the namespace (empty if `ip` is not installed).
+    /// Interfaces of the namespace (empty if rtnetlink cannot be read).
     pub interfaces: Vec<InterfaceInfo>,
 }
 
@@ -107,7 +109,7 @@ pub const SYSCTLS: &[&str] = &[
 
 impl HostInfo {
     /// Describes the calling thread's namespace (sysctls under /proc/sys/net
-    /// and `ip` follow the thread's network namespace).
+    /// and a netlink socket follow the thread's network namespace).
     pub fn collect() -> Self {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
@@ -130,39 +132,23 @@ impl HostInfo {
     }
 }
 
+/// The links of the calling thread's namespace, over rtnetlink (offload-lab's
+/// implementation, shared with `offload inspect`).
 fn interfaces() -> Vec<InterfaceInfo> {
-    let Ok(out) = std::process::Command::new("ip")
-        .args(["-j", "-d", "link", "show"])
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    parse_ip_link_json(&out.stdout)
-}
-
-/// Parses the JSON of `ip -j -d link show`.
-pub fn parse_ip_link_json(bytes: &[u8]) -> Vec<InterfaceInfo> {
-    let Ok(serde_json::Value::Array(links)) = serde_json::from_slice(bytes) else {
+    let Ok(links) = offload_lab::rtnl::Rtnl::open().and_then(|mut r| r.links()) else {
         return Vec::new();
     };
     links
-        .iter()
-        .map(|l| {
-            let n = |k: &str| l.get(k).and_then(|v| v.as_u64());
-            InterfaceInfo {
-                name: l
-                    .get("ifname")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string(),
-                mtu: n("mtu").unwrap_or(0),
-                gso_max_size: n("gso_max_size"),
-                gro_max_size: n("gro_max_size"),
-                gso_ipv4_max_size: n("gso_ipv4_max_size"),
-                gro_ipv4_max_size: n("gro_ipv4_max_size"),
-                gso_max_segs: n("gso_max_segs"),
-            }
+        .into_iter()
+        .map(|l| InterfaceInfo {
+            name: l.name,
+            mtu: u64::from(l.mtu),
+            gso_max_size: l.gso_max_size.map(u64::from),
+            gro_max_size: l.gro_max_size.map(u64::from),
+            gso_ipv4_max_size: l.gso_ipv4_max_size.map(u64::from),
+            gro_ipv4_max_size: l.gro_ipv4_max_size.map(u64::from),
+            tso_max_size: l.tso_max_size.map(u64::from),
+            kind: l.kind,
         })
         .collect()
 }
@@ -558,13 +544,9 @@ mod tests {
     }
 
     #[test]
-    fn ip_link_json_is_read() {
-        let j = br#"[{"ifindex":1,"ifname":"lo","mtu":65536,"gso_max_size":65536,"gro_max_size":65536,"gso_max_segs":65535},{"ifname":"v","mtu":1500}]"#;
-        let v = parse_ip_link_json(j);
-        assert_eq!(v.len(), 2);
-        assert_eq!(v[0].name, "lo");
-        assert_eq!(v[0].gso_max_size, Some(65536));
-        assert_eq!(v[1].gro_max_size, None);
-        assert!(parse_ip_link_json(b"garbage").is_empty());
+    fn interfaces_come_from_rtnetlink() {
+        let host = HostInfo::collect();
+        let lo = host.interfaces.iter().find(|i| i.name == "lo");
+        assert!(lo.is_some_and(|l| l.mtu > 0), "{:?}", host.interfaces);
     }
 }

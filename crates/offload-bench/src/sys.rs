@@ -290,6 +290,13 @@ pub fn enter_netns(path: &Path) -> io::Result<()> {
     cvt(ret).map(|_| ())
 }
 
+/// Moves the calling thread into the network namespace behind `fd`.
+pub fn enter_netns_fd(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: the fd is valid while borrowed; CLONE_NEWNET asks the kernel
+    // to check that it refers to a network namespace.
+    cvt(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
 /// Whether the process runs with effective uid 0.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no arguments and cannot fail.
