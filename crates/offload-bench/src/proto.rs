@@ -85,8 +85,12 @@ pub enum ServerMsg {
     },
     /// The data sockets are listening.
     Ready {
-        /// Port of the data listener or UDP sockets.
+        /// Port of the (first) data listener or of the UDP sockets.
         data_port: u16,
+        /// Ports of every TCP data listener (`TestSpec::listeners` of them);
+        /// empty from a server that opens one.
+        #[serde(default)]
+        data_ports: Vec<u16>,
         /// What the server actually applied.
         settings: ServerSettings,
     },

@@ -162,6 +162,10 @@ pub struct ServerSettings {
     pub engine: String,
     /// UDP receiving sockets (one per thread with reuseport).
     pub udp_sockets: u32,
+    /// Whether each worker held its flows in a descriptor table of its own
+    /// (RLIMIT_NOFILE could not be raised for all of them in one).
+    #[serde(default)]
+    pub per_thread_fd_tables: bool,
 }
 
 /// Counters over the measurement window.
@@ -271,6 +275,16 @@ pub struct Settings {
     pub client_host: HostInfo,
     /// The server's host and namespace.
     pub server_host: HostInfo,
+    /// TCP data listeners of the server (flow i uses listener i % n).
+    #[serde(default)]
+    pub listeners: u32,
+    /// tcp-rr requests in flight per connection.
+    #[serde(default)]
+    pub burst: u32,
+    /// What the run changed to fit the machine (threads added for the
+    /// open-file limit, extra listeners for the ephemeral ports).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// CPU over the measurement window.
@@ -375,6 +389,133 @@ pub struct BenchResult {
     pub settings: Settings,
     /// Per-interval lines.
     pub intervals: Vec<IntervalLine>,
+    /// TCP_INFO of every client TCP flow at the window's end, summarized
+    /// over flows (TCP tests with long-lived connections).
+    pub tcp_info: Option<TcpInfoReport>,
+}
+
+/// TCP_INFO of one client flow, read at the end of the measurement window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowTcpInfo {
+    /// Flow number (0-based, in connection order).
+    pub flow: u32,
+    /// The client's local port of the flow.
+    pub local_port: u16,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: u32,
+    /// RTT variance, microseconds.
+    pub rttvar_us: u32,
+    /// Smallest RTT seen, microseconds.
+    pub min_rtt_us: Option<u32>,
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Segments retransmitted over the connection's life.
+    pub retransmits: u32,
+    /// The kernel's delivery-rate estimate, bits per second.
+    pub delivery_rate_bps: Option<u64>,
+    /// Bytes the peer acknowledged.
+    pub bytes_acked: Option<u64>,
+    /// Bytes received.
+    pub bytes_received: Option<u64>,
+}
+
+impl FlowTcpInfo {
+    /// From the raw fields of `struct tcp_info`.
+    pub fn from_raw(flow: u32, local_port: u16, r: &crate::sys::TcpInfoRaw) -> Self {
+        FlowTcpInfo {
+            flow,
+            local_port,
+            rtt_us: r.rtt_us,
+            rttvar_us: r.rttvar_us,
+            min_rtt_us: r.min_rtt_us,
+            cwnd: r.snd_cwnd,
+            retransmits: r.total_retrans,
+            delivery_rate_bps: r.delivery_rate.map(|b| b.saturating_mul(8)),
+            bytes_acked: r.bytes_acked,
+            bytes_received: r.bytes_received,
+        }
+    }
+}
+
+/// A figure's spread over flows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OverFlows {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl OverFlows {
+    /// The spread of `values`; None when empty.
+    pub fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let rank = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Some(OverFlows {
+            min: values[0],
+            median,
+            p99: rank(0.99),
+            max: values[n - 1],
+        })
+    }
+}
+
+/// TCP_INFO over every client flow: min, median and p99 over flows, and
+/// each flow's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfoReport {
+    /// Flows read.
+    pub flows: usize,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: OverFlows,
+    /// RTT variance, microseconds.
+    pub rttvar_us: OverFlows,
+    /// Congestion window, segments.
+    pub cwnd: OverFlows,
+    /// Retransmitted segments per flow.
+    pub retransmits: OverFlows,
+    /// Retransmitted segments, all flows.
+    pub retransmits_total: u64,
+    /// Delivery rate, bits per second (kernels from 4.9).
+    pub delivery_rate_bps: Option<OverFlows>,
+    /// Every flow.
+    pub per_flow: Vec<FlowTcpInfo>,
+}
+
+impl TcpInfoReport {
+    /// Summarizes the flows; None when there are none.
+    pub fn from_flows(mut flows: Vec<FlowTcpInfo>) -> Option<Self> {
+        flows.sort_by_key(|f| f.flow);
+        let col = |f: fn(&FlowTcpInfo) -> f64| flows.iter().map(f).collect::<Vec<_>>();
+        Some(TcpInfoReport {
+            flows: flows.len(),
+            rtt_us: OverFlows::of(col(|f| f64::from(f.rtt_us)))?,
+            rttvar_us: OverFlows::of(col(|f| f64::from(f.rttvar_us)))?,
+            cwnd: OverFlows::of(col(|f| f64::from(f.cwnd)))?,
+            retransmits: OverFlows::of(col(|f| f64::from(f.retransmits)))?,
+            retransmits_total: flows.iter().map(|f| u64::from(f.retransmits)).sum(),
+            delivery_rate_bps: OverFlows::of(
+                flows
+                    .iter()
+                    .filter_map(|f| f.delivery_rate_bps.map(|v| v as f64))
+                    .collect(),
+            ),
+            per_flow: flows,
+        })
+    }
 }
 
 /// Output selectors for `-O`: (name, aliases, unit, description).
@@ -535,6 +676,7 @@ mod tests {
             server: ServerReport::default(),
             settings: Settings::default(),
             intervals: Vec::new(),
+            tcp_info: None,
         };
         for (name, _, _) in SELECTORS {
             assert!(r.select(name).is_some(), "{name}");

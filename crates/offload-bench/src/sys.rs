@@ -201,6 +201,35 @@ pub fn fd_limits() -> io::Result<(u64, u64)> {
     Ok((lim.rlim_cur, lim.rlim_max))
 }
 
+/// Descriptors a process needs besides its flows (control sockets, epoll
+/// instances, listeners, /proc files).
+pub const FD_MARGIN: u64 = 256;
+
+/// Raises RLIMIT_NOFILE for `flows` descriptors and says how they will be
+/// held: `Ok(false)` in one shared table, `Ok(true)` in one table per
+/// worker (the limit could not be raised, but each worker's share fits),
+/// or an error that names the limit and what would fit.
+pub fn plan_descriptors(flows: u64, threads: u64, who: &str) -> Result<bool, String> {
+    let need = flows + FD_MARGIN;
+    let limit = raise_fd_limit(need)
+        .or_else(|_| fd_limits().map(|l| l.0))
+        .unwrap_or(1024);
+    if limit >= need {
+        return Ok(false);
+    }
+    let per_thread = flows.div_ceil(threads.max(1)) + FD_MARGIN;
+    if per_thread <= limit {
+        return Ok(true);
+    }
+    let fit = flows.div_ceil(limit.saturating_sub(FD_MARGIN).max(1));
+    Err(format!(
+        "{flows} flows need {need} open files in the {who}, but RLIMIT_NOFILE is {limit} and \
+         cannot be raised (no CAP_SYS_RESOURCE, or fs.nr_open); split over {threads} \
+         thread(s) they need {per_thread} each: use at least {fit} {who} threads, or raise \
+         the hard limit (ulimit -Hn, LimitNOFILE=)"
+    ))
+}
+
 /// Gives the calling thread a private copy of the process's descriptor
 /// table (`unshare(CLONE_FILES)`).
 ///
@@ -295,6 +324,23 @@ pub fn enter_netns_fd(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: the fd is valid while borrowed; CLONE_NEWNET asks the kernel
     // to check that it refers to a network namespace.
     cvt(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// Accepts one connection from the listening socket `fd` (a descriptor of
+/// the calling thread's table, owned elsewhere), non-blocking, close-on-exec.
+pub fn accept_nonblocking(fd: RawFd) -> io::Result<std::net::TcpStream> {
+    // SAFETY: null address pointers are allowed by accept4; the flags are
+    // valid.
+    let new = cvt(unsafe {
+        libc::accept4(
+            fd,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    })?;
+    // SAFETY: accept4 returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::net::TcpStream::from_raw_fd(new) })
 }
 
 /// Whether the process runs with effective uid 0.
