@@ -671,6 +671,7 @@ fn sample_window(
                     c.1.saturating_sub(last.1 .1) as f64
                 };
                 let line = IntervalLine {
+                    run: 1,
                     at_seconds: now.duration_since(w.start).as_secs_f64(),
                     warmup: last.0 < w.ws,
                     transactions_per_sec: dtx / dt,
@@ -774,15 +775,28 @@ fn compose(c: Compose<'_>) -> BenchResult {
     };
     let txns = tps * window_s;
     let per = |x: f64| if txns > 0.0 { x / txns } else { 0.0 };
+    // Every percentage divides by the CPU time of the same /proc/stat
+    // window (busy + idle over all CPUs), never by a wall-clock length
+    // sampled at another instant: the parts add up and stay under 100%.
+    let all_cpu_s = busy + machine.idle;
+    let pct = |x: f64| {
+        if all_cpu_s > 0.0 {
+            (100.0 * x / all_cpu_s).clamp(0.0, 100.0)
+        } else {
+            0.0
+        }
+    };
+    let machine_pct = pct(busy);
+    let client_pct = pct(client_cpu.total);
+    let server_pct = pct(c.report.cpu.total);
     let cpu = CpuReport {
         window_seconds: window_s,
         machine,
         machine_busy_seconds: busy,
-        machine_utilization_percent: if machine.cpus > 0 {
-            100.0 * busy / (window_s * f64::from(machine.cpus))
-        } else {
-            0.0
-        },
+        machine_utilization_percent: machine_pct,
+        client_percent: client_pct,
+        server_percent: server_pct,
+        other_percent: (machine_pct - client_pct - server_pct).max(0.0),
         client: client_cpu,
         server: r.cpu,
         client_seconds_per_transaction: per(client_cpu.total),
@@ -923,8 +937,16 @@ fn compose(c: Compose<'_>) -> BenchResult {
         burst: spec.burst,
         notes: c.notes,
     };
+    let (throughput, throughput_units) = if spec.kind.is_rr() {
+        (tps, "Trans/s")
+    } else {
+        (gbit * 1e3, "10^6bits/s")
+    };
     BenchResult {
         test: spec.kind,
+        throughput,
+        throughput_units: throughput_units.into(),
+        bits_per_sec: gbit * 1e9,
         transactions_per_sec: tps,
         gbit_per_sec: gbit,
         packets_per_sec: pps,
@@ -1002,6 +1024,7 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
             let c = engine::sum_slots(&slots).0;
             let dt = next.duration_since(last.0).as_secs_f64();
             let line = IntervalLine {
+                run: 1,
                 at_seconds: next.duration_since(w.start).as_secs_f64(),
                 warmup: false,
                 transactions_per_sec: c.saturating_sub(last.1) as f64 / dt,

@@ -296,8 +296,21 @@ pub struct CpuReport {
     pub machine: MachineCpu,
     /// Machine busy CPU-seconds over the window.
     pub machine_busy_seconds: f64,
-    /// Machine utilisation in percent of all CPUs.
+    /// Machine utilisation in percent of all CPUs: busy / (busy + idle) of
+    /// the same /proc/stat window, so never above 100.
     pub machine_utilization_percent: f64,
+    /// The client's threads, in percent of all CPUs over that window.
+    #[serde(default)]
+    pub client_percent: f64,
+    /// The server's threads, in percent of all CPUs over that window (when
+    /// the server runs on this machine, as on loopback and in namespaces).
+    #[serde(default)]
+    pub server_percent: f64,
+    /// The rest of the machine's busy time (softirq and irq work outside
+    /// the benchmark's threads, other processes), so that client + server +
+    /// other = machine.
+    #[serde(default)]
+    pub other_percent: f64,
     /// The client's threads.
     pub client: ProcessCpu,
     /// The server's threads.
@@ -350,6 +363,9 @@ pub struct UdpReport {
 /// One per-interval line (like iperf3's).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IntervalLine {
+    /// Run number (1-based) within `--runs` or `--compare`; 1 for one run.
+    #[serde(default)]
+    pub run: u32,
     /// Seconds since the start of the warm-up, at the end of the interval.
     pub at_seconds: f64,
     /// Whether the interval is (partly) in the warm-up.
@@ -365,8 +381,17 @@ pub struct IntervalLine {
 pub struct BenchResult {
     /// Test name.
     pub test: TestKind,
-    /// Transactions (rr), writes (tcp-stream) or received packets
-    /// (udp-stream) per second, over the window.
+    /// netperf's THROUGHPUT: transactions per second for request/response
+    /// tests, 10^6 bits per second (payload, at the receiver) for stream
+    /// tests; see `throughput_units`.
+    pub throughput: f64,
+    /// `Trans/s` or `10^6bits/s`.
+    pub throughput_units: String,
+    /// Payload bits per second (receiver side for stream tests, both
+    /// directions for request/response).
+    pub bits_per_sec: f64,
+    /// Transactions per second (rr); for stream tests, messages per second
+    /// (writes for tcp-stream, received datagrams for udp-stream).
     pub transactions_per_sec: f64,
     /// Payload Gbit/s over the window (receiver side for stream tests).
     pub gbit_per_sec: f64,
@@ -518,13 +543,22 @@ impl TcpInfoReport {
     }
 }
 
-/// Output selectors for `-O`: (name, aliases, unit, description).
+/// Output selectors for `-O`: (name, aliases, unit). Every selector reads
+/// a figure that the human report prints, with the same value.
 pub const SELECTORS: &[(&str, &[&str], &str)] = &[
     (
-        "transactions_per_sec",
-        &["THROUGHPUT", "TRANSACTION_RATE", "TPS"],
-        "transactions/s",
+        "throughput",
+        &["THROUGHPUT"],
+        "trans/s (rr), 10^6bits/s (stream)",
     ),
+    ("throughput_units", &["THROUGHPUT_UNITS"], "(text)"),
+    (
+        "transactions_per_sec",
+        &["TRANSACTION_RATE", "TPS"],
+        "trans/s (stream: messages/s)",
+    ),
+    ("bits_per_sec", &["BPS"], "bit/s"),
+    ("mbit_per_sec", &["MBPS"], "10^6bits/s"),
     ("gbit_per_sec", &["GBPS", "THROUGHPUT_GBPS"], "Gbit/s"),
     ("packets_per_sec", &["PPS"], "packets/s"),
     ("min_us", &["MIN_LATENCY"], "us"),
@@ -538,16 +572,22 @@ pub const SELECTORS: &[(&str, &[&str], &str)] = &[
     ("cpu_seconds_per_transaction", &["CPU_PER_TRANSACTION"], "s"),
     ("client_cpu_us_per_transaction", &["LOCAL_SD"], "us"),
     ("server_cpu_us_per_transaction", &["REMOTE_SD"], "us"),
-    ("machine_cpu_percent", &["CPU_UTIL", "LOCAL_CPU_UTIL"], "%"),
+    ("machine_cpu_percent", &["CPU_UTIL"], "%"),
+    ("client_cpu_percent", &["LOCAL_CPU_UTIL"], "%"),
+    ("server_cpu_percent", &["REMOTE_CPU_UTIL"], "%"),
     ("softirq_seconds", &["SOFTIRQ"], "s"),
     ("client_transactions", &["CLIENT_TRANSACTIONS"], ""),
     ("server_transactions", &["SERVER_TRANSACTIONS"], ""),
     ("lost", &["LOST"], ""),
     ("udp_rcvbuf_errors", &["DROPS", "RCVBUF_ERRORS"], ""),
+    ("rtt_p50_us", &["RTT_P50"], "us"),
+    ("rtt_p99_us", &["RTT_P99"], "us"),
+    ("retransmits", &["RETRANSMITS", "TCP_RETRANSMITS"], ""),
     ("flows", &["FLOWS"], ""),
     ("threads", &["THREADS"], ""),
     ("request_size", &["REQUEST_SIZE"], "bytes"),
     ("response_size", &["RESPONSE_SIZE"], "bytes"),
+    ("burst", &["BURST"], ""),
     ("window_seconds", &["ELAPSED_TIME"], "s"),
 ];
 
@@ -562,13 +602,36 @@ pub fn canonical_selector(name: &str) -> Option<&'static str> {
         .map(|(n, _, _)| *n)
 }
 
+/// A selected figure: a number, or text (units).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selected {
+    /// A number.
+    Number(f64),
+    /// Text.
+    Text(String),
+}
+
 impl BenchResult {
-    /// The value of an output selector (see [`SELECTORS`]).
+    /// The value of an output selector (see [`SELECTORS`]); NaN where the
+    /// figure does not apply to the test.
     pub fn select(&self, name: &str) -> Option<f64> {
+        match self.select_value(name)? {
+            Selected::Number(v) => Some(v),
+            Selected::Text(_) => Some(f64::NAN),
+        }
+    }
+
+    /// The value of an output selector, text included.
+    pub fn select_value(&self, name: &str) -> Option<Selected> {
         let l = self.latency_us;
         let lat = |f: fn(&LatencyUs) -> f64| l.as_ref().map(f).unwrap_or(f64::NAN);
+        let tcp = |f: fn(&TcpInfoReport) -> f64| self.tcp_info.as_ref().map(f).unwrap_or(f64::NAN);
         let v = match canonical_selector(name)? {
+            "throughput" => self.throughput,
+            "throughput_units" => return Some(Selected::Text(self.throughput_units.clone())),
             "transactions_per_sec" => self.transactions_per_sec,
+            "bits_per_sec" => self.bits_per_sec,
+            "mbit_per_sec" => self.bits_per_sec / 1e6,
             "gbit_per_sec" => self.gbit_per_sec,
             "packets_per_sec" => self.packets_per_sec,
             "min_us" => lat(|l| l.min),
@@ -583,23 +646,35 @@ impl BenchResult {
             "client_cpu_us_per_transaction" => self.cpu.client_seconds_per_transaction * 1e6,
             "server_cpu_us_per_transaction" => self.cpu.server_seconds_per_transaction * 1e6,
             "machine_cpu_percent" => self.cpu.machine_utilization_percent,
+            "client_cpu_percent" => self.cpu.client_percent,
+            "server_cpu_percent" => self.cpu.server_percent,
             "softirq_seconds" => self.cpu.machine.softirq,
             "client_transactions" => self.counts.client_window as f64,
             "server_transactions" => self.counts.server_window as f64,
-            "lost" => self.counts.lost as f64,
+            // The figure the report prints: datagrams sent and not received
+            // for UDP tests, unanswered transactions otherwise.
+            "lost" => self
+                .udp
+                .as_ref()
+                .map(|u| u.lost as f64)
+                .unwrap_or(self.counts.lost as f64),
             "udp_rcvbuf_errors" => self
                 .udp
                 .as_ref()
                 .map(|u| u.kernel_rcvbuf_errors as f64)
-                .unwrap_or(0.0),
+                .unwrap_or(f64::NAN),
+            "rtt_p50_us" => tcp(|t| t.rtt_us.median),
+            "rtt_p99_us" => tcp(|t| t.rtt_us.p99),
+            "retransmits" => tcp(|t| t.retransmits_total as f64),
             "flows" => f64::from(self.settings.flows),
             "threads" => f64::from(self.settings.threads),
             "request_size" => f64::from(self.settings.request),
             "response_size" => f64::from(self.settings.response),
+            "burst" => f64::from(self.settings.burst.max(1)),
             "window_seconds" => self.cpu.window_seconds,
             _ => return None,
         };
-        Some(v)
+        Some(Selected::Number(v))
     }
 }
 
@@ -649,10 +724,8 @@ mod tests {
 
     #[test]
     fn selectors_resolve_names_and_aliases() {
-        assert_eq!(
-            canonical_selector("THROUGHPUT"),
-            Some("transactions_per_sec")
-        );
+        assert_eq!(canonical_selector("THROUGHPUT"), Some("throughput"));
+        assert_eq!(canonical_selector("tps"), Some("transactions_per_sec"));
         assert_eq!(canonical_selector("p99_latency"), Some("p99_us"));
         assert_eq!(canonical_selector("P99_us"), Some("p99_us"));
         assert_eq!(canonical_selector("nope"), None);
@@ -665,6 +738,9 @@ mod tests {
         };
         let r = BenchResult {
             test: TestKind::TcpRr,
+            throughput: 1.0,
+            throughput_units: "Trans/s".into(),
+            bits_per_sec: 16.0,
             transactions_per_sec: 1.0,
             gbit_per_sec: 0.0,
             packets_per_sec: 0.0,
@@ -682,6 +758,11 @@ mod tests {
             assert!(r.select(name).is_some(), "{name}");
         }
         assert_eq!(r.select("SD"), Some(2.0));
+        assert_eq!(r.select("THROUGHPUT"), Some(1.0));
+        assert_eq!(
+            r.select_value("THROUGHPUT_UNITS"),
+            Some(Selected::Text("Trans/s".into()))
+        );
         assert_eq!(r.select("p50_us"), Some(1.0));
     }
 

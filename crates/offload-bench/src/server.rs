@@ -54,13 +54,95 @@ impl ServerStats {
     }
 }
 
+/// One thing that happened in the server (`offload bench server --json`
+/// prints one JSON line per event).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// The control port is bound.
+    Listening {
+        /// The control address.
+        addr: String,
+    },
+    /// A client opened a control connection.
+    Connected {
+        /// The client's address.
+        peer: String,
+    },
+    /// A test was set up and its data sockets listen.
+    TestStarted {
+        /// The client's address.
+        peer: String,
+        /// The test.
+        test: TestKind,
+        /// Flows asked for.
+        flows: u32,
+        /// Server worker threads.
+        threads: u32,
+        /// Request (or write/datagram) size.
+        request: u32,
+        /// Response (or read) size.
+        response: u32,
+        /// Data ports.
+        data_ports: Vec<u16>,
+        /// Server engine.
+        engine: String,
+    },
+    /// A test ended with its report sent.
+    TestFinished {
+        /// The client's address.
+        peer: String,
+        /// The test.
+        test: TestKind,
+        /// Transactions served (rr) or messages received, whole test.
+        transactions: u64,
+        /// Bytes received plus sent, whole test.
+        bytes: u64,
+        /// Datagrams received, whole test.
+        packets: u64,
+        /// Measurement window as the server timed it.
+        window_seconds: f64,
+        /// Data connections accepted.
+        flows_accepted: u64,
+        /// Worker errors.
+        errors: Vec<String>,
+    },
+    /// A control connection ended in an error.
+    Error {
+        /// The client's address.
+        peer: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A control connection ended normally.
+    Disconnected {
+        /// The client's address.
+        peer: String,
+    },
+    /// The server stopped serving.
+    Stopped,
+}
+
+/// Where server events go.
+pub type EventSink = Arc<dyn Fn(&ServerEvent) + Send + Sync>;
+
 /// A bound, not yet serving, server.
-#[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
     echo: bool,
+    events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listener", &self.listener)
+            .field("echo", &self.echo)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
 }
 
 impl Server {
@@ -74,7 +156,15 @@ impl Server {
             stop: Arc::new(AtomicBool::new(false)),
             stats: Arc::new(ServerStats::default()),
             echo: true,
+            events: None,
         })
+    }
+
+    /// Sends every event to `sink` (and no log lines to standard error).
+    pub fn on_event(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self.echo = false;
+        self
     }
 
     /// Whether log lines also go to standard error (default: yes).
@@ -104,6 +194,14 @@ impl Server {
     pub fn serve(self) -> Result<(), BenchError> {
         sock::set_recv_timeout(self.listener.as_raw_fd(), Duration::from_millis(100))
             .map_err(|e| BenchError::io("SO_RCVTIMEO on the control port", e))?;
+        let emit = |e: &ServerEvent| {
+            if let Some(sink) = &self.events {
+                sink(e);
+            }
+        };
+        emit(&ServerEvent::Listening {
+            addr: self.local_addr()?.to_string(),
+        });
         let mut clients: Vec<JoinHandle<()>> = Vec::new();
         while !self.stop.load(Ordering::Relaxed) {
             clients.retain(|h| !h.is_finished());
@@ -131,12 +229,30 @@ impl Server {
             let stats = self.stats.clone();
             let stop = self.stop.clone();
             let echo = self.echo;
+            let events = self.events.clone();
+            emit(&ServerEvent::Connected {
+                peer: peer.to_string(),
+            });
             let spawned = std::thread::Builder::new()
                 .name("ofl-bench-ctl".into())
                 .spawn(move || {
-                    if let Err(e) = handle_client(stream, &stop, &stats) {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
-                        stats.log(echo, format!("client {peer}: {e}"));
+                    let emit = |e: ServerEvent| {
+                        if let Some(sink) = &events {
+                            sink(&e);
+                        }
+                    };
+                    match handle_client(stream, &stop, &stats, &peer.to_string(), &emit) {
+                        Ok(()) => emit(ServerEvent::Disconnected {
+                            peer: peer.to_string(),
+                        }),
+                        Err(e) => {
+                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                            stats.log(echo, format!("client {peer}: {e}"));
+                            emit(ServerEvent::Error {
+                                peer: peer.to_string(),
+                                message: e.to_string(),
+                            });
+                        }
                     }
                 });
             match spawned {
@@ -149,6 +265,7 @@ impl Server {
         for h in clients {
             let _ = h.join();
         }
+        emit(&ServerEvent::Stopped);
         Ok(())
     }
 
@@ -235,6 +352,8 @@ fn handle_client(
     mut stream: TcpStream,
     stop: &AtomicBool,
     stats: &ServerStats,
+    peer: &str,
+    emit: &dyn Fn(ServerEvent),
 ) -> Result<(), ClientError> {
     stream.set_nodelay(true).ok();
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -284,8 +403,28 @@ fn handle_client(
                         settings: test.settings.clone(),
                     },
                 )?;
-                run_test(&mut stream, &mut test)?;
+                emit(ServerEvent::TestStarted {
+                    peer: peer.into(),
+                    test: test.spec.kind,
+                    flows: test.spec.flows,
+                    threads: test.settings.threads,
+                    request: test.spec.request,
+                    response: test.spec.response,
+                    data_ports: test.data_ports.clone(),
+                    engine: test.settings.engine.clone(),
+                });
+                let report = run_test(&mut stream, &mut test)?;
                 stats.tests_completed.fetch_add(1, Ordering::Relaxed);
+                emit(ServerEvent::TestFinished {
+                    peer: peer.into(),
+                    test: test.spec.kind,
+                    transactions: report.transactions_total,
+                    bytes: report.bytes_total,
+                    packets: report.packets_total,
+                    window_seconds: report.window.seconds,
+                    flows_accepted: report.flows_accepted,
+                    errors: report.errors,
+                });
             }
             other => {
                 return Err(refuse(
@@ -336,7 +475,7 @@ fn check_spec(s: &TestSpec) -> Result<(), String> {
     Ok(())
 }
 
-fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<(), ClientError> {
+fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<ServerReport, ClientError> {
     let limit = Duration::from_secs_f64(test.spec.expected_seconds) + Duration::from_secs(30);
     stream.set_read_timeout(Some(limit))?;
     loop {
@@ -355,8 +494,13 @@ fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<(), ClientE
             }
             ClientMsg::Finish => {
                 let report = test.finish();
-                proto::write_frame(stream, &ServerMsg::Report { report })?;
-                return Ok(());
+                proto::write_frame(
+                    stream,
+                    &ServerMsg::Report {
+                        report: report.clone(),
+                    },
+                )?;
+                return Ok(report);
             }
             other => {
                 return Err(refuse(
