@@ -33,6 +33,7 @@ pub mod oracle;
 pub mod rtnl;
 pub mod sysfs;
 pub mod tun;
+pub mod veth_pair;
 
 pub use error::{Error, Result};
 pub use netns::NetNs;
