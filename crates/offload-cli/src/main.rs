@@ -4,6 +4,7 @@
 mod analyze;
 mod bench;
 mod capture;
+mod inspect;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Gso(capture::GsoArgs),
     /// Request/response, connect, stream and UDP packet-rate benchmarks.
     Bench(bench::BenchArgs),
+    /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +41,7 @@ fn main() -> std::process::ExitCode {
         Command::Gro(args) => capture::run_gro(args),
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
+        Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(code) => code,

@@ -28,9 +28,12 @@
 pub mod capture;
 pub mod error;
 pub mod ethtool;
+pub mod inspect;
+pub mod live;
 pub mod netns;
 pub mod oracle;
 pub mod rtnl;
+pub mod sample;
 pub mod sysfs;
 pub mod tun;
 

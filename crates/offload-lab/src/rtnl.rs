@@ -63,6 +63,20 @@ pub struct LinkState {
     pub tso_max_size: Option<u32>,
     /// `IFLA_INFO_KIND`, e.g. `"tun"`, `"veth"`, `"vxlan"`.
     pub kind: Option<String>,
+    /// `IFLA_TSO_MAX_SEGS` (read-only, set by the driver).
+    pub tso_max_segs: Option<u32>,
+    /// `IFLA_NUM_RX_QUEUES`.
+    pub rx_queues: Option<u32>,
+    /// `IFLA_NUM_TX_QUEUES`.
+    pub tx_queues: Option<u32>,
+    /// `IFLA_QDISC`, the root qdisc's kind.
+    pub qdisc: Option<String>,
+    /// `IFF_LOOPBACK` is set.
+    pub loopback: bool,
+    /// An XDP program is attached (`IFLA_XDP` with a program id).
+    pub xdp: bool,
+    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index.
+    pub tunnel_link: Option<u32>,
 }
 
 /// Parameters of a VXLAN device (`ip link add NAME type vxlan ...`).
@@ -407,6 +421,26 @@ impl Rtnl {
     /// Creates a VXLAN device. Bring it up to make the kernel open its UDP
     /// socket (only then does GRO look inside VXLAN packets on that port).
     pub fn create_vxlan(&mut self, name: &str, params: &VxlanParams) -> Result<()> {
+        self.create_vxlan_inner(name, params, None)
+    }
+
+    /// Creates a point-to-point VXLAN device whose every frame goes to
+    /// `remote` (`ip link add NAME type vxlan ... remote REMOTE`).
+    pub fn create_vxlan_remote(
+        &mut self,
+        name: &str,
+        params: &VxlanParams,
+        remote: Ipv4Addr,
+    ) -> Result<()> {
+        self.create_vxlan_inner(name, params, Some(remote))
+    }
+
+    fn create_vxlan_inner(
+        &mut self,
+        name: &str,
+        params: &VxlanParams,
+        remote: Option<Ipv4Addr>,
+    ) -> Result<()> {
         if params.vni >= 1 << 24 {
             return Err(Error::OutOfRange {
                 knob: "vxlan vni",
@@ -423,6 +457,9 @@ impl Rtnl {
         }
         if let Some(link) = params.link {
             data.push(InfoVxlan::Link(link));
+        }
+        if let Some(remote) = remote {
+            data.push(InfoVxlan::Group(remote));
         }
         let op = format!(
             "RTM_NEWLINK {name} type vxlan id {} dstport {}",
@@ -525,6 +562,7 @@ fn link_state(l: &LinkMessage) -> LinkState {
     let mut s = LinkState {
         index: l.header.index,
         up: l.header.flags.contains(LinkFlags::Up),
+        loopback: l.header.flags.contains(LinkFlags::Loopback),
         ..LinkState::default()
     };
     for a in &l.attributes {
@@ -537,10 +575,27 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::GsoMaxSize(v) => s.gso_max_size = Some(*v),
             LinkAttribute::GsoIpv4MaxSize(v) => s.gso_ipv4_max_size = Some(*v),
             LinkAttribute::TsoMaxSize(v) => s.tso_max_size = Some(*v),
+            LinkAttribute::TsoMaxSegs(v) => s.tso_max_segs = Some(*v),
+            LinkAttribute::NumRxQueues(v) => s.rx_queues = Some(*v),
+            LinkAttribute::NumTxQueues(v) => s.tx_queues = Some(*v),
+            LinkAttribute::Qdisc(q) => s.qdisc = Some(q.clone()),
+            LinkAttribute::Xdp(x) => {
+                s.xdp = x.iter().any(|a| {
+                    matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0)
+                })
+            }
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
-                    if let LinkInfo::Kind(k) = i {
-                        s.kind = Some(k.to_string());
+                    match i {
+                        LinkInfo::Kind(k) => s.kind = Some(k.to_string()),
+                        LinkInfo::Data(InfoData::Vxlan(data)) => {
+                            for d in data {
+                                if let InfoVxlan::Link(idx) = d {
+                                    s.tunnel_link = Some(*idx);
+                                }
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
