@@ -475,6 +475,35 @@ impl Rtnl {
         )
     }
 
+    /// Moves a link into the namespace behind `ns_fd` (`ip link set DEV
+    /// netns NS`). The index may change there; look it up by name.
+    pub fn move_to_netns(&mut self, index: u32, ns_fd: std::os::fd::BorrowedFd<'_>) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        let op = format!("RTM_SETLINK ifindex {index} netns fd");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::NetNsFd(ns_fd.as_raw_fd()))
+        })
+    }
+
+    /// Sets `gso_max_size` (`IFLA_GSO_MAX_SIZE`). Like the GRO knob, a
+    /// value <= 65536 also overwrites `gso_ipv4_max_size` (6.3+).
+    pub fn set_gso_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gso_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gso_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GsoMaxSize(size))
+        })
+    }
+
+    /// Sets `gso_ipv4_max_size` (`IFLA_GSO_IPV4_MAX_SIZE`, 6.3+).
+    pub fn set_gso_ipv4_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gso_ipv4_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gso_ipv4_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GsoIpv4MaxSize(size))
+        })
+    }
+
     /// Deletes a link.
     pub fn delete_link(&mut self, index: u32) -> Result<()> {
         let mut msg = LinkMessage::default();
