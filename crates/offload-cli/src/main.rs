@@ -5,6 +5,7 @@ mod analyze;
 mod bench;
 mod capture;
 mod inspect;
+mod docs;
 
 use clap::{Parser, Subcommand};
 
@@ -14,7 +15,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "Linux network offloads (GRO, GSO, BIG TCP) made visible"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -31,6 +32,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
     Inspect(inspect::InspectArgs),
+    /// Print shell completions (bash, zsh, fish, ...) generated from these options.
+    Completions(docs::CompletionsArgs),
+    /// Print the man page, or write one per subcommand with --dir.
+    Man(docs::ManArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +47,8 @@ fn main() -> std::process::ExitCode {
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     match result {
         Ok(code) => code,
