@@ -25,7 +25,9 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
-use netlink_packet_route::route::RouteType;
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -472,6 +474,46 @@ impl Rtnl {
                 LinkInfo::Kind(InfoKind::Vxlan),
                 LinkInfo::Data(InfoData::Vxlan(data)),
             ],
+        )
+    }
+
+    /// Adds a route to `dst/prefix_len`, through `gateway` or directly out
+    /// of `oif` (`ip route add DST [via GW] [dev OIF]`).
+    pub fn add_route(
+        &mut self,
+        dst: IpAddr,
+        prefix_len: u8,
+        gateway: Option<IpAddr>,
+        oif: Option<u32>,
+    ) -> Result<()> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = match dst {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        msg.header.destination_prefix_length = prefix_len;
+        msg.header.table = RouteHeader::RT_TABLE_MAIN;
+        msg.header.protocol = RouteProtocol::Static;
+        msg.header.scope = if gateway.is_some() {
+            RouteScope::Universe
+        } else {
+            RouteScope::Link
+        };
+        msg.header.kind = RouteType::Unicast;
+        msg.attributes
+            .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        if let Some(gw) = gateway {
+            msg.attributes
+                .push(RouteAttribute::Gateway(RouteAddress::from(gw)));
+        }
+        if let Some(oif) = oif {
+            msg.attributes.push(RouteAttribute::Oif(oif));
+        }
+        let op = format!("RTM_NEWROUTE {dst}/{prefix_len} via {gateway:?} oif {oif:?}");
+        self.ack(
+            &op,
+            RouteNetlinkMessage::NewRoute(msg),
+            NLM_F_CREATE | NLM_F_EXCL,
         )
     }
 
