@@ -5,6 +5,7 @@ mod analyze;
 mod bench;
 mod capture;
 mod inspect;
+mod lab;
 mod docs;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
     Inspect(inspect::InspectArgs),
+    /// One-command experiments in throw-away namespaces: list, run NAME.
+    Lab(lab::LabArgs),
     /// Print shell completions (bash, zsh, fish, ...) generated from these options.
     Completions(docs::CompletionsArgs),
     /// Print the man page, or write one per subcommand with --dir.
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Lab(args) => lab::run(args),
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
     };
