@@ -436,7 +436,8 @@ impl Engine for TunRs {
     }
 
     fn count(&mut self) -> u64 {
-        self.area.frames()
+        self.area
+            .frames()
             .iter()
             .filter(|b| b[ETH_LEN - 10..ETH_LEN] != MARKER)
             .count() as u64
