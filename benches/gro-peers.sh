@@ -28,6 +28,7 @@
 # Usage: benches/gro-peers.sh                 (ROUNDS=5 REPS=30 BATCH=128 CPU=1)
 #        KERNEL=1 benches/gro-peers.sh        (adds kernel-made trains; root)
 #        ROUNDS=1 REPS=5 benches/gro-peers.sh (quick look)
+#        KEEP=DIR benches/gro-peers.sh        (keeps the trains in DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,10 +64,12 @@ RS=$OUT/release/gro-peers WG=$OUT/wg-gro DP=$OUT/dpdk-gro
 
 # ---------------------------------------------------------------- frames
 "$RS" gen "$WORK"
+keep() { [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$WORK"/*.pcap "$KEEP"/; }; }
 CASES="tcp4-1 tcp4-8 tcp6-1 tcp6-8 tcp4-30000 tcp6-30000"
 
 # Real kernel traffic: two namespaces, veth, iperf3 at a rate tcpdump keeps
-# up with; the first 4096 full-sized frames of the receiver's capture.
+# up with (its 64 MiB buffer holds the 9000 frames it keeps); the first 4096
+# full-sized frames of the receiver's capture.
 kernel_train() { # NAME FAMILY STREAMS
     local name=$1 fam=$2 streams=$3 dst=10.77.0.2
     [ "$fam" = 6 ] && dst=fd77::2
@@ -74,7 +77,7 @@ kernel_train() { # NAME FAMILY STREAMS
         "tcp and dst port 5201 and greater 1500" 2>/dev/null &
     local tcpd=$!
     sleep 1
-    ip netns exec "$NS_A" iperf3 -c "$dst" -t 3 -P "$streams" -b "$((400 / streams))M" >/dev/null || true
+    ip netns exec "$NS_A" iperf3 -c "$dst" -t 2 -P "$streams" >/dev/null || true
     wait "$tcpd" || true
     "$RS" extract "$WORK/$name.raw.pcap" "$WORK/$name.pcap" "$streams"
     rm -f "$WORK/$name.raw.pcap"
@@ -104,6 +107,8 @@ if [ "$KERNEL" = 1 ]; then
     kernel_train kern-tcp6-8 6 8
     CASES="$CASES kern-tcp4-1 kern-tcp4-8 kern-tcp6-1 kern-tcp6-8"
 fi
+
+keep
 
 # ---------------------------------------------------------------- runs
 ENGINES="offload offload-noverify tun-rs wireguard-go dpdk dpdk-parse memcpy checksum checksum-tun-rs"
