@@ -28,7 +28,7 @@
 # Usage: benches/gro-peers.sh                 (ROUNDS=5 REPS=30 BATCH=128 CPU=1)
 #        KERNEL=1 benches/gro-peers.sh        (adds kernel-made trains; root)
 #        ROUNDS=1 REPS=5 benches/gro-peers.sh (quick look)
-#        KEEP=DIR benches/gro-peers.sh        (keeps the trains in DIR)
+#        KEEP=DIR benches/gro-peers.sh        (trains kept in DIR; default target/gro-peers/trains)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -64,12 +64,13 @@ RS=$OUT/release/gro-peers WG=$OUT/wg-gro DP=$OUT/dpdk-gro
 
 # ---------------------------------------------------------------- frames
 "$RS" gen "$WORK"
-keep() { [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$WORK"/*.pcap "$KEEP"/; }; }
+KEEP=${KEEP:-$OUT/trains}
+keep() { mkdir -p "$KEEP" && cp "$WORK"/*.pcap "$KEEP"/; }
 CASES="tcp4-1 tcp4-8 tcp6-1 tcp6-8 tcp4-30000 tcp6-30000"
 
-# Real kernel traffic: two namespaces, veth, iperf3 at a rate tcpdump keeps
-# up with (its 64 MiB buffer holds the 9000 frames it keeps); the first 4096
-# full-sized frames of the receiver's capture.
+# Real kernel traffic: two namespaces, veth, iperf3 at full rate (tcpdump's
+# 64 MiB buffer holds the 9000 frames it keeps, so none is dropped); the
+# first 4096 full-sized frames of the receiver's capture.
 kernel_train() { # NAME FAMILY STREAMS
     local name=$1 fam=$2 streams=$3 dst=10.77.0.2
     [ "$fam" = 6 ] && dst=fd77::2
@@ -139,6 +140,7 @@ done
 
 # ---------------------------------------------------------------- table
 echo "# gro-peers $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# trains kept in $KEEP (rerun one engine: $RS run ENGINE $KEEP/CASE.pcap)"
 echo "# rounds $ROUNDS, $REPS trains of 4096 frames per run, batch $BATCH, CPU $CPU; median over rounds of CPU ns per frame"
 echo "# versions: tun-rs $(sed -n '/name = "tun-rs"/{n;s/version = //p}' benches/gro-peers/rust/Cargo.lock | tr -d '"'), wireguard-go $(sed -n 's/.*golang.zx2c4.com\/wireguard \(v[^ ]*\).*/\1/p' benches/gro-peers/go/go.mod | head -1), DPDK $(pkg-config --modversion libdpdk), $(go version | cut -d' ' -f3), $(rustc --version | cut -d' ' -f1-2)"
 python3 - "$RESULTS" "$CASES" <<'PY'
