@@ -158,7 +158,7 @@ cols = ["offload", "offload-noverify", "tun-rs", "wireguard-go", "dpdk", "dpdk-p
 def cell(c, e):
     v = med.get((c, e))
     return "-" if v is None else f"{v:.1f}"
-print("\nCPU ns per frame (median of rounds); packets out per 4096 frames in brackets")
+print("\nCPU ns per frame (median of rounds); packets out per 4096 frames in brackets\n")
 print("| case | " + " | ".join(cols) + " |")
 print("|---|" + "---:|" * len(cols))
 for c in cases:
@@ -172,7 +172,7 @@ for c in cases:
 def ratio(c, a, b):
     x, y = med.get((c, a)), med.get((c, b))
     return "-" if x is None or y is None or y == 0 else f"{x / y:.2f}"
-print("\nRatios (time of the first / time of the second)")
+print("\nRatios (time of the first / time of the second)\n")
 hdr = ["tun-rs / offload", "wireguard-go / offload", "offload-noverify / dpdk",
        "offload-noverify / dpdk-parse", "offload / checksum floor"]
 print("| case | " + " | ".join(hdr) + " |")
@@ -181,7 +181,7 @@ for c in cases:
     print(f"| {c} | " + " | ".join([ratio(c, "tun-rs", "offload"), ratio(c, "wireguard-go", "offload"),
           ratio(c, "offload-noverify", "dpdk"), ratio(c, "offload-noverify", "dpdk-parse"),
           ratio(c, "offload", "checksum")]) + " |")
-print("\nFlow scaling (offload, verified): time per frame / the 1-flow time")
+print("\nFlow scaling (offload, verified): time per frame / the 1-flow time\n")
 print("| family | 8 flows | 30 000 flows |")
 print("|---|---:|---:|")
 for fam in ("tcp4", "tcp6"):
