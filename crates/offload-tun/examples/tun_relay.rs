@@ -165,6 +165,7 @@ fn run() -> Result<(), BoxErr> {
     // period of a shared machine hits every mode alike and the ratio
     // between modes is taken within the same run.
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); args.modes.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); args.modes.len()];
     for r in 0..args.runs {
         let mut order: Vec<usize> = (0..args.modes.len()).collect();
         if r % 2 == 1 {
@@ -189,13 +190,15 @@ fn run() -> Result<(), BoxErr> {
                 }
             };
             println!(
-                "mode {:<4} run {}: {:>7.2} Gbit/s  {}",
+                "mode {:<4} run {}: {:>7.2} Gbit/s, relay CPU {:.3} s/GB  {}",
                 mode.name(),
                 r + 1,
                 res.gbps,
+                res.cpu_s_per_gb,
                 res.detail
             );
             rates[i].push(res.gbps);
+            cpu[i].push(res.cpu_s_per_gb);
         }
     }
     let mut medians = Vec::new();
@@ -205,12 +208,13 @@ fn run() -> Result<(), BoxErr> {
         let med = median(v);
         medians.push(med);
         println!(
-            "mode {:<4} summary: median {:.2} Gbit/s, mean {:.2}, min {:.2}, max {:.2}",
+            "mode {:<4} summary: median {:.2} Gbit/s, mean {:.2}, min {:.2}, max {:.2}; relay CPU median {:.3} s/GB",
             mode.name(),
             med,
             mean,
             v.iter().copied().fold(f64::INFINITY, f64::min),
-            v.iter().copied().fold(0.0, f64::max)
+            v.iter().copied().fold(0.0, f64::max),
+            median(&cpu[i])
         );
     }
     // The goal figure: each relaying mode as a fraction of pass-through,
@@ -253,6 +257,9 @@ fn median(v: &[f64]) -> f64 {
 
 struct RunResult {
     gbps: f64,
+    /// CPU seconds of both relay threads per GB the server received: what
+    /// the relay itself costs, steadier than Gbit/s on a shared machine.
+    cpu_s_per_gb: f64,
     detail: String,
 }
 
@@ -346,6 +353,21 @@ struct DirStats {
     segments: u64,
     co: CoalesceStats,
     errors: u64,
+    /// CPU time of the relay thread and the wall time it ran.
+    cpu_ns: u64,
+    wall_ns: u64,
+}
+
+/// The calling thread's CPU time (user + system: the kernel work a read or
+/// write does in this thread, softirq processing included, counts).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Moves packets from `src` to `dst` until `stop`: one batch is everything
@@ -364,6 +386,7 @@ fn relay(
     };
     let mut co = Coalescer::for_device(&dst, opts);
     let mut st = DirStats::default();
+    let (wall0, cpu0) = (Instant::now(), thread_cpu_ns());
     while !stop.load(Ordering::Relaxed) && !STOP.load(Ordering::Relaxed) {
         if !src
             .wait_readable(Some(Duration::from_millis(50)))
@@ -405,6 +428,8 @@ fn relay(
     if !pass {
         st.co = *co.stats();
     }
+    st.cpu_ns = thread_cpu_ns() - cpu0;
+    st.wall_ns = wall0.elapsed().as_nanos() as u64;
     Ok(st)
 }
 
@@ -521,7 +546,7 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
     let ab = stats[0].clone().map_err(|e| -> BoxErr { e.into() })?;
     let ba = stats[1].clone().map_err(|e| -> BoxErr { e.into() })?;
     let detail = format!(
-        "[offloads {offloads}; A→B: {} reads ({} super-packets) → {} segments → {} writes ({} super-packets, {:.1} segments each); B→A: {} reads → {} writes; retransmits {retr}; errors {}]",
+        "[offloads {offloads}; A→B: {} reads ({} super-packets) → {} segments → {} writes ({} super-packets, {:.1} segments each); B→A: {} reads → {} writes; relay threads busy A→B {:.0}%, B→A {:.0}%; retransmits {retr}; errors {}]",
         ab.reads,
         ab.super_reads,
         ab.segments,
@@ -530,10 +555,14 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
         ab.co.merged_packets as f64 / ab.co.super_packets.max(1) as f64,
         ba.reads,
         ba.co.writes,
+        ab.cpu_ns as f64 / ab.wall_ns.max(1) as f64 * 100.0,
+        ba.cpu_ns as f64 / ba.wall_ns.max(1) as f64 * 100.0,
         ab.errors + ba.errors,
     );
+    let gbytes = bps / 8e9 * f64::from(args.seconds);
     Ok(RunResult {
         gbps: bps / 1e9,
+        cpu_s_per_gb: (ab.cpu_ns + ba.cpu_ns) as f64 / 1e9 / gbytes.max(1e-9),
         detail,
     })
 }
