@@ -46,22 +46,33 @@ pub const GRO_MAX_SIZE: u32 = 524_280;
 /// `SKB_GSO_*` bits the engine reports for delivered super-packets
 /// (`include/linux/skbuff.h`, 6.18 numbering).
 pub mod gso_type {
+    //! Numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3,
+    //! the old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the
+    //! fixed-ID bits moved to 30 and 31 with the 6.18 IP-ID series).
     /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
     /// The packet comes from an untrusted source (virtio, TUN).
-    pub const DODGY: u32 = 1 << 2;
-    /// ECN CWR seen (classic ECN).
-    pub const TCP_ECN: u32 = 1 << 3;
+    pub const DODGY: u32 = 1 << 1;
+    /// ECN CWR seen (classic ECN; what 6.1 and 6.12 `tcp_gro_complete` set).
+    pub const TCP_ECN: u32 = 1 << 2;
     /// TCP over IPv6.
-    pub const TCPV6: u32 = 1 << 5;
-    /// UDP tunnel (VXLAN) without outer checksum.
-    pub const UDP_TUNNEL: u32 = 1 << 11;
+    pub const TCPV6: u32 = 1 << 4;
+    /// GRE tunnel without checksum.
+    pub const GRE: u32 = 1 << 6;
+    /// GRE tunnel with checksum.
+    pub const GRE_CSUM: u32 = 1 << 7;
+    /// IP in IP with an outer IPv4 header (IPIP, SIT).
+    pub const IPXIP4: u32 = 1 << 8;
+    /// IP in IP with an outer IPv6 header (IPv6 in IPv6, IPv4 in IPv6).
+    pub const IPXIP6: u32 = 1 << 9;
+    /// UDP tunnel (VXLAN, Geneve) without outer checksum.
+    pub const UDP_TUNNEL: u32 = 1 << 10;
     /// UDP tunnel with outer checksum.
-    pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
+    pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
     /// UDP segmentation (USO / UDP GRO).
-    pub const UDP_L4: u32 = 1 << 16;
-    /// AccECN: CWR is kept on every segment (7.0+).
-    pub const TCP_ACCECN: u32 = 1 << 17;
+    pub const UDP_L4: u32 = 1 << 17;
+    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
     /// Inner IPv4 header kept a fixed ID (6.18: bit 31).
@@ -201,6 +212,12 @@ pub enum Proto {
     Udp6,
     /// VXLAN-encapsulated traffic (counted apart from plain UDP).
     Vxlan,
+    /// IP in IP: IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6.
+    IpInIp,
+    /// GRE-encapsulated traffic.
+    Gre,
+    /// Geneve-encapsulated traffic.
+    Geneve,
     /// Anything else (passes GRO untouched).
     Other,
 }
@@ -219,14 +236,29 @@ impl Proto {
     }
 
     /// Every bucket, in index order.
-    pub const ALL: [Proto; 6] = [
+    pub const ALL: [Proto; 9] = [
         Proto::Tcp4,
         Proto::Tcp6,
         Proto::Udp4,
         Proto::Udp6,
         Proto::Vxlan,
+        Proto::IpInIp,
+        Proto::Gre,
+        Proto::Geneve,
         Proto::Other,
     ];
+
+    /// The bucket of tunnelled traffic.
+    #[inline]
+    pub fn of_encap(encap: crate::layout::Encap) -> Proto {
+        use crate::layout::Encap;
+        match encap {
+            Encap::Vxlan => Proto::Vxlan,
+            Encap::Geneve { .. } => Proto::Geneve,
+            Encap::Gre { .. } => Proto::Gre,
+            Encap::IpInIp => Proto::IpInIp,
+        }
+    }
 
     /// The short name used in tables and JSON.
     pub fn name(self) -> &'static str {
@@ -236,6 +268,9 @@ impl Proto {
             Proto::Udp4 => "udp4",
             Proto::Udp6 => "udp6",
             Proto::Vxlan => "vxlan",
+            Proto::IpInIp => "ip-in-ip",
+            Proto::Gre => "gre",
+            Proto::Geneve => "geneve",
             Proto::Other => "other",
         }
     }
@@ -276,9 +311,9 @@ pub struct GroStats {
     /// Bytes fed to the engine.
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
-    pub proto_in: [u64; 6],
+    pub proto_in: [u64; Proto::ALL.len()],
     /// Packets out per [`Proto`] (index of `Proto::ALL`).
-    pub proto_out: [u64; 6],
+    pub proto_out: [u64; Proto::ALL.len()],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
 }
@@ -489,10 +524,9 @@ impl GroEngine {
         }
         let mut data = self.take_buffer();
         data.extend_from_slice(skb.frame());
-        let proto = if skb.lay.outer.is_some() {
-            Proto::Vxlan
-        } else {
-            skb.proto()
+        let proto = match skb.lay.outer {
+            Some(o) => Proto::of_encap(o.encap),
+            None => skb.proto(),
         };
         self.held.push(Held {
             data,

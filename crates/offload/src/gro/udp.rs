@@ -42,7 +42,7 @@ impl GroEngine {
         if self.cfg.vxlan_ports.contains(&dport) {
             // The tunnel path takes one level of encapsulation only.
             if skb.lay.outer.is_some() {
-                return Verdict::Pass(FlushReason::UnsupportedProtocol);
+                return Verdict::Pass(FlushReason::NestedTunnel);
             }
             // The outer checksum used one known-good level (a zero one too:
             // `skb_gro_incr_csum_unnecessary` runs whenever validation
