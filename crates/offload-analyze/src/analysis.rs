@@ -43,6 +43,9 @@ pub struct Options {
     pub verify_checksums: bool,
     /// Worker threads; 0 = one per core.
     pub threads: usize,
+    /// `--strict`: a captured length above the snapshot length stops the
+    /// read (by default such frames are read and counted, as tshark does).
+    pub strict: bool,
     /// Write a per-packet CSV table here while reading.
     pub packet_csv: Option<PathBuf>,
     /// Write per-packet Parquet files into this directory while reading
@@ -59,6 +62,7 @@ impl Default for Options {
             vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
             verify_checksums: true,
             threads: 0,
+            strict: false,
             packet_csv: None,
             parquet_dir: None,
         }
@@ -84,6 +88,8 @@ pub struct FileFacts {
     /// Checksums in this capture were left to the NIC (CHECKSUM_PARTIAL):
     /// the what-if does not verify them, as the kernel trusts such packets.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the snapshot length (read anyway).
+    pub above_snaplen: u64,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -345,6 +351,7 @@ fn run_job(
     parquet: Option<PathBuf>,
 ) -> Result<JobResult, AnalyzeError> {
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
         checksums_offloaded: opts.verify_checksums && !verify,
@@ -458,6 +465,7 @@ fn run_job(
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    facts.above_snaplen = reader.above_snaplen().0;
     if let Some(w) = worker.as_mut() {
         w.finish();
     }

@@ -55,6 +55,9 @@ pub struct InputReport {
     /// Checksums were left to the NIC in this capture (sender side or a
     /// virtual link); the what-if did not verify them.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the file's snapshot length:
+    /// read whole (as tshark does), unless `--strict`.
+    pub frames_above_snaplen: u64,
 }
 
 /// One network header's behaviour.
@@ -420,6 +423,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             error: f.error.clone(),
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,
+            frames_above_snaplen: f.above_snaplen,
         })
         .collect();
     let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();
