@@ -117,6 +117,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                 count: n,
                 timeout: args.live.unwrap_or(Duration::from_secs(10)).max(Duration::from_secs(1)),
                 keep: args.sample_pcap.clone(),
+                profiles: Vec::new(),
             };
             let report = sample::sample(&watched, &opts, &cancel).context("--sample")?;
             if !args.json {

@@ -372,10 +372,10 @@ fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize>) -
     let transactions = r.counts.client_total.max(1);
     RunFigures {
         transactions_per_sec: Some(r.transactions_per_sec),
-        p50_us: r.select("p50_us"),
-        p90_us: r.select("p90_us"),
-        p99_us: r.select("p99_us"),
-        cpu_us_per_transaction: r.select("cpu_us_per_transaction"),
+        p50_us: finite(r.select("p50_us")),
+        p90_us: finite(r.select("p90_us")),
+        p99_us: finite(r.select("p99_us")),
+        cpu_us_per_transaction: finite(r.select("cpu_us_per_transaction")),
         stack_packets_per_transaction: (r.test.is_rr() && stack > 0)
             .then(|| stack as f64 / transactions as f64),
         gro_merge_ratio: merge_device.and_then(|i| counts.get(i)).and_then(GroCounts::merge_ratio),
@@ -386,6 +386,10 @@ fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize>) -
             .as_ref()
             .map(|u| (u.lost.max(u.kernel_rcvbuf_errors)) as f64),
     }
+}
+
+fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
 }
 
 fn log_run(progress: bool, arm: &str, i: u32, f: &RunFigures) {
@@ -535,14 +539,19 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     let mut cfg = ClientConfig::new(TestKind::TcpStream, server.addr);
     cfg.duration = args.duration;
     cfg.warmup = Duration::from_secs(1);
-    let mut arms = vec![Arm::new("healthy"), Arm::new("scrambled")];
-    let modes = [Mode::Forward, Mode::Scramble];
+    let mut arms = vec![
+        Arm::new("healthy"),
+        Arm::new("scrambled"),
+        Arm::new("random-id-df"),
+    ];
+    let modes = [Mode::Forward, Mode::Scramble, Mode::ScrambleKeepDf];
     for (arm, mode) in arms.iter_mut().zip(modes) {
         arm.settings.insert(
             "middle_hop".into(),
             json!(match mode {
                 Mode::Forward => "forwards outer IPv4 headers unchanged (IDs increment, as the sender's GSO made them)",
-                _ => "clears DF and writes a random outer IP ID into every A->B packet",
+                Mode::Scramble => "clears DF and writes a random outer IP ID into every A->B packet",
+                Mode::ScrambleKeepDf => "sets DF and writes a random outer IP ID into every A->B packet (what 6.1 still merged)",
             }),
         );
         arm.settings.insert("receiver".into(), json!(path.b_dev));
@@ -565,33 +574,37 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     let mut findings = Vec::new();
     let mut extra = BTreeMap::new();
     if !interrupted {
-        relay.set_mode(Mode::Scramble);
         let b_index = path.b.index(&path.b_dev)?;
-        let dev = path.b_dev.clone();
-        let sample_cfg = {
-            let mut c = cfg.clone();
-            c.duration = Duration::from_secs(2);
-            c
-        };
+        let mut sample_cfg = cfg.clone();
+        sample_cfg.duration = Duration::from_secs(2);
         let b_ns = &path.b.ns;
-        let report = std::thread::scope(|s| -> anyhow::Result<_> {
-            let traffic = s.spawn(|| bench_in(a_ns, &sample_cfg));
-            let never = AtomicBool::new(false);
-            let rep = b_ns.run(|| {
-                sample::sample(
-                    &[(dev, b_index)],
-                    &SampleOptions {
-                        count: 3000,
-                        timeout: Duration::from_secs(3),
-                        keep: None,
-                    },
-                    &never,
-                )
-            });
-            let _ = traffic.join();
-            Ok(rep?)
-        })?;
-        for f in &report.analysis.findings {
+        let b_dev = path.b_dev.clone();
+        let take = |mode: Mode, profiles: Vec<offload_analyze::KernelProfile>| {
+            relay.set_mode(mode);
+            let dev = b_dev.clone();
+            std::thread::scope(|s| -> anyhow::Result<_> {
+                let traffic = s.spawn(|| bench_in(a_ns, &sample_cfg));
+                let never = AtomicBool::new(false);
+                let rep = b_ns.run(|| {
+                    sample::sample(
+                        &[(dev, b_index)],
+                        &SampleOptions {
+                            count: 3000,
+                            timeout: Duration::from_secs(3),
+                            keep: None,
+                            profiles,
+                        },
+                        &never,
+                    )
+                });
+                let _ = traffic.join();
+                Ok(rep?)
+            })
+        };
+        let scrambled = take(Mode::Scramble, Vec::new())?;
+        // Only findings about a flow: the sample is post-GRO, so verdicts
+        // about BIG TCP from it would be about the capture, not the host.
+        for f in scrambled.analysis.findings.iter().filter(|f| f.flow.is_some()) {
             findings.push(LabFinding {
                 severity: match f.severity {
                     offload_analyze::report::Severity::High => "high",
@@ -605,9 +618,39 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
             });
         }
         extra.insert(
-            "sample".into(),
-            json!({"frames": report.frames, "devices": report.devices, "findings": report.analysis.findings.len()}),
+            "sample_scrambled".into(),
+            json!({"frames": scrambled.frames, "devices": scrambled.devices}),
         );
+        let df = take(
+            Mode::ScrambleKeepDf,
+            vec![
+                offload_analyze::KernelProfile::V6_1,
+                offload_analyze::KernelProfile::V6_18,
+            ],
+        )?;
+        extra.insert(
+            "random_id_df_by_kernel".into(),
+            json!({
+                "note": "the random-id-df arm's post-GRO sample replayed through the engine: what GRO at 64 KiB would merge under each kernel line",
+                "frames": df.frames,
+                "what_if": df.what_if,
+            }),
+        );
+        if let (Some(old), Some(new)) = (
+            df.what_if.iter().find(|w| w.kernel == "6.1"),
+            df.what_if.iter().find(|w| w.kernel == "6.18"),
+        ) {
+            findings.push(LabFinding {
+                severity: "info",
+                title: format!(
+                    "with DF set and random outer IDs, 6.1 would merge {:.1}:1, 6.18 merges {:.1}:1",
+                    old.merge_ratio, new.merge_ratio
+                ),
+                detail: "6.1 ignored the IP ID of DF-set (atomic) outer headers; 6.18 accepts only incrementing or fixed IDs whatever DF says, so a hop that randomises IDs breaks GRO after an upgrade even when it keeps DF".into(),
+                flow: None,
+                fix: Some("make the hop keep the IDs it received (or a fixed ID with DF set)".into()),
+            });
+        }
     }
     if let (Some(h), Some(s)) = (arms[0].mean("gro_merge_ratio"), arms[1].mean("gro_merge_ratio")) {
         findings.insert(
@@ -642,7 +685,7 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     );
     drop(server);
     drop(relay);
-    let comparisons = vec![compare(&arms[0], &arms[1])];
+    let comparisons = vec![compare(&arms[0], &arms[1]), compare(&arms[0], &arms[2])];
     Ok(Outcome {
         arms,
         comparisons,

@@ -289,6 +289,13 @@ impl VxlanPath {
         // veth runs GRO at all.
         b.features(&b_dev, &[("rx-gro", true)])?;
         m2.tso_off(&m2_dev)?;
+        // Threaded NAPI on the receiver: the relay injects one packet per
+        // write(2), and with softirq NAPI each would be polled (and GRO
+        // flushed) on its own before the next arrives. A NAPI thread polls
+        // what accumulated in veth's ring, up to 64 packets, as a NIC's
+        // NAPI polls its RX ring, so GRO sees trains to merge.
+        let dev = b_dev.clone();
+        b.ns.run(move || crate::sysfs::Sysfs::mount_here()?.set_net_attr(&dev, "threaded", 1))?;
         let vxlan_dev = "vxlan-lab".to_string();
         for (node, dev, local, remote, inner) in [
             (&mut a, &a_dev, Self::A_OUTER, Self::B_OUTER, Self::A_INNER),
