@@ -127,7 +127,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 for s in SCENARIOS {
-                    println!("{:<12} {}\n{:<12} source: {}", s.name, s.claim, "", s.source);
+                    println!(
+                        "{:<12} {}\n{:<12} source: {}",
+                        s.name, s.claim, "", s.source
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -205,7 +208,10 @@ impl Arm {
         for metric in METRICS {
             let v: Vec<f64> = self.runs.iter().filter_map(|r| r.get(metric)).collect();
             if !v.is_empty() {
-                m.insert((*metric).into(), json!(v.iter().sum::<f64>() / v.len() as f64));
+                m.insert(
+                    (*metric).into(),
+                    json!(v.iter().sum::<f64>() / v.len() as f64),
+                );
             }
         }
         m.insert("runs".into(), json!(self.runs));
@@ -249,7 +255,11 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<ExitCode> {
             anyhow!(
                 "no scenario {:?}; known: {}",
                 args.name,
-                SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+                SCENARIOS
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
     if args.runs == 0 {
@@ -321,12 +331,10 @@ impl ServerInNs {
         // The serving thread joins the namespace so that the data sockets
         // it creates for each test are there too.
         let thread = ns.spawn("ofl-lab-server", move || {
-            server
-                .serve()
-                .map_err(|e| offload_lab::Error::Sys {
-                    op: "bench server".into(),
-                    source: std::io::Error::other(e.to_string()),
-                })
+            server.serve().map_err(|e| offload_lab::Error::Sys {
+                op: "bench server".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
         })?;
         Ok(ServerInNs {
             addr,
@@ -378,7 +386,9 @@ fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize>) -
         cpu_us_per_transaction: finite(r.select("cpu_us_per_transaction")),
         stack_packets_per_transaction: (r.test.is_rr() && stack > 0)
             .then(|| stack as f64 / transactions as f64),
-        gro_merge_ratio: merge_device.and_then(|i| counts.get(i)).and_then(GroCounts::merge_ratio),
+        gro_merge_ratio: merge_device
+            .and_then(|i| counts.get(i))
+            .and_then(GroCounts::merge_ratio),
         gbit_per_sec: Some(r.gbit_per_sec),
         packets_per_sec: r.test.is_udp().then_some(r.packets_per_sec),
         drops: r
@@ -493,7 +503,10 @@ fn big_tcp(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Resul
         let s = pair.server.set_big_tcp(&pair.server_dev, size)?;
         arm.settings.insert("client".into(), knobs_json(&c));
         arm.settings.insert("server".into(), knobs_json(&s));
-        arm.settings.insert("test".into(), json!("tcp-rr 80000/80000 TCP_NODELAY over IPv6, 1 flow"));
+        arm.settings.insert(
+            "test".into(),
+            json!("tcp-rr 80000/80000 TCP_NODELAY over IPv6, 1 flow"),
+        );
     }
     let (cdev, sdev) = (pair.client_dev.clone(), pair.server_dev.clone());
     let interrupted = interleave(&mut arms, args.runs, cancel, progress, |a, _| {
@@ -555,12 +568,18 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
             }),
         );
         arm.settings.insert("receiver".into(), json!(path.b_dev));
-        arm.settings.insert("receiver_knobs".into(), knobs_json(&path.b.knobs(&path.b_dev)?));
+        arm.settings.insert(
+            "receiver_knobs".into(),
+            knobs_json(&path.b.knobs(&path.b_dev)?),
+        );
         arm.settings.insert(
             "receiver_gro".into(),
             json!(path.b.ethtool().feature(&path.b_dev, "rx-gro")?),
         );
-        arm.settings.insert("test".into(), json!("tcp-stream A -> B over VXLAN (vni 42, port 4789), 1 flow"));
+        arm.settings.insert(
+            "test".into(),
+            json!("tcp-stream A -> B over VXLAN (vni 42, port 4789), 1 flow"),
+        );
     }
     let devices = vec![path.b_dev.clone()];
     let a_ns = &path.a.ns;
@@ -604,7 +623,12 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
         let scrambled = take(Mode::Scramble, Vec::new())?;
         // Only findings about a flow: the sample is post-GRO, so verdicts
         // about BIG TCP from it would be about the capture, not the host.
-        for f in scrambled.analysis.findings.iter().filter(|f| f.flow.is_some()) {
+        for f in scrambled
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.flow.is_some())
+        {
             findings.push(LabFinding {
                 severity: match f.severity {
                     offload_analyze::report::Severity::High => "high",
@@ -652,7 +676,10 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
             });
         }
     }
-    if let (Some(h), Some(s)) = (arms[0].mean("gro_merge_ratio"), arms[1].mean("gro_merge_ratio")) {
+    if let (Some(h), Some(s)) = (
+        arms[0].mean("gro_merge_ratio"),
+        arms[1].mean("gro_merge_ratio"),
+    ) {
         findings.insert(
             0,
             LabFinding {
@@ -699,7 +726,8 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
     let pair = VethPair::new("u")?;
     // GRO on the receiving veth gives it a NAPI instance (veth_napi_add),
     // so busy polling has something to poll.
-    pair.server.features(&pair.server_dev, &[("rx-gro", true)])?;
+    pair.server
+        .features(&pair.server_dev, &[("rx-gro", true)])?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
     let cpus = offload_lab::live::online_cpus().len().max(1);
@@ -734,14 +762,21 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
     arms.push(Arm::new("plus-busy-poll"));
     let gro = pair.server.ethtool().feature(&pair.server_dev, "rx-gro")?;
     for (arm, cfg) in arms.iter_mut().zip(&configs) {
-        arm.settings.insert("receivers".into(), json!(cfg.spec.server_threads));
-        arm.settings.insert("reuseport".into(), json!(cfg.spec.knobs.reuseport));
-        arm.settings.insert("server_pin".into(), json!(cfg.spec.server_pin));
-        arm.settings.insert("batch".into(), json!(cfg.spec.knobs.batch));
-        arm.settings.insert("busy_poll_us".into(), json!(cfg.spec.knobs.busy_poll_us));
-        arm.settings.insert("datagram_bytes".into(), json!(cfg.spec.request));
+        arm.settings
+            .insert("receivers".into(), json!(cfg.spec.server_threads));
+        arm.settings
+            .insert("reuseport".into(), json!(cfg.spec.knobs.reuseport));
+        arm.settings
+            .insert("server_pin".into(), json!(cfg.spec.server_pin));
+        arm.settings
+            .insert("batch".into(), json!(cfg.spec.knobs.batch));
+        arm.settings
+            .insert("busy_poll_us".into(), json!(cfg.spec.knobs.busy_poll_us));
+        arm.settings
+            .insert("datagram_bytes".into(), json!(cfg.spec.request));
         arm.settings.insert("receiver_gro".into(), json!(gro));
-        arm.settings.insert("sender_sockets".into(), json!(cfg.spec.flows));
+        arm.settings
+            .insert("sender_sockets".into(), json!(cfg.spec.flows));
     }
     let devices = vec![pair.server_dev.clone()];
     let interrupted = interleave(&mut arms, args.runs, cancel, progress, |a, _| {
@@ -749,7 +784,9 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
         Ok(figures(&r, &counts, Some(0)))
     })?;
     drop(server);
-    let comparisons = (1..arms.len()).map(|i| compare(&arms[i - 1], &arms[i])).collect();
+    let comparisons = (1..arms.len())
+        .map(|i| compare(&arms[i - 1], &arms[i]))
+        .collect();
     let mut findings = Vec::new();
     let best = arms
         .iter()
@@ -843,7 +880,10 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
     let mut findings = Vec::new();
     if let (Some(one), Some(many)) = (
         arms.first().and_then(|a| a.mean("cpu_us_per_transaction")),
-        arms.iter().rev().find_map(|a| a.mean("cpu_us_per_transaction").map(|v| (a.name.clone(), v))),
+        arms.iter().rev().find_map(|a| {
+            a.mean("cpu_us_per_transaction")
+                .map(|v| (a.name.clone(), v))
+        }),
     ) {
         findings.push(LabFinding {
             severity: "info",
@@ -884,8 +924,15 @@ fn fmt_num(v: &Value) -> String {
 
 fn render_text(r: &Value) -> String {
     let mut s = String::new();
-    s.push_str(&format!("scenario {}: {}\n", r["scenario"].as_str().unwrap_or(""), r["claim"].as_str().unwrap_or("")));
-    s.push_str(&format!("source: {}\n\n", r["source"].as_str().unwrap_or("")));
+    s.push_str(&format!(
+        "scenario {}: {}\n",
+        r["scenario"].as_str().unwrap_or(""),
+        r["claim"].as_str().unwrap_or("")
+    ));
+    s.push_str(&format!(
+        "source: {}\n\n",
+        r["source"].as_str().unwrap_or("")
+    ));
     let arms = r["arms"].as_array().cloned().unwrap_or_default();
     let shown: Vec<&str> = METRICS
         .iter()
@@ -905,7 +952,11 @@ fn render_text(r: &Value) -> String {
         s.push('\n');
     }
     for a in &arms {
-        s.push_str(&format!("  {} settings: {}\n", a["name"].as_str().unwrap_or(""), a["settings"]));
+        s.push_str(&format!(
+            "  {} settings: {}\n",
+            a["name"].as_str().unwrap_or(""),
+            a["settings"]
+        ));
     }
     if let Some(cmps) = r["comparison"].as_array() {
         for c in cmps {
@@ -924,7 +975,11 @@ fn render_text(r: &Value) -> String {
                         fmt_num(&d["ci95"][0]),
                         fmt_num(&d["ci95"][1]),
                         d["relative_percent"].as_f64().unwrap_or(0.0),
-                        if d["significant"] == true { "  significant" } else { "" }
+                        if d["significant"] == true {
+                            "  significant"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }
@@ -933,7 +988,11 @@ fn render_text(r: &Value) -> String {
     if let Some(f) = r["findings"].as_array() {
         s.push_str("\nfindings:\n");
         for x in f {
-            s.push_str(&format!("  [{}] {}\n", x["severity"].as_str().unwrap_or(""), x["title"].as_str().unwrap_or("")));
+            s.push_str(&format!(
+                "  [{}] {}\n",
+                x["severity"].as_str().unwrap_or(""),
+                x["title"].as_str().unwrap_or("")
+            ));
             if let Some(fl) = x["flow"].as_str() {
                 s.push_str(&format!("      flow: {fl}\n"));
             }
@@ -959,7 +1018,11 @@ fn render_text(r: &Value) -> String {
         r["runs_per_arm"],
         r["run_seconds"],
         r["elapsed_seconds"].as_f64().unwrap_or(0.0),
-        if r["interrupted"] == true { " (interrupted)" } else { "" }
+        if r["interrupted"] == true {
+            " (interrupted)"
+        } else {
+            ""
+        }
     ));
     s
 }
@@ -977,7 +1040,9 @@ fn short(metric: &str) -> &str {
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn render_html(r: &Value) -> String {

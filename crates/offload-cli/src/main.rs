@@ -4,9 +4,9 @@
 mod analyze;
 mod bench;
 mod capture;
+mod docs;
 mod inspect;
 mod lab;
-mod docs;
 
 use clap::{Parser, Subcommand};
 

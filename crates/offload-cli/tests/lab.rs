@@ -69,7 +69,11 @@ fn host_state() -> HostState {
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let sep = f.iter().position(|x| *x == "-").unwrap_or(0);
-            format!("{} {}", f.get(4).unwrap_or(&""), f.get(sep + 1).unwrap_or(&""))
+            format!(
+                "{} {}",
+                f.get(4).unwrap_or(&""),
+                f.get(sep + 1).unwrap_or(&"")
+            )
         })
         .filter(|m: &String| !m.starts_with("/run/netns/"))
         .collect();
@@ -113,7 +117,10 @@ fn live_netns() -> BTreeSet<String> {
             out.extend(netns_of(pid));
         }
     }
-    for l in std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines() {
+    for l in std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+    {
         if let Some(i) = l.find("net:[") {
             out.insert(l[i..].split_whitespace().next().unwrap().to_string());
         }
@@ -164,7 +171,11 @@ fn assert_same(before: &HostState, after: &HostState) {
         .map(|(k, v)| (k, v, after.sysctls.get(k)))
         .collect();
     assert!(changed.is_empty(), "sysctls changed: {changed:?}");
-    assert_eq!(before.sysctls.len(), after.sysctls.len(), "sysctls appeared or vanished");
+    assert_eq!(
+        before.sysctls.len(),
+        after.sysctls.len(),
+        "sysctls appeared or vanished"
+    );
 }
 
 fn own_netns() -> String {
@@ -193,7 +204,12 @@ fn scenario_run_leaves_host_unchanged() {
     let mut child = spawn(&["lab", "run", "big-tcp", "--runs", "1", "--duration", "1s"]);
     let (held, _) = wait_for(&mut child, "run 1");
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{out}");
     assert!(out.contains("big-tcp"), "{out}");
@@ -206,16 +222,32 @@ fn sigint_stops_prints_and_leaves_host_unchanged() {
     let _serial = serial();
     let before = host_state();
     // Three arms of five runs: far longer than the test lets it run.
-    let mut child = spawn(&["lab", "run", "vxlan-ip-id", "--runs", "5", "--duration", "2s"]);
+    let mut child = spawn(&[
+        "lab",
+        "run",
+        "vxlan-ip-id",
+        "--runs",
+        "5",
+        "--duration",
+        "2s",
+    ]);
     let (held, _) = wait_for(&mut child, "run 1");
     // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{out}");
     assert!(out.contains("(interrupted)"), "{out}");
-    assert!(out.contains("healthy"), "what was measured is printed: {out}");
+    assert!(
+        out.contains("healthy"),
+        "what was measured is printed: {out}"
+    );
     assert_gone(&held);
     assert_same(&before, &host_state());
 }
@@ -224,7 +256,15 @@ fn sigint_stops_prints_and_leaves_host_unchanged() {
 fn sigkill_leaves_nothing_behind() {
     let _serial = serial();
     let before = host_state();
-    let mut child = spawn(&["lab", "run", "vxlan-ip-id", "--runs", "5", "--duration", "2s"]);
+    let mut child = spawn(&[
+        "lab",
+        "run",
+        "vxlan-ip-id",
+        "--runs",
+        "5",
+        "--duration",
+        "2s",
+    ]);
     let (held, _) = wait_for(&mut child, "run 1");
     child.kill().unwrap();
     child.wait().unwrap();

@@ -604,7 +604,9 @@ fn read_host(private_sysfs: bool) -> HostState {
         .map(|k| {
             (
                 k.replace('/', "."),
-                crate::sysfs::read_sysctl(k).ok().map(|v| v.replace('\t', " ")),
+                crate::sysfs::read_sysctl(k)
+                    .ok()
+                    .map(|v| v.replace('\t', " ")),
             )
         })
         .collect();
@@ -651,7 +653,10 @@ pub fn findings(devices: &[DeviceState], host: &HostState) -> Vec<Finding> {
             let (severity, fix) = if fixed("rx-gro") {
                 (
                     Severity::Info,
-                    format!("none: the driver of {} does not let GRO be switched on", d.name),
+                    format!(
+                        "none: the driver of {} does not let GRO be switched on",
+                        d.name
+                    ),
                 )
             } else {
                 (Severity::Medium, format!("ethtool -K {} gro on", d.name))
@@ -817,8 +822,18 @@ fn big_tcp_findings(d: &DeviceState, out: &mut Vec<Finding>) {
         });
     }
     for (v6, v4, v6k, v4k) in [
-        (gso, d.gso_ipv4_max_size, "gso_max_size", "gso_ipv4_max_size"),
-        (gro, d.gro_ipv4_max_size, "gro_max_size", "gro_ipv4_max_size"),
+        (
+            gso,
+            d.gso_ipv4_max_size,
+            "gso_max_size",
+            "gso_ipv4_max_size",
+        ),
+        (
+            gro,
+            d.gro_ipv4_max_size,
+            "gro_max_size",
+            "gro_ipv4_max_size",
+        ),
     ] {
         if let Some(v4) = v4 {
             if big(v6) && !big(v4) {
@@ -1076,7 +1091,11 @@ pub fn render_text(ins: &Inspection) -> String {
                 "irqs {}",
                 d.irqs
                     .iter()
-                    .map(|i| format!("{}->{}", i.irq, i.effective_affinity.as_deref().unwrap_or(&i.affinity)))
+                    .map(|i| format!(
+                        "{}->{}",
+                        i.irq,
+                        i.effective_affinity.as_deref().unwrap_or(&i.affinity)
+                    ))
                     .collect::<Vec<_>>()
                     .join(" ")
             ));
@@ -1103,7 +1122,9 @@ pub fn render_text(ins: &Inspection) -> String {
                 f.rank,
                 f.severity.name(),
                 f.title,
-                f.kernel.map(|k| format!(" (kernel {k})")).unwrap_or_default()
+                f.kernel
+                    .map(|k| format!(" (kernel {k})"))
+                    .unwrap_or_default()
             );
             let _ = writeln!(s, "    {}", f.detail);
             let _ = writeln!(s, "    fix: {}", f.fix);

@@ -108,7 +108,12 @@ pub fn sample(
             Instant::now().elapsed().as_nanos()
         ))
     });
-    let io = |e: offload_capture::CaptureError| Error::sys(format!("write {}", path.display()), std::io::Error::other(e.to_string()));
+    let io = |e: offload_capture::CaptureError| {
+        Error::sys(
+            format!("write {}", path.display()),
+            std::io::Error::other(e.to_string()),
+        )
+    };
     let mut writer = CaptureWriter::create(&path, Some(CaptureFormat::Pcap)).map_err(io)?;
     let mut per_dev: BTreeMap<String, DeviceSample> = BTreeMap::new();
     let start = Instant::now();
@@ -140,7 +145,10 @@ pub fn sample(
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_nanos() as i64);
                     writer
-                        .write_frame(&FrameMeta::new(ts, LinkType::ETHERNET, c.frame.len()), c.frame)
+                        .write_frame(
+                            &FrameMeta::new(ts, LinkType::ETHERNET, c.frame.len()),
+                            c.frame,
+                        )
                         .map_err(io)?;
                     entry.frames += 1;
                     frames += 1;

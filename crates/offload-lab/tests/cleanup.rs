@@ -26,7 +26,10 @@ fn held_netns() -> BTreeSet<u64> {
             add(l.display().to_string());
         }
     }
-    for l in std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines() {
+    for l in std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+    {
         if let Some(i) = l.find("net:[") {
             add(l[i..].split_whitespace().next().unwrap().to_string());
         }
@@ -60,11 +63,22 @@ fn panic_mid_scenario_leaves_nothing() {
         relay.set_mode(Mode::Scramble);
         let mut pair = VethPair::new("p").unwrap();
         pair.client.set_big_tcp(&pair.client_dev, 185_000).unwrap();
-        for n in [&path.a, &path.m1, &path.m2, &path.b, &pair.client, &pair.server] {
+        for n in [
+            &path.a,
+            &path.m1,
+            &path.m2,
+            &path.b,
+            &pair.client,
+            &pair.server,
+        ] {
             inodes.push(n.ns.inode());
         }
         // The middle hop forwards (ip_forward = 1 inside M1 and M2 only).
-        let fwd = path.m1.ns.run(|| offload_lab::sysfs::read_sysctl("net/ipv4/ip_forward")).unwrap();
+        let fwd = path
+            .m1
+            .ns
+            .run(|| offload_lab::sysfs::read_sysctl("net/ipv4/ip_forward"))
+            .unwrap();
         assert_eq!(fwd, "1");
         panic!("deliberate panic with the lab built");
     }));
@@ -72,8 +86,15 @@ fn panic_mid_scenario_leaves_nothing() {
     assert_eq!(inodes.len(), 6);
     let held = held_netns();
     for i in &inodes {
-        assert!(!held.contains(i), "namespace {i} still referenced after the panic");
+        assert!(
+            !held.contains(i),
+            "namespace {i} still referenced after the panic"
+        );
     }
     assert_eq!(host_links(), links, "host links changed");
-    assert_eq!(sysctl("net/ipv4/ip_forward"), forward, "host ip_forward changed");
+    assert_eq!(
+        sysctl("net/ipv4/ip_forward"),
+        forward,
+        "host ip_forward changed"
+    );
 }
