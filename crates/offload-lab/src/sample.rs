@@ -172,7 +172,7 @@ pub fn sample(
         };
         let never = AtomicBool::new(false);
         let mut progress = |_: u64| {};
-        let mut ctl = offload_analyze::transform::Control {
+        let mut ctl = offload_capture::Control {
             on_progress: &mut progress,
             cancel: &never,
         };
