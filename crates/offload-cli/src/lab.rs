@@ -4,7 +4,7 @@
 //! relay come from offload-lab; the traffic comes from offload-bench's
 //! library. The runner that joins them lives here because offload-bench
 //! itself builds on offload-lab's netlink code, so offload-lab cannot depend
-//! on offload-bench (docs/decisions/0031-lab-scenarios.md).
+//! on offload-bench (docs/decisions/0023-inspect-and-lab.md).
 //!
 //! Every scenario runs its arms in pairs, interleaved (A B, B A, A B...),
 //! so that drift of a shared machine hits both arms alike, and reports each

@@ -599,15 +599,15 @@ fn kernel_release() -> String {
 
 fn read_host(private_sysfs: bool) -> HostState {
     let kernel = kernel_release();
+    // Some net.core knobs (busy_read, netdev_budget, ...) exist only in the
+    // initial namespace; inside another one they are read from there.
     let sysctls = HOST_SYSCTLS
         .iter()
         .map(|k| {
-            (
-                k.replace('/', "."),
-                crate::sysfs::read_sysctl(k)
-                    .ok()
-                    .map(|v| v.replace('\t', " ")),
-            )
+            let v = crate::sysfs::read_sysctl(k)
+                .ok()
+                .or_else(|| read_sysctl_initial_ns(k));
+            (k.replace('/', "."), v.map(|v| v.replace('\t', " ")))
         })
         .collect();
     HostState {
@@ -619,6 +619,24 @@ fn read_host(private_sysfs: bool) -> HostState {
         cacheline_groups: btf_has_cacheline_groups(),
         private_sysfs,
     }
+}
+
+/// Reads a sysctl as the initial network namespace (that of pid 1) sees it,
+/// from a helper thread that joins it; `None` when it cannot.
+fn read_sysctl_initial_ns(key: &str) -> Option<String> {
+    let key = key.to_string();
+    std::thread::spawn(move || {
+        let f = std::fs::File::open("/proc/1/ns/net").ok()?;
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&f),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .ok()?;
+        crate::sysfs::read_sysctl(&key).ok()
+    })
+    .join()
+    .ok()
+    .flatten()
 }
 
 /// Looks for `__cacheline_group_begin__` in the kernel's BTF: present on
@@ -805,9 +823,17 @@ fn big_tcp_findings(d: &DeviceState, out: &mut Vec<Finding>) {
             ("gro_max_size", gso, "gso_max_size")
         };
         let target = gso.max(gro);
+        // GSO raised without GRO: this host sends big packets it would not
+        // build on receive, and forwarded traffic is cut to 64 KiB. GRO
+        // raised alone is a receive-only setup: worth saying, not a loss.
+        let severity = if big(gso) {
+            Severity::Medium
+        } else {
+            Severity::Info
+        };
         out.push(Finding {
             rank: 0,
-            severity: Severity::Medium,
+            severity,
             kind: "big-tcp-half-done",
             device: Some(d.name.clone()),
             title: format!("BIG TCP half done on {}: {raised} raised, {low_knob} at {low}", d.name),
