@@ -11,60 +11,17 @@
 //! counted so far is still reported, marked `interrupted`.
 
 use crate::dissect::{self, Parsed, L4};
+use crate::figures::RunTotals;
 use crate::flow::{FlowKey, FlowStats};
-use crate::transform::Control;
-use crate::whatif::{KernelProfile, RunTotals, WhatIfWorker};
+pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
+use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader};
+use offload_capture::{CaptureError, CaptureReader, Control};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
-pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
-
-/// VXLAN's IANA port and the Linux default.
-pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
-
-/// What to compute.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    /// `gro_max_size` values to simulate, in order.
-    pub gro_sizes: Vec<u32>,
-    pub kernel: KernelProfile,
-    /// Path MTU in IP bytes: larger packets are super-packets.
-    pub mtu: u32,
-    /// UDP destination ports read as VXLAN.
-    pub vxlan_ports: Vec<u16>,
-    /// Let the engine verify TCP/UDP checksums (as the kernel does without
-    /// a hardware verdict). Off for captures taken on a sender whose
-    /// checksums are offloaded.
-    pub verify_checksums: bool,
-    /// Worker threads; 0 = one per core.
-    pub threads: usize,
-    /// Write a per-packet CSV table here while reading.
-    pub packet_csv: Option<PathBuf>,
-    /// Write per-packet Parquet files into this directory while reading
-    /// (cargo feature `parquet`; an error without it).
-    pub parquet_dir: Option<PathBuf>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
-            kernel: KernelProfile::V6_18,
-            mtu: 1500,
-            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
-            verify_checksums: true,
-            threads: 0,
-            packet_csv: None,
-            parquet_dir: None,
-        }
-    }
-}
 
 /// Facts about one input file.
 #[derive(Debug, Clone, Default)]
@@ -289,7 +246,7 @@ fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
 
 fn concat_csv(out: &Path, parts: &[PathBuf]) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
-    w.write_all(crate::export::PACKET_CSV_HEADER.as_bytes())?;
+    w.write_all(crate::packets::PACKET_CSV_HEADER.as_bytes())?;
     for p in parts {
         if let Ok(mut f) = std::fs::File::open(p) {
             std::io::copy(&mut f, &mut w)?;
@@ -437,7 +394,7 @@ fn run_job(
                         .map_err(AnalyzeError::Parquet)?;
                 }
                 if let Some(w) = csv_out.as_mut() {
-                    crate::export::write_packet_row(w, job.file, frame.number, ts, idx, p)
+                    crate::packets::write_packet_row(w, job.file, frame.number, ts, idx, p)
                         .map_err(|error| AnalyzeError::Output {
                             path: csv.map(Path::to_path_buf).unwrap_or_default(),
                             error,
@@ -558,7 +515,7 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
             if let Some(&i) = index.get(&flow.key) {
                 for (k, &si) in sizes.iter().enumerate() {
                     flow.what_if[si].merge(&w.flows[i].plain[k]);
-                    flow.inner_what_if[si].merge(&w.flows[i].inner[k]);
+                    flow.healthy_what_if[si].merge(&w.flows[i].healthy[k]);
                 }
             }
         }

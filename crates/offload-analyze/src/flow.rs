@@ -9,132 +9,8 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-/// The identity of a flow (one direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    pub tunnel: Option<TunnelKey>,
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub proto: u8,
-    pub v6: bool,
-}
-
-/// The outer identity of a tunnelled flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TunnelKey {
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub vni: u32,
-    pub v6: bool,
-}
-
-impl FlowKey {
-    pub fn of(p: &Parsed) -> FlowKey {
-        FlowKey {
-            tunnel: p.tunnel.map(|t| TunnelKey {
-                src: t.ip.src,
-                dst: t.ip.dst,
-                sport: t.sport,
-                dport: t.dport,
-                vni: t.vni,
-                v6: t.ip.v6,
-            }),
-            src: p.ip.src,
-            dst: p.ip.dst,
-            sport: p.sport,
-            dport: p.dport,
-            proto: p.ip.proto,
-            v6: p.ip.v6,
-        }
-    }
-
-    /// The other direction of the same conversation.
-    pub fn reverse(&self) -> FlowKey {
-        FlowKey {
-            tunnel: self.tunnel.map(|t| TunnelKey {
-                src: t.dst,
-                dst: t.src,
-                // The reverse tunnel direction picks its own source port
-                // (a hash of the inner flow), so this key finds it only when
-                // both ends use the same port; tunnelled flows then go
-                // without the ACK-based TSO/GRO evidence.
-                sport: t.dport,
-                dport: t.sport,
-                vni: t.vni,
-                v6: t.v6,
-            }),
-            src: self.dst,
-            dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            proto: self.proto,
-            v6: self.v6,
-        }
-    }
-
-    pub fn protocol_name(&self) -> &'static str {
-        match self.proto {
-            dissect::PROTO_TCP => "tcp",
-            dissect::PROTO_UDP => "udp",
-            _ => "other",
-        }
-    }
-
-    /// "10.0.0.2:33333 -> 10.0.0.1:80".
-    pub fn describe(&self) -> String {
-        let inner = format!(
-            "{} {} -> {}",
-            self.protocol_name().to_uppercase(),
-            dissect::fmt_endpoint(&self.src, self.v6, self.sport),
-            dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
-        );
-        match self.tunnel {
-            Some(t) => format!(
-                "VXLAN {} -> {} (VNI {}), inner {}",
-                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
-                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
-                t.vni,
-                inner
-            ),
-            None => inner,
-        }
-    }
-}
-
-/// How a header's IPv4 IDs move from packet to packet within a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdPattern {
-    /// Each packet's ID is the previous one plus its segment count.
-    IncrementingPerFlow,
-    /// IDs go up by varying small steps: a counter shared with other flows.
-    GlobalCounter,
-    /// Always 0.
-    FixedZero,
-    /// Always the same non-zero value.
-    Fixed,
-    /// No order.
-    Random,
-    /// IPv6 (no ID) or too few packets to say.
-    NotApplicable,
-}
-
-impl IdPattern {
-    pub fn name(self) -> &'static str {
-        match self {
-            IdPattern::IncrementingPerFlow => "incrementing per flow",
-            IdPattern::GlobalCounter => "global counter",
-            IdPattern::FixedZero => "fixed zero",
-            IdPattern::Fixed => "fixed",
-            IdPattern::Random => "random",
-            IdPattern::NotApplicable => "n/a",
-        }
-    }
-}
+pub use crate::kernel::IdPattern;
+pub use crate::key::{FlowKey, TunnelKey};
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -619,9 +495,9 @@ pub struct FlowStats {
     pub series: Decimated,
     pub bins: Bins,
     /// Per what-if size: stack packets etc. Filled by `whatif`.
-    pub what_if: Vec<crate::whatif::FlowWhatIf>,
-    /// Packets of this flow fed to the engine as decapsulated inner frames.
-    pub inner_what_if: Vec<crate::whatif::FlowWhatIf>,
+    pub what_if: Vec<crate::figures::FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
+    pub healthy_what_if: Vec<crate::figures::FlowWhatIf>,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -674,8 +550,8 @@ impl FlowStats {
             reverse_tries: 0,
             series: Decimated::default(),
             bins: Bins::default(),
-            what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
-            inner_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+            what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
+            healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
         }
     }
 

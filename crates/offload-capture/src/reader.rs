@@ -63,6 +63,11 @@ impl Frame<'_> {
         u32::try_from(self.data.len()).unwrap_or(u32::MAX)
     }
 
+    /// The GSO metadata `offload gro` stored with this super-packet, if any.
+    pub fn gso(&self) -> Option<crate::GsoMeta> {
+        self.comment.and_then(crate::GsoMeta::from_comment)
+    }
+
     /// True when fewer bytes were captured than were on the wire (snaplen cut).
     #[inline]
     pub fn is_truncated(&self) -> bool {
@@ -240,9 +245,15 @@ struct At {
 impl CaptureReader {
     /// Opens a capture file; the format is recognised by its magic number, not
     /// by its name. Reads the file header (and the first pcapng section header).
+    /// `-` reads standard input; FIFOs and `/dev/fd/N` are read once, in order.
     pub fn open(path: impl AsRef<Path>) -> Result<CaptureReader, CaptureError> {
         let path = path.as_ref();
-        let name = path.display().to_string();
+        CaptureReader::open_as(path, crate::stdio::input_name(path))
+    }
+
+    /// Like [`CaptureReader::open`], naming the input `name` in errors (a
+    /// [`SpooledInput`](crate::SpooledInput)'s copy keeps its input's name).
+    pub fn open_as(path: &Path, name: String) -> Result<CaptureReader, CaptureError> {
         let io_err = |e, field| {
             CaptureError::from(ErrorDetail {
                 file: name.clone(),
@@ -254,6 +265,10 @@ impl CaptureReader {
                 kind: ErrorKind::Io(e),
             })
         };
+        if crate::stdio::is_stdio(path) {
+            let f = crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?;
+            return CaptureReader::build(Box::new(f), name, None);
+        }
         let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.

@@ -3,8 +3,8 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::transform::Control;
 use offload_analyze::{KernelProfile, Options};
+use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,6 +130,18 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         (None, args.files.clone())
     };
+    // `-`, FIFOs and `<(...)` are read once, into a temporary copy that the
+    // parallel jobs then read (removed on every exit path by Drop).
+    let spooled = files
+        .iter()
+        .map(|p| offload_capture::SpooledInput::new(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let files: Vec<PathBuf> = spooled.iter().map(|s| s.path().to_path_buf()).collect();
+    let rename = |text: &str| {
+        spooled
+            .iter()
+            .fold(text.to_string(), |t, s| s.rename_in(&t))
+    };
     let opts = Options {
         gro_sizes: if args.gro_max_size.is_empty() {
             offload_analyze::DEFAULT_GRO_SIZES.to_vec()
@@ -177,7 +189,28 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let mut analysis = offload_analyze::analyze(&files, &opts, &mut ctl)?;
+    let mut analysis = offload_analyze::analyze(&files, &opts, &mut ctl)
+        .map_err(|e| anyhow::anyhow!(rename(&e.to_string())))?;
+    if spooled.iter().any(|s| s.is_copy()) {
+        // Name the inputs as given (`stdin`, the FIFO), not their copies.
+        let r = &mut analysis.report;
+        let fix = |s: &mut String| *s = rename(s);
+        r.inputs.iter_mut().for_each(|i| {
+            fix(&mut i.path);
+            if let Some(e) = i.error.as_mut() {
+                fix(e);
+            }
+        });
+        r.flows.iter_mut().for_each(|f| fix(&mut f.file));
+        r.findings
+            .iter_mut()
+            .for_each(|f| fix(&mut f.evidence.file));
+        for w in &mut r.what_if {
+            for x in &mut w.flush_reasons {
+                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
+            }
+        }
+    }
     pb.finish_and_clear();
     if let Some(g) = &samples_dir {
         // Name the bundled samples, not their temporary copies.
@@ -243,8 +276,31 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(1));
     }
+    for i in report
+        .inputs
+        .iter()
+        .filter(|i| i.unsupported_link_frames > 0)
+    {
+        let types: Vec<String> = i
+            .link_types
+            .iter()
+            .filter(|t| offload::LinkKind::from_linktype(**t).is_none())
+            .map(|t| match offload_capture::LinkType(*t).name() {
+                Some(n) => format!("{t} ({n})"),
+                None => t.to_string(),
+            })
+            .collect();
+        eprintln!(
+            "offload analyze: {}: {} frames of link type {} not analysed (supported: \
+             Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2)",
+            i.path,
+            i.unsupported_link_frames,
+            types.join(", ")
+        );
+    }
     if report.flows.is_empty() && report.inputs.iter().all(|i| i.frames == 0) {
-        bail!("no frames in the input");
+        let names: Vec<&str> = report.inputs.iter().map(|i| i.path.as_str()).collect();
+        bail!("no frames in {}", names.join(", "));
     }
     Ok(ExitCode::SUCCESS)
 }

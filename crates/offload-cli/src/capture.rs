@@ -5,9 +5,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload::gro::GRO_MAX_SIZE;
 use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
 use offload::GroConfig;
-use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
-use std::io::IsTerminal;
-use std::path::PathBuf;
+use offload_transform::{self as transform, Control, GsoOptions, Outcome};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -140,9 +140,20 @@ fn with_progress<S>(
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let outcome = run(&mut ctl).with_context(|| format!("{what} {}", input.display()))?;
+    // The capture error names the file (once); say which command failed.
+    let outcome = run(&mut ctl).with_context(|| what.to_string())?;
     pb.finish_and_clear();
     Ok(outcome)
+}
+
+/// Where the summary goes: standard output, or standard error when the
+/// capture itself is written to standard output (`-o -`).
+fn summary_out(output: &Path) -> Box<dyn Write> {
+    if offload_capture::stdio::is_stdio(output) {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    }
 }
 
 /// Reports an input error after the output was written; the exit code says it.
@@ -182,28 +193,42 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         transform::gro_capture(&args.input, &args.output, &cfg, ctl)
     })?;
     let s = &outcome.summary;
+    let mut out = summary_out(&args.output);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(s)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
-        println!("{} -> {}", s.input, s.output);
-        println!(
+        writeln!(out, "{} -> {}", s.input, s.output)?;
+        writeln!(
+            out,
             "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
             s.settings.gro_max_size,
             s.settings.gro_ipv4_max_size,
             humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),
             if s.settings.checksum_check {
                 "on"
+            } else if s.settings.checksums_offloaded {
+                "off (checksums left to offload)"
             } else {
                 "off"
             }
-        );
-        println!(
+        )?;
+        if s.settings.checksums_offloaded {
+            writeln!(
+                out,
+                "the capture's TCP/UDP checksums hold only the pseudo-header sum (left to the NIC, \
+                 CHECKSUM_PARTIAL: a sender-side or veth capture); the kernel does not verify such \
+                 packets, so neither did this run"
+            )?;
+        }
+        writeln!(
+            out,
             "udp gro {}  vxlan ports {:?}  vlan gro {}",
             s.settings.udp_gro,
             s.settings.vxlan_ports,
             if s.settings.vlan_gro { "on" } else { "off" }
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "frames in {}  packets out {}  merge ratio {:.2}  super-packets {}  largest {} B{}",
             s.frames_in,
             s.packets_out,
@@ -211,33 +236,36 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             s.super_packets,
             s.largest_packet,
             if s.interrupted { "  (interrupted)" } else { "" }
-        );
-        println!();
-        println!(
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
             "{:<10} {:>12} {:>12} {:>8}",
             "protocol", "frames in", "packets out", "ratio"
-        );
+        )?;
         for p in &s.protocols {
-            println!(
+            writeln!(
+                out,
                 "{:<10} {:>12} {:>12} {:>8.2}",
                 p.protocol, p.frames_in, p.packets_out, p.merge_ratio
-            );
+            )?;
         }
-        println!();
-        println!("{:<28} {:>10}  kind", "flush reason", "count");
+        writeln!(out)?;
+        writeln!(out, "{:<28} {:>10}  kind", "flush reason", "count")?;
         for r in &s.flush_reasons {
             let kind = if r.pass_through {
                 "not held"
             } else {
                 "completed a held packet"
             };
-            println!("{:<28} {:>10}  {}", r.reason, r.count, kind);
+            writeln!(out, "{:<28} {:>10}  {}", r.reason, r.count, kind)?;
         }
         if s.unsupported_link_frames > 0 {
-            println!(
+            writeln!(
+                out,
                 "\n{} frames of unsupported link types copied unchanged",
                 s.unsupported_link_frames
-            );
+            )?;
         }
     }
     Ok(finish(&outcome))
@@ -260,23 +288,51 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         transform::gso_capture(&args.input, &args.output, &opts, ctl)
     })?;
     let s = &outcome.summary;
+    let mut out = summary_out(&args.output);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(s)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
-        println!("{} -> {}", s.input, s.output);
-        println!(
+        writeln!(out, "{} -> {}", s.input, s.output)?;
+        writeln!(
+            out,
             "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",
             s.frames_in,
             s.frames_out,
             s.super_packets,
             s.copied_unchanged,
             if s.interrupted { "  (interrupted)" } else { "" }
-        );
-        for (src, n) in &s.mss_sources {
-            println!(
-                "  mss from {:<18} {n}",
-                serde_json::to_string(src)?.trim_matches('"')
-            );
+        )?;
+        if !s.flow_sources.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{:<18} {:>8} {:>14}",
+                "mss from", "flows", "super-packets"
+            )?;
+            for (src, flows) in &s.flow_sources {
+                let packets = s
+                    .mss_sources
+                    .iter()
+                    .find(|(p, _)| p == src)
+                    .map_or(0, |p| p.1);
+                writeln!(out, "{:<18} {flows:>8} {packets:>14}", src.name())?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{:<58} {:>6} {:<18} {:>8}",
+                "flow", "mss", "from", "split"
+            )?;
+            for f in &s.flows {
+                writeln!(
+                    out,
+                    "{:<58} {:>6} {:<18} {:>8}",
+                    f.flow,
+                    f.mss,
+                    f.source.name(),
+                    f.super_packets
+                )?;
+            }
         }
     }
     Ok(finish(&outcome))

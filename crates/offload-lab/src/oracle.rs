@@ -363,9 +363,15 @@ impl KernelGro {
             || (k.gro_max_size, k.gro_ipv4_max_size)
                 != (self.knobs.gro_max_size, self.knobs.gro_ipv4_max_size)
         {
-            let r = self
-                .rtnl
-                .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size);
+            // Kernels before 6.3 have no IFLA_GRO_IPV4_MAX_SIZE (IPv4 is
+            // then bound by gro_max_size and by 64 KiB): set what exists.
+            let has_ipv4_knob = self.rtnl.link(self.tap_index)?.gro_ipv4_max_size.is_some();
+            let r = if has_ipv4_knob {
+                self.rtnl
+                    .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size)
+            } else {
+                self.rtnl.set_gro_max_size(self.tap_index, k.gro_max_size)
+            };
             if let Ok(st) = self.rtnl.link(self.tap_index) {
                 self.knobs.gro_max_size = st.gro_max_size.unwrap_or(0);
                 self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(0);

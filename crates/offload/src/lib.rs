@@ -14,11 +14,13 @@
 //! - [`vnet`]: `virtio_net_hdr` for TUN/TAP and virtio datapaths.
 //! - [`build`]: a packet builder for tests, generators and samples.
 #![deny(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod build;
 pub mod checksum;
 pub mod gro;
 pub mod gso;
+pub mod layout;
 pub mod link;
 pub mod vnet;
 pub mod wire;

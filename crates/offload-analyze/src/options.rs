@@ -1,0 +1,48 @@
+//! What `offload analyze` computes: the options every stage reads.
+
+use crate::kernel::KernelProfile;
+use std::path::PathBuf;
+
+/// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
+pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
+
+/// VXLAN's IANA port and the Linux default.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `gro_max_size` values to simulate, in order.
+    pub gro_sizes: Vec<u32>,
+    pub kernel: KernelProfile,
+    /// Path MTU in IP bytes: larger packets are super-packets.
+    pub mtu: u32,
+    /// UDP destination ports read as VXLAN.
+    pub vxlan_ports: Vec<u16>,
+    /// Let the engine verify TCP/UDP checksums (as the kernel does without
+    /// a hardware verdict). Off for captures taken on a sender whose
+    /// checksums are offloaded.
+    pub verify_checksums: bool,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+    /// Write a per-packet CSV table here while reading.
+    pub packet_csv: Option<PathBuf>,
+    /// Write per-packet Parquet files into this directory while reading
+    /// (cargo feature `parquet`; an error without it).
+    pub parquet_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
+            kernel: KernelProfile::V6_18,
+            mtu: 1500,
+            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            verify_checksums: true,
+            threads: 0,
+            packet_csv: None,
+            parquet_dir: None,
+        }
+    }
+}
