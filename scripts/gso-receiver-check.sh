@@ -115,9 +115,19 @@ PY
 import socket, sys
 addr, n = sys.argv[1], int(sys.argv[2])
 fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-c = socket.socket(fam, socket.SOCK_STREAM)
-c.settimeout(20)
-c.connect((addr, 5202))
+import time
+deadline = time.monotonic() + 20
+while True:  # the server may still be starting on a loaded machine
+    c = socket.socket(fam, socket.SOCK_STREAM)
+    c.settimeout(20)
+    try:
+        c.connect((addr, 5202))
+        break
+    except ConnectionRefusedError:
+        c.close()
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
 buf = bytes(range(256)) * 1024
 sent = 0
 while sent < n:

@@ -42,6 +42,8 @@ pub struct FileFacts {
     /// Checksums in this capture were left to the NIC (CHECKSUM_PARTIAL):
     /// the what-if does not verify them, as the kernel trusts such packets.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the snapshot length (read anyway).
+    pub above_snaplen: u64,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -303,6 +305,7 @@ fn run_job(
     parquet: Option<PathBuf>,
 ) -> Result<JobResult, AnalyzeError> {
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
         checksums_offloaded: opts.verify_checksums && !verify,
@@ -416,6 +419,7 @@ fn run_job(
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    facts.above_snaplen = reader.above_snaplen().0;
     if let Some(w) = worker.as_mut() {
         w.finish();
     }

@@ -1,6 +1,7 @@
 //! `offload analyze`: argument parsing and printing only; the analysis is
 //! `offload_analyze::analyze`.
 
+use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload_analyze::{KernelProfile, Options};
@@ -46,17 +47,16 @@ pub struct AnalyzeArgs {
     /// Captures (pcap or pcapng, any mix); none = the bundled samples.
     pub files: Vec<PathBuf>,
     /// gro_max_size values to simulate (comma-separated or repeated).
-    #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_size)]
+    #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_gro_size)]
     pub gro_max_size: Vec<u32>,
     /// Kernel whose GRO rules apply: 6.18 (verified live), or 6.1, 6.6, 7.x (derived from source).
     #[arg(long, default_value = "6.18")]
     pub kernel: KernelProfile,
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
-    /// UDP destination ports read as VXLAN (comma-separated or repeated; default 4789,8472).
-    #[arg(long = "vxlan-port", value_delimiter = ',')]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
     /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
@@ -79,20 +79,6 @@ pub struct AnalyzeArgs {
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-}
-
-fn parse_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
-    if !(1500..=offload::gro::GRO_MAX_SIZE).contains(&v) {
-        return Err(format!(
-            "{v} is outside 1500..={} (the kernel's GRO_MAX_SIZE)",
-            offload::gro::GRO_MAX_SIZE
-        ));
-    }
-    Ok(v)
 }
 
 /// Writes the embedded samples to a private temporary directory.
@@ -150,11 +136,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         },
         kernel: args.kernel,
         mtu: args.mtu,
-        vxlan_ports: if args.vxlan_ports.is_empty() {
-            offload_analyze::DEFAULT_VXLAN_PORTS.to_vec()
-        } else {
-            args.vxlan_ports.clone()
-        },
+        vxlan_ports: args.capture.vxlan_ports(),
+        strict: args.capture.strict,
         verify_checksums: !args.no_checksum_check,
         threads: args.threads,
         packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
@@ -275,6 +258,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             );
         }
         return Ok(ExitCode::from(1));
+    }
+    for i in &report.inputs {
+        crate::capture::warn_above_snaplen(&i.path, i.frames_above_snaplen, 0);
     }
     for i in report
         .inputs

@@ -1,11 +1,11 @@
 //! `offload gro` and `offload gso`: argument parsing and printing.
 
-use anyhow::{bail, Context};
+use crate::capture_opts::{parse_gro_size, parse_mss, parse_mtu, CaptureOpts, DEFAULT_MTU};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload::gro::GRO_MAX_SIZE;
-use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
+use offload::gro::UdpGro;
 use offload::GroConfig;
-use offload_transform::{self as transform, Control, GsoOptions, Outcome};
+use offload_transform::{self as transform, Control, GsoOptions, Outcome, ReadOptions};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,10 +22,10 @@ pub struct GroArgs {
     #[arg(short, long)]
     pub output: PathBuf,
     /// gro_max_size: the merged size limit for IPv6 (65536 default, up to 524280 for BIG TCP).
-    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    #[arg(long, default_value_t = 65536, value_parser = parse_gro_size)]
     pub gro_max_size: u32,
     /// gro_ipv4_max_size: the merged size limit for IPv4.
-    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    #[arg(long, default_value_t = 65536, value_parser = parse_gro_size)]
     pub gro_ipv4_max_size: u32,
     /// Idle gap after which held packets are flushed (e.g. 50us, 10ms).
     #[arg(long, default_value = "50us", value_parser = parse_duration)]
@@ -33,9 +33,8 @@ pub struct GroArgs {
     /// Do not verify TCP/UDP checksums (captures taken on a sender with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
-    /// UDP destination port with a VXLAN socket (repeatable; default 4789; `--vxlan-port 0` for none).
-    #[arg(long = "vxlan-port", value_name = "PORT")]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
     /// Which plain UDP datagrams GRO coalesces: `all` (rx-udp-gro-forwarding, or a
     /// UDP_GRO socket on every port), `off`, or a comma-separated port list (UDP_GRO sockets).
     #[arg(long, default_value = "all", value_parser = parse_udp_gro)]
@@ -72,28 +71,19 @@ pub struct GsoArgs {
     /// Output capture; the format follows the extension (.pcap, .pcapng).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Segment size; default: per flow, from IP ID steps or the largest single segment seen.
-    #[arg(long, value_parser = parse_size)]
+    /// Segment size; default: the GSO metadata `offload gro` stored, else per
+    /// flow from the handshake's MSS options, the super-packets' common
+    /// divisor, single segments or IP ID steps (docs/capture.md).
+    #[arg(long, value_parser = parse_mss)]
     pub mss: Option<u32>,
     /// Link MTU used to tell super-packets from segments.
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
-    /// UDP destination port carrying VXLAN (repeatable; default 4789).
-    #[arg(long = "vxlan-port", value_name = "PORT")]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a byte count (a whole number, e.g. 65536)"))?;
-    if v == 0 {
-        return Err("must be at least 1".into());
-    }
-    Ok(v)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -156,6 +146,21 @@ fn summary_out(output: &Path) -> Box<dyn Write> {
     }
 }
 
+/// Warns about frames longer than the file's snapshot length (read whole).
+pub fn warn_above_snaplen(input: &str, count: u64, first: u64) {
+    if count > 0 {
+        let first = if first > 0 {
+            format!(" (first: frame {first})")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "offload: warning: {input}: {count} frame(s) have a captured length above the file's \
+             snapshot length{first}; read whole, as tshark does (--strict stops there)"
+        );
+    }
+}
+
 /// Reports an input error after the output was written; the exit code says it.
 fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
     match &outcome.input_error {
@@ -169,28 +174,20 @@ fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
 }
 
 pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
-    for (name, v) in [
-        ("--gro-max-size", args.gro_max_size),
-        ("--gro-ipv4-max-size", args.gro_ipv4_max_size),
-    ] {
-        if v > GRO_MAX_SIZE {
-            bail!("{name} {v} is above the kernel's maximum of {GRO_MAX_SIZE} (GRO_MAX_SIZE)");
-        }
-    }
     let cfg = GroConfig {
         gro_max_size: args.gro_max_size,
         gro_ipv4_max_size: args.gro_ipv4_max_size,
         flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
         verify_checksums: !args.no_checksum_check,
         udp: args.udp_gro.clone(),
-        vxlan_ports: match args.vxlan_ports.as_slice() {
-            [] => vec![DEFAULT_VXLAN_PORT],
-            ports => ports.iter().copied().filter(|p| *p != 0).collect(),
-        },
+        vxlan_ports: args.capture.vxlan_ports(),
         vlan_gro: args.vlan_gro,
     };
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
-        transform::gro_capture(&args.input, &args.output, &cfg, ctl)
+        let read = ReadOptions {
+            strict: args.capture.strict,
+        };
+        transform::gro_capture_with(&args.input, &args.output, &cfg, &read, ctl)
     })?;
     let s = &outcome.summary;
     let mut out = summary_out(&args.output);
@@ -268,20 +265,17 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
+    warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
     Ok(finish(&outcome))
 }
 
 pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
-    if args.mtu < 68 {
-        bail!("--mtu {} is below the IPv4 minimum of 68", args.mtu);
-    }
     let opts = GsoOptions {
         mss: args.mss,
         mtu: args.mtu,
-        vxlan_ports: if args.vxlan_ports.is_empty() {
-            vec![DEFAULT_VXLAN_PORT]
-        } else {
-            args.vxlan_ports.clone()
+        vxlan_ports: args.capture.vxlan_ports(),
+        read: ReadOptions {
+            strict: args.capture.strict,
         },
     };
     let outcome = with_progress(&args.input, "offload gso", |ctl| {
@@ -335,6 +329,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
     Ok(finish(&outcome))
 }
 

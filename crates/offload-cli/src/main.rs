@@ -4,6 +4,7 @@
 mod analyze;
 mod bench;
 mod capture;
+mod capture_opts;
 mod inspect;
 mod lab;
 mod docs;

@@ -1,7 +1,7 @@
 //! `offload gro`: a capture through the engine's GRO, written back out.
 
 use crate::csum::{frame_checksum, CsumState, PROBE_FRAMES};
-use crate::{ratio, Control, Outcome, PROGRESS_EVERY};
+use crate::{ratio, Control, Outcome, ReadOptions, PROGRESS_EVERY};
 use offload::gro::{FlushReason, Proto};
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, GsoMeta, LinkType};
@@ -64,6 +64,10 @@ pub struct GroSummary {
     pub flush_reasons: Vec<ReasonCount>,
     /// Frames of link types the engine does not dissect, copied unchanged.
     pub unsupported_link_frames: u64,
+    /// Frames whose captured length exceeded the snapshot length (read
+    /// whole unless `strict`), and the first of them.
+    pub frames_above_snaplen: u64,
+    pub first_above_snaplen: u64,
     /// The run was stopped by the user before the end of the input.
     pub interrupted: bool,
 }
@@ -128,7 +132,19 @@ pub fn gro_capture(
     cfg: &GroConfig,
     ctl: &mut Control<'_>,
 ) -> Result<Outcome<GroSummary>, CaptureError> {
+    gro_capture_with(input, output, cfg, &ReadOptions::default(), ctl)
+}
+
+/// [`gro_capture`] with reading options.
+pub fn gro_capture_with(
+    input: &Path,
+    output: &Path,
+    cfg: &GroConfig,
+    read: &ReadOptions,
+    ctl: &mut Control<'_>,
+) -> Result<Outcome<GroSummary>, CaptureError> {
     let mut reader = CaptureReader::open(input)?;
+    reader.set_snaplen_check(read.strict);
     let mut input_error = None;
     let mut eof = false;
     // Read ahead until a checksum left to offload shows (or enough frames
@@ -278,6 +294,8 @@ pub fn gro_capture(
             protocols,
             flush_reasons,
             unsupported_link_frames: unsupported,
+            frames_above_snaplen: reader.above_snaplen().0,
+            first_above_snaplen: reader.above_snaplen().1,
             interrupted,
         },
         input_error,

@@ -2,7 +2,7 @@
 
 pub use crate::mss::MssSource;
 use crate::mss::{tcp_mss_option, FlowEvidence};
-use crate::{Control, Outcome, PROGRESS_EVERY};
+use crate::{Control, Outcome, ReadOptions, DEFAULT_VXLAN_PORTS, PROGRESS_EVERY};
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::wire::Transport;
 use offload::LinkKind;
@@ -15,12 +15,15 @@ use std::sync::atomic::Ordering;
 /// Options of `offload gso`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GsoOptions {
-    /// Segment size for every super-packet; `None` = per flow, as observed.
+    /// Segment size for every super-packet; `None` = from the GSO metadata,
+    /// else per flow, inferred ([`crate::mss`]).
     pub mss: Option<u32>,
     /// The link MTU: packets whose IP length exceeds it are super-packets.
     pub mtu: u32,
     /// UDP ports whose datagrams are VXLAN (segmented as tunnels).
     pub vxlan_ports: Vec<u16>,
+    /// How the input is read.
+    pub read: ReadOptions,
 }
 
 impl Default for GsoOptions {
@@ -28,7 +31,8 @@ impl Default for GsoOptions {
         GsoOptions {
             mss: None,
             mtu: 1500,
-            vxlan_ports: vec![offload::gro::DEFAULT_VXLAN_PORT],
+            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            read: ReadOptions::default(),
         }
     }
 }
@@ -67,6 +71,10 @@ pub struct GsoSummary {
     pub flow_sources: Vec<(MssSource, u64)>,
     /// The flows with the most super-packets (at most [`LISTED_FLOWS`]).
     pub flows: Vec<FlowMss>,
+    /// Frames whose captured length exceeded the snapshot length (read
+    /// whole unless strict), and the first of them.
+    pub frames_above_snaplen: u64,
+    pub first_above_snaplen: u64,
     pub interrupted: bool,
 }
 
@@ -148,6 +156,7 @@ fn learn_mss(
     opts: &GsoOptions,
 ) -> Result<HashMap<FlowKey, Decision>, CaptureError> {
     let mut reader = CaptureReader::open_as(input.path(), input.name().to_string())?;
+    reader.set_snaplen_check(opts.read.strict);
     let mut flows: HashMap<FlowKey, FlowEvidence> = HashMap::new();
     while let Ok(Some(frame)) = reader.next_frame() {
         let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
@@ -201,6 +210,7 @@ pub fn gso_capture(
     let spooled = SpooledInput::new(input)?;
     let learned = learn_mss(&spooled, opts)?;
     let mut reader = CaptureReader::open_as(spooled.path(), spooled.name().to_string())?;
+    reader.set_snaplen_check(opts.read.strict);
     let mut writer = CaptureWriter::create(output, None)?;
     let mut frames_in = 0u64;
     let mut super_packets = 0u64;
@@ -315,6 +325,8 @@ pub fn gso_capture(
             mss_sources,
             flow_sources,
             flows,
+            frames_above_snaplen: reader.above_snaplen().0,
+            first_above_snaplen: reader.above_snaplen().1,
             interrupted,
         },
         input_error,

@@ -18,12 +18,24 @@ pub mod gro;
 pub mod gso;
 pub mod mss;
 
-pub use gro::{gro_capture, GroSettings, GroSummary, ProtoSummary, ReasonCount};
+pub use gro::{gro_capture, gro_capture_with, GroSettings, GroSummary, ProtoSummary, ReasonCount};
 pub use gso::{gso_capture, FlowMss, GsoOptions, GsoSummary};
 pub use mss::MssSource;
 pub use offload_capture::{Control, GsoMeta};
 
 use offload_capture::CaptureError;
+
+/// UDP ports read as VXLAN by default: IANA's 4789 and 8472, the Linux
+/// kernel's default when `ip link add ... type vxlan` names no port.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// How the input is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Stop at a frame whose captured length exceeds the snapshot length
+    /// (by default it is read whole and counted, as tshark does).
+    pub strict: bool,
+}
 
 /// A transform's summary plus the input error that stopped it, if any.
 #[derive(Debug)]

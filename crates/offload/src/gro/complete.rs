@@ -6,6 +6,7 @@
 
 use super::{gso_type, Held};
 use crate::checksum;
+use crate::layout::Encap;
 use crate::wire::ipv4::Ipv4;
 use crate::wire::ipv6::{self, Ipv6};
 use crate::wire::{be16, put16, tcp, udp, IpVersion, Transport};
@@ -15,21 +16,44 @@ pub(super) fn complete(p: &mut Held) -> u32 {
     let mut gso = 0;
     if let Some(mut o) = p.lay.outer {
         let shift = complete_l3(p, o.l3_off, o.ip);
-        o.udp_off += shift;
+        o.encap_off += shift;
         p.lay.l3_off += shift;
         p.lay.l4_off += shift;
-        let udp = o.udp_off;
-        let len = p.data.len() - udp;
-        let csum = udp + udp::field::CHECKSUM;
-        if be16(&p.data, csum) != 0 {
-            let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
-            put16(&mut p.data, csum, checksum::fold(pseudo));
-            gso |= gso_type::UDP_TUNNEL_CSUM;
-        } else {
-            gso |= gso_type::UDP_TUNNEL;
+        match o.encap {
+            Encap::Vxlan | Encap::Geneve { .. } => {
+                // `udp4/6_gro_complete` → `udp_gro_complete`.
+                let udp = o.encap_off;
+                let len = p.data.len() - udp;
+                let csum = udp + udp::field::CHECKSUM;
+                if be16(&p.data, csum) != 0 {
+                    let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
+                    put16(&mut p.data, csum, checksum::fold(pseudo));
+                    gso |= gso_type::UDP_TUNNEL_CSUM;
+                } else {
+                    gso |= gso_type::UDP_TUNNEL;
+                }
+                // `htons(skb->len - nhoff)`: above 64 KiB the field wraps.
+                put16(&mut p.data, udp + udp::field::LENGTH.start, len as u16);
+            }
+            // `gre_gro_complete`: the GRE header is left as the first
+            // segment had it (its checksum field included).
+            Encap::Gre { .. } => {
+                let csum = be16(&p.data, o.encap_off) & crate::wire::gre::flags::CSUM != 0;
+                gso |= if csum {
+                    gso_type::GRE_CSUM
+                } else {
+                    gso_type::GRE
+                };
+            }
+            // `ipip_gro_complete`, `sit_gro_complete`,
+            // `ip6ip6_gro_complete`, `ip4ip6_gro_complete`.
+            Encap::IpInIp => {
+                gso |= match o.ip {
+                    IpVersion::V4 => gso_type::IPXIP4,
+                    IpVersion::V6 => gso_type::IPXIP6,
+                };
+            }
         }
-        // `htons(skb->len - nhoff)`: above 64 KiB the field wraps.
-        put16(&mut p.data, udp + udp::field::LENGTH.start, len as u16);
         p.lay.outer = Some(o);
     }
     let shift = complete_l3(p, p.lay.l3_off, p.lay.ip);

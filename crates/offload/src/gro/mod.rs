@@ -46,22 +46,33 @@ pub const GRO_MAX_SIZE: u32 = 524_280;
 /// `SKB_GSO_*` bits the engine reports for delivered super-packets
 /// (`include/linux/skbuff.h`, 6.18 numbering).
 pub mod gso_type {
+    //! Numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3,
+    //! the old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the
+    //! fixed-ID bits moved to 30 and 31 with the 6.18 IP-ID series).
     /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
     /// The packet comes from an untrusted source (virtio, TUN).
-    pub const DODGY: u32 = 1 << 2;
-    /// ECN CWR seen (classic ECN).
-    pub const TCP_ECN: u32 = 1 << 3;
+    pub const DODGY: u32 = 1 << 1;
+    /// ECN CWR seen (classic ECN; what 6.1 and 6.12 `tcp_gro_complete` set).
+    pub const TCP_ECN: u32 = 1 << 2;
     /// TCP over IPv6.
-    pub const TCPV6: u32 = 1 << 5;
-    /// UDP tunnel (VXLAN) without outer checksum.
-    pub const UDP_TUNNEL: u32 = 1 << 11;
+    pub const TCPV6: u32 = 1 << 4;
+    /// GRE tunnel without checksum.
+    pub const GRE: u32 = 1 << 6;
+    /// GRE tunnel with checksum.
+    pub const GRE_CSUM: u32 = 1 << 7;
+    /// IP in IP with an outer IPv4 header (IPIP, SIT).
+    pub const IPXIP4: u32 = 1 << 8;
+    /// IP in IP with an outer IPv6 header (IPv6 in IPv6, IPv4 in IPv6).
+    pub const IPXIP6: u32 = 1 << 9;
+    /// UDP tunnel (VXLAN, Geneve) without outer checksum.
+    pub const UDP_TUNNEL: u32 = 1 << 10;
     /// UDP tunnel with outer checksum.
-    pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
+    pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
     /// UDP segmentation (USO / UDP GRO).
-    pub const UDP_L4: u32 = 1 << 16;
-    /// AccECN: CWR is kept on every segment (7.0+).
-    pub const TCP_ACCECN: u32 = 1 << 17;
+    pub const UDP_L4: u32 = 1 << 17;
+    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
     /// Inner IPv4 header kept a fixed ID (6.18: bit 31).
@@ -158,6 +169,36 @@ pub struct Input<'a> {
     pub orig_len: u32,
 }
 
+/// What the receiver already knows about a frame's TCP/UDP checksums: the
+/// kernel's `skb->ip_summed` and `csum_level` when the frame reaches GRO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxChecksum {
+    /// Nothing (`CHECKSUM_NONE`): GRO verifies each checksum in software
+    /// when [`GroConfig::verify_checksums`] is on.
+    #[default]
+    None,
+    /// `CHECKSUM_UNNECESSARY`: the outermost `level + 1` transport
+    /// checksums were already verified (a NIC, a virtio `DATA_VALID`
+    /// header, a capture checked before). Each checksum GRO meets, outer
+    /// UDP of a tunnel first, uses one level (`skb_gro_incr_csum_unnecessary`,
+    /// `include/net/gro.h`); deeper ones are verified in software.
+    Unnecessary {
+        /// `csum_level`: 0 for the outermost checksum only.
+        level: u8,
+    },
+}
+
+impl RxChecksum {
+    /// `NAPI_GRO_CB(skb)->csum_cnt` at the start of GRO.
+    #[inline]
+    fn csum_cnt(self) -> u16 {
+        match self {
+            RxChecksum::None => 0,
+            RxChecksum::Unnecessary { level } => level as u16 + 1,
+        }
+    }
+}
+
 /// The transport seen by the engine, for per-protocol statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Proto {
@@ -171,6 +212,12 @@ pub enum Proto {
     Udp6,
     /// VXLAN-encapsulated traffic (counted apart from plain UDP).
     Vxlan,
+    /// IP in IP: IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6.
+    IpInIp,
+    /// GRE-encapsulated traffic.
+    Gre,
+    /// Geneve-encapsulated traffic.
+    Geneve,
     /// Anything else (passes GRO untouched).
     Other,
 }
@@ -189,14 +236,29 @@ impl Proto {
     }
 
     /// Every bucket, in index order.
-    pub const ALL: [Proto; 6] = [
+    pub const ALL: [Proto; 9] = [
         Proto::Tcp4,
         Proto::Tcp6,
         Proto::Udp4,
         Proto::Udp6,
         Proto::Vxlan,
+        Proto::IpInIp,
+        Proto::Gre,
+        Proto::Geneve,
         Proto::Other,
     ];
+
+    /// The bucket of tunnelled traffic.
+    #[inline]
+    pub fn of_encap(encap: crate::layout::Encap) -> Proto {
+        use crate::layout::Encap;
+        match encap {
+            Encap::Vxlan => Proto::Vxlan,
+            Encap::Geneve { .. } => Proto::Geneve,
+            Encap::Gre { .. } => Proto::Gre,
+            Encap::IpInIp => Proto::IpInIp,
+        }
+    }
 
     /// The short name used in tables and JSON.
     pub fn name(self) -> &'static str {
@@ -206,6 +268,9 @@ impl Proto {
             Proto::Udp4 => "udp4",
             Proto::Udp6 => "udp6",
             Proto::Vxlan => "vxlan",
+            Proto::IpInIp => "ip-in-ip",
+            Proto::Gre => "gre",
+            Proto::Geneve => "geneve",
             Proto::Other => "other",
         }
     }
@@ -246,9 +311,9 @@ pub struct GroStats {
     /// Bytes fed to the engine.
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
-    pub proto_in: [u64; 6],
+    pub proto_in: [u64; Proto::ALL.len()],
     /// Packets out per [`Proto`] (index of `Proto::ALL`).
-    pub proto_out: [u64; 6],
+    pub proto_out: [u64; Proto::ALL.len()],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
 }
@@ -342,6 +407,17 @@ impl GroEngine {
     /// Feeds one frame. Deliveries (completed held packets, then the frame
     /// itself if it was not held or merged) go to `out`, in kernel order.
     pub fn receive<F: FnMut(&Delivered<'_>)>(&mut self, input: Input<'_>, out: &mut F) {
+        self.receive_with_checksum(input, RxChecksum::None, out)
+    }
+
+    /// [`GroEngine::receive`] for a frame whose checksums the caller has
+    /// already judged (`csum`), so that they are not verified twice.
+    pub fn receive_with_checksum<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        input: Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) {
         self.stats.frames_in += 1;
         self.stats.bytes_in += input.data.len() as u64;
         if let Some(last) = self.last_ts {
@@ -353,7 +429,7 @@ impl GroEngine {
         }
         self.last_ts = Some(input.timestamp_ns);
 
-        let (verdict, proto) = self.classify(&input, out);
+        let (verdict, proto) = self.classify(&input, csum.csum_cnt(), out);
         self.stats.proto_in[proto as usize] += 1;
         if let Verdict::Pass(reason) = verdict {
             self.pass(&input, reason, proto, out);
@@ -448,10 +524,9 @@ impl GroEngine {
         }
         let mut data = self.take_buffer();
         data.extend_from_slice(skb.frame());
-        let proto = if skb.lay.outer.is_some() {
-            Proto::Vxlan
-        } else {
-            skb.proto()
+        let proto = match skb.lay.outer {
+            Some(o) => Proto::of_encap(o.encap),
+            None => skb.proto(),
         };
         self.held.push(Held {
             data,

@@ -41,6 +41,7 @@ impl<T: AsRef<[u8]>> Geneve<T> {
         Ok(g)
     }
 
+    /// A view without checks; accessors may panic on a short buffer.
     pub fn new_unchecked(buf: T) -> Self {
         Geneve { buf }
     }
@@ -65,9 +66,11 @@ impl<T: AsRef<[u8]>> Geneve<T> {
     pub fn critical(&self) -> bool {
         self.buf.as_ref()[1] & 0x40 != 0
     }
+    /// Protocol type of the payload (an EtherType).
     pub fn protocol(&self) -> u16 {
         be16(self.buf.as_ref(), 2)
     }
+    /// Virtual network identifier (24 bits).
     pub fn vni(&self) -> u32 {
         be32(self.buf.as_ref(), 4) >> 8
     }

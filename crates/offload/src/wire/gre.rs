@@ -17,10 +17,15 @@ pub const BASE_LEN: usize = 4;
 
 /// Flag bits of the first 16-bit word (`GRE_*`, `include/net/gre.h`).
 pub mod flags {
+    /// Checksum present.
     pub const CSUM: u16 = 0x8000;
+    /// Routing present (RFC 1701; never offloaded).
     pub const ROUTING: u16 = 0x4000;
+    /// Key present.
     pub const KEY: u16 = 0x2000;
+    /// Sequence number present.
     pub const SEQ: u16 = 0x1000;
+    /// Version bits.
     pub const VERSION: u16 = 0x0007;
 }
 
@@ -52,6 +57,7 @@ impl<T: AsRef<[u8]>> Gre<T> {
         Ok(g)
     }
 
+    /// A view without checks; accessors may panic on a short buffer.
     pub fn new_unchecked(buf: T) -> Self {
         Gre { buf }
     }
@@ -64,12 +70,15 @@ impl<T: AsRef<[u8]>> Gre<T> {
     pub fn protocol(&self) -> u16 {
         be16(self.buf.as_ref(), 2)
     }
+    /// The C flag: a checksum field is present.
     pub fn has_checksum(&self) -> bool {
         self.flags() & flags::CSUM != 0
     }
+    /// The K flag: a key field is present.
     pub fn has_key(&self) -> bool {
         self.flags() & flags::KEY != 0
     }
+    /// The S flag: a sequence number field is present.
     pub fn has_seq(&self) -> bool {
         self.flags() & flags::SEQ != 0
     }
