@@ -34,6 +34,7 @@ pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
         vxlan_ports: knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default(),
         // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
         vlan_gro: false,
+        kernel: running_line(),
     }
 }
 
@@ -225,11 +226,21 @@ pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8
     out
 }
 
+/// The line of the running kernel (`/proc/sys/kernel/osrelease`); 6.18
+/// when it cannot be read.
+pub fn running_line() -> offload::gro::KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| offload::gro::KernelLine::from_release(&r))
+        .unwrap_or_default()
+}
+
 /// The engine configuration matching an oracle with default knobs on the
 /// running kernel: its kernel line's profile.
 pub fn running_config() -> GroConfig {
     GroConfig {
         flush_timeout_ns: 10_000_000,
+        kernel: running_line(),
         ..GroConfig::default()
     }
 }

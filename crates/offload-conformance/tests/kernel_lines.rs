@@ -83,10 +83,7 @@ fn running_kernel_suite() {
         "kernel {rel}: the oracle disagreed with itself on {} of {trains} trains",
         unstable.len()
     );
-    let cfg = offload::GroConfig {
-        flush_timeout_ns: 10_000_000,
-        ..offload::GroConfig::default()
-    };
+    let cfg = offload_conformance::running_config();
     let mut per_class: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     let mut failures = Vec::new();
     for (t, k) in set.iter().zip(&runs[0]) {
@@ -103,6 +100,18 @@ fn running_kernel_suite() {
             ));
         }
     }
+    // The kernel's own selftest cases, every family, through the same
+    // oracle (set up with the GSO metadata capture for them).
+    kernel.set_gso_meta(true).expect("PACKET_VNET_HDR capture");
+    let cases = offload_conformance::selftest::all_cases(&a);
+    for c in &cases {
+        let entry = per_class.entry("selftest").or_default();
+        entry.0 += 1;
+        if let Some(diff) = offload_conformance::compare_case(&mut kernel, c) {
+            entry.1 += 1;
+            failures.push(format!("selftest {} {}:\n{diff}", c.family.name(), c.name));
+        }
+    }
     for (c, (n, bad)) in &per_class {
         if *bad > 0 {
             eprintln!("  {c:24} {n:4} trains, {bad} mismatches");
@@ -113,8 +122,15 @@ fn running_kernel_suite() {
     }
     assert!(
         failures.is_empty(),
-        "kernel {rel}: {} of {trains} trains differ from the engine",
-        failures.len()
+        "kernel {rel} (profile {}): {} of {trains} trains and {} selftest cases differ from the engine",
+        cfg.kernel,
+        failures.len(),
+        cases.len()
+    );
+    eprintln!(
+        "kernel {rel} (profile {}): {trains} trains and {} selftest cases agree with the engine",
+        cfg.kernel,
+        cases.len()
     );
 }
 

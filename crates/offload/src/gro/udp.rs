@@ -81,7 +81,7 @@ impl GroEngine {
         };
         let held = &self.held[idx];
         let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
-        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb) {
+        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb, self.cfg.kernel) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)
