@@ -8,7 +8,7 @@
 //! The engine's wire views do the bounds checks; this module only gathers
 //! the fields analysis needs into one `Copy` value. Nothing here allocates,
 //! and nothing panics on short or inconsistent input: a frame that cannot
-//! be read is reported as [`Parsed::None`]-like `None` with the reason
+//! be read is reported as `None` with the reason
 //! counted by the caller.
 
 use offload::link::dissect_l2;

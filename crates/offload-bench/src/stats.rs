@@ -113,7 +113,7 @@ pub struct PairedDifference {
     pub significant: bool,
 }
 
-/// Paired difference of equally long series `a` and `b` (pair i = a[i], b[i]).
+/// Paired difference of equally long series `a` and `b` (pair i = `a[i]`, `b[i]`).
 pub fn paired_difference(a: &[f64], b: &[f64]) -> Option<PairedDifference> {
     if a.len() != b.len() {
         return None;

@@ -114,6 +114,13 @@ pub enum FlushReason {
     /// A VLAN-tagged frame on a kernel without a VLAN GRO handler
     /// (`CONFIG_VLAN_8021Q` not set, as on the reference 6.18 build).
     VlanNotOffloaded,
+    /// A tunnel inside a tunnel: GRO looks through one level only
+    /// (`NAPI_GRO_CB(skb)->encap_mark` in `udp_gro_receive`,
+    /// `ipip_gro_receive`, `sit_ip6ip6_gro_receive`, `gre_gro_receive`).
+    NestedTunnel,
+    /// GRE with a sequence number, routing, or a version other than 0
+    /// (`gre_gro_receive`: only the key and checksum flags are taken).
+    GreUnsupported,
 }
 
 impl FlushReason {
@@ -166,6 +173,8 @@ impl FlushReason {
         FlushReason::GsoInput,
         FlushReason::UdpZeroChecksum,
         FlushReason::VlanNotOffloaded,
+        FlushReason::NestedTunnel,
+        FlushReason::GreUnsupported,
     ];
 
     /// Index into [`FlushReason::ALL`] (for counters).
@@ -225,6 +234,8 @@ impl FlushReason {
             GsoInput => "gso-input",
             UdpZeroChecksum => "udp-zero-checksum",
             VlanNotOffloaded => "vlan-not-offloaded",
+            NestedTunnel => "nested-tunnel",
+            GreUnsupported => "gre-unsupported",
         }
     }
 

@@ -7,9 +7,10 @@ use super::rx::Skb;
 use super::Delivered;
 use super::{max_size, FlushReason, GroEngine, Held, Verdict};
 use crate::checksum;
-use crate::wire::ipv4::DF;
-use crate::wire::tcp::flag_word as fw;
-use crate::wire::{be16, be32, put32};
+use crate::wire::ipv4::{Ipv4, DF};
+use crate::wire::tcp::{self, flag_word as fw};
+use crate::wire::{be32, put32};
+use crate::wire::{ipv6, IpVersion, Transport};
 
 /// FIN and PSH may differ between merged segments (`~(TCP_FLAG_FIN | TCP_FLAG_PSH)`).
 const FLAG_WORD_IGNORED: u32 = fw::FIN | fw::PSH;
@@ -24,21 +25,21 @@ impl GroEngine {
         out: &mut F,
     ) -> Verdict {
         let f = skb.frame();
-        let th = skb.l4_off;
+        let th = skb.lay.l4_off;
         // "Don't bother verifying checksum if we're going to flush anyway."
-        if !skb.l3_flush && self.cfg.verify_checksums && !l4_checksum_ok(skb) {
+        if !skb.l3_flush && self.needs_verify(skb) && !l4_checksum_ok(skb) {
             return Verdict::Pass(FlushReason::BadChecksum);
         }
         // tcp_gro_pull_header
-        if f.len() < th + 20 {
+        if f.len() < th + tcp::MIN_HEADER_LEN {
             return Verdict::Pass(FlushReason::Malformed);
         }
-        let thlen = (f[th + 12] >> 4) as usize * 4;
-        if thlen < 20 || f.len() < th + thlen {
+        let thlen = tcp::header_len(&f[th..]);
+        if thlen < tcp::MIN_HEADER_LEN || f.len() < th + thlen {
             return Verdict::Pass(FlushReason::Malformed);
         }
         let len = (f.len() - th - thlen) as u32;
-        let flags = be32(f, th + 12);
+        let flags = be32(f, th + tcp::field::FLAG_WORD.start);
 
         let found = self.lookup(skb);
         let Some(idx) = found else {
@@ -55,9 +56,10 @@ impl GroEngine {
                 p.payload += len;
                 p.last_frame = skb.input.frame;
                 p.last_ts = skb.input.timestamp_ns;
-                let th2 = p.l4_off;
-                let merged_flags = be32(&p.data, th2 + 12) | (flags & (fw::FIN | fw::PSH));
-                put32(&mut p.data, th2 + 12, merged_flags);
+                let th2 = p.lay.l4_off;
+                let word = th2 + tcp::field::FLAG_WORD.start;
+                let merged_flags = be32(&p.data, word) | (flags & (fw::FIN | fw::PSH));
+                put32(&mut p.data, word, merged_flags);
                 let end = if flags & fw::FIN != 0 {
                     Some(FlushReason::FinFlag)
                 } else if flags & fw::PSH != 0 {
@@ -82,6 +84,13 @@ impl GroEngine {
         }
     }
 
+    /// True when the transport checksum must be verified in software: the
+    /// configuration asks for it and no known-good level is left.
+    #[inline]
+    pub(super) fn needs_verify(&self, skb: &Skb<'_>) -> bool {
+        self.cfg.verify_checksums && skb.csum_cnt == 0
+    }
+
     /// An unmerged segment with no held packet left for its flow: `mss` is
     /// 1 (`out_check_final`), so an empty segment or a run-ending flag makes
     /// it pass, as does the L3 flush bit; anything else becomes a new head.
@@ -101,7 +110,7 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        self.hold(skb, len, super::rx::TCP, out);
+        self.hold(skb, len, out);
         Verdict::Consumed
     }
 
@@ -117,10 +126,10 @@ impl GroEngine {
         flags: u32,
     ) -> Option<FlushReason> {
         let f = skb.frame();
-        let th = skb.l4_off;
+        let th = skb.lay.l4_off;
         let p = &mut self.held[idx];
-        let th2 = p.l4_off;
-        let pf = be32(&p.data, th2 + 12);
+        let th2 = p.lay.l4_off;
+        let pf = be32(&p.data, th2 + tcp::field::FLAG_WORD.start);
         if flags & fw::CWR != 0 {
             return Some(FlushReason::CwrSet);
         }
@@ -134,10 +143,12 @@ impl GroEngine {
                 FlushReason::WindowChanged
             });
         }
-        if be32(f, th + 8) != be32(&p.data, th2 + 8) {
+        let ack = tcp::field::ACK.start;
+        if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
-        if f[th + 20..th + thlen] != p.data[th2 + 20..th2 + thlen] {
+        let opts = tcp::field::OPTIONS;
+        if f[th + opts..th + thlen] != p.data[th2 + opts..th2 + thlen] {
             return Some(options_reason(
                 &f[th..th + thlen],
                 &p.data[th2..th2 + thlen],
@@ -153,8 +164,9 @@ impl GroEngine {
                 FlushReason::SegmentLarger
             });
         }
-        let expected = be32(&p.data, th2 + 4).wrapping_add(p.payload);
-        let seq = be32(f, th + 4);
+        let seq_at = tcp::field::SEQ.start;
+        let expected = be32(&p.data, th2 + seq_at).wrapping_add(p.payload);
+        let seq = be32(f, th + seq_at);
         if seq != expected {
             return Some(if (seq.wrapping_sub(expected) as i32) < 0 {
                 FlushReason::SequenceBehind
@@ -192,11 +204,16 @@ fn final_flag_reason(flags: u32) -> Option<FlushReason> {
 
 /// Distinguishes a timestamp-only change from other option changes.
 fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
-    let ta = crate::wire::tcp::Tcp::new_unchecked(a).timestamps();
-    let tb = crate::wire::tcp::Tcp::new_unchecked(b).timestamps();
+    let ta = tcp::Tcp::new_unchecked(a).timestamps();
+    let tb = tcp::Tcp::new_unchecked(b).timestamps();
     if let (Some(_), Some(_)) = (ta, tb) {
         // Same layout apart from the 8 timestamp value bytes?
-        let differing = a[20..].iter().zip(&b[20..]).filter(|(x, y)| x != y).count();
+        let opts = tcp::field::OPTIONS;
+        let differing = a[opts..]
+            .iter()
+            .zip(&b[opts..])
+            .filter(|(x, y)| x != y)
+            .count();
         if differing <= 8 {
             return FlushReason::TimestampChanged;
         }
@@ -210,24 +227,25 @@ fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
 pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
     let f = skb.frame();
     let (count, fixedid) = (p.count, &mut p.fixedid);
-    if let Some(o) = skb.outer {
-        let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.v6, count, fixedid, 0);
+    let lay = &skb.lay;
+    if let Some(o) = lay.outer {
+        let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
         if let Some(r) = r {
             return Some(outer_reason(r));
         }
         return header_flush(
-            &f[skb.l3_off..],
-            &p.data[skb.l3_off..],
-            skb.v6,
+            &f[lay.l3_off..],
+            &p.data[lay.l3_off..],
+            lay.ip,
             count,
             fixedid,
             1,
         );
     }
     header_flush(
-        &f[skb.l3_off..],
-        &p.data[skb.l3_off..],
-        skb.v6,
+        &f[lay.l3_off..],
+        &p.data[lay.l3_off..],
+        lay.ip,
         count,
         fixedid,
         0,
@@ -248,21 +266,24 @@ fn outer_reason(r: FlushReason) -> FlushReason {
 fn header_flush(
     a: &[u8],
     b: &[u8],
-    v6: bool,
+    ip: IpVersion,
     count: u32,
     fixedid: &mut u8,
     inner: u8,
 ) -> Option<FlushReason> {
-    if v6 {
-        if (be32(a, 0) ^ be32(b, 0)) & 0x0FF0_0000 != 0 {
-            return Some(FlushReason::TosChanged);
+    match ip {
+        IpVersion::V6 => {
+            let first = ipv6::field::VERSION_TC_FLOW.start;
+            if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+                return Some(FlushReason::TosChanged);
+            }
+            if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+                return Some(FlushReason::HopLimitChanged);
+            }
+            None
         }
-        if a[7] != b[7] {
-            return Some(FlushReason::HopLimitChanged);
-        }
-        return None;
+        IpVersion::V4 => inet_flush(a, b, count, fixedid, inner),
     }
-    inet_flush(a, b, count, fixedid, inner)
 }
 
 /// `inet_gro_flush(iph, iph2, p, inner)`: TTL, TOS and DF must match; the
@@ -275,16 +296,17 @@ pub(super) fn inet_flush(
     fixedid: &mut u8,
     inner: u8,
 ) -> Option<FlushReason> {
-    if iph[8] != iph2[8] {
+    let (a, b) = (Ipv4::new_unchecked(iph), Ipv4::new_unchecked(iph2));
+    if a.ttl() != b.ttl() {
         return Some(FlushReason::TtlChanged);
     }
-    if iph[1] != iph2[1] {
+    if a.tos() != b.tos() {
         return Some(FlushReason::TosChanged);
     }
-    if (be16(iph, 6) ^ be16(iph2, 6)) & DF != 0 {
+    if (a.frag_word() ^ b.frag_word()) & DF != 0 {
         return Some(FlushReason::DfChanged);
     }
-    let offset = be16(iph, 4).wrapping_sub(be16(iph2, 4));
+    let offset = a.ident().wrapping_sub(b.ident());
     let count = count as u16;
     if count == 1 && offset == 0 {
         *fixedid |= 1 << inner;
@@ -300,28 +322,25 @@ pub(super) fn inet_flush(
 /// Software TCP checksum validation (`skb_gro_checksum_validate` with the
 /// pseudo-header of the packet's own addresses).
 fn l4_checksum_ok(skb: &Skb<'_>) -> bool {
-    l4_checksum_ok_at(skb.frame(), skb.l3_off, skb.l4_off, skb.v6, 6)
+    l4_checksum_ok_at(
+        skb.frame(),
+        skb.lay.l3_off,
+        skb.lay.l4_off,
+        skb.lay.ip,
+        Transport::Tcp,
+    )
 }
 
 /// Verifies the transport checksum of the segment at `l4` (to the end of
 /// the frame) against the pseudo-header of the IP header at `l3`.
-pub(super) fn l4_checksum_ok_at(f: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> bool {
+pub(super) fn l4_checksum_ok_at(
+    f: &[u8],
+    l3: usize,
+    l4: usize,
+    ip: IpVersion,
+    proto: Transport,
+) -> bool {
     let seg = &f[l4..];
-    let ip = &f[l3..];
-    let pseudo = if v6 {
-        checksum::pseudo_ipv6(
-            ip[8..24].try_into().expect("40-byte header checked"),
-            ip[24..40].try_into().expect("40-byte header checked"),
-            proto,
-            seg.len() as u32,
-        )
-    } else {
-        checksum::pseudo_ipv4(
-            ip[12..16].try_into().expect("20-byte header checked"),
-            ip[16..20].try_into().expect("20-byte header checked"),
-            proto,
-            seg.len() as u32,
-        )
-    };
+    let pseudo = checksum::pseudo_header(&f[l3..], ip, proto.protocol(), seg.len() as u32);
     checksum::verify(pseudo, seg)
 }
