@@ -290,7 +290,7 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<ExitCode> {
         "findings": outcome.findings,
         "limits": scenario.limits,
         "details": outcome.extra,
-        "runs_per_arm": args.runs,
+        "runs_per_arm": outcome.arms.iter().map(|a| a.runs.len()).max().unwrap_or(0),
         "run_seconds": args.duration.as_secs_f64(),
         "elapsed_seconds": started.elapsed().as_secs_f64(),
         "interrupted": outcome.interrupted,
