@@ -792,6 +792,7 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
         arm.settings
             .insert("datagram_bytes".into(), json!(cfg.spec.request));
         arm.settings.insert("receiver_gro".into(), json!(gro));
+        arm.settings.insert("sender_tso".into(), json!(false));
         arm.settings
             .insert("sender_sockets".into(), json!(cfg.spec.flows));
     }
