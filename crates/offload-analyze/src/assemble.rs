@@ -3,9 +3,8 @@
 //! `kernel`), the what-if totals, and the findings.
 
 use crate::analysis::PassResult;
-use crate::dissect;
 use crate::figures::{FlowWhatIf, ReasonHit, RunTotals};
-use crate::flow::{FlowStats, HeaderTrack};
+use crate::flow::FlowStats;
 use crate::kernel::KernelProfile;
 use crate::options::Options;
 use crate::report::*;
@@ -222,82 +221,17 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
                 mtu: opts.mtu,
                 vxlan_ports: opts.vxlan_ports.clone(),
                 verify_checksums: opts.verify_checksums,
+                max_flows: opts.max_flows,
             },
             inputs,
             interrupted: pass.interrupted,
             flows,
+            other_flows: pass.other,
             findings,
             what_if,
         },
         series,
         bins,
-    }
-}
-
-fn flow_report(
-    id: usize,
-    f: &FlowStats,
-    file: &str,
-    t0: u64,
-    what_if: Vec<FlowWhatIfReport>,
-) -> FlowReport {
-    let k = &f.key;
-    let tunnel = k.tunnel.map(|t| {
-        let outer = f.outer.as_ref();
-        TunnelReport {
-            kind: "vxlan",
-            src: dissect::fmt_addr(&t.src, t.v6),
-            dst: dissect::fmt_addr(&t.dst, t.v6),
-            sport: t.sport,
-            dport: t.dport,
-            vni: t.vni,
-            outer_ip: outer
-                .map(HeaderReport::of)
-                .unwrap_or_else(|| HeaderReport::of(&HeaderTrack::default())),
-            outer_udp_checksum: f.outer_udp_csum.summary(),
-            outer_udp_checksum_counts: f.outer_udp_csum,
-        }
-    });
-    let seg_avg = (f.id_inferred_packets > 0)
-        .then(|| f.id_inferred_segments as f64 / f.id_inferred_packets as f64);
-    let tcp = f.tcp.as_ref();
-    FlowReport {
-        id,
-        file: file.to_string(),
-        protocol: k.protocol_name(),
-        src: dissect::fmt_addr(&k.src, k.v6),
-        dst: dissect::fmt_addr(&k.dst, k.v6),
-        sport: k.sport,
-        dport: k.dport,
-        description: k.describe(),
-        tunnel,
-        packets: f.packets,
-        bytes: f.bytes,
-        payload_bytes: f.payload_bytes,
-        first_frame: f.first_frame,
-        start_s: f.first_ns.saturating_sub(t0) as f64 / 1e9,
-        duration_s: f.duration_ns() as f64 / 1e9,
-        throughput_bps: f.throughput_bps(),
-        observed_mss: f.observed_mss(),
-        syn_mss: tcp.and_then(|t| t.syn_mss),
-        retransmissions: tcp.map_or(0, |t| t.retransmissions),
-        out_of_order: tcp.map_or(0, |t| t.out_of_order),
-        window_changes: tcp.map_or(0, |t| t.window_changes),
-        option_changes: tcp.map_or(0, |t| t.option_changes),
-        above_mtu: AboveMtu {
-            packets: f.above_mtu,
-            first_frame: f.first_above_mtu,
-            largest_ip_len: f.largest_ip,
-            length_field_zero: f.above_mtu_len_zero,
-            interpretation: f.big_packet_side(),
-            segments_from_ip_id: seg_avg,
-            mss_from_ip_id: f.id_inferred_mss,
-        },
-        ip: HeaderReport::of(&f.inner),
-        l4_checksum: f.l4_csum.summary(),
-        l4_checksum_counts: f.l4_csum,
-        ip_header_checksum_bad: f.ip_csum_bad,
-        what_if,
     }
 }
 

@@ -1,7 +1,7 @@
 //! CSV rendering of the report: one row per flow (`flows.csv`). The
 //! per-packet table is written during the pass by [`crate::packets`].
 
-use crate::report::Report;
+use crate::report::{FlowReport, Report};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -13,11 +13,32 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Writes `flows.csv` (and, when `packets` was collected during the pass,
-/// nothing more: `packets.csv` is already there) into `dir`.
+/// Writes `flows.csv` into `dir`: the report's flows, then the rows of
+/// flows evicted during the pass (streamed to `flows.csv.evicted` by the
+/// pass; see `Options::evicted_csv`), which is then removed.
 pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("flows.csv"))?);
     let sizes = &report.settings.gro_max_sizes;
+    write_flows_header(&mut w, sizes)?;
+    for f in &report.flows {
+        write_flow_row(&mut w, f, sizes.len())?;
+    }
+    let evicted = evicted_path(dir);
+    if let Ok(mut e) = std::fs::File::open(&evicted) {
+        io::copy(&mut e, &mut w)?;
+        drop(e);
+        std::fs::remove_file(&evicted)?;
+    }
+    w.flush()
+}
+
+/// Where the pass streams evicted flows' rows for `write_flows_csv`.
+pub fn evicted_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("flows.csv.evicted")
+}
+
+/// The header line of `flows.csv`.
+pub fn write_flows_header<W: Write>(w: &mut W, sizes: &[u32]) -> io::Result<()> {
     write!(
         w,
         "flow_id,file,protocol,src,sport,dst,dport,tunnel,packets,bytes,payload_bytes,start_s,duration_s,throughput_bps,observed_mss,retransmissions,out_of_order,above_mtu,above_mtu_interpretation,ip_id_pattern,df,outer_ip_id_pattern,outer_df,l4_checksum"
@@ -25,8 +46,13 @@ pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
     for s in sizes {
         write!(w, ",stack_packets_{s},merge_ratio_{s}")?;
     }
-    writeln!(w)?;
-    for f in &report.flows {
+    writeln!(w)
+}
+
+/// One flow's row; what-if columns past `f.what_if` (an evicted flow has
+/// none) are left empty, up to `sizes` of them.
+pub fn write_flow_row<W: Write>(w: &mut W, f: &FlowReport, sizes: usize) -> io::Result<()> {
+    {
         let tunnel = f
             .tunnel
             .as_ref()
@@ -76,8 +102,9 @@ pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
         for wi in &f.what_if {
             write!(w, ",{},{:.3}", wi.stack_packets, wi.merge_ratio)?;
         }
-        writeln!(w)?;
+        for _ in f.what_if.len()..sizes {
+            w.write_all(b",,")?;
+        }
+        writeln!(w)
     }
-    w.flush()?;
-    Ok(())
 }

@@ -444,6 +444,64 @@ pub enum BigPacketSide {
     Unknown,
 }
 
+/// Flows evicted from the table (least recently active first), added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OtherFlows {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub tcp_flows: u64,
+    pub udp_flows: u64,
+    pub retransmissions: u64,
+}
+
+impl OtherFlows {
+    pub fn add(&mut self, f: &FlowStats) {
+        self.flows += 1;
+        self.packets += f.packets;
+        self.bytes += f.bytes;
+        self.payload_bytes += f.payload_bytes;
+        match f.key.proto {
+            dissect::PROTO_TCP => self.tcp_flows += 1,
+            dissect::PROTO_UDP => self.udp_flows += 1,
+            _ => {}
+        }
+        self.retransmissions += f.tcp.as_ref().map_or(0, |t| t.retransmissions);
+    }
+
+    pub fn merge(&mut self, o: &OtherFlows) {
+        self.flows += o.flows;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.payload_bytes += o.payload_bytes;
+        self.tcp_flows += o.tcp_flows;
+        self.udp_flows += o.udp_flows;
+        self.retransmissions += o.retransmissions;
+    }
+}
+
+/// Which of `last_frames` to evict when a table of flows is full: the
+/// least recently active eighth (at least one). Linear time; a full table
+/// evicts an eighth at once, so the cost per new flow stays constant.
+pub fn eviction_set(last_frames: impl Iterator<Item = u64>) -> Vec<bool> {
+    let mut order: Vec<(u64, u32)> = last_frames
+        .enumerate()
+        .map(|(i, f)| (f, i as u32))
+        .collect();
+    let n = order.len();
+    let mut evict = vec![false; n];
+    if n == 0 {
+        return evict;
+    }
+    let k = (n / 8).max(1);
+    order.select_nth_unstable(k - 1);
+    for &(_, i) in &order[..k] {
+        evict[i as usize] = true;
+    }
+    evict
+}
+
 /// Everything known about one flow.
 #[derive(Debug, Clone)]
 pub struct FlowStats {
@@ -456,6 +514,11 @@ pub struct FlowStats {
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_frame: u64,
+    /// The last frame seen: the eviction order (least recently active first).
+    pub last_frame: u64,
+    /// Order of first appearance within its file (stable across evictions;
+    /// the `flow_id` of packets.csv).
+    pub serial: u64,
     pub largest_ip: u32,
     /// Largest payload of a packet within the path MTU.
     pub max_single_payload: u32,
@@ -479,8 +542,9 @@ pub struct FlowStats {
     /// Cooked-capture direction votes (outgoing, incoming).
     pub dir_votes: (u64, u64),
     /// Timing votes for TSO vs GRO: min data→ACK and ACK→data gaps.
-    pub data_to_ack: LogHist,
-    pub ack_to_data: LogHist,
+    /// (data→ACK, ACK→data). Boxed and made on first use: most flows
+    /// never need them, and the two histograms are a third of a record.
+    timing: Option<Box<[LogHist; 2]>>,
     pending_big: Option<(u32, u64)>,
     /// Recent big packets' sequence ranges, to see where ACKs land.
     big_ranges: [(u32, u32); 4],
@@ -516,6 +580,8 @@ impl FlowStats {
             first_ns: ts,
             last_ns: ts,
             first_frame: frame,
+            last_frame: frame,
+            serial: 0,
             largest_ip: 0,
             max_single_payload: 0,
             above_mtu: 0,
@@ -538,8 +604,7 @@ impl FlowStats {
             csum_checked: 0,
             tcp: (key.proto == dissect::PROTO_TCP).then(TcpTrack::default),
             dir_votes: (0, 0),
-            data_to_ack: LogHist::default(),
-            ack_to_data: LogHist::default(),
+            timing: None,
             pending_big: None,
             big_ranges: [(0, 0); 4],
             big_next: 0,
@@ -569,6 +634,7 @@ impl FlowStats {
         self.bytes += orig_len as u64;
         self.payload_bytes += p.payload as u64;
         self.last_ns = self.last_ns.max(ts);
+        self.last_frame = number;
         if let Some(o) = p.outgoing {
             if o {
                 self.dir_votes.0 += 1;
@@ -677,7 +743,7 @@ impl FlowStats {
             self.big_next += 1;
         }
         if let Some(a) = self.last_ack_seen_ns.take() {
-            self.ack_to_data.add(ts.saturating_sub(a));
+            self.timing.get_or_insert_with(Default::default)[1].add(ts.saturating_sub(a));
         }
         if big && self.pending_big.is_none() {
             self.pending_big = Some((end, ts));
@@ -698,7 +764,7 @@ impl FlowStats {
         }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
-                self.data_to_ack.add(ts.saturating_sub(t0));
+                self.timing.get_or_insert_with(Default::default)[0].add(ts.saturating_sub(t0));
                 self.pending_big = None;
             }
         }
@@ -763,7 +829,11 @@ impl FlowStats {
         // On the receiver the local stack acknowledges a super-packet within
         // microseconds while the next data waits a round trip; on the
         // sender it is the other way round.
-        match (self.data_to_ack.median(), self.ack_to_data.median()) {
+        let (d2a, a2d) = match &self.timing {
+            Some(t) => (t[0].median(), t[1].median()),
+            None => (None, None),
+        };
+        match (d2a, a2d) {
             (Some(d2a), Some(a2d)) if d2a < a2d => BigPacketSide::ReceiverGro,
             (Some(d2a), Some(a2d)) if a2d < d2a => BigPacketSide::SenderTso,
             (Some(_), None) => BigPacketSide::ReceiverGro,

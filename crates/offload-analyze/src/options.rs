@@ -33,7 +33,18 @@ pub struct Options {
     /// Write per-packet Parquet files into this directory while reading
     /// (cargo feature `parquet`; an error without it).
     pub parquet_dir: Option<PathBuf>,
+    /// Flows kept in detail (over all inputs). Past it, the least recently
+    /// active flows are folded into the report's `other_flows` total, so
+    /// memory stays bounded whatever the flow count.
+    pub max_flows: usize,
+    /// Stream the rows of evicted flows (the `flows.csv` columns, what-if
+    /// columns empty) to this file as they are evicted.
+    pub evicted_csv: Option<PathBuf>,
 }
+
+/// Default for [`Options::max_flows`]: about 4 KB each, so 100,000 flows
+/// stay within about 0.5 GB.
+pub const DEFAULT_MAX_FLOWS: usize = 100_000;
 
 impl Default for Options {
     fn default() -> Self {
@@ -47,6 +58,8 @@ impl Default for Options {
             strict: false,
             packet_csv: None,
             parquet_dir: None,
+            max_flows: DEFAULT_MAX_FLOWS,
+            evicted_csv: None,
         }
     }
 }

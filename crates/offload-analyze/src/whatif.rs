@@ -79,6 +79,8 @@ impl Ring {
 #[derive(Debug, Clone)]
 pub struct WorkerFlow {
     pub key: FlowKey,
+    /// The last frame fed: the eviction order, as in the pass's flow table.
+    pub last_frame: u64,
     /// Indexed like the worker's sizes.
     pub plain: Vec<FlowWhatIf>,
     /// The same frames with fixed IPv4 IDs (tunnelled flows only): the
@@ -101,7 +103,14 @@ pub struct WhatIfWorker {
     ring: RingBox,
     vxlan_ports: Vec<u16>,
     scratch: Vec<Pending>,
+    /// At most this many flows: the same cap and eviction order as the
+    /// pass's flow table, so both keep the same flows.
+    cap: usize,
 }
+
+/// A ring slot whose flow was evicted: its deliveries count in the totals
+/// only.
+const EVICTED: u32 = u32::MAX;
 
 struct RingBox(Ring);
 
@@ -138,6 +147,7 @@ impl WhatIfWorker {
         profile: KernelProfile,
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
+        max_flows: usize,
     ) -> Self {
         // Only the first engine verifies checksums; the others are told the
         // verdict (see `feed`): verifying costs a pass over every payload.
@@ -172,25 +182,61 @@ impl WhatIfWorker {
             ring: RingBox(Ring::new()),
             vxlan_ports,
             scratch: Vec::new(),
+            cap: max_flows.max(1),
         }
     }
 
-    fn slot_of(&mut self, key: FlowKey) -> u32 {
+    /// Evicts the least recently active flows (see `flow::eviction_set`);
+    /// ring entries of evicted flows point nowhere, the others follow their
+    /// flow's new slot.
+    fn evict(&mut self) {
+        let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
+        let mut map = vec![EVICTED; evict.len()];
+        let mut kept = 0u32;
+        for (i, m) in map.iter_mut().enumerate() {
+            if !evict[i] {
+                *m = kept;
+                kept += 1;
+            }
+        }
+        let mut i = 0;
+        self.flows.retain(|_| {
+            i += 1;
+            !evict[i - 1]
+        });
+        self.index.retain(|_, v| {
+            *v = map[*v as usize];
+            *v != EVICTED
+        });
+        for (f, s) in &mut self.ring.0.slots {
+            if *f != u64::MAX && *s != EVICTED {
+                *s = map[*s as usize];
+            }
+        }
+    }
+
+    fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
         let n = self.sizes.len();
+        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
+            self.evict();
+        }
         let flows = &mut self.flows;
-        *self.index.entry(key).or_insert_with(|| {
+        let s = *self.index.entry(key).or_insert_with(|| {
             flows.push(WorkerFlow {
                 key,
+                last_frame: frame,
                 plain: vec![FlowWhatIf::default(); n],
                 healthy: vec![FlowWhatIf::default(); n],
             });
             (flows.len() - 1) as u32
-        })
+        });
+        self.flows[s as usize].last_frame = frame;
+        s
     }
 
     /// Feeds one frame; `parsed` is its dissection if any.
     pub fn feed(&mut self, input: Input<'_>, parsed: Option<&dissect::Parsed>) {
-        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p)));
+        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p), input.frame));
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
         }
@@ -279,11 +325,14 @@ impl WhatIfWorker {
     /// Attributes deliveries to flows and totals.
     fn account(&mut self, pending: &mut Vec<Pending>) {
         for p in pending.drain(..) {
+            // A packet whose first frame left the ring is looked up by its
+            // headers; an evicted flow's packet counts in the totals only.
             let slot = match (p.slot, p.miss) {
+                (Some(EVICTED), _) => None,
                 (Some(s), _) => Some(s),
                 (None, Some((data, link))) => {
                     dissect::parse(link, &data, data.len() as u32, &self.vxlan_ports)
-                        .map(|x| self.slot_of(FlowKey::of(&x)))
+                        .and_then(|x| self.index.get(&FlowKey::of(&x)).copied())
                 }
                 (None, None) => None,
             };

@@ -608,3 +608,75 @@ fn the_healthy_tunnel_figure_never_exceeds_the_actual_one() {
         }
     }
 }
+
+#[test]
+fn a_flow_cap_evicts_the_least_recently_active_into_other_flows_and_streams_their_rows() {
+    let (d, p) = tmp("many.pcap");
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut ts = 1_000_000u64;
+    // One long flow stays active throughout; 500 two-segment flows pass by.
+    let mut long_seq = 1u32;
+    for i in 0..500u32 {
+        for k in 0..2u32 {
+            let mut s = FrameSpec::tcp4(
+                [10, 9, (i >> 8) as u8, i as u8],
+                B,
+                TcpSpec::data(20000, 443, 1 + k * 100),
+            )
+            .payload(vec![1; 100]);
+            s.v4_mut().id = k as u16;
+            frames.push((ts, s.build()));
+            ts += 1000;
+        }
+        frames.push((ts, seg(long_seq, 1448, i as u16, true)));
+        long_seq += 1448;
+        ts += 1000;
+    }
+    write(&p, &frames);
+    let csv = d.path().join("csv");
+    std::fs::create_dir_all(&csv).unwrap();
+    let opts = Options {
+        max_flows: 64,
+        evicted_csv: Some(offload_analyze::export::evicted_path(&csv)),
+        ..Options::default()
+    };
+    let a = run(std::slice::from_ref(&p), &opts);
+    let uncapped = run(&[p], &Options::default());
+    let r = &a.report;
+    assert!(r.flows.len() <= 64, "{}", r.flows.len());
+    assert_eq!(r.flows.len() as u64 + r.other_flows.flows, 501);
+    let packets: u64 = r.flows.iter().map(|f| f.packets).sum::<u64>() + r.other_flows.packets;
+    assert_eq!(packets, 1500);
+    assert_eq!(r.what_if[0].frames_in, 1500);
+    // The long flow was never the least recently active: kept whole, with
+    // its what-if over all its frames.
+    let long = r
+        .flows
+        .iter()
+        .find(|f| f.dport == 5201)
+        .expect("the long flow is kept");
+    assert_eq!(long.packets, 500);
+    assert_eq!(long.what_if[0].frames, 500);
+    let long_uncapped = uncapped
+        .report
+        .flows
+        .iter()
+        .find(|f| f.dport == 5201)
+        .unwrap();
+    assert_eq!(
+        long.what_if[0].stack_packets,
+        long_uncapped.what_if[0].stack_packets
+    );
+    assert_eq!(
+        r.what_if[0].stack_packets,
+        uncapped.report.what_if[0].stack_packets
+    );
+    assert_eq!(uncapped.report.other_flows.flows, 0);
+    // flows.csv lists every flow: kept ones, then the evicted ones' rows.
+    offload_analyze::export::write_flows_csv(r, &csv).unwrap();
+    let text = std::fs::read_to_string(csv.join("flows.csv")).unwrap();
+    assert_eq!(text.lines().count(), 1 + 501);
+    assert!(!offload_analyze::export::evicted_path(&csv).exists());
+    let text_report = offload_analyze::text::render(r, 5);
+    assert!(text_report.contains("other flows"), "{text_report}");
+}

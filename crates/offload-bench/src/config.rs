@@ -267,7 +267,8 @@ impl ClientConfig {
         }
         if s.burst > 1 && self.rate.is_some() {
             return Err(BenchError::Config(
-                "--burst and --rate do not combine (a fixed rate paces one request at a time)".into(),
+                "--burst and --rate do not combine (a fixed rate paces one request at a time)"
+                    .into(),
             ));
         }
         if self.duration.is_zero() {

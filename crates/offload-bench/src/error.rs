@@ -110,4 +110,3 @@ pub enum ProtoError {
         got: String,
     },
 }
-

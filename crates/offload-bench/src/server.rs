@@ -1004,31 +1004,15 @@ fn tcp_job(
         (TestKind::TcpStream, dir) if one => {
             let send = dir == Direction::ServerToClient;
             let size = if send { spec.request } else { spec.response };
-            engine::stream_blocking(
-                fds[0],
-                send,
-                size as usize,
-                StopWhen::Flag(&sh.stop),
-                slot,
-            )
+            engine::stream_blocking(fds[0], send, size as usize, StopWhen::Flag(&sh.stop), slot)
         }
         (TestKind::TcpStream, Direction::ClientToServer) => {
             set_nb()?;
-            engine::stream_recv(
-                &fds,
-                spec.response as usize,
-                StopWhen::Flag(&sh.stop),
-                slot,
-            )
+            engine::stream_recv(&fds, spec.response as usize, StopWhen::Flag(&sh.stop), slot)
         }
         (TestKind::TcpStream, Direction::ServerToClient) => {
             set_nb()?;
-            engine::stream_send(
-                &fds,
-                spec.request as usize,
-                StopWhen::Flag(&sh.stop),
-                slot,
-            )
+            engine::stream_send(&fds, spec.request as usize, StopWhen::Flag(&sh.stop), slot)
         }
         _ if one => engine::server_rr_blocking(&conns[0], &rr_params(spec), &sh.stop, slot),
         _ => engine::server_rr_epoll(conns, &rr_params(spec), &sh.stop, slot),

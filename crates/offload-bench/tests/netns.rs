@@ -46,8 +46,11 @@ fn witness(pair: &NetnsPair) -> Vec<i32> {
         .iter()
         .map(|&s| {
             let fd = pair.ns_fd(s).unwrap();
-            rtnl.assign_nsid(std::os::fd::AsFd::as_fd(&fd), None).unwrap();
-            rtnl.nsid_of(std::os::fd::AsFd::as_fd(&fd)).unwrap().unwrap()
+            rtnl.assign_nsid(std::os::fd::AsFd::as_fd(&fd), None)
+                .unwrap();
+            rtnl.nsid_of(std::os::fd::AsFd::as_fd(&fd))
+                .unwrap()
+                .unwrap()
         })
         .collect()
 }
@@ -158,7 +161,11 @@ fn namespaces_are_removed_on_drop_and_on_panic() {
     let pair = NetnsPair::create("gone").unwrap();
     let ids = witness(&pair);
     let (a, b) = (ids[0], ids[1]);
-    assert!(offload_lab::rtnl::Rtnl::open().unwrap().nsids().unwrap().contains(&a));
+    assert!(offload_lab::rtnl::Rtnl::open()
+        .unwrap()
+        .nsids()
+        .unwrap()
+        .contains(&a));
     drop(pair);
     assert!(!exists(a) && !exists(b));
 
@@ -170,6 +177,6 @@ fn namespaces_are_removed_on_drop_and_on_panic() {
         panic!("a test failing inside the namespaces");
     }));
     assert!(result.is_err());
-    let (a, b) = names.lock().unwrap().clone().unwrap();
+    let (a, b) = (*names.lock().unwrap()).unwrap();
     assert!(!exists(a) && !exists(b), "namespaces left after a panic");
 }

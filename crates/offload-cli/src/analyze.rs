@@ -76,6 +76,12 @@ pub struct AnalyzeArgs {
     /// Flows listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub flows: usize,
+    /// Flows kept in detail; past it the least recently active are folded
+    /// into an "other flows" total (with --csv their rows still go to
+    /// flows.csv, streamed as they are evicted). Bounds memory: about 4 KB
+    /// per flow.
+    #[arg(long, default_value_t = offload_analyze::options::DEFAULT_MAX_FLOWS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_flows: usize,
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -142,6 +148,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads,
         packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
         parquet_dir: args.parquet.clone(),
+        max_flows: args.max_flows,
+        evicted_csv: args.csv.as_deref().map(offload_analyze::export::evicted_path),
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -227,7 +235,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = &args.parquet {
         offload_analyze::columnar::write_flows(report, d)?;
     }
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout is line-buffered, and a pretty JSON report of many
+    // flows has millions of lines (one write each otherwise).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     if args.json {
         serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;

@@ -90,14 +90,23 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             })
             .context("--live")?;
             if !json {
-                println!("summary over {:.1} s{}:", report.seconds, if report.interrupted { " (interrupted)" } else { "" });
+                println!(
+                    "summary over {:.1} s{}:",
+                    report.seconds,
+                    if report.interrupted {
+                        " (interrupted)"
+                    } else {
+                        ""
+                    }
+                );
                 for d in &report.devices {
                     println!(
                         "  {:<15} into GRO {:>10}  into stack {:>10}  merge ratio {}",
                         d.name,
                         d.gro_in,
                         d.stack,
-                        d.merge_ratio.map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}"))
+                        d.merge_ratio
+                            .map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}"))
                     );
                 }
                 for c in &report.softnet {
@@ -115,8 +124,12 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         Some(n) => {
             let opts = SampleOptions {
                 count: n,
-                timeout: args.live.unwrap_or(Duration::from_secs(10)).max(Duration::from_secs(1)),
+                timeout: args
+                    .live
+                    .unwrap_or(Duration::from_secs(10))
+                    .max(Duration::from_secs(1)),
                 keep: args.sample_pcap.clone(),
+                profiles: Vec::new(),
             };
             let report = sample::sample(&watched, &opts, &cancel).context("--sample")?;
             if !args.json {
@@ -136,7 +149,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                         "  [{:?}] {}{}",
                         f.severity,
                         f.title,
-                        f.flow.as_ref().map(|fl| format!(" ({})", fl.description)).unwrap_or_default()
+                        f.flow
+                            .as_ref()
+                            .map(|fl| format!(" ({})", fl.description))
+                            .unwrap_or_default()
                     );
                     println!("      fix: {}", f.fix);
                 }

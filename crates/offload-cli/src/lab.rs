@@ -4,7 +4,7 @@
 //! relay come from offload-lab; the traffic comes from offload-bench's
 //! library. The runner that joins them lives here because offload-bench
 //! itself builds on offload-lab's netlink code, so offload-lab cannot depend
-//! on offload-bench (docs/decisions/0031-lab-scenarios.md).
+//! on offload-bench (docs/decisions/0023-inspect-and-lab.md).
 //!
 //! Every scenario runs its arms in pairs, interleaved (A B, B A, A B...),
 //! so that drift of a shared machine hits both arms alike, and reports each
@@ -127,7 +127,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 for s in SCENARIOS {
-                    println!("{:<12} {}\n{:<12} source: {}", s.name, s.claim, "", s.source);
+                    println!(
+                        "{:<12} {}\n{:<12} source: {}",
+                        s.name, s.claim, "", s.source
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -205,7 +208,10 @@ impl Arm {
         for metric in METRICS {
             let v: Vec<f64> = self.runs.iter().filter_map(|r| r.get(metric)).collect();
             if !v.is_empty() {
-                m.insert((*metric).into(), json!(v.iter().sum::<f64>() / v.len() as f64));
+                m.insert(
+                    (*metric).into(),
+                    json!(v.iter().sum::<f64>() / v.len() as f64),
+                );
             }
         }
         m.insert("runs".into(), json!(self.runs));
@@ -249,7 +255,11 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<ExitCode> {
             anyhow!(
                 "no scenario {:?}; known: {}",
                 args.name,
-                SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+                SCENARIOS
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
     if args.runs == 0 {
@@ -321,12 +331,10 @@ impl ServerInNs {
         // The serving thread joins the namespace so that the data sockets
         // it creates for each test are there too.
         let thread = ns.spawn("ofl-lab-server", move || {
-            server
-                .serve()
-                .map_err(|e| offload_lab::Error::Sys {
-                    op: "bench server".into(),
-                    source: std::io::Error::other(e.to_string()),
-                })
+            server.serve().map_err(|e| offload_lab::Error::Sys {
+                op: "bench server".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
         })?;
         Ok(ServerInNs {
             addr,
@@ -372,13 +380,15 @@ fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize>) -
     let transactions = r.counts.client_total.max(1);
     RunFigures {
         transactions_per_sec: Some(r.transactions_per_sec),
-        p50_us: r.select("p50_us"),
-        p90_us: r.select("p90_us"),
-        p99_us: r.select("p99_us"),
-        cpu_us_per_transaction: r.select("cpu_us_per_transaction"),
+        p50_us: finite(r.select("p50_us")),
+        p90_us: finite(r.select("p90_us")),
+        p99_us: finite(r.select("p99_us")),
+        cpu_us_per_transaction: finite(r.select("cpu_us_per_transaction")),
         stack_packets_per_transaction: (r.test.is_rr() && stack > 0)
             .then(|| stack as f64 / transactions as f64),
-        gro_merge_ratio: merge_device.and_then(|i| counts.get(i)).and_then(GroCounts::merge_ratio),
+        gro_merge_ratio: merge_device
+            .and_then(|i| counts.get(i))
+            .and_then(GroCounts::merge_ratio),
         gbit_per_sec: Some(r.gbit_per_sec),
         packets_per_sec: r.test.is_udp().then_some(r.packets_per_sec),
         drops: r
@@ -386,6 +396,10 @@ fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize>) -
             .as_ref()
             .map(|u| (u.lost.max(u.kernel_rcvbuf_errors)) as f64),
     }
+}
+
+fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
 }
 
 fn log_run(progress: bool, arm: &str, i: u32, f: &RunFigures) {
@@ -489,7 +503,10 @@ fn big_tcp(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Resul
         let s = pair.server.set_big_tcp(&pair.server_dev, size)?;
         arm.settings.insert("client".into(), knobs_json(&c));
         arm.settings.insert("server".into(), knobs_json(&s));
-        arm.settings.insert("test".into(), json!("tcp-rr 80000/80000 TCP_NODELAY over IPv6, 1 flow"));
+        arm.settings.insert(
+            "test".into(),
+            json!("tcp-rr 80000/80000 TCP_NODELAY over IPv6, 1 flow"),
+        );
     }
     let (cdev, sdev) = (pair.client_dev.clone(), pair.server_dev.clone());
     let interrupted = interleave(&mut arms, args.runs, cancel, progress, |a, _| {
@@ -535,23 +552,34 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     let mut cfg = ClientConfig::new(TestKind::TcpStream, server.addr);
     cfg.duration = args.duration;
     cfg.warmup = Duration::from_secs(1);
-    let mut arms = vec![Arm::new("healthy"), Arm::new("scrambled")];
-    let modes = [Mode::Forward, Mode::Scramble];
+    let mut arms = vec![
+        Arm::new("healthy"),
+        Arm::new("scrambled"),
+        Arm::new("random-id-df"),
+    ];
+    let modes = [Mode::Forward, Mode::Scramble, Mode::ScrambleKeepDf];
     for (arm, mode) in arms.iter_mut().zip(modes) {
         arm.settings.insert(
             "middle_hop".into(),
             json!(match mode {
                 Mode::Forward => "forwards outer IPv4 headers unchanged (IDs increment, as the sender's GSO made them)",
-                _ => "clears DF and writes a random outer IP ID into every A->B packet",
+                Mode::Scramble => "clears DF and writes a random outer IP ID into every A->B packet",
+                Mode::ScrambleKeepDf => "sets DF and writes a random outer IP ID into every A->B packet (what 6.1 still merged)",
             }),
         );
         arm.settings.insert("receiver".into(), json!(path.b_dev));
-        arm.settings.insert("receiver_knobs".into(), knobs_json(&path.b.knobs(&path.b_dev)?));
+        arm.settings.insert(
+            "receiver_knobs".into(),
+            knobs_json(&path.b.knobs(&path.b_dev)?),
+        );
         arm.settings.insert(
             "receiver_gro".into(),
             json!(path.b.ethtool().feature(&path.b_dev, "rx-gro")?),
         );
-        arm.settings.insert("test".into(), json!("tcp-stream A -> B over VXLAN (vni 42, port 4789), 1 flow"));
+        arm.settings.insert(
+            "test".into(),
+            json!("tcp-stream A -> B over VXLAN (vni 42, port 4789), 1 flow"),
+        );
     }
     let devices = vec![path.b_dev.clone()];
     let a_ns = &path.a.ns;
@@ -565,33 +593,42 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     let mut findings = Vec::new();
     let mut extra = BTreeMap::new();
     if !interrupted {
-        relay.set_mode(Mode::Scramble);
         let b_index = path.b.index(&path.b_dev)?;
-        let dev = path.b_dev.clone();
-        let sample_cfg = {
-            let mut c = cfg.clone();
-            c.duration = Duration::from_secs(2);
-            c
-        };
+        let mut sample_cfg = cfg.clone();
+        sample_cfg.duration = Duration::from_secs(2);
         let b_ns = &path.b.ns;
-        let report = std::thread::scope(|s| -> anyhow::Result<_> {
-            let traffic = s.spawn(|| bench_in(a_ns, &sample_cfg));
-            let never = AtomicBool::new(false);
-            let rep = b_ns.run(|| {
-                sample::sample(
-                    &[(dev, b_index)],
-                    &SampleOptions {
-                        count: 3000,
-                        timeout: Duration::from_secs(3),
-                        keep: None,
-                    },
-                    &never,
-                )
-            });
-            let _ = traffic.join();
-            Ok(rep?)
-        })?;
-        for f in &report.analysis.findings {
+        let b_dev = path.b_dev.clone();
+        let take = |mode: Mode, profiles: Vec<offload_analyze::KernelProfile>| {
+            relay.set_mode(mode);
+            let dev = b_dev.clone();
+            std::thread::scope(|s| -> anyhow::Result<_> {
+                let traffic = s.spawn(|| bench_in(a_ns, &sample_cfg));
+                let never = AtomicBool::new(false);
+                let rep = b_ns.run(|| {
+                    sample::sample(
+                        &[(dev, b_index)],
+                        &SampleOptions {
+                            count: 3000,
+                            timeout: Duration::from_secs(3),
+                            keep: None,
+                            profiles,
+                        },
+                        &never,
+                    )
+                });
+                let _ = traffic.join();
+                Ok(rep?)
+            })
+        };
+        let scrambled = take(Mode::Scramble, Vec::new())?;
+        // Only findings about a flow: the sample is post-GRO, so verdicts
+        // about BIG TCP from it would be about the capture, not the host.
+        for f in scrambled
+            .analysis
+            .findings
+            .iter()
+            .filter(|f| f.flow.is_some())
+        {
             findings.push(LabFinding {
                 severity: match f.severity {
                     offload_analyze::report::Severity::High => "high",
@@ -605,11 +642,44 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
             });
         }
         extra.insert(
-            "sample".into(),
-            json!({"frames": report.frames, "devices": report.devices, "findings": report.analysis.findings.len()}),
+            "sample_scrambled".into(),
+            json!({"frames": scrambled.frames, "devices": scrambled.devices}),
         );
+        let df = take(
+            Mode::ScrambleKeepDf,
+            vec![
+                offload_analyze::KernelProfile::V6_1,
+                offload_analyze::KernelProfile::V6_18,
+            ],
+        )?;
+        extra.insert(
+            "random_id_df_by_kernel".into(),
+            json!({
+                "note": "the random-id-df arm's post-GRO sample replayed through the engine: what GRO at 64 KiB would merge under each kernel line",
+                "frames": df.frames,
+                "what_if": df.what_if,
+            }),
+        );
+        if let (Some(old), Some(new)) = (
+            df.what_if.iter().find(|w| w.kernel == "6.1"),
+            df.what_if.iter().find(|w| w.kernel == "6.18"),
+        ) {
+            findings.push(LabFinding {
+                severity: "info",
+                title: format!(
+                    "with DF set and random outer IDs, 6.1 would merge {:.1}:1, 6.18 merges {:.1}:1",
+                    old.merge_ratio, new.merge_ratio
+                ),
+                detail: "6.1 ignored the IP ID of DF-set (atomic) outer headers; 6.18 accepts only incrementing or fixed IDs whatever DF says, so a hop that randomises IDs breaks GRO after an upgrade even when it keeps DF".into(),
+                flow: None,
+                fix: Some("make the hop keep the IDs it received (or a fixed ID with DF set)".into()),
+            });
+        }
     }
-    if let (Some(h), Some(s)) = (arms[0].mean("gro_merge_ratio"), arms[1].mean("gro_merge_ratio")) {
+    if let (Some(h), Some(s)) = (
+        arms[0].mean("gro_merge_ratio"),
+        arms[1].mean("gro_merge_ratio"),
+    ) {
         findings.insert(
             0,
             LabFinding {
@@ -642,7 +712,7 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     );
     drop(server);
     drop(relay);
-    let comparisons = vec![compare(&arms[0], &arms[1])];
+    let comparisons = vec![compare(&arms[0], &arms[1]), compare(&arms[0], &arms[2])];
     Ok(Outcome {
         arms,
         comparisons,
@@ -656,7 +726,8 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
     let pair = VethPair::new("u")?;
     // GRO on the receiving veth gives it a NAPI instance (veth_napi_add),
     // so busy polling has something to poll.
-    pair.server.features(&pair.server_dev, &[("rx-gro", true)])?;
+    pair.server
+        .features(&pair.server_dev, &[("rx-gro", true)])?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
     let cpus = offload_lab::live::online_cpus().len().max(1);
@@ -691,14 +762,21 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
     arms.push(Arm::new("plus-busy-poll"));
     let gro = pair.server.ethtool().feature(&pair.server_dev, "rx-gro")?;
     for (arm, cfg) in arms.iter_mut().zip(&configs) {
-        arm.settings.insert("receivers".into(), json!(cfg.spec.server_threads));
-        arm.settings.insert("reuseport".into(), json!(cfg.spec.knobs.reuseport));
-        arm.settings.insert("server_pin".into(), json!(cfg.spec.server_pin));
-        arm.settings.insert("batch".into(), json!(cfg.spec.knobs.batch));
-        arm.settings.insert("busy_poll_us".into(), json!(cfg.spec.knobs.busy_poll_us));
-        arm.settings.insert("datagram_bytes".into(), json!(cfg.spec.request));
+        arm.settings
+            .insert("receivers".into(), json!(cfg.spec.server_threads));
+        arm.settings
+            .insert("reuseport".into(), json!(cfg.spec.knobs.reuseport));
+        arm.settings
+            .insert("server_pin".into(), json!(cfg.spec.server_pin));
+        arm.settings
+            .insert("batch".into(), json!(cfg.spec.knobs.batch));
+        arm.settings
+            .insert("busy_poll_us".into(), json!(cfg.spec.knobs.busy_poll_us));
+        arm.settings
+            .insert("datagram_bytes".into(), json!(cfg.spec.request));
         arm.settings.insert("receiver_gro".into(), json!(gro));
-        arm.settings.insert("sender_sockets".into(), json!(cfg.spec.flows));
+        arm.settings
+            .insert("sender_sockets".into(), json!(cfg.spec.flows));
     }
     let devices = vec![pair.server_dev.clone()];
     let interrupted = interleave(&mut arms, args.runs, cancel, progress, |a, _| {
@@ -706,7 +784,9 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
         Ok(figures(&r, &counts, Some(0)))
     })?;
     drop(server);
-    let comparisons = (1..arms.len()).map(|i| compare(&arms[i - 1], &arms[i])).collect();
+    let comparisons = (1..arms.len())
+        .map(|i| compare(&arms[i - 1], &arms[i]))
+        .collect();
     let mut findings = Vec::new();
     let best = arms
         .iter()
@@ -731,11 +811,19 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
 }
 
 fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result<Outcome> {
-    const FLOWS: [u32; 6] = [1, 10, 100, 1000, 10_000, 30_000];
+    const WANTED: [u32; 6] = [1, 10, 100, 1000, 10_000, 30_000];
+    // Client and server share this process: each flow costs two fds.
+    let fd_limit = offload_bench::sys::raise_fd_limit(1 << 20).unwrap_or(1024);
+    let max_flows = (fd_limit.saturating_sub(512) / 2) as u32;
+    let mut flow_levels: Vec<u32> = WANTED.iter().copied().filter(|&f| f <= max_flows).collect();
+    let capped = flow_levels.len() < WANTED.len();
+    if capped && flow_levels.last().is_some_and(|&l| l < max_flows) {
+        flow_levels.push(max_flows / 100 * 100);
+    }
     let pair = VethPair::new("m")?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
-    let mut arms: Vec<Arm> = FLOWS
+    let mut arms: Vec<Arm> = flow_levels
         .iter()
         .map(|f| {
             let mut a = Arm::new(&format!("{f}-flows"));
@@ -749,7 +837,7 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
     // pairwise test, is the result; passes repeat it.
     let mut interrupted = false;
     'outer: for pass in 0..args.runs.min(2) {
-        for (i, flows) in FLOWS.iter().enumerate() {
+        for (i, flows) in flow_levels.iter().enumerate() {
             if cancelled(cancel) {
                 interrupted = true;
                 break 'outer;
@@ -770,6 +858,18 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
     let groups = offload_lab::inspect::btf_has_cacheline_groups();
     let mut extra = BTreeMap::new();
     extra.insert("cacheline_groups_6_8".into(), json!(groups));
+    extra.insert("fd_limit".into(), json!(fd_limit));
+    if capped {
+        extra.insert(
+            "flows_capped".into(),
+            json!(format!(
+                "RLIMIT_NOFILE is {fd_limit} and may not be raised here: {} flows need about {} fds with client and server in one process; the curve stops at {}",
+                WANTED[WANTED.len() - 1],
+                2 * WANTED[WANTED.len() - 1] + 512,
+                flow_levels.last().copied().unwrap_or(0)
+            )),
+        );
+    }
     let curve: Vec<Value> = arms
         .iter()
         .map(|a| {
@@ -780,7 +880,10 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
     let mut findings = Vec::new();
     if let (Some(one), Some(many)) = (
         arms.first().and_then(|a| a.mean("cpu_us_per_transaction")),
-        arms.iter().rev().find_map(|a| a.mean("cpu_us_per_transaction").map(|v| (a.name.clone(), v))),
+        arms.iter().rev().find_map(|a| {
+            a.mean("cpu_us_per_transaction")
+                .map(|v| (a.name.clone(), v))
+        }),
     ) {
         findings.push(LabFinding {
             severity: "info",
@@ -821,8 +924,15 @@ fn fmt_num(v: &Value) -> String {
 
 fn render_text(r: &Value) -> String {
     let mut s = String::new();
-    s.push_str(&format!("scenario {}: {}\n", r["scenario"].as_str().unwrap_or(""), r["claim"].as_str().unwrap_or("")));
-    s.push_str(&format!("source: {}\n\n", r["source"].as_str().unwrap_or("")));
+    s.push_str(&format!(
+        "scenario {}: {}\n",
+        r["scenario"].as_str().unwrap_or(""),
+        r["claim"].as_str().unwrap_or("")
+    ));
+    s.push_str(&format!(
+        "source: {}\n\n",
+        r["source"].as_str().unwrap_or("")
+    ));
     let arms = r["arms"].as_array().cloned().unwrap_or_default();
     let shown: Vec<&str> = METRICS
         .iter()
@@ -842,7 +952,11 @@ fn render_text(r: &Value) -> String {
         s.push('\n');
     }
     for a in &arms {
-        s.push_str(&format!("  {} settings: {}\n", a["name"].as_str().unwrap_or(""), a["settings"]));
+        s.push_str(&format!(
+            "  {} settings: {}\n",
+            a["name"].as_str().unwrap_or(""),
+            a["settings"]
+        ));
     }
     if let Some(cmps) = r["comparison"].as_array() {
         for c in cmps {
@@ -861,7 +975,11 @@ fn render_text(r: &Value) -> String {
                         fmt_num(&d["ci95"][0]),
                         fmt_num(&d["ci95"][1]),
                         d["relative_percent"].as_f64().unwrap_or(0.0),
-                        if d["significant"] == true { "  significant" } else { "" }
+                        if d["significant"] == true {
+                            "  significant"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }
@@ -870,7 +988,11 @@ fn render_text(r: &Value) -> String {
     if let Some(f) = r["findings"].as_array() {
         s.push_str("\nfindings:\n");
         for x in f {
-            s.push_str(&format!("  [{}] {}\n", x["severity"].as_str().unwrap_or(""), x["title"].as_str().unwrap_or("")));
+            s.push_str(&format!(
+                "  [{}] {}\n",
+                x["severity"].as_str().unwrap_or(""),
+                x["title"].as_str().unwrap_or("")
+            ));
             if let Some(fl) = x["flow"].as_str() {
                 s.push_str(&format!("      flow: {fl}\n"));
             }
@@ -896,7 +1018,11 @@ fn render_text(r: &Value) -> String {
         r["runs_per_arm"],
         r["run_seconds"],
         r["elapsed_seconds"].as_f64().unwrap_or(0.0),
-        if r["interrupted"] == true { " (interrupted)" } else { "" }
+        if r["interrupted"] == true {
+            " (interrupted)"
+        } else {
+            ""
+        }
     ));
     s
 }
@@ -914,7 +1040,9 @@ fn short(metric: &str) -> &str {
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn render_html(r: &Value) -> String {

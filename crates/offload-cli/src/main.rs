@@ -5,9 +5,9 @@ mod analyze;
 mod bench;
 mod capture;
 mod capture_opts;
+mod docs;
 mod inspect;
 mod lab;
-mod docs;
 
 use clap::{Parser, Subcommand};
 

@@ -196,7 +196,12 @@ fn live_counts_gro_merging_on_veth() {
             }
         }
     });
-    let out = offload_in(&b, &["inspect", "--json", "--live", "2s", "--sample", "200", "ofl-lv-b"]);
+    let out = offload_in(
+        &b,
+        &[
+            "inspect", "--json", "--live", "2s", "--sample", "200", "ofl-lv-b",
+        ],
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
     reader.join().unwrap();
@@ -215,7 +220,10 @@ fn live_counts_gro_merging_on_veth() {
     let sample = &v["sample"];
     assert!(sample["frames"].as_u64().unwrap() > 0, "{sample}");
     assert!(
-        sample["devices"]["ofl-lv-b"]["super_packets"].as_u64().unwrap() > 0,
+        sample["devices"]["ofl-lv-b"]["super_packets"]
+            .as_u64()
+            .unwrap()
+            > 0,
         "the vnet header names super-packets: {sample}"
     );
 }

@@ -599,13 +599,15 @@ fn kernel_release() -> String {
 
 fn read_host(private_sysfs: bool) -> HostState {
     let kernel = kernel_release();
+    // Some net.core knobs (busy_read, netdev_budget, ...) exist only in the
+    // initial namespace; inside another one they are read from there.
     let sysctls = HOST_SYSCTLS
         .iter()
         .map(|k| {
-            (
-                k.replace('/', "."),
-                crate::sysfs::read_sysctl(k).ok().map(|v| v.replace('\t', " ")),
-            )
+            let v = crate::sysfs::read_sysctl(k)
+                .ok()
+                .or_else(|| read_sysctl_initial_ns(k));
+            (k.replace('/', "."), v.map(|v| v.replace('\t', " ")))
         })
         .collect();
     HostState {
@@ -617,6 +619,24 @@ fn read_host(private_sysfs: bool) -> HostState {
         cacheline_groups: btf_has_cacheline_groups(),
         private_sysfs,
     }
+}
+
+/// Reads a sysctl as the initial network namespace (that of pid 1) sees it,
+/// from a helper thread that joins it; `None` when it cannot.
+fn read_sysctl_initial_ns(key: &str) -> Option<String> {
+    let key = key.to_string();
+    std::thread::spawn(move || {
+        let f = std::fs::File::open("/proc/1/ns/net").ok()?;
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&f),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .ok()?;
+        crate::sysfs::read_sysctl(&key).ok()
+    })
+    .join()
+    .ok()
+    .flatten()
 }
 
 /// Looks for `__cacheline_group_begin__` in the kernel's BTF: present on
@@ -651,7 +671,10 @@ pub fn findings(devices: &[DeviceState], host: &HostState) -> Vec<Finding> {
             let (severity, fix) = if fixed("rx-gro") {
                 (
                     Severity::Info,
-                    format!("none: the driver of {} does not let GRO be switched on", d.name),
+                    format!(
+                        "none: the driver of {} does not let GRO be switched on",
+                        d.name
+                    ),
                 )
             } else {
                 (Severity::Medium, format!("ethtool -K {} gro on", d.name))
@@ -800,9 +823,17 @@ fn big_tcp_findings(d: &DeviceState, out: &mut Vec<Finding>) {
             ("gro_max_size", gso, "gso_max_size")
         };
         let target = gso.max(gro);
+        // GSO raised without GRO: this host sends big packets it would not
+        // build on receive, and forwarded traffic is cut to 64 KiB. GRO
+        // raised alone is a receive-only setup: worth saying, not a loss.
+        let severity = if big(gso) {
+            Severity::Medium
+        } else {
+            Severity::Info
+        };
         out.push(Finding {
             rank: 0,
-            severity: Severity::Medium,
+            severity,
             kind: "big-tcp-half-done",
             device: Some(d.name.clone()),
             title: format!("BIG TCP half done on {}: {raised} raised, {low_knob} at {low}", d.name),
@@ -817,8 +848,18 @@ fn big_tcp_findings(d: &DeviceState, out: &mut Vec<Finding>) {
         });
     }
     for (v6, v4, v6k, v4k) in [
-        (gso, d.gso_ipv4_max_size, "gso_max_size", "gso_ipv4_max_size"),
-        (gro, d.gro_ipv4_max_size, "gro_max_size", "gro_ipv4_max_size"),
+        (
+            gso,
+            d.gso_ipv4_max_size,
+            "gso_max_size",
+            "gso_ipv4_max_size",
+        ),
+        (
+            gro,
+            d.gro_ipv4_max_size,
+            "gro_max_size",
+            "gro_ipv4_max_size",
+        ),
     ] {
         if let Some(v4) = v4 {
             if big(v6) && !big(v4) {
@@ -1076,7 +1117,11 @@ pub fn render_text(ins: &Inspection) -> String {
                 "irqs {}",
                 d.irqs
                     .iter()
-                    .map(|i| format!("{}->{}", i.irq, i.effective_affinity.as_deref().unwrap_or(&i.affinity)))
+                    .map(|i| format!(
+                        "{}->{}",
+                        i.irq,
+                        i.effective_affinity.as_deref().unwrap_or(&i.affinity)
+                    ))
                     .collect::<Vec<_>>()
                     .join(" ")
             ));
@@ -1103,7 +1148,9 @@ pub fn render_text(ins: &Inspection) -> String {
                 f.rank,
                 f.severity.name(),
                 f.title,
-                f.kernel.map(|k| format!(" (kernel {k})")).unwrap_or_default()
+                f.kernel
+                    .map(|k| format!(" (kernel {k})"))
+                    .unwrap_or_default()
             );
             let _ = writeln!(s, "    {}", f.detail);
             let _ = writeln!(s, "    fix: {}", f.fix);

@@ -98,8 +98,9 @@ impl TracepointIds {
         .map_err(|e| Error::sys("fsmount(tracefs)", e.into()))?;
         let read = |name: &str| -> Result<String> {
             let rel = format!("events/net/{name}/id");
-            let fd = rustix::fs::openat(&root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(|e| Error::sys(format!("open tracefs {rel}"), e.into()))?;
+            let fd =
+                rustix::fs::openat(&root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                    .map_err(|e| Error::sys(format!("open tracefs {rel}"), e.into()))?;
             let mut s = String::new();
             std::fs::File::from(fd)
                 .read_to_string(&mut s)
@@ -111,8 +112,14 @@ impl TracepointIds {
 
     fn read_mounted() -> Result<Self> {
         let target = "/sys/kernel/tracing";
-        rustix::mount::mount("nodev", target, "tracefs", rustix::mount::MountFlags::empty(), None)
-            .map_err(|e| Error::sys(format!("mount tracefs on {target}"), e.into()))?;
+        rustix::mount::mount(
+            "nodev",
+            target,
+            "tracefs",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .map_err(|e| Error::sys(format!("mount tracefs on {target}"), e.into()))?;
         let ids = (|| {
             let a = std::fs::read_to_string(format!("{target}/events/net/{}/id", TRACEPOINTS[0]))
                 .map_err(|e| Error::sys("read tracepoint id", e))?;
@@ -362,7 +369,10 @@ pub fn watch(
         let counts: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
         let soft = read_softnet();
         let sum = |f: fn(&SoftnetCpu) -> u64, a: &[SoftnetCpu], b: &[SoftnetCpu]| {
-            a.iter().map(f).sum::<u64>().saturating_sub(b.iter().map(f).sum::<u64>())
+            a.iter()
+                .map(f)
+                .sum::<u64>()
+                .saturating_sub(b.iter().map(f).sum::<u64>())
         };
         let iv = LiveInterval {
             t: start.elapsed().as_secs_f64(),
@@ -400,7 +410,10 @@ pub fn watch(
             .collect(),
         softnet: softnet_delta(&soft_end, &soft0),
         intervals,
-        hw_gro: Some("not read: no driver here reports the netdev family's rx-hw-gro queue statistics".into()),
+        hw_gro: Some(
+            "not read: no driver here reports the netdev family's rx-hw-gro queue statistics"
+                .into(),
+        ),
         interrupted,
     })
 }
@@ -410,7 +423,11 @@ pub fn softnet_delta(after: &[SoftnetCpu], before: &[SoftnetCpu]) -> Vec<Softnet
     after
         .iter()
         .map(|a| {
-            let b = before.iter().find(|b| b.cpu == a.cpu).copied().unwrap_or_default();
+            let b = before
+                .iter()
+                .find(|b| b.cpu == a.cpu)
+                .copied()
+                .unwrap_or_default();
             SoftnetCpu {
                 cpu: a.cpu,
                 processed: a.processed.saturating_sub(b.processed),

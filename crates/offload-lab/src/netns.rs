@@ -107,8 +107,11 @@ impl NetNs {
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || -> Result<R> {
-                rustix::thread::move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
-                    .map_err(|e| Error::sys("setns(CLONE_NEWNET)", e.into()))?;
+                rustix::thread::move_into_link_name_space(
+                    fd.as_fd(),
+                    Some(LinkNameSpaceType::Network),
+                )
+                .map_err(|e| Error::sys("setns(CLONE_NEWNET)", e.into()))?;
                 drop(fd);
                 f()
             })

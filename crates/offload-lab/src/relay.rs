@@ -148,7 +148,13 @@ fn pump(
         let r = from.read_packets(&mut |pkt: &[u8]| {
             scratch.clear();
             scratch.extend_from_slice(pkt);
-            if m != Mode::Forward as u8 && rewrite_ipv4(&mut scratch, m == Mode::ScrambleKeepDf as u8, rng.next() as u16) {
+            if m != Mode::Forward as u8
+                && rewrite_ipv4(
+                    &mut scratch,
+                    m == Mode::ScrambleKeepDf as u8,
+                    rng.next() as u16,
+                )
+            {
                 stats.rewritten.fetch_add(1, Ordering::Relaxed);
             }
             if to.write_packet(None, &scratch).is_err() {
@@ -216,13 +222,17 @@ mod tests {
     #[test]
     fn rewrite_keeps_a_valid_header_checksum() {
         let mut p = vec![
-            0x45, 0, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0,
-            0, 0, 0, 0,
+            0x45, 0, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0,
+            0, 0, 0, 0, 0,
         ];
         assert!(rewrite_ipv4(&mut p, false, 0xbeef));
         assert_eq!(&p[4..6], &[0xbe, 0xef]);
         assert_eq!(p[6] & 0x40, 0, "DF cleared");
-        assert_eq!(offload::checksum::checksum(&p[..20]), 0, "header checksum verifies");
+        assert_eq!(
+            offload::checksum::checksum(&p[..20]),
+            0,
+            "header checksum verifies"
+        );
         assert!(rewrite_ipv4(&mut p, true, 1));
         assert_eq!(p[6] & 0x40, 0x40, "DF set");
         assert!(!rewrite_ipv4(&mut [0x60; 40], false, 1), "IPv6 untouched");

@@ -651,9 +651,9 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::NumTxQueues(v) => s.tx_queues = Some(*v),
             LinkAttribute::Qdisc(q) => s.qdisc = Some(q.clone()),
             LinkAttribute::Xdp(x) => {
-                s.xdp = x.iter().any(|a| {
-                    matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0)
-                })
+                s.xdp = x.iter().any(
+                    |a| matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0),
+                )
             }
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {

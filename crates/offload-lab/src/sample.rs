@@ -33,6 +33,22 @@ pub struct SampleOptions {
     pub timeout: Duration,
     /// Where to keep the pcap; `None`: a temporary file, removed after.
     pub keep: Option<PathBuf>,
+    /// Also replay the sample through the engine under these kernel
+    /// profiles (what another kernel line would have merged).
+    pub profiles: Vec<offload_analyze::KernelProfile>,
+}
+
+/// What GRO at 64 KiB would make of the sample under one kernel profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileWhatIf {
+    /// Kernel profile (`6.1`, `6.6`, `6.18`, `7.x`).
+    pub kernel: &'static str,
+    /// Frames in.
+    pub frames_in: u64,
+    /// Packets the stack would see.
+    pub stack_packets: u64,
+    /// `frames_in / stack_packets`.
+    pub merge_ratio: f64,
 }
 
 /// GSO facts of the super-packets seen, per device.
@@ -61,6 +77,8 @@ pub struct SampleReport {
     pub analysis: offload_analyze::Report,
     /// The pcap, when kept.
     pub pcap: Option<String>,
+    /// The sample replayed under [`SampleOptions::profiles`].
+    pub what_if: Vec<ProfileWhatIf>,
 }
 
 /// Captures `opts.count` frames after GRO on `devices` (name, ifindex) of
@@ -90,7 +108,12 @@ pub fn sample(
             Instant::now().elapsed().as_nanos()
         ))
     });
-    let io = |e: offload_capture::CaptureError| Error::sys(format!("write {}", path.display()), std::io::Error::other(e.to_string()));
+    let io = |e: offload_capture::CaptureError| {
+        Error::sys(
+            format!("write {}", path.display()),
+            std::io::Error::other(e.to_string()),
+        )
+    };
     let mut writer = CaptureWriter::create(&path, Some(CaptureFormat::Pcap)).map_err(io)?;
     let mut per_dev: BTreeMap<String, DeviceSample> = BTreeMap::new();
     let start = Instant::now();
@@ -122,7 +145,10 @@ pub fn sample(
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_nanos() as i64);
                     writer
-                        .write_frame(&FrameMeta::new(ts, LinkType::ETHERNET, c.frame.len()), c.frame)
+                        .write_frame(
+                            &FrameMeta::new(ts, LinkType::ETHERNET, c.frame.len()),
+                            c.frame,
+                        )
                         .map_err(io)?;
                     entry.frames += 1;
                     frames += 1;
@@ -137,10 +163,11 @@ pub fn sample(
         Ok(())
     })();
     writer.finish().map_err(io)?;
-    let analysis = result.and_then(|()| {
+    let run = |kernel: offload_analyze::KernelProfile| {
         let aopts = offload_analyze::Options {
             verify_checksums: false,
             threads: 1,
+            kernel,
             ..offload_analyze::Options::default()
         };
         let never = AtomicBool::new(false);
@@ -151,7 +178,21 @@ pub fn sample(
         };
         offload_analyze::analyze(std::slice::from_ref(&path), &aopts, &mut ctl)
             .map_err(|e| Error::sys("analyze the sample", std::io::Error::other(e.to_string())))
-    });
+    };
+    let analysis = result.and_then(|()| run(offload_analyze::KernelProfile::V6_18));
+    let mut what_if = Vec::new();
+    if analysis.is_ok() {
+        for &p in &opts.profiles {
+            if let Some(w) = run(p)?.report.what_if.first() {
+                what_if.push(ProfileWhatIf {
+                    kernel: p.name(),
+                    frames_in: w.frames_in,
+                    stack_packets: w.stack_packets,
+                    merge_ratio: w.merge_ratio,
+                });
+            }
+        }
+    }
     if opts.keep.is_none() {
         let _ = std::fs::remove_file(&path);
     }
@@ -160,5 +201,6 @@ pub fn sample(
         devices: per_dev,
         analysis: analysis?.report,
         pcap: opts.keep.as_ref().map(|p| p.display().to_string()),
+        what_if,
     })
 }

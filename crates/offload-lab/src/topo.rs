@@ -268,7 +268,8 @@ impl VxlanPath {
     /// Builds the four namespaces, without the TUN devices (which the
     /// relay opens: see [`VxlanPath::attach_tuns`]).
     pub fn new() -> Result<Self> {
-        let (mut a, mut m1, mut m2, mut b) = (Node::new()?, Node::new()?, Node::new()?, Node::new()?);
+        let (mut a, mut m1, mut m2, mut b) =
+            (Node::new()?, Node::new()?, Node::new()?, Node::new()?);
         let a_dev = unique_name("ova");
         let m1_dev = unique_name("ovm");
         let m2_dev = unique_name("ovn");
@@ -281,14 +282,31 @@ impl VxlanPath {
         m1.addr(&m1_dev, m1_addr.into(), 24)?;
         m2.addr(&m2_dev, m2_addr.into(), 24)?;
         b.addr(&b_dev, Self::B_OUTER.into(), 24)?;
-        a.route(Ipv4Addr::new(10, 72, 0, 0).into(), 24, Some(m1_addr.into()), &a_dev)?;
-        b.route(Ipv4Addr::new(10, 71, 0, 0).into(), 24, Some(m2_addr.into()), &b_dev)?;
+        a.route(
+            Ipv4Addr::new(10, 72, 0, 0).into(),
+            24,
+            Some(m1_addr.into()),
+            &a_dev,
+        )?;
+        b.route(
+            Ipv4Addr::new(10, 71, 0, 0).into(),
+            24,
+            Some(m2_addr.into()),
+            &b_dev,
+        )?;
         m1.sysctl("net/ipv4/ip_forward", "1")?;
         m2.sysctl("net/ipv4/ip_forward", "1")?;
         // B's veth receives with GRO; M2's side sends without TSO so that
         // veth runs GRO at all.
         b.features(&b_dev, &[("rx-gro", true)])?;
         m2.tso_off(&m2_dev)?;
+        // Threaded NAPI on the receiver: the relay injects one packet per
+        // write(2), and with softirq NAPI each would be polled (and GRO
+        // flushed) on its own before the next arrives. A NAPI thread polls
+        // what accumulated in veth's ring, up to 64 packets, as a NIC's
+        // NAPI polls its RX ring, so GRO sees trains to merge.
+        let dev = b_dev.clone();
+        b.ns.run(move || crate::sysfs::Sysfs::mount_here()?.set_net_attr(&dev, "threaded", 1))?;
         let vxlan_dev = "vxlan-lab".to_string();
         for (node, dev, local, remote, inner) in [
             (&mut a, &a_dev, Self::A_OUTER, Self::B_OUTER, Self::A_INNER),
@@ -328,8 +346,10 @@ impl VxlanPath {
         let (t1, t2) = (self.m1_tun.clone(), self.m2_tun.clone());
         self.m1.up(&t1)?;
         self.m2.up(&t2)?;
-        self.m1.route(Ipv4Addr::new(10, 72, 0, 0).into(), 24, None, &t1)?;
-        self.m2.route(Ipv4Addr::new(10, 71, 0, 0).into(), 24, None, &t2)?;
+        self.m1
+            .route(Ipv4Addr::new(10, 72, 0, 0).into(), 24, None, &t1)?;
+        self.m2
+            .route(Ipv4Addr::new(10, 71, 0, 0).into(), 24, None, &t2)?;
         Ok(())
     }
 }

@@ -11,7 +11,9 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
-use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST,
+};
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -106,12 +108,13 @@ pub fn move_link_to_netns(index: u32, name: &str, ns_fd: i32) -> Result<()> {
     loop {
         buf.clear();
         let (len, _) = sock.recv_from(&mut buf, 0).map_err(sys)?;
-        let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]).map_err(
-            |e| Error::NetlinkReply {
-                op: op.clone(),
-                detail: e.to_string(),
-            },
-        )?;
+        let reply =
+            NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]).map_err(|e| {
+                Error::NetlinkReply {
+                    op: op.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
         if let NetlinkPayload::Error(err) = reply.payload {
             return match err.code {
                 None => Ok(()),
@@ -136,10 +139,7 @@ mod tests {
             addrs: vec![("10.202.0.2".parse().unwrap(), 24)],
         };
         let pair = VethPair::create(&a, &b).unwrap();
-        let state = pair
-            .b
-            .run(|| Rtnl::open()?.link_by_name("ofl-tb"))
-            .unwrap();
+        let state = pair.b.run(|| Rtnl::open()?.link_by_name("ofl-tb")).unwrap();
         assert!(state.up);
         assert_eq!(state.index, pair.b_index);
         assert_eq!(state.kind.as_deref(), Some("veth"));
@@ -148,10 +148,7 @@ mod tests {
         // The ends reach each other.
         let listener = pair
             .b
-            .run(|| {
-                std::net::TcpListener::bind("10.202.0.2:0")
-                    .map_err(|e| Error::sys("bind", e))
-            })
+            .run(|| std::net::TcpListener::bind("10.202.0.2:0").map_err(|e| Error::sys("bind", e)))
             .unwrap();
         let to = listener.local_addr().unwrap();
         pair.a

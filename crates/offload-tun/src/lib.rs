@@ -29,7 +29,7 @@ mod device;
 mod error;
 mod offloads;
 mod read;
-mod sys;
+pub mod sys;
 
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};
 pub use device::{TunDevice, TunOptions};
