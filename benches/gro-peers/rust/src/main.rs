@@ -28,7 +28,7 @@
 //!   1514-byte TCP data frames of a real capture (pcap or pcapng), written
 //!   as a plain pcap the other harnesses read.
 //! - `run ENGINE PCAP [--batch N] [--reps N]` with ENGINE one of
-//!   `offload`, `offload-noverify`, `tun-rs`, `memcpy`, `checksum`,
+//!   `offload`, `offload-valid`, `offload-noverify`, `tun-rs`, `memcpy`, `checksum`,
 //!   `checksum-tun-rs`.
 
 use std::hint::black_box;
@@ -36,7 +36,7 @@ use std::io::Write;
 use std::path::Path;
 
 use offload::build::{FrameSpec, TcpSpec};
-use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
+use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind, RxChecksum};
 
 /// Frames per train.
 const TRAIN: usize = 4096;
@@ -272,8 +272,13 @@ fn run(engine: &str, path: &Path, opts: &[String]) -> Result<(), BoxErr> {
     }
     let frames = read_pcap(path)?;
     let mut e: Box<dyn Engine> = match engine {
-        "offload" => Box::new(Offload::new(true, batch)),
-        "offload-noverify" => Box::new(Offload::new(false, batch)),
+        "offload" => Box::new(Offload::new(true, RxChecksum::None, batch)),
+        "offload-noverify" => Box::new(Offload::new(false, RxChecksum::None, batch)),
+        "offload-valid" => Box::new(Offload::new(
+            true,
+            RxChecksum::Unnecessary { level: 0 },
+            batch,
+        )),
         "tun-rs" => Box::new(TunRs::new(batch)),
         "memcpy" => Box::new(Floor::new(false, false, batch)),
         "checksum" => Box::new(Floor::new(true, false, batch)),
@@ -342,17 +347,22 @@ impl RecvArea {
 
 /// offload's engine through its public API: Ethernet frames in, one
 /// `finish` per batch (the end of a receive batch, as napi_complete_done
-/// flushes the kernel's GRO lists).
+/// flushes the kernel's GRO lists). `offload` verifies checksums (nothing
+/// known of them), `offload-valid` gives each frame the verdict a NIC or a
+/// vnet `DATA_VALID` header gives (`RxChecksum::Unnecessary`), and
+/// `offload-noverify` turns verification off in the configuration.
 struct Offload {
     engine: GroEngine,
+    csum: RxChecksum,
     area: RecvArea,
     n: u64,
     delivered: u64,
 }
 
 impl Offload {
-    fn new(verify: bool, batch: usize) -> Self {
+    fn new(verify: bool, csum: RxChecksum, batch: usize) -> Self {
         Offload {
+            csum,
             engine: GroEngine::new(GroConfig {
                 verify_checksums: verify,
                 ..GroConfig::default()
@@ -377,7 +387,7 @@ impl Engine for Offload {
         };
         for f in self.area.frames() {
             self.n += 1;
-            self.engine.receive(
+            self.engine.receive_with_checksum(
                 Input {
                     data: f,
                     link: LinkKind::Ethernet,
@@ -385,6 +395,7 @@ impl Engine for Offload {
                     frame: self.n,
                     orig_len: f.len() as u32,
                 },
+                self.csum,
                 &mut out,
             );
         }
