@@ -9,132 +9,8 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-/// The identity of a flow (one direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    pub tunnel: Option<TunnelKey>,
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub proto: u8,
-    pub v6: bool,
-}
-
-/// The outer identity of a tunnelled flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TunnelKey {
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub vni: u32,
-    pub v6: bool,
-}
-
-impl FlowKey {
-    pub fn of(p: &Parsed) -> FlowKey {
-        FlowKey {
-            tunnel: p.tunnel.map(|t| TunnelKey {
-                src: t.ip.src,
-                dst: t.ip.dst,
-                sport: t.sport,
-                dport: t.dport,
-                vni: t.vni,
-                v6: t.ip.v6,
-            }),
-            src: p.ip.src,
-            dst: p.ip.dst,
-            sport: p.sport,
-            dport: p.dport,
-            proto: p.ip.proto,
-            v6: p.ip.v6,
-        }
-    }
-
-    /// The other direction of the same conversation.
-    pub fn reverse(&self) -> FlowKey {
-        FlowKey {
-            tunnel: self.tunnel.map(|t| TunnelKey {
-                src: t.dst,
-                dst: t.src,
-                // The reverse tunnel direction picks its own source port
-                // (a hash of the inner flow), so this key finds it only when
-                // both ends use the same port; tunnelled flows then go
-                // without the ACK-based TSO/GRO evidence.
-                sport: t.dport,
-                dport: t.sport,
-                vni: t.vni,
-                v6: t.v6,
-            }),
-            src: self.dst,
-            dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            proto: self.proto,
-            v6: self.v6,
-        }
-    }
-
-    pub fn protocol_name(&self) -> &'static str {
-        match self.proto {
-            dissect::PROTO_TCP => "tcp",
-            dissect::PROTO_UDP => "udp",
-            _ => "other",
-        }
-    }
-
-    /// "10.0.0.2:33333 -> 10.0.0.1:80".
-    pub fn describe(&self) -> String {
-        let inner = format!(
-            "{} {} -> {}",
-            self.protocol_name().to_uppercase(),
-            dissect::fmt_endpoint(&self.src, self.v6, self.sport),
-            dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
-        );
-        match self.tunnel {
-            Some(t) => format!(
-                "VXLAN {} -> {} (VNI {}), inner {}",
-                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
-                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
-                t.vni,
-                inner
-            ),
-            None => inner,
-        }
-    }
-}
-
-/// How a header's IPv4 IDs move from packet to packet within a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdPattern {
-    /// Each packet's ID is the previous one plus its segment count.
-    IncrementingPerFlow,
-    /// IDs go up by varying small steps: a counter shared with other flows.
-    GlobalCounter,
-    /// Always 0.
-    FixedZero,
-    /// Always the same non-zero value.
-    Fixed,
-    /// No order.
-    Random,
-    /// IPv6 (no ID) or too few packets to say.
-    NotApplicable,
-}
-
-impl IdPattern {
-    pub fn name(self) -> &'static str {
-        match self {
-            IdPattern::IncrementingPerFlow => "incrementing per flow",
-            IdPattern::GlobalCounter => "global counter",
-            IdPattern::FixedZero => "fixed zero",
-            IdPattern::Fixed => "fixed",
-            IdPattern::Random => "random",
-            IdPattern::NotApplicable => "n/a",
-        }
-    }
-}
+pub use crate::kernel::IdPattern;
+pub use crate::key::{FlowKey, TunnelKey};
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -568,6 +444,64 @@ pub enum BigPacketSide {
     Unknown,
 }
 
+/// Flows evicted from the table (least recently active first), added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OtherFlows {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub tcp_flows: u64,
+    pub udp_flows: u64,
+    pub retransmissions: u64,
+}
+
+impl OtherFlows {
+    pub fn add(&mut self, f: &FlowStats) {
+        self.flows += 1;
+        self.packets += f.packets;
+        self.bytes += f.bytes;
+        self.payload_bytes += f.payload_bytes;
+        match f.key.proto {
+            dissect::PROTO_TCP => self.tcp_flows += 1,
+            dissect::PROTO_UDP => self.udp_flows += 1,
+            _ => {}
+        }
+        self.retransmissions += f.tcp.as_ref().map_or(0, |t| t.retransmissions);
+    }
+
+    pub fn merge(&mut self, o: &OtherFlows) {
+        self.flows += o.flows;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.payload_bytes += o.payload_bytes;
+        self.tcp_flows += o.tcp_flows;
+        self.udp_flows += o.udp_flows;
+        self.retransmissions += o.retransmissions;
+    }
+}
+
+/// Which of `last_frames` to evict when a table of flows is full: the
+/// least recently active eighth (at least one). Linear time; a full table
+/// evicts an eighth at once, so the cost per new flow stays constant.
+pub fn eviction_set(last_frames: impl Iterator<Item = u64>) -> Vec<bool> {
+    let mut order: Vec<(u64, u32)> = last_frames
+        .enumerate()
+        .map(|(i, f)| (f, i as u32))
+        .collect();
+    let n = order.len();
+    let mut evict = vec![false; n];
+    if n == 0 {
+        return evict;
+    }
+    let k = (n / 8).max(1);
+    order.select_nth_unstable(k - 1);
+    for &(_, i) in &order[..k] {
+        evict[i as usize] = true;
+    }
+    evict
+}
+
 /// Everything known about one flow.
 #[derive(Debug, Clone)]
 pub struct FlowStats {
@@ -580,6 +514,11 @@ pub struct FlowStats {
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_frame: u64,
+    /// The last frame seen: the eviction order (least recently active first).
+    pub last_frame: u64,
+    /// Order of first appearance within its file (stable across evictions;
+    /// the `flow_id` of packets.csv).
+    pub serial: u64,
     pub largest_ip: u32,
     /// Largest payload of a packet within the path MTU.
     pub max_single_payload: u32,
@@ -603,8 +542,9 @@ pub struct FlowStats {
     /// Cooked-capture direction votes (outgoing, incoming).
     pub dir_votes: (u64, u64),
     /// Timing votes for TSO vs GRO: min data→ACK and ACK→data gaps.
-    pub data_to_ack: LogHist,
-    pub ack_to_data: LogHist,
+    /// (data→ACK, ACK→data). Boxed and made on first use: most flows
+    /// never need them, and the two histograms are a third of a record.
+    timing: Option<Box<[LogHist; 2]>>,
     pending_big: Option<(u32, u64)>,
     /// Recent big packets' sequence ranges, to see where ACKs land.
     big_ranges: [(u32, u32); 4],
@@ -619,9 +559,9 @@ pub struct FlowStats {
     pub series: Decimated,
     pub bins: Bins,
     /// Per what-if size: stack packets etc. Filled by `whatif`.
-    pub what_if: Vec<crate::whatif::FlowWhatIf>,
-    /// Packets of this flow fed to the engine as decapsulated inner frames.
-    pub inner_what_if: Vec<crate::whatif::FlowWhatIf>,
+    pub what_if: Vec<crate::figures::FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
+    pub healthy_what_if: Vec<crate::figures::FlowWhatIf>,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -640,6 +580,8 @@ impl FlowStats {
             first_ns: ts,
             last_ns: ts,
             first_frame: frame,
+            last_frame: frame,
+            serial: 0,
             largest_ip: 0,
             max_single_payload: 0,
             above_mtu: 0,
@@ -662,8 +604,7 @@ impl FlowStats {
             csum_checked: 0,
             tcp: (key.proto == dissect::PROTO_TCP).then(TcpTrack::default),
             dir_votes: (0, 0),
-            data_to_ack: LogHist::default(),
-            ack_to_data: LogHist::default(),
+            timing: None,
             pending_big: None,
             big_ranges: [(0, 0); 4],
             big_next: 0,
@@ -674,8 +615,8 @@ impl FlowStats {
             reverse_tries: 0,
             series: Decimated::default(),
             bins: Bins::default(),
-            what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
-            inner_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+            what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
+            healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
         }
     }
 
@@ -693,6 +634,7 @@ impl FlowStats {
         self.bytes += orig_len as u64;
         self.payload_bytes += p.payload as u64;
         self.last_ns = self.last_ns.max(ts);
+        self.last_frame = number;
         if let Some(o) = p.outgoing {
             if o {
                 self.dir_votes.0 += 1;
@@ -801,7 +743,7 @@ impl FlowStats {
             self.big_next += 1;
         }
         if let Some(a) = self.last_ack_seen_ns.take() {
-            self.ack_to_data.add(ts.saturating_sub(a));
+            self.timing.get_or_insert_with(Default::default)[1].add(ts.saturating_sub(a));
         }
         if big && self.pending_big.is_none() {
             self.pending_big = Some((end, ts));
@@ -822,7 +764,7 @@ impl FlowStats {
         }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
-                self.data_to_ack.add(ts.saturating_sub(t0));
+                self.timing.get_or_insert_with(Default::default)[0].add(ts.saturating_sub(t0));
                 self.pending_big = None;
             }
         }
@@ -887,7 +829,11 @@ impl FlowStats {
         // On the receiver the local stack acknowledges a super-packet within
         // microseconds while the next data waits a round trip; on the
         // sender it is the other way round.
-        match (self.data_to_ack.median(), self.ack_to_data.median()) {
+        let (d2a, a2d) = match &self.timing {
+            Some(t) => (t[0].median(), t[1].median()),
+            None => (None, None),
+        };
+        match (d2a, a2d) {
             (Some(d2a), Some(a2d)) if d2a < a2d => BigPacketSide::ReceiverGro,
             (Some(d2a), Some(a2d)) if a2d < d2a => BigPacketSide::SenderTso,
             (Some(_), None) => BigPacketSide::ReceiverGro,

@@ -25,5 +25,5 @@ pub mod link;
 pub mod vnet;
 pub mod wire;
 
-pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input};
+pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input, RxChecksum};
 pub use link::LinkKind;

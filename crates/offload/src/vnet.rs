@@ -132,6 +132,22 @@ impl fmt::Display for VnetError {
 impl std::error::Error for VnetError {}
 
 impl VnetHdr {
+    /// What this header says about the packet's checksums, for
+    /// [`crate::GroEngine::receive_with_checksum`] (`virtio_net_hdr_to_skb`):
+    /// `NEEDS_CSUM` (a partial checksum, `CHECKSUM_PARTIAL`: GRO validates
+    /// nothing up to `csum_start`) and `DATA_VALID` (`CHECKSUM_UNNECESSARY`,
+    /// level 0) both mean "do not verify"; otherwise nothing is known.
+    pub fn rx_checksum(&self) -> crate::gro::RxChecksum {
+        use crate::gro::RxChecksum;
+        if self.flags & flags::NEEDS_CSUM != 0 {
+            RxChecksum::Unnecessary { level: u8::MAX }
+        } else if self.flags & flags::DATA_VALID != 0 {
+            RxChecksum::Unnecessary { level: 0 }
+        } else {
+            RxChecksum::None
+        }
+    }
+
     /// Decodes a header of `size` bytes (10, 12 or more) at the start of
     /// `buf`, little-endian: v1 headers always are, and legacy headers are
     /// on the little-endian hosts this crate supports.

@@ -182,6 +182,36 @@ pub struct Input<'a> {
     pub orig_len: u32,
 }
 
+/// What the receiver already knows about a frame's TCP/UDP checksums: the
+/// kernel's `skb->ip_summed` and `csum_level` when the frame reaches GRO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxChecksum {
+    /// Nothing (`CHECKSUM_NONE`): GRO verifies each checksum in software
+    /// when [`GroConfig::verify_checksums`] is on.
+    #[default]
+    None,
+    /// `CHECKSUM_UNNECESSARY`: the outermost `level + 1` transport
+    /// checksums were already verified (a NIC, a virtio `DATA_VALID`
+    /// header, a capture checked before). Each checksum GRO meets, outer
+    /// UDP of a tunnel first, uses one level (`skb_gro_incr_csum_unnecessary`,
+    /// `include/net/gro.h`); deeper ones are verified in software.
+    Unnecessary {
+        /// `csum_level`: 0 for the outermost checksum only.
+        level: u8,
+    },
+}
+
+impl RxChecksum {
+    /// `NAPI_GRO_CB(skb)->csum_cnt` at the start of GRO.
+    #[inline]
+    fn csum_cnt(self) -> u16 {
+        match self {
+            RxChecksum::None => 0,
+            RxChecksum::Unnecessary { level } => level as u16 + 1,
+        }
+    }
+}
+
 /// The transport seen by the engine, for per-protocol statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Proto {
@@ -393,6 +423,17 @@ impl GroEngine {
     /// Feeds one frame. Deliveries (completed held packets, then the frame
     /// itself if it was not held or merged) go to `out`, in kernel order.
     pub fn receive<F: FnMut(&Delivered<'_>)>(&mut self, input: Input<'_>, out: &mut F) {
+        self.receive_with_checksum(input, RxChecksum::None, out)
+    }
+
+    /// [`GroEngine::receive`] for a frame whose checksums the caller has
+    /// already judged (`csum`), so that they are not verified twice.
+    pub fn receive_with_checksum<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        input: Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) {
         self.stats.frames_in += 1;
         self.stats.bytes_in += input.data.len() as u64;
         if let Some(last) = self.last_ts {
@@ -404,7 +445,7 @@ impl GroEngine {
         }
         self.last_ts = Some(input.timestamp_ns);
 
-        let (verdict, proto) = self.classify(&input, out);
+        let (verdict, proto) = self.classify(&input, csum.csum_cnt(), out);
         self.stats.proto_in[proto as usize] += 1;
         if let Verdict::Pass(reason) = verdict {
             self.pass(&input, reason, proto, out);

@@ -29,6 +29,9 @@ pub(super) struct Skb<'a> {
     /// length that does not match the bytes (padding, truncation, length 0)
     /// or the reserved bit set.
     pub l3_flush: bool,
+    /// `NAPI_GRO_CB(skb)->csum_cnt`: checksums still known good, outermost
+    /// first ([`super::RxChecksum`]).
+    pub csum_cnt: u16,
 }
 
 impl<'a> Skb<'a> {
@@ -165,6 +168,7 @@ impl GroEngine {
     pub(super) fn classify<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         input: &Input<'_>,
+        csum_cnt: u16,
         out: &mut F,
     ) -> (Verdict, Proto) {
         let f = input.data;
@@ -221,6 +225,7 @@ impl GroEngine {
                 outer: None,
             },
             l3_flush: flush,
+            csum_cnt,
         };
         match upper {
             Upper::L4(Transport::Tcp) => (self.tcp_receive(&skb, out), stat),

@@ -28,7 +28,7 @@ impl GroEngine {
         let f = skb.frame();
         let th = skb.lay.l4_off;
         // "Don't bother verifying checksum if we're going to flush anyway."
-        if !skb.l3_flush && self.cfg.verify_checksums && !l4_checksum_ok(skb) {
+        if !skb.l3_flush && self.needs_verify(skb) && !l4_checksum_ok(skb) {
             return Verdict::Pass(FlushReason::BadChecksum);
         }
         // tcp_gro_pull_header
@@ -83,6 +83,13 @@ impl GroEngine {
                 self.pass_or_hold(skb, len, flags, out)
             }
         }
+    }
+
+    /// True when the transport checksum must be verified in software: the
+    /// configuration asks for it and no known-good level is left.
+    #[inline]
+    pub(super) fn needs_verify(&self, skb: &Skb<'_>) -> bool {
+        self.cfg.verify_checksums && skb.csum_cnt == 0
     }
 
     /// An unmerged segment with no held packet left for its flow: `mss` is

@@ -33,7 +33,7 @@ impl GroEngine {
         // skb_gro_checksum_validate_zero_check: a zero checksum is not checked.
         if !skb.l3_flush
             && check != 0
-            && self.cfg.verify_checksums
+            && self.needs_verify(skb)
             && !l4_checksum_ok_at(f, skb.lay.l3_off, uh, skb.lay.ip, Transport::Udp)
         {
             return Verdict::Pass(FlushReason::BadChecksum);
@@ -44,7 +44,15 @@ impl GroEngine {
             if skb.lay.outer.is_some() {
                 return Verdict::Pass(FlushReason::NestedTunnel);
             }
-            return self.vxlan_receive(skb, out);
+            // The outer checksum used one known-good level (a zero one too:
+            // `skb_gro_incr_csum_unnecessary` runs whenever validation
+            // did not fail), unless the network layer had set flush.
+            let csum_cnt = if skb.l3_flush {
+                skb.csum_cnt
+            } else {
+                skb.csum_cnt.saturating_sub(1)
+            };
+            return self.vxlan_receive(&Skb { csum_cnt, ..*skb }, out);
         }
         if self.cfg.geneve_ports.contains(&dport) {
             if skb.lay.outer.is_some() {

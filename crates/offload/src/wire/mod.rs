@@ -233,22 +233,25 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-#[inline]
+// The byte-order helpers are on every per-packet path: always inlined, one
+// bounds check per field.
+
+#[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    u16::from_be_bytes(b[at..at + 2].try_into().expect("2-byte field"))
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("4-byte field"))
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
