@@ -69,7 +69,11 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
     /// many-flows only: the flow counts of the curve, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000,30000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,10,100,1000,10000,30000"
+    )]
     pub flows: Vec<u32>,
 }
 
