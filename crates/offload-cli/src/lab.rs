@@ -1124,14 +1124,149 @@ fn html_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Two-sided 95% Student t quantile for `df` degrees of freedom (exact to
+/// three decimals up to 10, then an approximation within 1% of the table).
+fn t95(df: usize) -> f64 {
+    const TABLE: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::NAN,
+        1..=10 => TABLE[df - 1],
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+/// Mean and 95% confidence interval of one metric over an arm's runs.
+fn arm_interval(arm: &Value, metric: &str) -> Option<(f64, Option<(f64, f64)>, usize)> {
+    let v: Vec<f64> = arm["runs"]
+        .as_array()?
+        .iter()
+        .filter_map(|r| r[metric].as_f64())
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let ci = (n >= 2).then(|| {
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = t95(n - 1) * (var / n as f64).sqrt();
+        (mean - half, mean + half)
+    });
+    Some((mean, ci, n))
+}
+
+/// One metric as an inline SVG bar chart: a bar per arm at its mean, a
+/// whisker for its 95% CI over the runs.
+fn svg_bars(metric: &str, rows: &[(String, f64, Option<(f64, f64)>, usize)]) -> String {
+    const LABEL: f64 = 150.0;
+    const PLOT: f64 = 420.0;
+    const ROW: f64 = 26.0;
+    let top = rows
+        .iter()
+        .map(|(_, m, ci, _)| ci.map_or(*m, |c| c.1).max(*m))
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let x = |v: f64| LABEL + (v.max(0.0) / top) * PLOT;
+    let height = ROW * rows.len() as f64 + 24.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"{m}\">\
+         <text x=\"0\" y=\"14\" font-size=\"13\" font-weight=\"bold\">{m}</text>",
+        w = LABEL + PLOT + 110.0,
+        m = html_escape(metric)
+    );
+    for (i, (name, mean, ci, n)) in rows.iter().enumerate() {
+        let y = 22.0 + ROW * i as f64;
+        svg.push_str(&format!(
+            "<text x=\"0\" y=\"{ty}\" font-size=\"12\">{name}</text>\
+             <rect x=\"{LABEL}\" y=\"{y}\" width=\"{bw:.1}\" height=\"{bh}\" fill=\"#4a7fb5\"/>",
+            ty = y + 14.0,
+            name = html_escape(name),
+            bw = x(*mean) - LABEL,
+            bh = ROW - 8.0
+        ));
+        if let Some((lo, hi)) = ci {
+            let cy = y + (ROW - 8.0) / 2.0;
+            svg.push_str(&format!(
+                "<line x1=\"{a:.1}\" x2=\"{b:.1}\" y1=\"{cy}\" y2=\"{cy}\" stroke=\"#000\"/>\
+                 <line x1=\"{a:.1}\" x2=\"{a:.1}\" y1=\"{t}\" y2=\"{u}\" stroke=\"#000\"/>\
+                 <line x1=\"{b:.1}\" x2=\"{b:.1}\" y1=\"{t}\" y2=\"{u}\" stroke=\"#000\"/>",
+                a = x(*lo),
+                b = x(*hi),
+                t = cy - 5.0,
+                u = cy + 5.0
+            ));
+        }
+        let label = match ci {
+            Some((lo, hi)) => format!(
+                "{} [{}, {}] n={n}",
+                fmt_num(&json!(mean)),
+                fmt_num(&json!(lo)),
+                fmt_num(&json!(hi))
+            ),
+            None => format!("{} n={n}", fmt_num(&json!(mean))),
+        };
+        svg.push_str(&format!(
+            "<text x=\"{tx:.1}\" y=\"{ty}\" font-size=\"11\">{label}</text>",
+            tx = x(ci.map_or(*mean, |c| c.1).max(*mean)) + 4.0,
+            ty = y + 14.0,
+            label = html_escape(&label)
+        ));
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A self-contained page: the claim, a bar chart per metric with per-arm
+/// 95% CIs (inline SVG, nothing fetched), settings read back, limits, the
+/// text report and the JSON.
 fn render_html(r: &Value) -> String {
+    let text = |k: &str| html_escape(r[k].as_str().unwrap_or(""));
+    let arms = r["arms"].as_array().cloned().unwrap_or_default();
+    let mut charts = String::new();
+    for metric in METRICS {
+        let rows: Vec<(String, f64, Option<(f64, f64)>, usize)> = arms
+            .iter()
+            .filter_map(|a| {
+                let (mean, ci, n) = arm_interval(a, metric)?;
+                Some((a["name"].as_str().unwrap_or("").to_string(), mean, ci, n))
+            })
+            .collect();
+        if !rows.is_empty() {
+            charts.push_str(&format!("<figure>{}</figure>", svg_bars(metric, &rows)));
+        }
+    }
+    let mut settings = String::new();
+    for a in &arms {
+        settings.push_str(&format!(
+            "<tr><td>{}</td><td><code>{}</code></td></tr>",
+            html_escape(a["name"].as_str().unwrap_or("")),
+            html_escape(&a["settings"].to_string())
+        ));
+    }
+    let limits: String = r["limits"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|x| format!("<li>{}</li>", html_escape(x.as_str().unwrap_or(""))))
+                .collect()
+        })
+        .unwrap_or_default();
     format!(
-        "<!doctype html><meta charset=utf-8><title>offload lab {}</title>\
-         <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style>\
-         <h1>offload lab: {}</h1><pre>{}</pre><h2>JSON</h2><pre>{}</pre>",
-        html_escape(r["scenario"].as_str().unwrap_or("")),
-        html_escape(r["scenario"].as_str().unwrap_or("")),
-        html_escape(&render_text(r)),
-        html_escape(&serde_json::to_string_pretty(r).unwrap_or_default())
+        "<!doctype html><html lang=en><meta charset=utf-8><title>offload lab {name}</title>\
+         <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}\
+         td{{padding:.2em .6em;vertical-align:top}}figure{{margin:1em 0}}</style>\
+         <h1>offload lab: {name}</h1><p><b>Claim:</b> {claim}</p><p><b>Source:</b> {source}</p>\
+         <h2>Figures</h2><p>Bars: mean over each arm's runs; whiskers: 95% t interval over those runs \
+         (paired differences are in the report below).</p>{charts}\
+         <h2>Settings read back</h2><table>{settings}</table>\
+         <h2>What this setup cannot reproduce</h2><ul>{limits}</ul>\
+         <h2>Report</h2><pre>{report}</pre><h2>JSON</h2><pre>{json}</pre></html>",
+        name = text("scenario"),
+        claim = text("claim"),
+        source = text("source"),
+        report = html_escape(&render_text(r)),
+        json = html_escape(&serde_json::to_string_pretty(r).unwrap_or_default())
     )
 }

@@ -304,6 +304,7 @@ fn list_names_every_scenario() {
 fn many_flows_reaches_every_requested_level() {
     let _serial = serial();
     let before = host_state();
+    let html = std::env::temp_dir().join(format!("offload-lab-{}.html", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_offload"))
         .args([
             "lab",
@@ -316,7 +317,9 @@ fn many_flows_reaches_every_requested_level() {
             "--duration",
             "1s",
             "--json",
+            "--html",
         ])
+        .arg(&html)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -331,6 +334,17 @@ fn many_flows_reaches_every_requested_level() {
             .expect("cpu per transaction");
         assert!(cpu > 0.0, "{p}");
         assert!(p["transactions_per_sec"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    // The page stands alone: a chart per metric, the claim, the limits,
+    // and nothing to fetch.
+    let page = std::fs::read_to_string(&html).unwrap();
+    let _ = std::fs::remove_file(&html);
+    assert!(page.matches("<svg").count() >= 4, "{page}");
+    assert!(page.contains("cpu_us_per_transaction"), "{page}");
+    assert!(page.contains(report["claim"].as_str().unwrap()), "{page}");
+    assert!(page.contains("What this setup cannot reproduce"), "{page}");
+    for fetch in ["src=", "href=", "@import", "url("] {
+        assert!(!page.contains(fetch), "{fetch} in {page}");
     }
     assert_same(&before, &host_state());
 }
