@@ -237,7 +237,7 @@
         ]
       });
     }
-    if (tcp) {
+    if (tcp && !g.ack_only) {
       chart(el, {
         title: "Round-trip time: data segment to the ACK covering it (" + g.rtt.length + " samples)",
         xlabel: "time (s)", ylabel: "RTT (ms)", yFromZero: true,
