@@ -24,7 +24,7 @@
 #                  the receiver's veth with GRO off: what a NIC would hand
 #                  to GRO; the what-if shows the BIG TCP gain.
 #
-# Needs root, ip, tcpdump, ethtool and python3. Everything it creates (two
+# Needs root, ip, tcpdump, editcap (Wireshark), ethtool and python3. Everything it creates (two
 # namespaces named oflsmp-*, their veth and vxlan devices) lives inside the
 # namespaces and is removed on every exit path.
 #
@@ -32,7 +32,7 @@
 set -euo pipefail
 
 [ "$(id -u)" = 0 ] || { echo "make-samples: needs root (network namespaces)" >&2; exit 1; }
-for t in ip tcpdump ethtool python3 cargo; do
+for t in ip tcpdump editcap ethtool python3 cargo; do
     command -v "$t" >/dev/null || { echo "make-samples: $t not found" >&2; exit 1; }
 done
 
@@ -204,7 +204,9 @@ BYTES=1048576 transfer fd77::2
 stop_capture
 teardown
 
+# tcpdump writes classic pcap whatever the file is called: convert, so that
+# every sample is what its name says (editcap keeps frames and timestamps).
 for s in healthy-tcp tso-sender gro-receiver vxlan-broken bigtcp-sender bigtcp; do
-    cp "$WORK/$s.pcapng" "$OUT/$s.pcapng"
+    editcap -F pcapng "$WORK/$s.pcapng" "$OUT/$s.pcapng"
 done
 ls -l "$OUT"

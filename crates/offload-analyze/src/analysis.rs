@@ -14,10 +14,9 @@ use crate::dissect::{self, Parsed, L4};
 use crate::figures::RunTotals;
 use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
 pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
-use crate::transform::Control;
 use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader};
+use offload_capture::{CaptureError, CaptureReader, Control};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -43,6 +42,8 @@ pub struct FileFacts {
     /// Checksums in this capture were left to the NIC (CHECKSUM_PARTIAL):
     /// the what-if does not verify them, as the kernel trusts such packets.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the snapshot length (read anyway).
+    pub above_snaplen: u64,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -335,6 +336,7 @@ fn run_job(
     evicted: Option<&Path>,
 ) -> Result<JobResult, AnalyzeError> {
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
         checksums_offloaded: opts.verify_checksums && !verify,
@@ -463,6 +465,7 @@ fn run_job(
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    facts.above_snaplen = reader.above_snaplen().0;
     if let Some(w) = worker.as_mut() {
         w.finish();
     }

@@ -148,6 +148,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             error: f.error.clone(),
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,
+            frames_above_snaplen: f.above_snaplen,
         })
         .collect();
     let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();

@@ -1,7 +1,5 @@
 //! offload-analyze: runs captures through the engine and explains them.
 //!
-//! - [`transform`]: `offload gro` / `offload gso`, capture to capture, with
-//!   summaries (merge ratios, flush reasons) for people and programs.
 //! - [`analyze`]: `offload analyze`: one streaming pass ([`analysis`]) over
 //!   one or more captures giving per-flow statistics ([`flow`]) and the GRO
 //!   what-if at several sizes ([`whatif`]), with per-packet tables written
@@ -34,7 +32,6 @@ pub mod packets;
 pub mod report;
 pub mod series;
 pub mod text;
-pub mod transform;
 pub mod whatif;
 
 pub use analysis::AnalyzeError;
@@ -49,7 +46,7 @@ use std::path::PathBuf;
 pub fn analyze(
     inputs: &[PathBuf],
     opts: &Options,
-    ctl: &mut transform::Control<'_>,
+    ctl: &mut offload_capture::Control<'_>,
 ) -> Result<Analysis, AnalyzeError> {
     let pass = analysis::run_pass(inputs, opts, ctl)?;
     Ok(assemble::build(pass, opts))

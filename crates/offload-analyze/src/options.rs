@@ -25,6 +25,9 @@ pub struct Options {
     pub verify_checksums: bool,
     /// Worker threads; 0 = one per core.
     pub threads: usize,
+    /// `--strict`: a captured length above the snapshot length stops the
+    /// read (by default such frames are read and counted, as tshark does).
+    pub strict: bool,
     /// Write a per-packet CSV table here while reading.
     pub packet_csv: Option<PathBuf>,
     /// Write per-packet Parquet files into this directory while reading
@@ -52,6 +55,7 @@ impl Default for Options {
             vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
             verify_checksums: true,
             threads: 0,
+            strict: false,
             packet_csv: None,
             parquet_dir: None,
             max_flows: DEFAULT_MAX_FLOWS,

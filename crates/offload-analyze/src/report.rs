@@ -58,6 +58,9 @@ pub struct InputReport {
     /// Checksums were left to the NIC in this capture (sender side or a
     /// virtual link); the what-if did not verify them.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the file's snapshot length:
+    /// read whole (as tshark does), unless `--strict`.
+    pub frames_above_snaplen: u64,
 }
 
 /// One network header's behaviour.

@@ -138,6 +138,7 @@ pub fn config_for(
         },
         verify_checksums,
         vxlan_ports: vxlan_ports.to_vec(),
+        kernel: profile.engine_line(),
         ..GroConfig::default()
     }
 }

@@ -4,8 +4,8 @@
 
 use offload_analyze::flow::BigPacketSide;
 use offload_analyze::report::Severity;
-use offload_analyze::transform::Control;
 use offload_analyze::{analyze, Analysis, Options};
+use offload_capture::Control;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 

@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod netns;
+pub mod output;
 pub mod proto;
 pub mod report;
 pub mod server;

@@ -4,6 +4,10 @@
 mod analyze;
 mod bench;
 mod capture;
+mod capture_opts;
+mod docs;
+mod inspect;
+mod lab;
 
 use clap::{Parser, Subcommand};
 
@@ -13,7 +17,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "Linux network offloads (GRO, GSO, BIG TCP) made visible"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -28,6 +32,14 @@ enum Command {
     Gso(capture::GsoArgs),
     /// Request/response, connect, stream and UDP packet-rate benchmarks.
     Bench(bench::BenchArgs),
+    /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
+    Inspect(inspect::InspectArgs),
+    /// One-command experiments in throw-away namespaces: list, run NAME.
+    Lab(lab::LabArgs),
+    /// Print shell completions (bash, zsh, fish, ...) generated from these options.
+    Completions(docs::CompletionsArgs),
+    /// Print the man page, or write one per subcommand with --dir.
+    Man(docs::ManArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +50,10 @@ fn main() -> std::process::ExitCode {
         Command::Gro(args) => capture::run_gro(args),
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Lab(args) => lab::run(args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     match result {
         Ok(code) => code,

@@ -29,13 +29,13 @@ mod device;
 mod error;
 mod offloads;
 mod read;
-mod sys;
+pub mod sys;
 
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};
 pub use device::{TunDevice, TunOptions};
 pub use error::{Result, TunError};
 pub use offloads::{negotiate, Negotiation, Offloads};
-pub use read::{split_packet, RawPacket, Split};
+pub use read::{split_packet, split_packet_with_checksum, RawPacket, Split};
 
 /// The request half of [`TunOptions`]: which offloads to try.
 pub type OffloadRequest = Offloads;

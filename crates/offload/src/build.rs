@@ -13,14 +13,24 @@
 //! ```
 
 use crate::checksum;
+use crate::wire::ethernet::{self, Ethernet};
+use crate::wire::ipv4::{self, Ipv4};
+use crate::wire::ipv6::{self, Ipv6};
+use crate::wire::tcp::{self, Tcp};
+use crate::wire::udp::{self, Udp};
+use crate::wire::vxlan::{self, Vxlan};
+use crate::wire::{ip_proto, put16, IpVersion, Transport};
 
 /// Link layer of a built frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum L2Spec {
     /// Ethernet II with optional VLAN tags `(tpid, tci)`, outer first.
     Ethernet {
+        /// Source MAC.
         src: [u8; 6],
+        /// Destination MAC.
         dst: [u8; 6],
+        /// VLAN tags `(tpid, tci)`, outer first.
         vlans: Vec<(u16, u16)>,
     },
     /// No link header (raw IP).
@@ -30,11 +40,17 @@ pub enum L2Spec {
 /// IPv4 header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv4Spec {
+    /// Source address.
     pub src: [u8; 4],
+    /// Destination address.
     pub dst: [u8; 4],
+    /// Time to live.
     pub ttl: u8,
+    /// Type of service.
     pub tos: u8,
+    /// Identification.
     pub id: u16,
+    /// Set DF.
     pub df: bool,
     /// Extra flag bits OR-ed into the flags/fragment word (MF, offset, reserved).
     pub frag_extra: u16,
@@ -42,42 +58,59 @@ pub struct Ipv4Spec {
     pub options: Vec<u8>,
     /// Write this total length instead of the real one (0 for BIG TCP).
     pub total_len_override: Option<u16>,
+    /// Write a wrong header checksum.
     pub corrupt_checksum: bool,
 }
 
 /// IPv6 header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv6Spec {
+    /// Source address.
     pub src: [u8; 16],
+    /// Destination address.
     pub dst: [u8; 16],
+    /// Hop limit.
     pub hop_limit: u8,
+    /// Traffic class.
     pub traffic_class: u8,
+    /// Flow label (20 bits).
     pub flow_label: u32,
     /// Extension headers `(type, body)`; the body is padded so the header
     /// is a multiple of 8 bytes; next-header and length bytes are filled in.
     pub ext: Vec<(u8, Vec<u8>)>,
+    /// Write this payload length instead of the real one (0 for BIG TCP).
     pub payload_len_override: Option<u16>,
 }
 
 /// Network layer of a built frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IpSpec {
+    /// IPv4.
     V4(Ipv4Spec),
+    /// IPv6.
     V6(Ipv6Spec),
 }
 
 /// TCP header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpSpec {
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
+    /// Flag byte ([`crate::wire::tcp::flags`]).
     pub flags: u8,
+    /// Window.
     pub window: u16,
+    /// Urgent pointer.
     pub urgent: u16,
     /// Option bytes (padded with NOPs... no: with zeros/EOL to a multiple of 4).
     pub options: Vec<u8>,
+    /// Write a wrong checksum.
     pub corrupt_checksum: bool,
 }
 
@@ -115,18 +148,24 @@ pub fn timestamp_option(tsval: u32, tsecr: u32) -> [u8; 12] {
 /// UDP header fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpSpec {
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
     /// Leave the checksum 0 (allowed for IPv4 and for tunnels).
     pub zero_checksum: bool,
+    /// Write a wrong checksum.
     pub corrupt_checksum: bool,
+    /// Write this length instead of the real one.
     pub length_override: Option<u16>,
 }
 
 /// Transport layer of a built frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum L4Spec {
+    /// TCP.
     Tcp(TcpSpec),
+    /// UDP.
     Udp(UdpSpec),
     /// Raw bytes after the IP header with this protocol number.
     Other(u8),
@@ -135,9 +174,13 @@ pub enum L4Spec {
 /// A whole frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSpec {
+    /// Link layer.
     pub l2: L2Spec,
+    /// Network layer.
     pub ip: IpSpec,
+    /// Transport layer.
     pub l4: L4Spec,
+    /// Transport payload.
     pub payload: Vec<u8>,
     /// Bytes appended after the IP packet (Ethernet padding).
     pub trailer: Vec<u8>,
@@ -145,6 +188,7 @@ pub struct FrameSpec {
 
 /// Default MAC addresses of built frames.
 pub const SRC_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
+/// Default destination MAC.
 pub const DST_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 
 impl FrameSpec {
@@ -192,6 +236,7 @@ impl FrameSpec {
         }
     }
 
+    /// Sets the transport payload.
     pub fn payload(mut self, payload: Vec<u8>) -> Self {
         self.payload = payload;
         self
@@ -221,75 +266,79 @@ impl FrameSpec {
         }
     }
 
-    /// Serialises the frame.
+    /// Serialises the frame. Every header is written through its wire
+    /// view ([`crate::wire`]), so the builder and the parsers share one
+    /// description of each header.
     pub fn build(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.payload.len());
         if let L2Spec::Ethernet { src, dst, vlans } = &self.l2 {
-            out.extend_from_slice(dst);
-            out.extend_from_slice(src);
-            for (tpid, tci) in vlans {
-                out.extend_from_slice(&tpid.to_be_bytes());
-                out.extend_from_slice(&tci.to_be_bytes());
+            let mut h = [0u8; ethernet::HEADER_LEN];
+            let mut eth = Ethernet::new_unchecked(&mut h[..]);
+            eth.set_dst(*dst);
+            eth.set_src(*src);
+            let et = self.ip_version().ethertype();
+            eth.set_ethertype(vlans.first().map_or(et, |v| v.0));
+            out.extend_from_slice(&h);
+            for (i, (_, tci)) in vlans.iter().enumerate() {
+                let next = vlans.get(i + 1).map_or(et, |v| v.0);
+                let mut tag = [0u8; ethernet::VLAN_TAG_LEN];
+                ethernet::put_vlan_tag(&mut tag, *tci, next);
+                out.extend_from_slice(&tag);
             }
-            let et: u16 = match self.ip {
-                IpSpec::V4(_) => 0x0800,
-                IpSpec::V6(_) => 0x86dd,
-            };
-            out.extend_from_slice(&et.to_be_bytes());
         }
         let l3 = out.len();
         let l4 = self.build_l4();
+        let proto = self.l4_proto();
         match &self.ip {
             IpSpec::V4(v) => {
                 let mut opts = v.options.clone();
                 while opts.len() % 4 != 0 {
                     opts.push(0);
                 }
-                let ihl = 20 + opts.len();
+                let ihl = ipv4::MIN_HEADER_LEN + opts.len();
                 let total = ihl + l4.len();
-                let mut h = vec![0u8; 20];
-                h[0] = 0x40 | (ihl / 4) as u8;
-                h[1] = v.tos;
-                let tl = v.total_len_override.unwrap_or(total.min(0xffff) as u16);
-                h[2..4].copy_from_slice(&tl.to_be_bytes());
-                h[4..6].copy_from_slice(&v.id.to_be_bytes());
-                let frag = if v.df { 0x4000 } else { 0 } | v.frag_extra;
-                h[6..8].copy_from_slice(&frag.to_be_bytes());
-                h[8] = v.ttl;
-                h[9] = self.l4_proto();
-                h[12..16].copy_from_slice(&v.src);
-                h[16..20].copy_from_slice(&v.dst);
-                h.extend_from_slice(&opts);
-                let mut c = checksum::checksum(&h);
+                let mut h = vec![0u8; ihl];
+                h[ipv4::MIN_HEADER_LEN..].copy_from_slice(&opts);
+                let mut ip = Ipv4::new_unchecked(&mut h[..]);
+                ip.set_version_and_header_len(ihl);
+                ip.set_tos(v.tos);
+                ip.set_total_len(v.total_len_override.unwrap_or(total.min(0xffff) as u16));
+                ip.set_ident(v.id);
+                ip.set_frag_word(if v.df { ipv4::DF } else { 0 } | v.frag_extra);
+                ip.set_ttl(v.ttl);
+                ip.set_protocol(proto);
+                ip.set_src(v.src);
+                ip.set_dst(v.dst);
+                ip.fill_header_checksum();
                 if v.corrupt_checksum {
-                    c ^= 0x5555;
+                    let c = ip.header_checksum();
+                    ip.set_header_checksum(c ^ 0x5555);
                 }
-                h[10..12].copy_from_slice(&c.to_be_bytes());
                 out.extend_from_slice(&h);
             }
             IpSpec::V6(v) => {
                 let mut ext = Vec::new();
                 for (i, (_, body)) in v.ext.iter().enumerate() {
-                    let next = v.ext.get(i + 1).map(|e| e.0).unwrap_or(self.l4_proto());
+                    let next = v.ext.get(i + 1).map(|e| e.0).unwrap_or(proto);
                     let mut hdr = vec![next, 0];
                     hdr.extend_from_slice(body);
                     while hdr.len() % 8 != 0 || hdr.len() < 8 {
                         hdr.push(0);
                     }
-                    hdr[1] = (hdr.len() / 8 - 1) as u8;
+                    hdr[ipv6::ext_field::LEN] = (hdr.len() / 8 - 1) as u8;
                     ext.extend_from_slice(&hdr);
                 }
-                let first_next = v.ext.first().map(|e| e.0).unwrap_or(self.l4_proto());
+                let first_next = v.ext.first().map(|e| e.0).unwrap_or(proto);
                 let plen = ext.len() + l4.len();
-                let word =
-                    (6u32 << 28) | ((v.traffic_class as u32) << 20) | (v.flow_label & 0xfffff);
-                out.extend_from_slice(&word.to_be_bytes());
-                let pl = v.payload_len_override.unwrap_or(plen.min(0xffff) as u16);
-                out.extend_from_slice(&pl.to_be_bytes());
-                out.push(first_next);
-                out.push(v.hop_limit);
-                out.extend_from_slice(&v.src);
-                out.extend_from_slice(&v.dst);
+                let mut h = [0u8; ipv6::HEADER_LEN];
+                let mut ip = Ipv6::new_unchecked(&mut h[..]);
+                ip.set_first_word(v.traffic_class, v.flow_label);
+                ip.set_payload_len(v.payload_len_override.unwrap_or(plen.min(0xffff) as u16));
+                ip.set_next_header(first_next);
+                ip.set_hop_limit(v.hop_limit);
+                ip.set_src(&v.src);
+                ip.set_dst(&v.dst);
+                out.extend_from_slice(&h);
                 out.extend_from_slice(&ext);
             }
         }
@@ -300,10 +349,17 @@ impl FrameSpec {
         out
     }
 
+    fn ip_version(&self) -> IpVersion {
+        match self.ip {
+            IpSpec::V4(_) => IpVersion::V4,
+            IpSpec::V6(_) => IpVersion::V6,
+        }
+    }
+
     fn l4_proto(&self) -> u8 {
         match &self.l4 {
-            L4Spec::Tcp(_) => 6,
-            L4Spec::Udp(_) => 17,
+            L4Spec::Tcp(_) => ip_proto::TCP,
+            L4Spec::Udp(_) => ip_proto::UDP,
             L4Spec::Other(p) => *p,
         }
     }
@@ -316,26 +372,26 @@ impl FrameSpec {
                 while opts.len() % 4 != 0 {
                     opts.push(0);
                 }
-                let doff = 20 + opts.len();
-                h.extend_from_slice(&t.sport.to_be_bytes());
-                h.extend_from_slice(&t.dport.to_be_bytes());
-                h.extend_from_slice(&t.seq.to_be_bytes());
-                h.extend_from_slice(&t.ack.to_be_bytes());
-                h.push(((doff / 4) as u8) << 4);
-                h.push(t.flags);
-                h.extend_from_slice(&t.window.to_be_bytes());
-                h.extend_from_slice(&[0, 0]);
-                h.extend_from_slice(&t.urgent.to_be_bytes());
-                h.extend_from_slice(&opts);
+                let doff = tcp::MIN_HEADER_LEN + opts.len();
+                h.resize(doff, 0);
+                h[tcp::field::OPTIONS..].copy_from_slice(&opts);
+                let mut th = Tcp::new_unchecked(&mut h[..]);
+                th.set_ports(t.sport, t.dport);
+                th.set_seq(t.seq);
+                th.set_ack(t.ack);
+                th.set_header_len(doff);
+                th.set_flags(t.flags);
+                th.set_window(t.window);
+                th.set_urgent(t.urgent);
             }
             L4Spec::Udp(u) => {
                 let len = u
                     .length_override
-                    .unwrap_or((8 + self.payload.len()).min(0xffff) as u16);
-                h.extend_from_slice(&u.sport.to_be_bytes());
-                h.extend_from_slice(&u.dport.to_be_bytes());
-                h.extend_from_slice(&len.to_be_bytes());
-                h.extend_from_slice(&[0, 0]);
+                    .unwrap_or((udp::HEADER_LEN + self.payload.len()).min(0xffff) as u16);
+                h.resize(udp::HEADER_LEN, 0);
+                let mut uh = Udp::new_unchecked(&mut h[..]);
+                uh.set_ports(u.sport, u.dport);
+                uh.set_length(len);
             }
             L4Spec::Other(_) => {}
         }
@@ -344,46 +400,33 @@ impl FrameSpec {
     }
 
     fn fill_l4_checksum(&self, out: &mut [u8], l3: usize, l4: usize) {
-        let (field, corrupt, zero) = match &self.l4 {
-            L4Spec::Tcp(t) => (16, t.corrupt_checksum, false),
-            L4Spec::Udp(u) => (6, u.corrupt_checksum, u.zero_checksum),
+        let (transport, corrupt, zero) = match &self.l4 {
+            L4Spec::Tcp(t) => (Transport::Tcp, t.corrupt_checksum, false),
+            L4Spec::Udp(u) => (Transport::Udp, u.corrupt_checksum, u.zero_checksum),
             L4Spec::Other(_) => return,
         };
         if zero {
             return;
         }
         let seg_len = (out.len() - l4) as u32;
-        let pseudo = match &self.ip {
-            IpSpec::V4(_) => checksum::pseudo_ipv4(
-                out[l3 + 12..l3 + 16].try_into().expect("built header"),
-                out[l3 + 16..l3 + 20].try_into().expect("built header"),
-                self.l4_proto(),
-                seg_len,
-            ),
-            IpSpec::V6(_) => checksum::pseudo_ipv6(
-                out[l3 + 8..l3 + 24].try_into().expect("built header"),
-                out[l3 + 24..l3 + 40].try_into().expect("built header"),
-                self.l4_proto(),
-                seg_len,
-            ),
-        };
+        let pseudo =
+            checksum::pseudo_header(&out[l3..], self.ip_version(), transport.protocol(), seg_len);
         let mut c = !checksum::fold(checksum::sum_bytes(pseudo, &out[l4..]));
-        if matches!(self.l4, L4Spec::Udp(_)) && c == 0 {
+        if transport == Transport::Udp && c == 0 {
             c = 0xffff; // RFC 768: a computed zero is sent as all ones
         }
         if corrupt {
             c ^= 0x00ff;
         }
-        out[l4 + field..l4 + field + 2].copy_from_slice(&c.to_be_bytes());
+        put16(out, l4 + transport.checksum_offset(), c);
     }
 }
 
 /// The UDP payload of a VXLAN packet: the 8-byte VXLAN header (I flag,
 /// `vni`) followed by the inner Ethernet frame.
 pub fn vxlan_payload(vni: u32, inner_frame: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(8 + inner_frame.len());
-    p.extend_from_slice(&[0x08, 0, 0, 0]);
-    p.extend_from_slice(&(vni << 8).to_be_bytes());
+    let mut p = vec![0u8; vxlan::HEADER_LEN];
+    Vxlan::new_unchecked(&mut p[..]).set_vni(vni);
     p.extend_from_slice(inner_frame);
     p
 }

@@ -14,14 +14,16 @@
 //! - [`vnet`]: `virtio_net_hdr` for TUN/TAP and virtio datapaths.
 //! - [`build`]: a packet builder for tests, generators and samples.
 #![deny(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod build;
 pub mod checksum;
 pub mod gro;
 pub mod gso;
+pub mod layout;
 pub mod link;
 pub mod vnet;
 pub mod wire;
 
-pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input};
+pub use gro::{Delivered, FlushReason, GroConfig, GroEngine, GroStats, Input, RxChecksum};
 pub use link::LinkKind;

@@ -71,6 +71,26 @@ pub struct L2Info {
     pub key_len: usize,
     /// The capture saw this frame leave the host (cooked captures only).
     pub outgoing: bool,
+    /// Every in-band VLAN tag uses a TPID with a kernel GRO handler
+    /// (802.1Q or 802.1ad: `vlan_gro_receive` is registered for those two
+    /// only); true when there is no tag.
+    pub vlan_tpids_offloaded: bool,
+}
+
+impl L2Info {
+    fn from_tags(tags: &ethernet::Tags, outer_protocol: u16, outgoing: bool) -> Self {
+        L2Info {
+            l3_offset: tags.l3_offset,
+            ethertype: tags.ethertype,
+            outer_protocol,
+            vlan_tags: tags.count as u8,
+            key_len: tags.l3_offset,
+            outgoing,
+            vlan_tpids_offloaded: tags.tpids[..tags.count]
+                .iter()
+                .all(|&t| t == ethertype::VLAN || t == ethertype::QINQ),
+        }
+    }
 }
 
 /// Finds the network header of `frame`.
@@ -79,14 +99,7 @@ pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
         LinkKind::Ethernet => {
             let eth = Ethernet::new_checked(frame)?;
             let tags = eth.walk_tags()?;
-            Ok(L2Info {
-                l3_offset: tags.l3_offset,
-                ethertype: tags.ethertype,
-                outer_protocol: eth.ethertype(),
-                vlan_tags: tags.count as u8,
-                key_len: tags.l3_offset,
-                outgoing: false,
-            })
+            Ok(L2Info::from_tags(&tags, eth.ethertype(), false))
         }
         LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6 => {
             let version = frame.first().map(|b| b >> 4).unwrap_or(0);
@@ -102,6 +115,7 @@ pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
                 vlan_tags: 0,
                 key_len: 0,
                 outgoing: false,
+                vlan_tpids_offloaded: true,
             })
         }
         LinkKind::LinuxSll | LinkKind::LinuxSll2 => {
@@ -110,30 +124,49 @@ pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
             } else {
                 sll::parse_sll2(frame)?
             };
-            let mut info = L2Info {
-                l3_offset: c.header_len,
-                ethertype: c.protocol,
-                outer_protocol: c.protocol,
-                vlan_tags: 0,
-                key_len: c.header_len,
-                outgoing: c.pkttype == sll::pkttype::OUTGOING,
-            };
             // Cooked captures keep VLAN tags in-band only when the tag was
             // not offloaded; walk them like Ethernet does.
-            while ethernet::is_vlan_tpid(info.ethertype) {
-                if info.vlan_tags as usize == ethernet::MAX_VLAN_TAGS {
-                    return Err(WireError::invalid("802.1Q", "tag count", 9, "at most 8"));
-                }
-                let at = info.l3_offset;
-                if frame.len() < at + 4 {
-                    return Err(WireError::truncated("802.1Q", "tag", 4, frame.len() - at));
-                }
-                info.ethertype = u16::from_be_bytes([frame[at + 2], frame[at + 3]]);
-                info.l3_offset += 4;
-                info.vlan_tags += 1;
-            }
-            info.key_len = info.l3_offset;
-            Ok(info)
+            let tags = ethernet::walk_vlan_tags(frame, c.protocol, c.header_len)?;
+            Ok(L2Info::from_tags(
+                &tags,
+                c.protocol,
+                c.pkttype == sll::pkttype::OUTGOING,
+            ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sll2_with_tag(tpid: u16) -> Vec<u8> {
+        let mut f = vec![0u8; sll::SLL2_LEN];
+        f[0..2].copy_from_slice(&tpid.to_be_bytes());
+        // A link address whose last bytes look like a TPID: the walk must
+        // read TPIDs from the type fields, not from before the tag.
+        f[18..20].copy_from_slice(&ethertype::QINQ_OLD.to_be_bytes());
+        f.extend_from_slice(&[0x00, 0x64, 0x08, 0x00]);
+        f.extend_from_slice(&[0x45; 20]);
+        f
+    }
+
+    #[test]
+    fn cooked_vlan_tags_report_their_tpids() {
+        let i = dissect_l2(LinkKind::LinuxSll2, &sll2_with_tag(ethertype::VLAN)).unwrap();
+        assert_eq!(
+            (i.vlan_tags, i.l3_offset, i.ethertype),
+            (1, 24, ethertype::IPV4)
+        );
+        assert!(i.vlan_tpids_offloaded);
+        let i = dissect_l2(LinkKind::LinuxSll2, &sll2_with_tag(ethertype::QINQ_OLD)).unwrap();
+        assert!(!i.vlan_tpids_offloaded);
+    }
+
+    #[test]
+    fn truncated_cooked_tag_is_an_error() {
+        let f = sll2_with_tag(ethertype::VLAN);
+        let e = dissect_l2(LinkKind::LinuxSll2, &f[..22]).unwrap_err();
+        assert_eq!((e.header, e.field), ("802.1Q", "tag"));
     }
 }

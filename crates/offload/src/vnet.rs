@@ -23,7 +23,7 @@
 use crate::gro::{gso_type as skb, Delivered};
 use crate::gso::{layout, GsoParams, Layout};
 use crate::link::LinkKind;
-use crate::wire::put16;
+use crate::wire::{put16, tcp, IpVersion, Transport};
 use core::fmt;
 
 /// Length of the legacy header.
@@ -33,21 +33,33 @@ pub const HDR_LEN_V1: usize = 12;
 
 /// `flags` bits.
 pub mod flags {
+    /// The checksum is partial: finish it at `csum_start + csum_offset`.
     pub const NEEDS_CSUM: u8 = 1;
+    /// The checksum was verified (receive side).
     pub const DATA_VALID: u8 = 2;
+    /// `gso_size` carries RSC coalescing information.
     pub const RSC_INFO: u8 = 4;
+    /// The outer UDP checksum of a tunnel is partial.
     pub const UDP_TUNNEL_CSUM: u8 = 8;
 }
 
 /// `gso_type` values.
 pub mod gso {
+    /// Not a GSO packet.
     pub const NONE: u8 = 0;
+    /// TCP over IPv4.
     pub const TCPV4: u8 = 1;
+    /// UDP fragmentation offload (UFO, obsolete).
     pub const UDP: u8 = 3;
+    /// TCP over IPv6.
     pub const TCPV6: u8 = 4;
+    /// UDP segmentation (USO).
     pub const UDP_L4: u8 = 5;
+    /// UDP tunnel, outer IPv4.
     pub const UDP_TUNNEL_IPV4: u8 = 0x20;
+    /// UDP tunnel, outer IPv6.
     pub const UDP_TUNNEL_IPV6: u8 = 0x40;
+    /// ECN CWR set (flag bit).
     pub const ECN: u8 = 0x80;
 }
 
@@ -57,11 +69,17 @@ pub const UDP_MAX_SEGMENTS: u32 = 64;
 /// A decoded `virtio_net_hdr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VnetHdr {
+    /// `VIRTIO_NET_HDR_F_*` bits ([`flags`]).
     pub flags: u8,
+    /// `VIRTIO_NET_HDR_GSO_*` value ([`gso`]).
     pub gso_type: u8,
+    /// Header length hint (`skb_headlen` from the kernel; never trusted).
     pub hdr_len: u16,
+    /// Payload bytes per segment.
     pub gso_size: u16,
+    /// Where checksumming starts (the transport header).
     pub csum_start: u16,
+    /// Offset of the checksum field from `csum_start`.
     pub csum_offset: u16,
     /// Present in headers of 12 bytes or more.
     pub num_buffers: Option<u16>,
@@ -71,14 +89,24 @@ pub struct VnetHdr {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VnetError {
     /// Fewer bytes than the header size.
-    Short { need: usize, have: usize },
+    Short {
+        /// Bytes the header needs.
+        need: usize,
+        /// Bytes present.
+        have: usize,
+    },
     /// A `gso_type` the kernel rejects (`-EINVAL`).
     UnknownGsoType(u8),
     /// GSO type set with `gso_size` 0, or `GSO_BY_FRAGS` (0xFFFF).
     BadGsoSize(u16),
     /// `csum_start`/`csum_offset` outside the packet, or not where the
     /// transport header is.
-    BadChecksumOffsets { csum_start: u16, csum_offset: u16 },
+    BadChecksumOffsets {
+        /// `csum_start` as given.
+        csum_start: u16,
+        /// `csum_offset` as given.
+        csum_offset: u16,
+    },
     /// The packet does not match the GSO type (e.g. TCPV4 on an IPv6 packet).
     Mismatch(&'static str),
     /// More than `UDP_MAX_SEGMENTS` datagrams.
@@ -104,6 +132,22 @@ impl fmt::Display for VnetError {
 impl std::error::Error for VnetError {}
 
 impl VnetHdr {
+    /// What this header says about the packet's checksums, for
+    /// [`crate::GroEngine::receive_with_checksum`] (`virtio_net_hdr_to_skb`):
+    /// `NEEDS_CSUM` (a partial checksum, `CHECKSUM_PARTIAL`: GRO validates
+    /// nothing up to `csum_start`) and `DATA_VALID` (`CHECKSUM_UNNECESSARY`,
+    /// level 0) both mean "do not verify"; otherwise nothing is known.
+    pub fn rx_checksum(&self) -> crate::gro::RxChecksum {
+        use crate::gro::RxChecksum;
+        if self.flags & flags::NEEDS_CSUM != 0 {
+            RxChecksum::Unnecessary { level: u8::MAX }
+        } else if self.flags & flags::DATA_VALID != 0 {
+            RxChecksum::Unnecessary { level: 0 }
+        } else {
+            RxChecksum::None
+        }
+    }
+
     /// Decodes a header of `size` bytes (10, 12 or more) at the start of
     /// `buf`, little-endian: v1 headers always are, and legacy headers are
     /// on the little-endian hosts this crate supports.
@@ -156,18 +200,18 @@ impl VnetHdr {
                 "tunnel GSO needs the 24-byte header (not supported)",
             ));
         }
-        let (gso_type, csum_offset) = match (lay.l4_proto, lay.v6) {
-            (6, false) => (gso::TCPV4, 16),
-            (6, true) => (gso::TCPV6, 16),
-            (17, _) => (gso::UDP_L4, 6),
-            _ => return Err(VnetError::Mismatch("not TCP or UDP")),
+        let gso_type = match (lay.l4_proto, lay.ip) {
+            (Transport::Tcp, IpVersion::V4) => gso::TCPV4,
+            (Transport::Tcp, IpVersion::V6) => gso::TCPV6,
+            (Transport::Udp, _) => gso::UDP_L4,
         };
-        let ecn =
-            if d.data[lay.l4_off + 13] & crate::wire::tcp::flags::CWR != 0 && lay.l4_proto == 6 {
-                gso::ECN
-            } else {
-                0
-            };
+        let csum_offset = lay.l4_proto.checksum_offset() as u16;
+        let cwr = d.data[lay.l4_off + tcp::field::FLAGS] & tcp::flags::CWR != 0;
+        let ecn = if cwr && lay.l4_proto == Transport::Tcp {
+            gso::ECN
+        } else {
+            0
+        };
         Ok(VnetHdr {
             flags: flags::NEEDS_CSUM,
             gso_type: gso_type | ecn,
@@ -188,12 +232,19 @@ pub enum Plan {
     /// Finish the checksum at `csum_start + csum_offset` (the field holds
     /// the pseudo-header sum): see [`complete_checksum`].
     CompleteChecksum {
+        /// Where checksumming starts.
         csum_start: usize,
+        /// Offset of the checksum field from `csum_start`.
         csum_offset: usize,
     },
     /// Segment with these parameters ([`crate::gso::segment_layout`]);
     /// every segment gets a full checksum.
-    Segment { params: GsoParams, layout: Layout },
+    Segment {
+        /// `gso_size` and the fixed-ID/ECN bits.
+        params: GsoParams,
+        /// Where the headers are.
+        layout: Layout,
+    },
 }
 
 /// Checks a kernel → user header against its packet (which starts at the
@@ -226,9 +277,9 @@ pub fn plan(hdr: &VnetHdr, link: LinkKind, packet: &[u8]) -> Result<Plan, VnetEr
     }
     let lay = layout(link, packet, &[]).map_err(|_| VnetError::Mismatch("unreadable headers"))?;
     let ok = match base {
-        gso::TCPV4 => lay.l4_proto == 6 && !lay.v6,
-        gso::TCPV6 => lay.l4_proto == 6 && lay.v6,
-        gso::UDP_L4 | gso::UDP => lay.l4_proto == 17,
+        gso::TCPV4 => lay.l4_proto == Transport::Tcp && lay.ip == IpVersion::V4,
+        gso::TCPV6 => lay.l4_proto == Transport::Tcp && lay.ip == IpVersion::V6,
+        gso::UDP_L4 | gso::UDP => lay.l4_proto == Transport::Udp,
         other => return Err(VnetError::UnknownGsoType(other)),
     };
     if !ok {

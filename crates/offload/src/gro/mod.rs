@@ -21,17 +21,24 @@
 //! jiffy boundaries inside a burst.
 
 mod complete;
+mod profile;
 mod reason;
 mod rx;
 mod tcp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 mod udp;
 
+pub use profile::KernelLine;
 pub use reason::FlushReason;
+pub use udp::UDP_GRO_CNT_MAX;
 
+use crate::layout::Layout;
 use crate::link::{L2Info, LinkKind};
 use crate::wire::ethernet::ethertype;
+use crate::wire::{IpVersion, Transport};
 
 /// `MAX_GRO_SKBS`: held packets per bucket.
 pub const MAX_GRO_SKBS: usize = 8;
@@ -43,14 +50,33 @@ pub const GRO_MAX_SIZE: u32 = 524_280;
 /// `SKB_GSO_*` bits the engine reports for delivered super-packets
 /// (`include/linux/skbuff.h`, 6.18 numbering).
 pub mod gso_type {
+    //! Numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3,
+    //! the old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the
+    //! fixed-ID bits moved to 30 and 31 with the 6.18 IP-ID series).
+    /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
-    pub const DODGY: u32 = 1 << 2;
-    pub const TCP_ECN: u32 = 1 << 3;
-    pub const TCPV6: u32 = 1 << 5;
-    pub const UDP_TUNNEL: u32 = 1 << 11;
-    pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
-    pub const UDP_L4: u32 = 1 << 16;
-    pub const TCP_ACCECN: u32 = 1 << 17;
+    /// The packet comes from an untrusted source (virtio, TUN).
+    pub const DODGY: u32 = 1 << 1;
+    /// ECN CWR seen (classic ECN; what 6.1 and 6.12 `tcp_gro_complete` set).
+    pub const TCP_ECN: u32 = 1 << 2;
+    /// TCP over IPv6.
+    pub const TCPV6: u32 = 1 << 4;
+    /// GRE tunnel without checksum.
+    pub const GRE: u32 = 1 << 6;
+    /// GRE tunnel with checksum.
+    pub const GRE_CSUM: u32 = 1 << 7;
+    /// IP in IP with an outer IPv4 header (IPIP, SIT).
+    pub const IPXIP4: u32 = 1 << 8;
+    /// IP in IP with an outer IPv6 header (IPv6 in IPv6, IPv4 in IPv6).
+    pub const IPXIP6: u32 = 1 << 9;
+    /// UDP tunnel (VXLAN, Geneve) without outer checksum.
+    pub const UDP_TUNNEL: u32 = 1 << 10;
+    /// UDP tunnel with outer checksum.
+    pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
+    /// UDP segmentation (USO / UDP GRO).
+    pub const UDP_L4: u32 = 1 << 17;
+    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
     /// Inner IPv4 header kept a fixed ID (6.18: bit 31).
@@ -82,6 +108,13 @@ pub struct GroConfig {
     /// `CONFIG_VLAN_8021Q`, which registers that handler; most distribution
     /// kernels have it on.
     pub vlan_gro: bool,
+    /// UDP destination ports on which a Geneve socket listens (6081 by
+    /// default): GRO looks inside Geneve only there.
+    pub geneve_ports: Vec<u16>,
+    /// The kernel line whose rules apply ([`KernelLine`]: IP ID, CWR,
+    /// IPv6 BIG TCP and size-limit rules differ between 6.1, 6.12, 6.18
+    /// and 7.x). Default 6.18.
+    pub kernel: KernelLine,
 }
 
 impl Default for GroConfig {
@@ -94,6 +127,8 @@ impl Default for GroConfig {
             udp: UdpGro::AllPorts,
             vxlan_ports: vec![DEFAULT_VXLAN_PORT],
             vlan_gro: false,
+            kernel: KernelLine::default(),
+            geneve_ports: vec![crate::wire::geneve::PORT],
         }
     }
 }
@@ -136,6 +171,7 @@ pub const DEFAULT_FLUSH_TIMEOUT_NS: u64 = 50_000;
 pub struct Input<'a> {
     /// The bytes, starting with the link header.
     pub data: &'a [u8],
+    /// How `data` is framed.
     pub link: LinkKind,
     /// Capture timestamp in nanoseconds.
     pub timestamp_ns: u64,
@@ -146,28 +182,98 @@ pub struct Input<'a> {
     pub orig_len: u32,
 }
 
+/// What the receiver already knows about a frame's TCP/UDP checksums: the
+/// kernel's `skb->ip_summed` and `csum_level` when the frame reaches GRO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxChecksum {
+    /// Nothing (`CHECKSUM_NONE`): GRO verifies each checksum in software
+    /// when [`GroConfig::verify_checksums`] is on.
+    #[default]
+    None,
+    /// `CHECKSUM_UNNECESSARY`: the outermost `level + 1` transport
+    /// checksums were already verified (a NIC, a virtio `DATA_VALID`
+    /// header, a capture checked before). Each checksum GRO meets, outer
+    /// UDP of a tunnel first, uses one level (`skb_gro_incr_csum_unnecessary`,
+    /// `include/net/gro.h`); deeper ones are verified in software.
+    Unnecessary {
+        /// `csum_level`: 0 for the outermost checksum only.
+        level: u8,
+    },
+}
+
+impl RxChecksum {
+    /// `NAPI_GRO_CB(skb)->csum_cnt` at the start of GRO.
+    #[inline]
+    fn csum_cnt(self) -> u16 {
+        match self {
+            RxChecksum::None => 0,
+            RxChecksum::Unnecessary { level } => level as u16 + 1,
+        }
+    }
+}
+
 /// The transport seen by the engine, for per-protocol statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Proto {
+    /// TCP over IPv4.
     Tcp4,
+    /// TCP over IPv6.
     Tcp6,
+    /// UDP over IPv4.
     Udp4,
+    /// UDP over IPv6.
     Udp6,
     /// VXLAN-encapsulated traffic (counted apart from plain UDP).
     Vxlan,
+    /// IP in IP: IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6.
+    IpInIp,
+    /// GRE-encapsulated traffic.
+    Gre,
+    /// Geneve-encapsulated traffic.
+    Geneve,
+    /// Anything else (passes GRO untouched).
     Other,
 }
 
 impl Proto {
-    pub const ALL: [Proto; 6] = [
+    /// The bucket of a packet of IP version `ip` carrying `transport`.
+    #[inline]
+    pub fn of(ip: IpVersion, transport: Option<Transport>) -> Proto {
+        match (transport, ip) {
+            (Some(Transport::Tcp), IpVersion::V4) => Proto::Tcp4,
+            (Some(Transport::Tcp), IpVersion::V6) => Proto::Tcp6,
+            (Some(Transport::Udp), IpVersion::V4) => Proto::Udp4,
+            (Some(Transport::Udp), IpVersion::V6) => Proto::Udp6,
+            (None, _) => Proto::Other,
+        }
+    }
+
+    /// Every bucket, in index order.
+    pub const ALL: [Proto; 9] = [
         Proto::Tcp4,
         Proto::Tcp6,
         Proto::Udp4,
         Proto::Udp6,
         Proto::Vxlan,
+        Proto::IpInIp,
+        Proto::Gre,
+        Proto::Geneve,
         Proto::Other,
     ];
 
+    /// The bucket of tunnelled traffic.
+    #[inline]
+    pub fn of_encap(encap: crate::layout::Encap) -> Proto {
+        use crate::layout::Encap;
+        match encap {
+            Encap::Vxlan => Proto::Vxlan,
+            Encap::Geneve { .. } => Proto::Geneve,
+            Encap::Gre { .. } => Proto::Gre,
+            Encap::IpInIp => Proto::IpInIp,
+        }
+    }
+
+    /// The short name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Proto::Tcp4 => "tcp4",
@@ -175,6 +281,9 @@ impl Proto {
             Proto::Udp4 => "udp4",
             Proto::Udp6 => "udp6",
             Proto::Vxlan => "vxlan",
+            Proto::IpInIp => "ip-in-ip",
+            Proto::Gre => "gre",
+            Proto::Geneve => "geneve",
             Proto::Other => "other",
         }
     }
@@ -185,6 +294,7 @@ impl Proto {
 pub struct Delivered<'a> {
     /// The packet, with the same link header as its first frame.
     pub data: &'a [u8],
+    /// How `data` is framed.
     pub link: LinkKind,
     /// Timestamp of the last frame it contains.
     pub timestamp_ns: u64,
@@ -194,21 +304,29 @@ pub struct Delivered<'a> {
     pub gso_size: u32,
     /// `SKB_GSO_*` bits when `segments > 1`, else 0.
     pub gso_type: u32,
+    /// Why it was delivered now.
     pub reason: FlushReason,
+    /// Number of the first frame in it.
     pub first_frame: u64,
+    /// Number of the last frame in it.
     pub last_frame: u64,
+    /// Its statistics bucket.
     pub proto: Proto,
 }
 
 /// Counters of a GRO run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroStats {
+    /// Frames fed to the engine.
     pub frames_in: u64,
+    /// Packets delivered.
     pub packets_out: u64,
+    /// Bytes fed to the engine.
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
-    pub proto_in: [u64; 6],
-    pub proto_out: [u64; 6],
+    pub proto_in: [u64; Proto::ALL.len()],
+    /// Packets out per [`Proto`] (index of `Proto::ALL`).
+    pub proto_out: [u64; Proto::ALL.len()],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
 }
@@ -237,19 +355,17 @@ pub(crate) struct Held {
     /// Bytes the kernel's `skb->data` is past the frame start (the MAC header it pulled).
     pub mac_len: usize,
     pub outer_protocol: u16,
-    pub l3_off: usize,
-    pub l4_off: usize,
-    pub v6: bool,
+    /// Where the headers are (as classified; completion may shift them).
+    pub lay: Layout,
     pub proto: Proto,
-    /// Tunnel headers of a VXLAN-encapsulated packet.
-    pub outer: Option<rx::Outer>,
-    /// The innermost transport protocol (6 or 17).
-    pub l4_proto: u8,
     pub count: u32,
     /// `gso_size`: the first segment's payload length.
     pub mss: u32,
     /// `NAPI_GRO_CB(p)->ip_fixedid` (bit 0 outer/only header, bit 1 inner).
     pub fixedid: u8,
+    /// `NAPI_GRO_CB(p)->is_atomic` of the ≤ 6.9 IP-ID rule (6.1 profile):
+    /// the head's innermost DF, cleared when the flow turns incrementing.
+    pub atomic: bool,
     /// Payload bytes held (`skb_gro_len(p)`).
     pub payload: u32,
     pub first_frame: u64,
@@ -259,7 +375,7 @@ pub(crate) struct Held {
 
 impl Held {
     /// `p->len`: the packet's length from the kernel's `skb->data`.
-    pub fn skb_len(&self) -> usize {
+    pub(crate) fn skb_len(&self) -> usize {
         self.data.len() - self.mac_len
     }
 }
@@ -278,6 +394,7 @@ pub struct GroEngine {
 }
 
 impl GroEngine {
+    /// An engine with an empty table.
     pub fn new(cfg: GroConfig) -> Self {
         GroEngine {
             cfg,
@@ -288,10 +405,12 @@ impl GroEngine {
         }
     }
 
+    /// The configuration it runs with.
     pub fn config(&self) -> &GroConfig {
         &self.cfg
     }
 
+    /// Counters so far.
     pub fn stats(&self) -> &GroStats {
         &self.stats
     }
@@ -304,6 +423,17 @@ impl GroEngine {
     /// Feeds one frame. Deliveries (completed held packets, then the frame
     /// itself if it was not held or merged) go to `out`, in kernel order.
     pub fn receive<F: FnMut(&Delivered<'_>)>(&mut self, input: Input<'_>, out: &mut F) {
+        self.receive_with_checksum(input, RxChecksum::None, out)
+    }
+
+    /// [`GroEngine::receive`] for a frame whose checksums the caller has
+    /// already judged (`csum`), so that they are not verified twice.
+    pub fn receive_with_checksum<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        input: Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) {
         self.stats.frames_in += 1;
         self.stats.bytes_in += input.data.len() as u64;
         if let Some(last) = self.last_ts {
@@ -315,7 +445,7 @@ impl GroEngine {
         }
         self.last_ts = Some(input.timestamp_ns);
 
-        let (verdict, proto) = self.classify(&input, out);
+        let (verdict, proto) = self.classify(&input, csum.csum_cnt(), out);
         self.stats.proto_in[proto as usize] += 1;
         if let Verdict::Pass(reason) = verdict {
             self.pass(&input, reason, proto, out);
@@ -372,7 +502,7 @@ impl GroEngine {
     ) {
         let mut gso = 0;
         if p.count > 1 {
-            gso = complete::complete(&mut p);
+            gso = complete::complete(&mut p, self.cfg.kernel);
         }
         self.stats.packets_out += 1;
         self.stats.proto_out[p.proto as usize] += 1;
@@ -403,23 +533,16 @@ impl GroEngine {
     /// Holds `skb` as the head of a new run (`dev_gro_receive`: after
     /// completing the bucket's oldest packet if the bucket is full).
     /// `payload` becomes the run's `gso_size`.
-    fn hold<F: FnMut(&Delivered<'_>)>(
-        &mut self,
-        skb: &rx::Skb<'_>,
-        payload: u32,
-        l4_proto: u8,
-        out: &mut F,
-    ) {
+    fn hold<F: FnMut(&Delivered<'_>)>(&mut self, skb: &rx::Skb<'_>, payload: u32, out: &mut F) {
         if self.held.len() >= MAX_GRO_SKBS {
             let oldest = self.held.remove(0);
             self.complete(oldest, FlushReason::TableFull, out);
         }
         let mut data = self.take_buffer();
         data.extend_from_slice(skb.frame());
-        let proto = if skb.outer.is_some() {
-            Proto::Vxlan
-        } else {
-            skb.proto(l4_proto)
+        let proto = match skb.lay.outer {
+            Some(o) => Proto::of_encap(o.encap),
+            None => skb.proto(),
         };
         self.held.push(Held {
             data,
@@ -427,15 +550,12 @@ impl GroEngine {
             l2_key_len: skb.l2.key_len,
             mac_len: skb.mac_len,
             outer_protocol: skb.l2.outer_protocol,
-            l3_off: skb.l3_off,
-            l4_off: skb.l4_off,
-            v6: skb.v6,
+            lay: skb.lay,
             proto,
-            outer: skb.outer,
-            l4_proto,
             count: 1,
             mss: payload,
             fixedid: 0,
+            atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
             payload,
             first_frame: skb.input.frame,
             last_frame: skb.input.frame,
@@ -457,6 +577,10 @@ pub(crate) enum Verdict {
 fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
     if outer_protocol == ethertype::IPV6 {
         cfg.gro_max_size
+    } else if !cfg.kernel.has_ipv4_max_size() {
+        // Before 6.3 (`skb_gro_receive`): `gro_max_size` for every
+        // protocol, and only IPv6 TCP may pass 64 KiB.
+        cfg.gro_max_size.min(GRO_LEGACY_MAX_SIZE)
     } else {
         cfg.gro_ipv4_max_size
     }

@@ -10,25 +10,12 @@
 //! and complete the held packet.
 
 use super::{mac_len, FlushReason, GroEngine, Held, Input, Proto, Verdict};
+use crate::layout::{Encap, Layout, OuterLayout};
 use crate::link::{dissect_l2, L2Info};
-use crate::wire::ethernet::ethertype;
-use crate::wire::ipv6::next_header;
-use crate::wire::{be16, be32, ipv4};
-
-pub(super) const TCP: u8 = 6;
-pub(super) const UDP: u8 = 17;
-/// VXLAN header (8) + inner Ethernet header (14).
-pub(super) const VXLAN_AND_INNER_ETH: usize = 8 + 14;
-
-/// The outer headers of a VXLAN-encapsulated frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outer {
-    pub l3_off: usize,
-    pub v6: bool,
-    /// Offset of the outer UDP header; VXLAN follows at +8, the inner
-    /// Ethernet header at +16.
-    pub udp_off: usize,
-}
+use crate::wire::ethernet;
+use crate::wire::ipv4::{self, Ipv4};
+use crate::wire::ipv6::{self, next_header, Ipv6};
+use crate::wire::{be16, be32, ip_proto, tcp, udp, IpVersion, Transport};
 
 /// A frame as the transport layer sees it after L2 and L3.
 #[derive(Debug, Clone, Copy)]
@@ -36,33 +23,59 @@ pub(super) struct Skb<'a> {
     pub input: &'a Input<'a>,
     pub l2: L2Info,
     pub mac_len: usize,
-    /// Tunnel headers, when the frame is VXLAN-encapsulated.
-    pub outer: Option<Outer>,
-    /// The innermost network header.
-    pub l3_off: usize,
-    pub v6: bool,
-    /// The innermost transport header.
-    pub l4_off: usize,
+    /// Where the headers are (`l4_header_len` 0: the transport layer reads it).
+    pub lay: Layout,
     /// `NAPI_GRO_CB(skb)->flush` as left by the network layer(s): an IP
     /// length that does not match the bytes (padding, truncation, length 0)
     /// or the reserved bit set.
     pub l3_flush: bool,
+    /// `NAPI_GRO_CB(skb)->csum_cnt`: checksums still known good, outermost
+    /// first ([`super::RxChecksum`]).
+    pub csum_cnt: u16,
 }
 
 impl<'a> Skb<'a> {
     #[inline]
-    pub fn frame(&self) -> &'a [u8] {
+    pub(super) fn frame(&self) -> &'a [u8] {
         self.input.data
     }
 
     /// The statistics bucket of this frame.
-    pub fn proto(&self, l4: u8) -> Proto {
-        match (l4, self.v6) {
-            (TCP, false) => Proto::Tcp4,
-            (TCP, true) => Proto::Tcp6,
-            (UDP, false) => Proto::Udp4,
-            (UDP, true) => Proto::Udp6,
-            _ => Proto::Other,
+    pub(super) fn proto(&self) -> Proto {
+        Proto::of(self.lay.ip, Some(self.lay.l4_proto))
+    }
+}
+
+/// The protocol after a network header that has a GRO handler
+/// (`inet_offloads[]` / `inet6_offloads[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upper {
+    /// TCP or UDP.
+    L4(Transport),
+    /// An IP header of this version: IPIP (4) and SIT (41) over IPv4,
+    /// IPv4 in IPv6 (4) and IPv6 in IPv6 (41) (`ipip_offload`,
+    /// `sit_offload`, `ip4ip6_offload`, `ip6ip6_offload`).
+    Ip(IpVersion),
+    /// GRE (47, `gre_offload`).
+    Gre,
+}
+
+impl Upper {
+    fn from_protocol(p: u8) -> Option<Upper> {
+        match p {
+            ip_proto::IPIP => Some(Upper::Ip(IpVersion::V4)),
+            ip_proto::IPV6 => Some(Upper::Ip(IpVersion::V6)),
+            ip_proto::GRE => Some(Upper::Gre),
+            p => Transport::from_protocol(p).map(Upper::L4),
+        }
+    }
+
+    /// The statistics bucket of a frame whose outermost header is `ip`.
+    fn proto(self, ip: IpVersion) -> Proto {
+        match self {
+            Upper::L4(t) => Proto::of(ip, Some(t)),
+            Upper::Ip(_) => Proto::IpInIp,
+            Upper::Gre => Proto::Gre,
         }
     }
 }
@@ -71,40 +84,37 @@ impl<'a> Skb<'a> {
 enum L3 {
     /// The frame passes: no GRO for it, held packets untouched.
     Pass(FlushReason, Proto),
-    /// Continue at the transport layer.
+    /// Continue at the next layer, which starts at `next_off`.
     Next {
-        v6: bool,
-        l4_off: usize,
-        proto: u8,
+        ip: IpVersion,
+        next_off: usize,
+        upper: Upper,
         flush: bool,
     },
 }
 
 /// `inet_gro_receive` / `ipv6_gro_receive` early checks at `off`.
 fn network_layer(f: &[u8], ethertype: u16, off: usize) -> L3 {
-    match ethertype {
-        ethertype::IPV4 => {
+    match IpVersion::from_ethertype(ethertype) {
+        Some(IpVersion::V4) => {
             if f.len() < off + ipv4::MIN_HEADER_LEN {
                 return L3::Pass(FlushReason::Malformed, Proto::Other);
             }
-            let proto = f[off + 9];
-            let stat = match proto {
-                TCP => Proto::Tcp4,
-                UDP => Proto::Udp4,
-                _ => Proto::Other,
+            let ip = Ipv4::new_unchecked(&f[off..]);
+            let Some(upper) = Upper::from_protocol(ip.protocol()) else {
+                return L3::Pass(FlushReason::UnsupportedProtocol, Proto::Other);
             };
-            if proto != TCP && proto != UDP {
-                return L3::Pass(FlushReason::UnsupportedProtocol, stat);
-            }
-            if f[off] != 0x45 {
-                let reason = if f[off] >> 4 == 4 && f[off] & 0x0f > 5 {
+            let stat = upper.proto(IpVersion::V4);
+            let ver_ihl = f[off + ipv4::field::VERSION_IHL];
+            if ver_ihl != ipv4::VERSION_IHL_NO_OPTIONS {
+                let reason = if ver_ihl >> 4 == 4 && ip.header_len() > ipv4::MIN_HEADER_LEN {
                     FlushReason::IpOptions
                 } else {
                     FlushReason::Malformed
                 };
                 return L3::Pass(reason, stat);
             }
-            let frag = be16(f, off + 6);
+            let frag = ip.frag_word();
             if frag & (ipv4::MF | ipv4::OFFSET_MASK) != 0 {
                 return L3::Pass(FlushReason::Fragment, stat);
             }
@@ -114,64 +124,41 @@ fn network_layer(f: &[u8], ethertype: u16, off: usize) -> L3 {
             // `(u16)((word0 ^ skb_gro_len) | (frag_off & ~IP_DF))`: only the
             // low 16 bits of the byte count are compared with the length.
             let avail = (f.len() - off) as u32;
-            let flush = ((be16(f, off + 2) as u32 ^ avail) & 0xffff) != 0 || frag & !ipv4::DF != 0;
+            let flush = ((ip.total_len() as u32 ^ avail) & 0xffff) != 0 || frag & !ipv4::DF != 0;
             L3::Next {
-                v6: false,
-                l4_off: off + ipv4::MIN_HEADER_LEN,
-                proto,
+                ip: IpVersion::V4,
+                next_off: off + ipv4::MIN_HEADER_LEN,
+                upper,
                 flush,
             }
         }
-        ethertype::IPV6 => {
-            let hlen = off + 40;
+        Some(IpVersion::V6) => {
+            let hlen = off + ipv6::HEADER_LEN;
             if f.len() < hlen {
                 return L3::Pass(FlushReason::Malformed, Proto::Other);
             }
-            let flush = be16(f, off + 4) as usize != f.len() - hlen;
-            let mut proto = f[off + 6];
-            let mut l4_off = hlen;
-            if proto != TCP && proto != UDP {
-                // `ipv6_gro_pull_exthdrs`: skip Hop-by-Hop, Routing and
-                // Destination Options; stop at anything else or at a
-                // header that does not fit.
-                while matches!(
-                    proto,
-                    next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS
-                ) {
-                    if f.len() < l4_off + 2 {
-                        break;
-                    }
-                    let len = (f[l4_off + 1] as usize + 1) * 8;
-                    if f.len() < l4_off + len {
-                        break;
-                    }
-                    proto = f[l4_off];
-                    l4_off += len;
-                }
-            }
-            let stat = match proto {
-                TCP => Proto::Tcp6,
-                UDP => Proto::Udp6,
-                _ => Proto::Other,
-            };
-            if proto != TCP && proto != UDP {
-                let reason = match proto {
+            let ip = Ipv6::new_unchecked(&f[off..]);
+            let flush = ip.payload_len() as usize != f.len() - hlen;
+            // `ipv6_gro_pull_exthdrs`: skip Hop-by-Hop, Routing and
+            // Destination Options (no count limit); stop at anything else
+            // or at a header that does not fit.
+            let chain = ipv6::walk_ext_headers(&f[off..], usize::MAX);
+            let Some(upper) = Upper::from_protocol(chain.upper) else {
+                let reason = match chain.upper {
                     next_header::FRAGMENT => FlushReason::Fragment,
-                    next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS => {
-                        FlushReason::Malformed
-                    }
+                    p if ipv6::is_skipped_ext(p) => FlushReason::Malformed,
                     _ => FlushReason::UnsupportedProtocol,
                 };
-                return L3::Pass(reason, stat);
-            }
+                return L3::Pass(reason, Proto::Other);
+            };
             L3::Next {
-                v6: true,
-                l4_off,
-                proto,
+                ip: IpVersion::V6,
+                next_off: off + chain.upper_offset,
+                upper,
                 flush,
             }
         }
-        _ => L3::Pass(FlushReason::NotIp, Proto::Other),
+        None => L3::Pass(FlushReason::NotIp, Proto::Other),
     }
 }
 
@@ -181,6 +168,7 @@ impl GroEngine {
     pub(super) fn classify<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         input: &Input<'_>,
+        csum_cnt: u16,
         out: &mut F,
     ) -> (Verdict, Proto) {
         let f = input.data;
@@ -204,82 +192,249 @@ impl GroEngine {
                 );
             }
             // Only 802.1Q and 802.1ad have a VLAN packet offload.
-            if !vlan_tpids_offloaded(f, &l2) {
+            if !l2.vlan_tpids_offloaded {
                 return (Verdict::Pass(FlushReason::NotIp), Proto::Other);
             }
         }
-        let (v6, l4_off, proto, flush) = match network_layer(f, l2.ethertype, l2.l3_offset) {
+        let (ip, next_off, upper, flush) = match network_layer(f, l2.ethertype, l2.l3_offset) {
             L3::Pass(r, p) => return (Verdict::Pass(r), p),
             L3::Next {
-                v6,
-                l4_off,
-                proto,
+                ip,
+                next_off,
+                upper,
                 flush,
-            } => (v6, l4_off, proto, flush),
+            } => (ip, next_off, upper, flush),
         };
+        let stat = upper.proto(ip);
         let skb = Skb {
             input,
             l2,
             mac_len: mac_len(input.link, &l2),
-            outer: None,
-            l3_off: l2.l3_offset,
-            v6,
-            l4_off,
+            lay: Layout {
+                l3_off: l2.l3_offset,
+                ip,
+                l4_off: next_off,
+                // Replaced by the inner transport for tunnels.
+                l4_proto: match upper {
+                    Upper::L4(t) => t,
+                    _ => Transport::Udp,
+                },
+                l4_header_len: 0,
+                end: f.len(),
+                jumbo_hbh: false,
+                outer: None,
+            },
             l3_flush: flush,
+            csum_cnt,
         };
-        let mut stat = skb.proto(proto);
-        if proto == UDP
-            && f.len() >= l4_off + 4
-            && self.cfg.vxlan_ports.contains(&be16(f, l4_off + 2))
-        {
-            stat = Proto::Vxlan;
+        match upper {
+            Upper::L4(Transport::Tcp) => (self.tcp_receive(&skb, out), stat),
+            Upper::L4(Transport::Udp) => {
+                let dport = f
+                    .get(next_off + udp::field::DST_PORT.start..next_off + udp::field::DST_PORT.end)
+                    .map(|_| be16(f, next_off + udp::field::DST_PORT.start));
+                let stat = match dport {
+                    Some(p) if self.cfg.vxlan_ports.contains(&p) => Proto::Vxlan,
+                    Some(p) if self.cfg.geneve_ports.contains(&p) => Proto::Geneve,
+                    _ => stat,
+                };
+                (self.udp_receive(&skb, out), stat)
+            }
+            Upper::Ip(inner) => (self.ip_tunnel_receive(&skb, inner, out), stat),
+            Upper::Gre => (self.gre_receive(&skb, out), stat),
         }
-        if proto == TCP {
-            return (self.tcp_receive(&skb, out), stat);
-        }
-        (self.udp_receive(&skb, out), stat)
     }
 
-    /// `udp_gro_receive` on the tunnel path: VXLAN, inner Ethernet, inner
-    /// IP, then the inner transport. `skb` describes the outer headers.
+    /// `udp_gro_receive` on the tunnel path for VXLAN
+    /// (`vxlan_gro_receive`): the VXLAN header and the inner Ethernet
+    /// header, then the inner packet. `skb` describes the outer headers.
     pub(super) fn vxlan_receive<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
         out: &mut F,
     ) -> Verdict {
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::Vxlan,
+        };
         let f = skb.frame();
-        let udp_off = skb.l4_off;
-        let inner_eth = udp_off + 16;
         // vxlan_gro_prepare_receive / eth_gro_receive pull their headers.
-        if f.len() < inner_eth + 14 {
+        if f.len() < outer.inner_l3_off() {
             return Verdict::Pass(FlushReason::Malformed);
         }
-        let inner_type = be16(f, inner_eth + 12);
-        let (v6, l4_off, proto, flush) = match network_layer(f, inner_type, inner_eth + 14) {
+        let inner_type = be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start);
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// `geneve_gro_receive` (`drivers/net/geneve.c`, 4.x to 7.x): version 0
+    /// and no OAM bit, a payload type with a GRO handler (Ethernet, IPv4,
+    /// IPv6); the whole header, options included, is part of the flow
+    /// (`memcmp(gh, gh2, gh_len)`, in [`same_flow`]). `skb` describes the
+    /// outer headers.
+    pub(super) fn geneve_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        use crate::wire::geneve::{self, Geneve};
+        let f = skb.frame();
+        let gh = skb.lay.l4_off + udp::HEADER_LEN;
+        if f.len() < gh + geneve::BASE_LEN {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let g = Geneve::new_unchecked(&f[gh..]);
+        if f.len() < gh + g.header_len() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        if g.version() != 0 || g.oam() {
+            return Verdict::Pass(FlushReason::GeneveUnsupported);
+        }
+        let eth = match g.protocol() {
+            geneve::PROTO_TEB => true,
+            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
+        };
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::Geneve {
+                len: g.header_len() as u16,
+                eth,
+            },
+        };
+        if f.len() < outer.inner_l3_off() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let inner_type = if eth {
+            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
+        } else {
+            g.protocol()
+        };
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// `ipip_gro_receive` / `sit_ip6ip6_gro_receive` / `ip4ip6_gro_receive`
+    /// (`net/ipv4/af_inet.c`, `net/ipv6/ip6_offload.c`, since 4.x): one
+    /// level of encapsulation (`encap_mark`), then the inner IP header at
+    /// once. `skb` describes the outer header.
+    fn ip_tunnel_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        inner: IpVersion,
+        out: &mut F,
+    ) -> Verdict {
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::IpInIp,
+        };
+        self.tunnel_inner(skb, outer, inner.ethertype(), out)
+    }
+
+    /// `gre_gro_receive` (`net/ipv4/gre_offload.c`, unchanged in substance
+    /// from 4.x to 7.x): version 0 with no flag but key and checksum (a
+    /// sequence number makes the packet pass: GSO could not rebuild it);
+    /// a known payload type; a GRE checksum, if present, must verify over
+    /// the GRE header and payload. The flags, the protocol and the key are
+    /// part of the flow (compared in [`same_flow`]).
+    fn gre_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        use crate::wire::gre::{self, Gre};
+        let f = skb.frame();
+        let at = skb.lay.l4_off;
+        if f.len() < at + gre::BASE_LEN {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let g = Gre::new_unchecked(&f[at..]);
+        if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
+            return Verdict::Pass(FlushReason::GreUnsupported);
+        }
+        let eth = match g.protocol() {
+            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+            ethernet::ethertype::TEB => true,
+            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
+        };
+        let len = g.header_len();
+        if f.len() < at + len {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        if g.has_checksum()
+            && !skb.l3_flush
+            && self.cfg.verify_checksums
+            && crate::checksum::checksum(&f[at..]) != 0
+        {
+            return Verdict::Pass(FlushReason::BadChecksum);
+        }
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: at,
+            encap: Encap::Gre {
+                len: len as u16,
+                eth,
+            },
+        };
+        if f.len() < outer.inner_l3_off() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let inner_type = if eth {
+            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
+        } else {
+            g.protocol()
+        };
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// The packet inside a tunnel: `eth_gro_receive` for tunnels that carry
+    /// Ethernet (its header is compared in [`same_flow`]), then
+    /// `inet_gro_receive` / `ipv6_gro_receive` and the transport with
+    /// `encap_mark` set. A second tunnel inside passes (`encap_mark`).
+    fn tunnel_inner<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        outer: OuterLayout,
+        inner_type: u16,
+        out: &mut F,
+    ) -> Verdict {
+        if skb.lay.outer.is_some() {
+            return Verdict::Pass(FlushReason::NestedTunnel);
+        }
+        let f = skb.frame();
+        let inner_l3 = outer.inner_l3_off();
+        let (ip, l4_off, upper, flush) = match network_layer(f, inner_type, inner_l3) {
             L3::Pass(r, _) => return Verdict::Pass(r),
             L3::Next {
-                v6,
-                l4_off,
-                proto,
+                ip,
+                next_off,
+                upper,
                 flush,
-            } => (v6, l4_off, proto, flush),
+            } => (ip, next_off, upper, flush),
+        };
+        let Upper::L4(proto) = upper else {
+            return Verdict::Pass(FlushReason::NestedTunnel);
         };
         let inner = Skb {
-            outer: Some(Outer {
-                l3_off: skb.l3_off,
-                v6: skb.v6,
-                udp_off,
-            }),
-            l3_off: inner_eth + 14,
-            v6,
-            l4_off,
+            lay: Layout {
+                l3_off: inner_l3,
+                ip,
+                l4_off,
+                l4_proto: proto,
+                outer: Some(outer),
+                ..skb.lay
+            },
             l3_flush: skb.l3_flush || flush,
             ..*skb
         };
-        if proto == TCP {
-            self.tcp_receive(&inner, out)
-        } else {
-            self.udp_receive(&inner, out)
+        match proto {
+            Transport::Tcp => self.tcp_receive(&inner, out),
+            Transport::Udp => self.udp_receive(&inner, out),
         }
     }
 
@@ -292,56 +447,90 @@ impl GroEngine {
     }
 }
 
+/// Invariant (relied on by `tcp_flush_term` and `network_flush`, which
+/// slice the held packet at the new frame's offsets): `true` only when
+/// the link key, the tunnel layout and the network and transport header
+/// offsets of `p` and `skb` are equal. Checked first, before any byte is
+/// compared.
 fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
+    let (a, b) = (&p.lay, &skb.lay);
     if p.link != skb.input.link
         || p.l2_key_len != skb.l2.key_len
         || p.data[..p.l2_key_len] != f[..skb.l2.key_len]
-        || p.outer != skb.outer
-        || p.v6 != skb.v6
-        || p.l3_off != skb.l3_off
-        || p.l4_off != skb.l4_off
+        || a.outer != b.outer
+        || a.ip != b.ip
+        || a.l3_off != b.l3_off
+        || a.l4_off != b.l4_off
     {
         return false;
     }
-    if let Some(o) = skb.outer {
-        let nlen = o.udp_off - o.l3_off;
-        if !same_l3(&p.data[o.l3_off..], &f[o.l3_off..], o.v6, nlen) {
+    if let Some(o) = b.outer {
+        let nlen = o.encap_off - o.l3_off;
+        if !same_l3(&p.data[o.l3_off..], &f[o.l3_off..], o.ip, nlen) {
             return false;
         }
-        let (a, b) = (&p.data[o.udp_off..], &f[o.udp_off..]);
-        // Ports, and both checksums zero or both non-zero.
-        if be32(a, 0) != be32(b, 0) || (be16(a, 6) == 0) != (be16(b, 6) == 0) {
-            return false;
+        if let Some(u) = o.udp_off() {
+            // `udp_gro_receive`: ports, and both checksums zero or both
+            // non-zero.
+            let (x, y) = (&p.data[u..], &f[u..]);
+            let csum = udp::field::CHECKSUM;
+            if be32(x, udp::field::PORTS.start) != be32(y, udp::field::PORTS.start)
+                || (be16(x, csum) == 0) != (be16(y, csum) == 0)
+            {
+                return false;
+            }
         }
-        let v = o.udp_off + 8;
-        if p.data[v..v + VXLAN_AND_INNER_ETH] != f[v..v + VXLAN_AND_INNER_ETH] {
-            return false;
+        if let Encap::Gre { eth, .. } = o.encap {
+            // `gre_gro_receive`: flags and protocol, and the key if
+            // present; never the checksum field.
+            use crate::wire::gre::Gre;
+            let (x, y) = (
+                Gre::new_unchecked(&p.data[o.encap_off..]),
+                Gre::new_unchecked(&f[o.encap_off..]),
+            );
+            if be32(&p.data, o.encap_off) != be32(f, o.encap_off) || x.key() != y.key() {
+                return false;
+            }
+            if eth {
+                let e = o.inner_eth_off()..o.inner_l3_off();
+                if p.data[e.clone()] != f[e] {
+                    return false;
+                }
+            }
+        } else {
+            // VXLAN flags and VNI, the whole Geneve header with its
+            // options, and the inner Ethernet header (`compare_ether_header`).
+            let k = o.key_range();
+            if p.data[k.clone()] != f[k] {
+                return false;
+            }
         }
     }
-    let nlen = skb.l4_off - skb.l3_off;
-    same_l3(&p.data[skb.l3_off..], &f[skb.l3_off..], skb.v6, nlen)
-        && be32(&p.data, p.l4_off) == be32(f, skb.l4_off)
+    let nlen = b.l4_off - b.l3_off;
+    same_l3(&p.data[b.l3_off..], &f[b.l3_off..], b.ip, nlen)
+        && be32(&p.data, a.l4_off + tcp::field::PORTS.start)
+            == be32(f, b.l4_off + tcp::field::PORTS.start)
 }
 
-/// The network layer's same-flow test for headers `a` (held) and `b`.
-fn same_l3(a: &[u8], b: &[u8], v6: bool, nlen: usize) -> bool {
-    if v6 {
-        (be32(a, 0) ^ be32(b, 0)) & 0xF00F_FFFF == 0
-            && a[8..40] == b[8..40]
-            && a[6] == b[6]
-            && (nlen <= 40 || a.get(40..nlen) == Some(&b[40..nlen]))
-    } else {
-        a[9] == b[9] && a[12..20] == b[12..20]
+/// The network layer's same-flow test for headers `a` (held) and `b`
+/// (`inet_gro_receive` / `ipv6_gro_receive`): IPv4 protocol and addresses;
+/// IPv6 version, flow label, addresses, next header and the extension
+/// headers (the traffic class is left to the flush checks).
+fn same_l3(a: &[u8], b: &[u8], ip: IpVersion, nlen: usize) -> bool {
+    match ip {
+        IpVersion::V6 => {
+            let mask = ipv6::first_word::VERSION | ipv6::first_word::FLOW_LABEL;
+            (be32(a, 0) ^ be32(b, 0)) & mask == 0
+                && a[ipv6::field::ADDRS] == b[ipv6::field::ADDRS]
+                && a[ipv6::field::NEXT_HEADER] == b[ipv6::field::NEXT_HEADER]
+                && (nlen <= ipv6::HEADER_LEN
+                    || a.get(ipv6::HEADER_LEN..nlen) == Some(&b[ipv6::HEADER_LEN..nlen]))
+        }
+        IpVersion::V4 => {
+            a[ipv4::field::PROTOCOL] == b[ipv4::field::PROTOCOL]
+                && a[ipv4::field::ADDRS] == b[ipv4::field::ADDRS]
+        }
     }
-}
-
-/// True when every VLAN tag of the frame uses a TPID with a GRO handler.
-fn vlan_tpids_offloaded(f: &[u8], l2: &L2Info) -> bool {
-    let first = l2.l3_offset - 4 * l2.vlan_tags as usize - 2;
-    (0..l2.vlan_tags as usize).all(|i| {
-        let tpid = be16(f, first + 4 * i);
-        tpid == ethertype::VLAN || tpid == ethertype::QINQ
-    })
 }
 
 /// A best-effort transport guess for statistics of frames GRO skips.
@@ -350,17 +539,16 @@ fn guess_proto(input: &Input<'_>) -> Proto {
         return Proto::Other;
     };
     let f = input.data;
-    match l2.ethertype {
-        ethertype::IPV4 if f.len() > l2.l3_offset + 9 => match f[l2.l3_offset + 9] {
-            TCP => Proto::Tcp4,
-            UDP => Proto::Udp4,
-            _ => Proto::Other,
-        },
-        ethertype::IPV6 if f.len() > l2.l3_offset + 6 => match f[l2.l3_offset + 6] {
-            TCP => Proto::Tcp6,
-            UDP => Proto::Udp6,
-            _ => Proto::Other,
-        },
+    let at = l2.l3_offset;
+    match IpVersion::from_ethertype(l2.ethertype) {
+        Some(IpVersion::V4) if f.len() > at + ipv4::field::PROTOCOL => Proto::of(
+            IpVersion::V4,
+            Transport::from_protocol(f[at + ipv4::field::PROTOCOL]),
+        ),
+        Some(IpVersion::V6) if f.len() > at + ipv6::field::NEXT_HEADER => Proto::of(
+            IpVersion::V6,
+            Transport::from_protocol(f[at + ipv6::field::NEXT_HEADER]),
+        ),
         _ => Proto::Other,
     }
 }

@@ -3,13 +3,15 @@
 //! `net/ipv6/tcpv6_offload.c`), with the network checks of
 //! `gro_receive_network_flush` (`include/net/gro.h`, 6.18 IP-ID rules).
 
+use super::profile::{self, KernelLine};
 use super::rx::Skb;
 use super::Delivered;
 use super::{max_size, FlushReason, GroEngine, Held, Verdict};
 use crate::checksum;
-use crate::wire::ipv4::DF;
-use crate::wire::tcp::flag_word as fw;
-use crate::wire::{be16, be32, put32};
+use crate::wire::ipv4::{Ipv4, DF};
+use crate::wire::tcp::{self, flag_word as fw};
+use crate::wire::{be32, put32};
+use crate::wire::{ipv6, IpVersion, Transport};
 
 /// FIN and PSH may differ between merged segments (`~(TCP_FLAG_FIN | TCP_FLAG_PSH)`).
 const FLAG_WORD_IGNORED: u32 = fw::FIN | fw::PSH;
@@ -24,21 +26,21 @@ impl GroEngine {
         out: &mut F,
     ) -> Verdict {
         let f = skb.frame();
-        let th = skb.l4_off;
+        let th = skb.lay.l4_off;
         // "Don't bother verifying checksum if we're going to flush anyway."
-        if !skb.l3_flush && self.cfg.verify_checksums && !l4_checksum_ok(skb) {
+        if !skb.l3_flush && self.needs_verify(skb) && !l4_checksum_ok(skb) {
             return Verdict::Pass(FlushReason::BadChecksum);
         }
         // tcp_gro_pull_header
-        if f.len() < th + 20 {
+        if f.len() < th + tcp::MIN_HEADER_LEN {
             return Verdict::Pass(FlushReason::Malformed);
         }
-        let thlen = (f[th + 12] >> 4) as usize * 4;
-        if thlen < 20 || f.len() < th + thlen {
+        let thlen = tcp::header_len(&f[th..]);
+        if thlen < tcp::MIN_HEADER_LEN || f.len() < th + thlen {
             return Verdict::Pass(FlushReason::Malformed);
         }
         let len = (f.len() - th - thlen) as u32;
-        let flags = be32(f, th + 12);
+        let flags = be32(f, th + tcp::field::FLAG_WORD.start);
 
         let found = self.lookup(skb);
         let Some(idx) = found else {
@@ -55,9 +57,10 @@ impl GroEngine {
                 p.payload += len;
                 p.last_frame = skb.input.frame;
                 p.last_ts = skb.input.timestamp_ns;
-                let th2 = p.l4_off;
-                let merged_flags = be32(&p.data, th2 + 12) | (flags & (fw::FIN | fw::PSH));
-                put32(&mut p.data, th2 + 12, merged_flags);
+                let th2 = p.lay.l4_off;
+                let word = th2 + tcp::field::FLAG_WORD.start;
+                let merged_flags = be32(&p.data, word) | (flags & (fw::FIN | fw::PSH));
+                put32(&mut p.data, word, merged_flags);
                 let end = if flags & fw::FIN != 0 {
                     Some(FlushReason::FinFlag)
                 } else if flags & fw::PSH != 0 {
@@ -82,6 +85,13 @@ impl GroEngine {
         }
     }
 
+    /// True when the transport checksum must be verified in software: the
+    /// configuration asks for it and no known-good level is left.
+    #[inline]
+    pub(super) fn needs_verify(&self, skb: &Skb<'_>) -> bool {
+        self.cfg.verify_checksums && skb.csum_cnt == 0
+    }
+
     /// An unmerged segment with no held packet left for its flow: `mss` is
     /// 1 (`out_check_final`), so an empty segment or a run-ending flag makes
     /// it pass, as does the L3 flush bit; anything else becomes a new head.
@@ -101,7 +111,7 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        self.hold(skb, len, super::rx::TCP, out);
+        self.hold(skb, len, out);
         Verdict::Consumed
     }
 
@@ -117,14 +127,22 @@ impl GroEngine {
         flags: u32,
     ) -> Option<FlushReason> {
         let f = skb.frame();
-        let th = skb.l4_off;
+        let th = skb.lay.l4_off;
+        let line = self.cfg.kernel;
         let p = &mut self.held[idx];
-        let th2 = p.l4_off;
-        let pf = be32(&p.data, th2 + 12);
-        if flags & fw::CWR != 0 {
+        let th2 = p.lay.l4_off;
+        let pf = be32(&p.data, th2 + tcp::field::FLAG_WORD.start);
+        // `flush = flags & TCP_FLAG_CWR` (until 7.0).
+        if line.cwr_flushes() && flags & fw::CWR != 0 {
             return Some(FlushReason::CwrSet);
         }
-        let diff = (flags ^ pf) & !FLAG_WORD_IGNORED;
+        // Before 6.18 the mask also left CWR out.
+        let ignored = if line.cwr_ignored_in_flag_word() {
+            FLAG_WORD_IGNORED | fw::CWR
+        } else {
+            FLAG_WORD_IGNORED
+        };
+        let diff = (flags ^ pf) & !ignored;
         if diff != 0 {
             return Some(if diff & fw::DATA_OFFSET != 0 {
                 FlushReason::HeaderLengthChanged
@@ -134,16 +152,26 @@ impl GroEngine {
                 FlushReason::WindowChanged
             });
         }
-        if be32(f, th + 8) != be32(&p.data, th2 + 8) {
+        let ack = tcp::field::ACK.start;
+        if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
-        if f[th + 20..th + thlen] != p.data[th2 + 20..th2 + thlen] {
-            return Some(options_reason(
-                &f[th..th + thlen],
-                &p.data[th2..th2 + thlen],
-            ));
+        // Invariants the slicing below relies on (issue 9, item 6):
+        // `same_flow` only pairs packets whose header offsets are equal
+        // (`th == th2`, and the network headers in `network_flush`), and
+        // the flag-word check above has returned unless both TCP headers
+        // have the same length, which the transport layer checked to be
+        // present in `f`. `get` keeps a reordering of these checks (by a
+        // profile) from turning into a panic: it would end the run instead.
+        debug_assert_eq!(th, th2, "same_flow pairs equal offsets");
+        let opts = tcp::field::OPTIONS;
+        let (Some(mine), Some(held)) = (f.get(th..th + thlen), p.data.get(th2..th2 + thlen)) else {
+            return Some(FlushReason::HeaderLengthChanged);
+        };
+        if mine[opts..] != held[opts..] {
+            return Some(options_reason(mine, held));
         }
-        if let Some(r) = network_flush(p, skb) {
+        if let Some(r) = network_flush(p, skb, line) {
             return Some(r);
         }
         if len.wrapping_sub(1) >= p.mss {
@@ -153,8 +181,9 @@ impl GroEngine {
                 FlushReason::SegmentLarger
             });
         }
-        let expected = be32(&p.data, th2 + 4).wrapping_add(p.payload);
-        let seq = be32(f, th + 4);
+        let seq_at = tcp::field::SEQ.start;
+        let expected = be32(&p.data, th2 + seq_at).wrapping_add(p.payload);
+        let seq = be32(f, th + seq_at);
         if seq != expected {
             return Some(if (seq.wrapping_sub(expected) as i32) < 0 {
                 FlushReason::SequenceBehind
@@ -192,11 +221,16 @@ fn final_flag_reason(flags: u32) -> Option<FlushReason> {
 
 /// Distinguishes a timestamp-only change from other option changes.
 fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
-    let ta = crate::wire::tcp::Tcp::new_unchecked(a).timestamps();
-    let tb = crate::wire::tcp::Tcp::new_unchecked(b).timestamps();
+    let ta = tcp::Tcp::new_unchecked(a).timestamps();
+    let tb = tcp::Tcp::new_unchecked(b).timestamps();
     if let (Some(_), Some(_)) = (ta, tb) {
         // Same layout apart from the 8 timestamp value bytes?
-        let differing = a[20..].iter().zip(&b[20..]).filter(|(x, y)| x != y).count();
+        let opts = tcp::field::OPTIONS;
+        let differing = a[opts..]
+            .iter()
+            .zip(&b[opts..])
+            .filter(|(x, y)| x != y)
+            .count();
         if differing <= 8 {
             return FlushReason::TimestampChanged;
         }
@@ -207,31 +241,110 @@ fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
 /// `gro_receive_network_flush`: `inet_gro_flush` (6.18 IP-ID rules) or
 /// `ipv6_gro_flush` on the outer (or only) header, then on the inner
 /// header of an encapsulated packet.
-pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
+pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>, line: KernelLine) -> Option<FlushReason> {
     let f = skb.frame();
-    let (count, fixedid) = (p.count, &mut p.fixedid);
-    if let Some(o) = skb.outer {
-        let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.v6, count, fixedid, 0);
-        if let Some(r) = r {
-            return Some(outer_reason(r));
+    let lay = &skb.lay;
+    match line {
+        KernelLine::V6_18 | KernelLine::V7 => {
+            let (count, fixedid) = (p.count, &mut p.fixedid);
+            if let Some(o) = lay.outer {
+                let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
+                if let Some(r) = r {
+                    return Some(outer_reason(r));
+                }
+                return header_flush(
+                    &f[lay.l3_off..],
+                    &p.data[lay.l3_off..],
+                    lay.ip,
+                    count,
+                    fixedid,
+                    1,
+                );
+            }
+            header_flush(
+                &f[lay.l3_off..],
+                &p.data[lay.l3_off..],
+                lay.ip,
+                count,
+                fixedid,
+                0,
+            )
         }
-        return header_flush(
-            &f[skb.l3_off..],
-            &p.data[skb.l3_off..],
-            skb.v6,
-            count,
-            fixedid,
-            1,
-        );
+        KernelLine::V6_12 => {
+            // `gro_receive_network_flush` of 6.10–6.17: outer header with
+            // `outer = true`, then the inner one; one shared fixed-ID bit.
+            let count = p.count;
+            let one = |a: &[u8], b: &[u8], ip, fixedid: &mut u8, outer| match ip {
+                IpVersion::V4 => profile::inet_flush_6_12(a, b, count, fixedid, outer),
+                IpVersion::V6 => ipv6_flush(a, b),
+            };
+            if let Some(o) = lay.outer {
+                let r = one(
+                    &f[o.l3_off..],
+                    &p.data[o.l3_off..],
+                    o.ip,
+                    &mut p.fixedid,
+                    true,
+                );
+                if let Some(r) = r {
+                    return Some(outer_reason(r));
+                }
+            }
+            one(
+                &f[lay.l3_off..],
+                &p.data[lay.l3_off..],
+                lay.ip,
+                &mut p.fixedid,
+                false,
+            )
+        }
+        KernelLine::V6_1 => {
+            // ≤ 6.9: TTL/TOS/DF and traffic class/hop limit of every
+            // header (`NAPI_GRO_CB(p)->flush`), then the `flush_id` rule.
+            let fixed = |a: &[u8], b: &[u8], ip| match ip {
+                IpVersion::V4 => {
+                    profile::ttl_tos_df(&Ipv4::new_unchecked(a), &Ipv4::new_unchecked(b))
+                }
+                IpVersion::V6 => ipv6_flush(a, b),
+            };
+            let mut hdrs = Vec::with_capacity(2);
+            if let Some(o) = lay.outer {
+                if let Some(r) = fixed(&f[o.l3_off..], &p.data[o.l3_off..], o.ip) {
+                    return Some(outer_reason(r));
+                }
+                hdrs.push((o.l3_off, o.ip));
+            }
+            if let Some(r) = fixed(&f[lay.l3_off..], &p.data[lay.l3_off..], lay.ip) {
+                return Some(r);
+            }
+            hdrs.push((lay.l3_off, lay.ip));
+            let data = std::mem::take(&mut p.data);
+            let hs: Vec<profile::Hdr<'_>> = hdrs
+                .iter()
+                .map(|&(at, ip)| profile::Hdr {
+                    skb: &f[at..],
+                    p: &data[at..],
+                    ip,
+                })
+                .collect();
+            let r = profile::ip_id_flush_6_1(p, &hs);
+            drop(hs);
+            p.data = data;
+            r
+        }
     }
-    header_flush(
-        &f[skb.l3_off..],
-        &p.data[skb.l3_off..],
-        skb.v6,
-        count,
-        fixedid,
-        0,
-    )
+}
+
+/// `ipv6_gro_flush`: traffic class (ECN included) and hop limit.
+fn ipv6_flush(a: &[u8], b: &[u8]) -> Option<FlushReason> {
+    let first = ipv6::field::VERSION_TC_FLOW.start;
+    if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+        return Some(FlushReason::TosChanged);
+    }
+    if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+        return Some(FlushReason::HopLimitChanged);
+    }
+    None
 }
 
 /// The outer-header variant of a network flush reason.
@@ -248,21 +361,24 @@ fn outer_reason(r: FlushReason) -> FlushReason {
 fn header_flush(
     a: &[u8],
     b: &[u8],
-    v6: bool,
+    ip: IpVersion,
     count: u32,
     fixedid: &mut u8,
     inner: u8,
 ) -> Option<FlushReason> {
-    if v6 {
-        if (be32(a, 0) ^ be32(b, 0)) & 0x0FF0_0000 != 0 {
-            return Some(FlushReason::TosChanged);
+    match ip {
+        IpVersion::V6 => {
+            let first = ipv6::field::VERSION_TC_FLOW.start;
+            if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+                return Some(FlushReason::TosChanged);
+            }
+            if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+                return Some(FlushReason::HopLimitChanged);
+            }
+            None
         }
-        if a[7] != b[7] {
-            return Some(FlushReason::HopLimitChanged);
-        }
-        return None;
+        IpVersion::V4 => inet_flush(a, b, count, fixedid, inner),
     }
-    inet_flush(a, b, count, fixedid, inner)
 }
 
 /// `inet_gro_flush(iph, iph2, p, inner)`: TTL, TOS and DF must match; the
@@ -275,16 +391,17 @@ pub(super) fn inet_flush(
     fixedid: &mut u8,
     inner: u8,
 ) -> Option<FlushReason> {
-    if iph[8] != iph2[8] {
+    let (a, b) = (Ipv4::new_unchecked(iph), Ipv4::new_unchecked(iph2));
+    if a.ttl() != b.ttl() {
         return Some(FlushReason::TtlChanged);
     }
-    if iph[1] != iph2[1] {
+    if a.tos() != b.tos() {
         return Some(FlushReason::TosChanged);
     }
-    if (be16(iph, 6) ^ be16(iph2, 6)) & DF != 0 {
+    if (a.frag_word() ^ b.frag_word()) & DF != 0 {
         return Some(FlushReason::DfChanged);
     }
-    let offset = be16(iph, 4).wrapping_sub(be16(iph2, 4));
+    let offset = a.ident().wrapping_sub(b.ident());
     let count = count as u16;
     if count == 1 && offset == 0 {
         *fixedid |= 1 << inner;
@@ -300,28 +417,25 @@ pub(super) fn inet_flush(
 /// Software TCP checksum validation (`skb_gro_checksum_validate` with the
 /// pseudo-header of the packet's own addresses).
 fn l4_checksum_ok(skb: &Skb<'_>) -> bool {
-    l4_checksum_ok_at(skb.frame(), skb.l3_off, skb.l4_off, skb.v6, 6)
+    l4_checksum_ok_at(
+        skb.frame(),
+        skb.lay.l3_off,
+        skb.lay.l4_off,
+        skb.lay.ip,
+        Transport::Tcp,
+    )
 }
 
 /// Verifies the transport checksum of the segment at `l4` (to the end of
 /// the frame) against the pseudo-header of the IP header at `l3`.
-pub(super) fn l4_checksum_ok_at(f: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> bool {
+pub(super) fn l4_checksum_ok_at(
+    f: &[u8],
+    l3: usize,
+    l4: usize,
+    ip: IpVersion,
+    proto: Transport,
+) -> bool {
     let seg = &f[l4..];
-    let ip = &f[l3..];
-    let pseudo = if v6 {
-        checksum::pseudo_ipv6(
-            ip[8..24].try_into().expect("40-byte header checked"),
-            ip[24..40].try_into().expect("40-byte header checked"),
-            proto,
-            seg.len() as u32,
-        )
-    } else {
-        checksum::pseudo_ipv4(
-            ip[12..16].try_into().expect("20-byte header checked"),
-            ip[16..20].try_into().expect("20-byte header checked"),
-            proto,
-            seg.len() as u32,
-        )
-    };
+    let pseudo = checksum::pseudo_header(&f[l3..], ip, proto.protocol(), seg.len() as u32);
     checksum::verify(pseudo, seg)
 }

@@ -856,3 +856,62 @@ fn non_ip_frames_are_counted_as_other() {
     assert_eq!(e.stats().proto_in[Proto::Other as usize], 1);
     assert_eq!(e.stats().proto_out[Proto::Other as usize], 1);
 }
+
+fn run_csum(csum: RxChecksum, frames: &[Vec<u8>]) -> Vec<(u32, FlushReason)> {
+    let mut e = GroEngine::new(GroConfig {
+        flush_timeout_ns: 10_000_000,
+        ..GroConfig::default()
+    });
+    let mut outs = Vec::new();
+    let mut push = |d: &Delivered<'_>| outs.push((d.segments, d.reason));
+    for (i, f) in frames.iter().enumerate() {
+        let input = Input {
+            data: f,
+            link: LinkKind::Ethernet,
+            timestamp_ns: i as u64 * 1000,
+            frame: i as u64 + 1,
+            orig_len: f.len() as u32,
+        };
+        e.receive_with_checksum(input, csum, &mut push);
+    }
+    e.finish(&mut push);
+    outs
+}
+
+#[test]
+fn checksum_unnecessary_is_not_verified_again() {
+    let mut bad = seg4(1);
+    bad.tcp_mut().corrupt_checksum = true;
+    let frames = build([seg4(0), bad]);
+    assert_eq!(
+        run_csum(RxChecksum::None, &frames),
+        vec![(1, FlushReason::BadChecksum), (1, FlushReason::EndOfInput)]
+    );
+    let valid = RxChecksum::Unnecessary { level: 0 };
+    assert_eq!(run_csum(valid, &frames), vec![(2, FlushReason::EndOfInput)]);
+}
+
+#[test]
+fn checksum_level_0_covers_only_the_outer_udp_of_a_tunnel() {
+    // The outer UDP checksum is 0: it still uses the one known-good level
+    // (`skb_gro_incr_csum_unnecessary`), so the inner TCP one is verified.
+    let mut bad = vxlan(1, 1, true);
+    let mut inner = FrameSpec::tcp4(
+        [192, 168, 0, 2],
+        [192, 168, 0, 1],
+        TcpSpec::data(33333, 80, 1 + 1350),
+    )
+    .payload(vec![1; 1350]);
+    inner.v4_mut().id = 8;
+    inner.tcp_mut().corrupt_checksum = true;
+    bad.payload = crate::build::vxlan_payload(42, &inner.build());
+    let frames = build([vxlan(0, 0, true), bad]);
+    assert_eq!(
+        run_csum(RxChecksum::Unnecessary { level: 0 }, &frames),
+        vec![(1, FlushReason::BadChecksum), (1, FlushReason::EndOfInput)]
+    );
+    assert_eq!(
+        run_csum(RxChecksum::Unnecessary { level: 1 }, &frames),
+        vec![(2, FlushReason::EndOfInput)]
+    );
+}

@@ -8,10 +8,11 @@
 //! first completes the run and starts a new one; a shorter one is merged
 //! and ends the run; at most 64 datagrams; below 64 KiB in total.
 
-use super::rx::{Skb, UDP};
+use super::rx::Skb;
 use super::tcp::{l4_checksum_ok_at, network_flush};
 use super::{max_size, Delivered, FlushReason, GroEngine, Verdict, GRO_LEGACY_MAX_SIZE};
-use crate::wire::be16;
+use crate::wire::udp::{self, field};
+use crate::wire::{be16, Transport};
 
 /// `UDP_GRO_CNT_MAX`.
 pub const UDP_GRO_CNT_MAX: u32 = 64;
@@ -24,26 +25,40 @@ impl GroEngine {
         out: &mut F,
     ) -> Verdict {
         let f = skb.frame();
-        let uh = skb.l4_off;
-        if f.len() < uh + 8 {
+        let uh = skb.lay.l4_off;
+        if f.len() < uh + udp::HEADER_LEN {
             return Verdict::Pass(FlushReason::Malformed);
         }
-        let check = be16(f, uh + 6);
+        let check = be16(f, uh + field::CHECKSUM);
         // skb_gro_checksum_validate_zero_check: a zero checksum is not checked.
         if !skb.l3_flush
             && check != 0
-            && self.cfg.verify_checksums
-            && !l4_checksum_ok_at(f, skb.l3_off, uh, skb.v6, UDP)
+            && self.needs_verify(skb)
+            && !l4_checksum_ok_at(f, skb.lay.l3_off, uh, skb.lay.ip, Transport::Udp)
         {
             return Verdict::Pass(FlushReason::BadChecksum);
         }
-        let dport = be16(f, uh + 2);
+        let dport = be16(f, uh + field::DST_PORT.start);
         if self.cfg.vxlan_ports.contains(&dport) {
             // The tunnel path takes one level of encapsulation only.
-            if skb.outer.is_some() {
-                return Verdict::Pass(FlushReason::UnsupportedProtocol);
+            if skb.lay.outer.is_some() {
+                return Verdict::Pass(FlushReason::NestedTunnel);
             }
-            return self.vxlan_receive(skb, out);
+            // The outer checksum used one known-good level (a zero one too:
+            // `skb_gro_incr_csum_unnecessary` runs whenever validation
+            // did not fail), unless the network layer had set flush.
+            let csum_cnt = if skb.l3_flush {
+                skb.csum_cnt
+            } else {
+                skb.csum_cnt.saturating_sub(1)
+            };
+            return self.vxlan_receive(&Skb { csum_cnt, ..*skb }, out);
+        }
+        if self.cfg.geneve_ports.contains(&dport) {
+            if skb.lay.outer.is_some() {
+                return Verdict::Pass(FlushReason::NestedTunnel);
+            }
+            return self.geneve_receive(skb, out);
         }
         if !self.cfg.udp.applies_to(dport) {
             return Verdict::Pass(FlushReason::UnsupportedProtocol);
@@ -54,24 +69,25 @@ impl GroEngine {
     /// `udp_gro_receive_segment`.
     fn udp_segment<F: FnMut(&Delivered<'_>)>(&mut self, skb: &Skb<'_>, out: &mut F) -> Verdict {
         let f = skb.frame();
-        let uh = skb.l4_off;
-        if be16(f, uh + 6) == 0 {
+        let uh = skb.lay.l4_off;
+        if be16(f, uh + field::CHECKSUM) == 0 {
             return Verdict::Pass(FlushReason::UdpZeroChecksum);
         }
-        let ulen = be16(f, uh + 4) as usize;
-        if ulen <= 8 || ulen != f.len() - uh {
+        let ulen = be16(f, uh + field::LENGTH.start) as usize;
+        if ulen <= udp::HEADER_LEN || ulen != f.len() - uh {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        let len = (ulen - 8) as u32;
+        let len = (ulen - udp::HEADER_LEN) as u32;
         let Some(idx) = self.lookup(skb) else {
             if skb.l3_flush {
                 return Verdict::Pass(FlushReason::LengthMismatch);
             }
-            self.hold(skb, len, UDP, out);
+            self.hold(skb, len, out);
             return Verdict::Consumed;
         };
-        let p_ulen = be16(&self.held[idx].data, self.held[idx].l4_off + 4) as usize;
-        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb) {
+        let held = &self.held[idx];
+        let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
+        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb, self.cfg.kernel) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)
@@ -94,11 +110,11 @@ impl GroEngine {
             if skb.l3_flush {
                 return Verdict::Pass(FlushReason::LengthMismatch);
             }
-            self.hold(skb, len, UDP, out);
+            self.hold(skb, len, out);
             return Verdict::Consumed;
         }
         let p = &mut self.held[idx];
-        p.data.extend_from_slice(&f[uh + 8..]);
+        p.data.extend_from_slice(&f[uh + udp::HEADER_LEN..]);
         p.count += 1;
         p.payload += len;
         p.last_frame = skb.input.frame;

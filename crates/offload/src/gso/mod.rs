@@ -22,11 +22,11 @@
 //! (`SKB_GSO_UDP_TUNNEL_CSUM`), left 0 otherwise.
 
 use crate::checksum;
+pub use crate::layout::{Layout, OuterLayout};
 use crate::link::{dissect_l2, LinkKind};
-use crate::wire::ethernet::ethertype;
-use crate::wire::ipv6::{next_header, TLV_JUMBO};
-use crate::wire::tcp::flags;
-use crate::wire::{be16, be32, put16, put32, WireError};
+use crate::wire::ipv6::{self, Ipv6};
+use crate::wire::tcp::{self, flags};
+use crate::wire::{be16, be32, ipv4, put16, put32, udp, IpVersion, Transport, WireError};
 use core::fmt;
 
 /// How to segment.
@@ -43,6 +43,7 @@ pub struct GsoParams {
 }
 
 impl GsoParams {
+    /// Parameters for `mss` with no fixed IDs and classic ECN.
     pub fn new(mss: u32) -> Self {
         GsoParams {
             mss,
@@ -93,60 +94,35 @@ impl From<WireError> for GsoError {
     }
 }
 
-/// Where the headers of a super-packet are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    /// The innermost network header.
-    pub l3_off: usize,
-    pub v6: bool,
-    /// The innermost transport header.
-    pub l4_off: usize,
-    /// 6 (TCP) or 17 (UDP).
-    pub l4_proto: u8,
-    /// TCP header length, or 8 for UDP.
-    pub l4_header_len: usize,
-    /// End of the (inner) IP packet: Ethernet padding excluded.
-    pub end: usize,
-    /// An 8-byte Hop-by-Hop Jumbo header at `l3_off + 40` of the innermost
-    /// IPv6 header, to drop.
-    pub jumbo_hbh: bool,
-    /// VXLAN outer headers, if encapsulated.
-    pub outer: Option<OuterLayout>,
+/// The network layer at `l3` of a packet of type `et`.
+#[derive(Debug, Clone, Copy)]
+struct L3 {
+    ip: IpVersion,
+    l4_off: usize,
+    proto: u8,
+    end: usize,
+    jumbo_hbh: bool,
 }
 
-/// The outer headers of a VXLAN super-packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OuterLayout {
-    pub l3_off: usize,
-    pub v6: bool,
-    pub udp_off: usize,
-}
-
-impl Layout {
-    /// Transport payload bytes.
-    pub fn payload_len(&self) -> usize {
-        self.end.saturating_sub(self.l4_off + self.l4_header_len)
-    }
-
-    /// Offset of the transport payload.
-    pub fn payload_off(&self) -> usize {
-        self.l4_off + self.l4_header_len
-    }
-}
-
-/// Network layer at `l3`: `(v6, l4_off, l4_proto, end, jumbo_hbh)`.
-fn l3_layout(frame: &[u8], et: u16, l3: usize) -> Result<(bool, usize, u8, usize, bool), GsoError> {
-    match et {
-        ethertype::IPV4 => {
-            let ip = crate::wire::ipv4::Ipv4::new_checked(&frame[l3..]).map_err(|e| e.at(l3))?;
+/// Network layer at `l3`.
+fn l3_layout(frame: &[u8], et: u16, l3: usize) -> Result<L3, GsoError> {
+    match IpVersion::from_ethertype(et) {
+        Some(IpVersion::V4) => {
+            let ip = ipv4::Ipv4::new_checked(&frame[l3..]).map_err(|e| e.at(l3))?;
             let avail = frame.len() - l3;
             let len = ip.effective_len(avail).min(avail);
-            Ok((false, l3 + ip.header_len(), ip.protocol(), l3 + len, false))
+            Ok(L3 {
+                ip: IpVersion::V4,
+                l4_off: l3 + ip.header_len(),
+                proto: ip.protocol(),
+                end: l3 + len,
+                jumbo_hbh: false,
+            })
         }
-        ethertype::IPV6 => {
-            let ip = crate::wire::ipv6::Ipv6::new_checked(&frame[l3..]).map_err(|e| e.at(l3))?;
+        Some(IpVersion::V6) => {
+            let ip = Ipv6::new_checked(&frame[l3..]).map_err(|e| e.at(l3))?;
             let chain = ip.walk_ext().map_err(|e| e.at(l3))?;
-            let avail = frame.len() - l3 - 40;
+            let avail = frame.len() - l3 - ipv6::HEADER_LEN;
             let plen = match (ip.payload_len(), chain.jumbo) {
                 (0, Some(j)) => (j as usize).min(avail),
                 (0, None) => avail,
@@ -154,80 +130,172 @@ fn l3_layout(frame: &[u8], et: u16, l3: usize) -> Result<(bool, usize, u8, usize
             };
             // `ipv6_hopopt_jumbo_remove`: only the exact 8-byte HBH that
             // carries nothing but the Jumbo option, directly before TCP.
-            let jumbo = ip.next_header() == next_header::HOP_BY_HOP
+            let jumbo_hbh = ip.next_header() == ipv6::next_header::HOP_BY_HOP
                 && ip.payload_len() == 0
-                && frame.len() >= l3 + 48
-                && frame[l3 + 40] == 6
-                && frame[l3 + 41] == 0
-                && frame[l3 + 42] == TLV_JUMBO
-                && frame[l3 + 43] == 4;
-            Ok((
-                true,
-                l3 + chain.upper_offset,
-                chain.upper,
-                l3 + 40 + plen,
-                jumbo,
-            ))
+                && ipv6::is_jumbo_hbh(&frame[l3 + ipv6::HEADER_LEN..]);
+            Ok(L3 {
+                ip: IpVersion::V6,
+                l4_off: l3 + chain.upper_offset,
+                proto: chain.upper,
+                end: l3 + ipv6::HEADER_LEN + plen,
+                jumbo_hbh,
+            })
         }
-        _ => Err(GsoError::Unsupported("not IPv4 or IPv6")),
+        None => Err(GsoError::Unsupported("not IPv4 or IPv6")),
     }
 }
 
-/// Finds the headers of a TCP or UDP super-packet; UDP to one of
-/// `vxlan_ports` carrying Ethernet + IP is treated as VXLAN.
+/// UDP ports of tunnels the engine knows but does not segment: a
+/// super-packet to one of them is refused (and so copied unchanged by
+/// `offload gso`) rather than cut as plain UDP. VXLAN-GPE (4790),
+/// MPLS over UDP (6635), GUE (5555 is not IANA-assigned; FOU/GUE have no
+/// fixed port and are not listed).
+pub const UNMODELLED_UDP_TUNNEL_PORTS: &[u16] = &[4790, 6635];
+
+/// Finds the headers of a TCP or UDP super-packet, looking through one
+/// tunnel: UDP to one of `vxlan_ports` (VXLAN), UDP to 6081 (Geneve,
+/// `skb_udp_tunnel_segment`), GRE with or without key and checksum
+/// (`gre_gso_segment`), and IP in IP (IPIP, SIT, IPv6 in IPv6, IPv4 in
+/// IPv6: `ipip_gso_segment` / `sit_gso_segment` / `ip6ip6_gso_segment` /
+/// `ip4ip6_gso_segment`). A tunnel it recognises but cannot segment
+/// (GRE with a sequence number, a version other than 0, an unknown
+/// payload; Geneve OAM; VXLAN-GPE, MPLS over UDP) is an error, never
+/// plain UDP or IP.
 pub fn layout(link: LinkKind, frame: &[u8], vxlan_ports: &[u16]) -> Result<Layout, GsoError> {
     let l2 = dissect_l2(link, frame)?;
-    let (v6, l4, proto, end, jumbo) = l3_layout(frame, l2.ethertype, l2.l3_offset)?;
-    let mut lay = Layout {
-        l3_off: l2.l3_offset,
-        v6,
-        l4_off: l4,
-        l4_proto: proto,
-        l4_header_len: 0,
-        end,
-        jumbo_hbh: jumbo,
-        outer: None,
-    };
-    if proto == 17 && frame.len() >= l4 + 8 && vxlan_ports.contains(&be16(frame, l4 + 2)) {
-        let inner_eth = l4 + 16;
-        if frame.len() >= inner_eth + 14 {
-            let et = be16(frame, inner_eth + 12);
-            if let Ok((iv6, il4, iproto, iend, ijumbo)) = l3_layout(frame, et, inner_eth + 14) {
-                lay = Layout {
-                    l3_off: inner_eth + 14,
-                    v6: iv6,
-                    l4_off: il4,
-                    l4_proto: iproto,
-                    l4_header_len: 0,
-                    end: iend,
-                    jumbo_hbh: ijumbo,
-                    outer: Some(OuterLayout {
-                        l3_off: l2.l3_offset,
-                        v6,
-                        udp_off: l4,
-                    }),
-                };
-            }
+    let outer_net = l3_layout(frame, l2.ethertype, l2.l3_offset)?;
+    let mut net = outer_net;
+    let mut l3_off = l2.l3_offset;
+    let mut outer = None;
+    if let Some((o, inner_type)) = tunnel_of(frame, l2.l3_offset, &outer_net, vxlan_ports)? {
+        let inner_l3 = o.inner_l3_off();
+        if frame.len() < inner_l3 {
+            return Err(GsoError::Unsupported("tunnel header cut short"));
         }
+        net = l3_layout(frame, inner_type, inner_l3)?;
+        l3_off = inner_l3;
+        outer = Some(o);
     }
-    lay.l4_header_len = match lay.l4_proto {
-        6 => crate::wire::tcp::Tcp::new_checked(&frame[lay.l4_off..lay.end.max(lay.l4_off)])
-            .map_err(|e| e.at(lay.l4_off))?
+    let l4_proto = Transport::from_protocol(net.proto).ok_or(if outer.is_some() {
+        GsoError::Unsupported("tunnelled packet is not TCP or UDP")
+    } else {
+        GsoError::Unsupported("not TCP or UDP")
+    })?;
+    let l4 = &frame[net.l4_off..net.end.max(net.l4_off)];
+    let l4_header_len = match l4_proto {
+        Transport::Tcp => tcp::Tcp::new_checked(l4)
+            .map_err(|e| e.at(net.l4_off))?
             .header_len(),
-        17 => {
-            crate::wire::udp::Udp::new_checked(&frame[lay.l4_off..lay.end.max(lay.l4_off)])
-                .map_err(|e| e.at(lay.l4_off))?;
-            8
+        Transport::Udp => {
+            udp::Udp::new_checked(l4).map_err(|e| e.at(net.l4_off))?;
+            udp::HEADER_LEN
         }
-        _ => return Err(GsoError::Unsupported("not TCP or UDP")),
     };
-    Ok(lay)
+    Ok(Layout {
+        l3_off,
+        ip: net.ip,
+        l4_off: net.l4_off,
+        l4_proto,
+        l4_header_len,
+        end: net.end,
+        jumbo_hbh: net.jumbo_hbh,
+        outer,
+    })
+}
+
+/// The tunnel after the network header `net` at `l3`, if any, with the
+/// EtherType of its inner network header.
+fn tunnel_of(
+    frame: &[u8],
+    l3: usize,
+    net: &L3,
+    vxlan_ports: &[u16],
+) -> Result<Option<(OuterLayout, u16)>, GsoError> {
+    use crate::layout::Encap;
+    use crate::wire::ethernet;
+    let at = net.l4_off;
+    let outer = |encap| OuterLayout {
+        l3_off: l3,
+        ip: net.ip,
+        encap_off: at,
+        encap,
+    };
+    let eth_type = |o: &OuterLayout| -> Result<u16, GsoError> {
+        let e = o.inner_eth_off() + ethernet::field::ETHERTYPE.start;
+        if frame.len() < e + 2 {
+            return Err(GsoError::Unsupported("tunnel header cut short"));
+        }
+        Ok(be16(frame, e))
+    };
+    match net.proto {
+        crate::wire::ip_proto::IPIP => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV4))),
+        crate::wire::ip_proto::IPV6 => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV6))),
+        crate::wire::ip_proto::GRE => {
+            use crate::wire::gre::{self, Gre};
+            let g = Gre::new_checked(&frame[at.min(frame.len())..]).map_err(|e| e.at(at))?;
+            if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
+                return Err(GsoError::Unsupported(
+                    "GRE with a sequence number or routing (no GSO for it)",
+                ));
+            }
+            let eth = match g.protocol() {
+                ethernet::ethertype::TEB => true,
+                ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+                _ => return Err(GsoError::Unsupported("GRE payload is not IP or Ethernet")),
+            };
+            let o = outer(Encap::Gre {
+                len: g.header_len() as u16,
+                eth,
+            });
+            let t = if eth { eth_type(&o)? } else { g.protocol() };
+            Ok(Some((o, t)))
+        }
+        crate::wire::ip_proto::UDP if frame.len() >= at + udp::HEADER_LEN => {
+            let dport = be16(frame, at + udp::field::DST_PORT.start);
+            if vxlan_ports.contains(&dport) {
+                let o = outer(Encap::Vxlan);
+                // A VXLAN port carrying something else is cut as UDP, as
+                // before (the port may be in use by another protocol).
+                return Ok(eth_type(&o).ok().map(|t| (o, t)));
+            }
+            if dport == crate::wire::geneve::PORT {
+                use crate::wire::geneve::{self, Geneve};
+                let gh = at + udp::HEADER_LEN;
+                let g = Geneve::new_checked(&frame[gh.min(frame.len())..]).map_err(|e| e.at(gh))?;
+                if g.version() != 0 || g.oam() {
+                    return Err(GsoError::Unsupported("Geneve OAM or version other than 0"));
+                }
+                let eth = match g.protocol() {
+                    geneve::PROTO_TEB => true,
+                    ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+                    _ => {
+                        return Err(GsoError::Unsupported(
+                            "Geneve payload is not IP or Ethernet",
+                        ))
+                    }
+                };
+                let o = outer(Encap::Geneve {
+                    len: g.header_len() as u16,
+                    eth,
+                });
+                let t = if eth { eth_type(&o)? } else { g.protocol() };
+                return Ok(Some((o, t)));
+            }
+            if UNMODELLED_UDP_TUNNEL_PORTS.contains(&dport) {
+                return Err(GsoError::Unsupported(
+                    "a UDP tunnel the engine does not model",
+                ));
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Finds the headers of a TCP super-packet (no tunnel).
 pub fn tcp_layout(link: LinkKind, frame: &[u8]) -> Result<Layout, GsoError> {
     let lay = layout(link, frame, &[])?;
-    if lay.l4_proto != 6 {
+    if lay.l4_proto != Transport::Tcp {
         return Err(GsoError::Unsupported("not TCP"));
     }
     Ok(lay)
@@ -268,6 +336,7 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     if params.mss == 0 {
         return Err(GsoError::ZeroMss);
     }
+    check_layout(frame, lay)?;
     let payload = &frame[lay.payload_off()..lay.end];
     if payload.len() <= params.mss as usize && !lay.jumbo_hbh {
         out(frame);
@@ -276,34 +345,55 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     // Every segment is a plain (non-BIG) packet: its IP length field must
     // hold it. The kernel never builds such a gso_size; refuse rather than
     // write a wrapped length.
-    let jumbo = if lay.jumbo_hbh { 8 } else { 0 };
+    let jumbo = if lay.jumbo_hbh {
+        ipv6::JUMBO_HBH_LEN
+    } else {
+        0
+    };
     let largest = lay.payload_off() - jumbo + params.mss as usize;
     // IPv4 counts its header, IPv6 does not; check every IP header.
-    let too_big = |l3: usize, v6: bool| largest - l3 > 65535 + if v6 { 40 } else { 0 };
-    if too_big(lay.l3_off, lay.v6) || lay.outer.is_some_and(|o| too_big(o.l3_off, o.v6)) {
+    let too_big = |l3: usize, ip: IpVersion| {
+        largest - l3
+            > 65535
+                + match ip {
+                    IpVersion::V4 => 0,
+                    IpVersion::V6 => ipv6::HEADER_LEN,
+                }
+    };
+    if too_big(lay.l3_off, lay.ip) || lay.outer.is_some_and(|o| too_big(o.l3_off, o.ip)) {
         return Err(GsoError::Unsupported(
             "segment larger than an IP packet can say (mss too large)",
         ));
     }
     // Headers without the Jumbo HBH.
     let mut hdr = Vec::with_capacity(lay.payload_off());
-    let (l3, l4) = (lay.l3_off, lay.l4_off);
+    let l3 = lay.l3_off;
+    let after_fixed = l3 + ipv6::HEADER_LEN;
     if lay.jumbo_hbh {
-        hdr.extend_from_slice(&frame[..l3 + 40]);
-        hdr.extend_from_slice(&frame[l3 + 48..lay.payload_off()]);
-        hdr[l3 + 6] = frame[l3 + 40];
+        hdr.extend_from_slice(&frame[..after_fixed]);
+        hdr.extend_from_slice(&frame[after_fixed + ipv6::JUMBO_HBH_LEN..lay.payload_off()]);
+        hdr[l3 + ipv6::field::NEXT_HEADER] = frame[after_fixed + ipv6::ext_field::NEXT_HEADER];
     } else {
         hdr.extend_from_slice(&frame[..lay.payload_off()]);
     }
-    let l4 = if lay.jumbo_hbh { l4 - 8 } else { l4 };
-    let tcp = lay.l4_proto == 6;
-    let seq0 = if tcp { be32(&hdr, l4 + 4) } else { 0 };
-    let id0 = if lay.v6 { 0 } else { be16(&hdr, l3 + 4) };
-    let outer_id0 = match lay.outer {
-        Some(o) if !o.v6 => be16(&hdr, o.l3_off + 4),
-        _ => 0,
+    let l4 = lay.l4_off - jumbo;
+    let is_tcp = lay.l4_proto == Transport::Tcp;
+    let seq0 = if is_tcp {
+        be32(&hdr, l4 + tcp::field::SEQ.start)
+    } else {
+        0
     };
-    let orig_flags = if tcp { hdr[l4 + 13] } else { 0 };
+    let ipv4_id = |l3: usize, ip: IpVersion| match ip {
+        IpVersion::V4 => be16(&hdr, l3 + ipv4::field::IDENT.start),
+        IpVersion::V6 => 0,
+    };
+    let id0 = ipv4_id(l3, lay.ip);
+    let outer_id0 = lay.outer.map_or(0, |o| ipv4_id(o.l3_off, o.ip));
+    let orig_flags = if is_tcp {
+        hdr[l4 + tcp::field::FLAGS]
+    } else {
+        0
+    };
     // Inner fixed-ID comes from the inner flag when tunnelled.
     let inner_fixed = if lay.outer.is_some() {
         params.fixed_id_inner
@@ -318,7 +408,7 @@ pub fn segment_layout<F: FnMut(&[u8])>(
         seg.extend_from_slice(&hdr);
         seg.extend_from_slice(chunk);
         let seg_len = seg.len();
-        if tcp {
+        if is_tcp {
             let mut fl = orig_flags;
             if i + 1 != n {
                 fl &= !(flags::FIN | flags::PSH);
@@ -326,81 +416,147 @@ pub fn segment_layout<F: FnMut(&[u8])>(
             if i > 0 && !params.accecn {
                 fl &= !flags::CWR;
             }
-            seg[l4 + 13] = fl;
-            put32(&mut seg, l4 + 4, seq0.wrapping_add((i * mss) as u32));
+            seg[l4 + tcp::field::FLAGS] = fl;
+            put32(
+                &mut seg,
+                l4 + tcp::field::SEQ.start,
+                seq0.wrapping_add((i * mss) as u32),
+            );
         } else {
-            put16(&mut seg, l4 + 4, (seg_len - l4) as u16);
+            put16(
+                &mut seg,
+                l4 + udp::field::LENGTH.start,
+                (seg_len - l4) as u16,
+            );
         }
-        fix_ip(
-            &mut seg,
-            l3,
-            lay.v6,
-            if inner_fixed {
-                id0
-            } else {
-                id0.wrapping_add(i as u16)
-            },
-        );
-        fill_l4_checksum(&mut seg, l3, l4, lay.v6, lay.l4_proto);
+        let id = if inner_fixed {
+            id0
+        } else {
+            id0.wrapping_add(i as u16)
+        };
+        fix_ip(&mut seg, l3, lay.ip, id);
+        fill_l4_checksum(&mut seg, l3, l4, lay.ip, lay.l4_proto);
         if let Some(o) = lay.outer {
             let id = if params.fixed_id {
                 outer_id0
             } else {
                 outer_id0.wrapping_add(i as u16)
             };
-            fix_ip(&mut seg, o.l3_off, o.v6, id);
-            put16(&mut seg, o.udp_off + 4, (seg_len - o.udp_off) as u16);
-            if be16(&seg, o.udp_off + 6) != 0 {
-                fill_l4_checksum(&mut seg, o.l3_off, o.udp_off, o.v6, 17);
-            }
+            fix_ip(&mut seg, o.l3_off, o.ip, id);
+            fix_tunnel(&mut seg, &o);
         }
         out(&seg);
     }
     Ok(n)
 }
 
+/// The invariants `segment_layout` slices by, checked so that a layout
+/// built by hand (not by [`layout`]) is an error, never a panic: headers
+/// in order and inside the frame, each IP header long enough for its
+/// fixed part, a Jumbo HBH only on IPv6 and with room for it.
+fn check_layout(frame: &[u8], lay: &Layout) -> Result<(), GsoError> {
+    let bad = || Err(GsoError::Unsupported("inconsistent layout"));
+    let min_ip = |ip: IpVersion| match ip {
+        IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+        IpVersion::V6 => ipv6::HEADER_LEN,
+    };
+    let min_l4 = match lay.l4_proto {
+        Transport::Tcp => tcp::MIN_HEADER_LEN,
+        Transport::Udp => udp::HEADER_LEN,
+    };
+    let jumbo = if lay.jumbo_hbh {
+        ipv6::JUMBO_HBH_LEN
+    } else {
+        0
+    };
+    if lay.l3_off + min_ip(lay.ip) + jumbo > lay.l4_off
+        || lay.l4_header_len < min_l4
+        || lay.payload_off() > lay.end
+        || lay.end > frame.len()
+        || (lay.jumbo_hbh && lay.ip != IpVersion::V6)
+    {
+        return bad();
+    }
+    if let Some(o) = lay.outer {
+        let tunnel_end = o.inner_l3_off();
+        if o.l3_off + min_ip(o.ip) > o.encap_off
+            || o.tunnel_header_off() < o.encap_off
+            || tunnel_end != lay.l3_off
+            || (o.udp_off().is_some() && o.encap_off + udp::HEADER_LEN > tunnel_end)
+            || (matches!(o.encap, crate::layout::Encap::Gre { .. })
+                && o.encap_off + crate::wire::gre::BASE_LEN + 2 > tunnel_end)
+        {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
+/// The tunnel header of one segment: the outer UDP length and checksum
+/// (VXLAN, Geneve: `__skb_udp_tunnel_segment`, full checksum when the
+/// super-packet's was non-zero, `SKB_GSO_UDP_TUNNEL_CSUM`), or the GRE
+/// checksum (`gre_gso_segment`: over the GRE header and everything after
+/// it). IP in IP has nothing beyond the outer IP header.
+fn fix_tunnel(seg: &mut [u8], o: &OuterLayout) {
+    use crate::layout::Encap;
+    match o.encap {
+        Encap::Vxlan | Encap::Geneve { .. } => {
+            let u = o.encap_off;
+            put16(seg, u + udp::field::LENGTH.start, (seg.len() - u) as u16);
+            if be16(seg, u + udp::field::CHECKSUM) != 0 {
+                fill_l4_checksum(seg, o.l3_off, u, o.ip, Transport::Udp);
+            }
+        }
+        Encap::Gre { .. } => {
+            let g = o.encap_off;
+            if be16(seg, g) & crate::wire::gre::flags::CSUM != 0 {
+                put16(seg, g + 4, 0);
+                let c = checksum::checksum(&seg[g..]);
+                put16(seg, g + 4, c);
+            }
+        }
+        Encap::IpInIp => {}
+    }
+}
+
 /// Sets the IP length of the header at `l3` to the rest of `seg` and, for
 /// IPv4, the ID and a fresh header checksum (`ip_send_check`).
-fn fix_ip(seg: &mut [u8], l3: usize, v6: bool, id: u16) {
+fn fix_ip(seg: &mut [u8], l3: usize, ip: IpVersion, id: u16) {
     let len = seg.len();
-    if v6 {
-        put16(seg, l3 + 4, (len - l3 - 40) as u16);
-        return;
+    match ip {
+        IpVersion::V6 => {
+            let plen = (len - l3 - ipv6::HEADER_LEN) as u16;
+            Ipv6::new_unchecked(&mut seg[l3..]).set_payload_len(plen);
+        }
+        IpVersion::V4 => {
+            let mut h = ipv4::Ipv4::new_unchecked(&mut seg[l3..]);
+            h.set_total_len((len - l3) as u16);
+            h.set_ident(id);
+            h.fill_header_checksum();
+        }
     }
-    put16(seg, l3 + 2, (len - l3) as u16);
-    put16(seg, l3 + 4, id);
-    put16(seg, l3 + 10, 0);
-    let ihl = (seg[l3] & 0x0f) as usize * 4;
-    let c = checksum::checksum(&seg[l3..l3 + ihl]);
-    put16(seg, l3 + 10, c);
 }
 
 /// Computes a TCP or UDP checksum from scratch (UDP: 0 goes out as 0xFFFF).
-pub(crate) fn fill_l4_checksum(seg: &mut [u8], l3: usize, l4: usize, v6: bool, proto: u8) {
-    let field = if proto == 6 { 16 } else { 6 };
-    put16(seg, l4 + field, 0);
+pub(crate) fn fill_l4_checksum(
+    seg: &mut [u8],
+    l3: usize,
+    l4: usize,
+    ip: IpVersion,
+    proto: Transport,
+) {
+    let field = l4 + proto.checksum_offset();
+    put16(seg, field, 0);
     let len = (seg.len() - l4) as u32;
-    let pseudo = if v6 {
-        checksum::pseudo_ipv6(
-            seg[l3 + 8..l3 + 24].try_into().expect("IPv6 header"),
-            seg[l3 + 24..l3 + 40].try_into().expect("IPv6 header"),
-            proto,
-            len,
-        )
-    } else {
-        checksum::pseudo_ipv4(
-            seg[l3 + 12..l3 + 16].try_into().expect("IPv4 header"),
-            seg[l3 + 16..l3 + 20].try_into().expect("IPv4 header"),
-            proto,
-            len,
-        )
-    };
+    let pseudo = checksum::pseudo_header(&seg[l3..], ip, proto.protocol(), len);
     let mut c = !checksum::fold(checksum::sum_bytes(pseudo, &seg[l4..]));
-    if proto == 17 && c == 0 {
+    if proto == Transport::Udp && c == 0 {
         c = 0xffff; // CSUM_MANGLED_0
     }
-    put16(seg, l4 + field, c);
+    put16(seg, field, c);
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;

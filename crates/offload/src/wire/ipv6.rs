@@ -11,26 +11,131 @@
 
 use super::{be16, be32, put16, WireError};
 
+/// Length of the fixed header.
 pub const HEADER_LEN: usize = 40;
-/// Longest extension-header chain walked (a loop guard).
+/// Longest extension-header chain the view walks (a loop guard).
 pub const MAX_EXT_HEADERS: usize = 16;
+/// Length of the Hop-by-Hop header Linux inserts to carry only the Jumbo
+/// Payload option (`struct hop_jumbo_hdr`).
+pub const JUMBO_HBH_LEN: usize = 8;
 
-/// Next-header values.
+/// Next-header values (the same registry as [`crate::wire::ip_proto`]).
 pub mod next_header {
-    pub const HOP_BY_HOP: u8 = 0;
-    pub const TCP: u8 = 6;
-    pub const UDP: u8 = 17;
-    pub const ROUTING: u8 = 43;
-    pub const FRAGMENT: u8 = 44;
-    pub const ESP: u8 = 50;
-    pub const AH: u8 = 51;
-    pub const ICMPV6: u8 = 58;
-    pub const NONE: u8 = 59;
-    pub const DEST_OPTS: u8 = 60;
+    pub use crate::wire::ip_proto::{
+        AH, DEST_OPTS, ESP, FRAGMENT, HOP_BY_HOP, ICMPV6, NONE, ROUTING, TCP, UDP,
+    };
 }
 
 /// Jumbo Payload option type (`IPV6_TLV_JUMBO`).
 pub const TLV_JUMBO: u8 = 0xc2;
+
+/// Byte offsets and ranges of the fixed header's fields.
+pub mod field {
+    use core::ops::Range;
+    /// Version (4 bits), traffic class (8), flow label (20).
+    pub const VERSION_TC_FLOW: Range<usize> = 0..4;
+    /// Payload length (0 with a Jumbo option or for BIG TCP).
+    pub const PAYLOAD_LEN: Range<usize> = 4..6;
+    /// Next header.
+    pub const NEXT_HEADER: usize = 6;
+    /// Hop limit.
+    pub const HOP_LIMIT: usize = 7;
+    /// Source address.
+    pub const SRC: Range<usize> = 8..24;
+    /// Destination address.
+    pub const DST: Range<usize> = 24..40;
+    /// Source and destination (the flow key's addresses).
+    pub const ADDRS: Range<usize> = 8..40;
+}
+
+/// Masks of the first word ([`field::VERSION_TC_FLOW`]).
+pub mod first_word {
+    /// The version nibble.
+    pub const VERSION: u32 = 0xf000_0000;
+    /// The traffic class.
+    pub const TRAFFIC_CLASS: u32 = 0x0ff0_0000;
+    /// The flow label.
+    pub const FLOW_LABEL: u32 = 0x000f_ffff;
+}
+
+/// Byte offsets of an extension header's common fields (RFC 8200 §4).
+pub mod ext_field {
+    /// Next header.
+    pub const NEXT_HEADER: usize = 0;
+    /// Length in 8-byte units, not counting the first 8.
+    pub const LEN: usize = 1;
+}
+
+/// The source and destination addresses of the header in `b`.
+#[inline]
+pub fn addrs(b: &[u8]) -> (&[u8; 16], &[u8; 16]) {
+    (
+        b[field::SRC].try_into().expect("16-byte field"),
+        b[field::DST].try_into().expect("16-byte field"),
+    )
+}
+
+/// True for the extension headers Linux GRO and GSO skip
+/// (`INET6_PROTO_GSO_EXTHDR`: Hop-by-Hop, Routing, Destination Options).
+#[inline]
+pub fn is_skipped_ext(next: u8) -> bool {
+    matches!(
+        next,
+        next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS
+    )
+}
+
+/// Where an extension-header walk stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtStop {
+    /// At a header that is not a skipped extension header.
+    Upper,
+    /// The next extension header's first two bytes are missing.
+    ShortHeader,
+    /// The next extension header is longer (this many bytes) than what is left.
+    ShortLength(usize),
+    /// More extension headers than the walk's limit.
+    TooMany,
+}
+
+/// Walks the extension headers after the fixed IPv6 header at the start of
+/// `ip` (which must hold at least [`HEADER_LEN`] bytes), skipping at most
+/// `max` of them. [`ExtChain::upper`] and [`ExtChain::upper_offset`] say
+/// where the walk stopped, [`ExtChain::stop`] why. The only walk of the
+/// engine: the view ([`Ipv6::walk_ext`]), GRO (`ipv6_gro_pull_exthdrs`,
+/// which has no limit) and GSO use it.
+pub fn walk_ext_headers(ip: &[u8], max: usize) -> ExtChain {
+    let mut chain = ExtChain {
+        upper: ip[field::NEXT_HEADER],
+        upper_offset: HEADER_LEN,
+        count: 0,
+        jumbo: None,
+        stop: ExtStop::Upper,
+    };
+    while is_skipped_ext(chain.upper) {
+        if chain.count == max {
+            chain.stop = ExtStop::TooMany;
+            break;
+        }
+        let at = chain.upper_offset;
+        if ip.len() < at + 2 {
+            chain.stop = ExtStop::ShortHeader;
+            break;
+        }
+        let len = (ip[at + ext_field::LEN] as usize + 1) * 8;
+        if ip.len() < at + len {
+            chain.stop = ExtStop::ShortLength(len);
+            break;
+        }
+        if chain.upper == next_header::HOP_BY_HOP && chain.count == 0 {
+            chain.jumbo = jumbo_option(&ip[at..at + len]);
+        }
+        chain.upper = ip[at + ext_field::NEXT_HEADER];
+        chain.upper_offset += len;
+        chain.count += 1;
+    }
+    chain
+}
 
 /// A view of an IPv6 fixed header at the start of `buf`.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +144,7 @@ pub struct Ipv6<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv6<T> {
+    /// Checks version 6 and that the fixed header is present.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
         if b.len() < HEADER_LEN {
@@ -54,6 +160,7 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
         }
         Ok(Ipv6 { buf })
     }
+    /// A view without checks; accessors may panic if the header is short.
     pub fn new_unchecked(buf: T) -> Self {
         Ipv6 { buf }
     }
@@ -63,77 +170,63 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
     }
     /// Version, traffic class and flow label word.
     pub fn first_word(&self) -> u32 {
-        be32(self.b(), 0)
+        be32(self.b(), field::VERSION_TC_FLOW.start)
     }
+    /// Traffic class (DSCP and ECN).
     pub fn traffic_class(&self) -> u8 {
-        ((self.first_word() >> 20) & 0xff) as u8
+        ((self.first_word() & first_word::TRAFFIC_CLASS) >> 20) as u8
     }
+    /// Flow label.
     pub fn flow_label(&self) -> u32 {
-        self.first_word() & 0x000f_ffff
+        self.first_word() & first_word::FLOW_LABEL
     }
+    /// Payload length field.
     pub fn payload_len(&self) -> u16 {
-        be16(self.b(), 4)
+        be16(self.b(), field::PAYLOAD_LEN.start)
     }
+    /// Next header.
     pub fn next_header(&self) -> u8 {
-        self.b()[6]
+        self.b()[field::NEXT_HEADER]
     }
+    /// Hop limit.
     pub fn hop_limit(&self) -> u8 {
-        self.b()[7]
+        self.b()[field::HOP_LIMIT]
     }
+    /// Source address.
     pub fn src(&self) -> [u8; 16] {
-        self.b()[8..24].try_into().expect("checked length")
+        *addrs(self.b()).0
     }
+    /// Destination address.
     pub fn dst(&self) -> [u8; 16] {
-        self.b()[24..40].try_into().expect("checked length")
+        *addrs(self.b()).1
     }
 
     /// Walks the extension headers that Linux GRO/GSO skips
     /// (`INET6_PROTO_GSO_EXTHDR`: Hop-by-Hop, Routing, Destination Options)
-    /// and reports where the upper layer starts.
+    /// and reports where the upper layer starts; a chain cut short or longer
+    /// than [`MAX_EXT_HEADERS`] is an error.
     pub fn walk_ext(&self) -> Result<ExtChain, WireError> {
         let b = self.b();
-        let mut chain = ExtChain {
-            upper: self.next_header(),
-            upper_offset: HEADER_LEN,
-            count: 0,
-            jumbo: None,
-        };
-        while matches!(
-            chain.upper,
-            next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS
-        ) {
-            if chain.count == MAX_EXT_HEADERS {
-                return Err(WireError::invalid(
-                    "IPv6",
-                    "extension header count",
-                    chain.count as u64 + 1,
-                    "at most 16",
-                ));
-            }
-            let at = chain.upper_offset;
-            if b.len() < at + 2 {
-                return Err(WireError::truncated(
-                    "IPv6 extension",
-                    "header",
-                    2,
-                    b.len() - at.min(b.len()),
+        let chain = walk_ext_headers(b, MAX_EXT_HEADERS);
+        let at = chain.upper_offset;
+        match chain.stop {
+            ExtStop::Upper => Ok(chain),
+            ExtStop::TooMany => Err(WireError::invalid(
+                "IPv6",
+                "extension header count",
+                chain.count as u64 + 1,
+                "at most 16",
+            )),
+            ExtStop::ShortHeader => {
+                Err(
+                    WireError::truncated("IPv6 extension", "header", 2, b.len() - at.min(b.len()))
+                        .at(at),
                 )
-                .at(at));
             }
-            let len = (b[at + 1] as usize + 1) * 8;
-            if b.len() < at + len {
-                return Err(
-                    WireError::truncated("IPv6 extension", "length", len, b.len() - at).at(at),
-                );
+            ExtStop::ShortLength(len) => {
+                Err(WireError::truncated("IPv6 extension", "length", len, b.len() - at).at(at))
             }
-            if chain.upper == next_header::HOP_BY_HOP && chain.count == 0 {
-                chain.jumbo = jumbo_option(&b[at..at + len]);
-            }
-            chain.upper = b[at];
-            chain.upper_offset += len;
-            chain.count += 1;
         }
-        Ok(chain)
     }
 }
 
@@ -148,6 +241,8 @@ pub struct ExtChain {
     pub count: usize,
     /// The Jumbo Payload length, if the first header is a Hop-by-Hop header carrying one.
     pub jumbo: Option<u32>,
+    /// Why the walk stopped.
+    pub stop: ExtStop,
 }
 
 /// Finds a Jumbo Payload option in a Hop-by-Hop header.
@@ -168,15 +263,54 @@ fn jumbo_option(hbh: &[u8]) -> Option<u32> {
     None
 }
 
+/// True when the 8 bytes at the start of `hbh` are the Hop-by-Hop header
+/// Linux inserts for BIG TCP: nothing but the Jumbo option
+/// (`ipv6_has_hopopt_jumbo`: next header TCP, length 0, option C2 of 4 bytes).
+pub fn is_jumbo_hbh(hbh: &[u8]) -> bool {
+    hbh.len() >= JUMBO_HBH_LEN
+        && hbh[ext_field::NEXT_HEADER] == next_header::TCP
+        && hbh[ext_field::LEN] == 0
+        && hbh[2] == TLV_JUMBO
+        && hbh[3] == 4
+}
+
+/// The Hop-by-Hop header carrying only a Jumbo Payload option of
+/// `jumbo_len`, followed by `next` (`ipv6_gro_complete`, 5.19–6.19).
+pub fn jumbo_hbh(next: u8, jumbo_len: u32) -> [u8; JUMBO_HBH_LEN] {
+    let mut h = [0u8; JUMBO_HBH_LEN];
+    h[ext_field::NEXT_HEADER] = next;
+    h[2] = TLV_JUMBO;
+    h[3] = 4;
+    h[4..8].copy_from_slice(&jumbo_len.to_be_bytes());
+    h
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6<T> {
+    /// Writes version 6, the traffic class and the flow label.
+    pub fn set_first_word(&mut self, traffic_class: u8, flow_label: u32) {
+        let w =
+            (6u32 << 28) | ((traffic_class as u32) << 20) | (flow_label & first_word::FLOW_LABEL);
+        super::put32(self.buf.as_mut(), field::VERSION_TC_FLOW.start, w)
+    }
+    /// Writes the payload length.
     pub fn set_payload_len(&mut self, v: u16) {
-        put16(self.buf.as_mut(), 4, v)
+        put16(self.buf.as_mut(), field::PAYLOAD_LEN.start, v)
     }
+    /// Writes the next header.
     pub fn set_next_header(&mut self, v: u8) {
-        self.buf.as_mut()[6] = v
+        self.buf.as_mut()[field::NEXT_HEADER] = v
     }
+    /// Writes the hop limit.
     pub fn set_hop_limit(&mut self, v: u8) {
-        self.buf.as_mut()[7] = v
+        self.buf.as_mut()[field::HOP_LIMIT] = v
+    }
+    /// Writes the source address.
+    pub fn set_src(&mut self, a: &[u8; 16]) {
+        self.buf.as_mut()[field::SRC].copy_from_slice(a)
+    }
+    /// Writes the destination address.
+    pub fn set_dst(&mut self, a: &[u8; 16]) {
+        self.buf.as_mut()[field::DST].copy_from_slice(a)
     }
 }
 

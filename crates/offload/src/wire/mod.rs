@@ -5,7 +5,13 @@
 //! present. Views never require the payload to be complete: captures are
 //! often cut by a snap length, and BIG TCP / TSO frames carry an IPv4 total
 //! length of 0 or an IPv6 payload length of 0 with a Jumbo option. Accessors
-//! report what the header says; [`crate::packet`] relates it to the bytes.
+//! report what the header says; the GRO and GSO layers relate it to the
+//! bytes actually present.
+//!
+//! Every module also names its fields: `field::X` is the byte offset (or
+//! range) of field X from the start of that header. The views, the GRO and
+//! GSO layers and the packet builder all read and write through these names,
+//! so a header's layout is written down once.
 //!
 //! ```text
 //!  link (Ethernet / 802.1Q / QinQ / SLL / SLL2 / raw)
@@ -14,11 +20,129 @@
 //! ```
 
 pub mod ethernet;
+pub mod geneve;
+pub mod gre;
 pub mod ipv4;
 pub mod ipv6;
 pub mod sll;
 pub mod tcp;
 pub mod udp;
+pub mod vxlan;
+
+/// IP protocol numbers (the IPv4 `protocol` field and the IPv6 next-header
+/// values share one IANA registry).
+pub mod ip_proto {
+    /// IPv6 Hop-by-Hop Options.
+    pub const HOP_BY_HOP: u8 = 0;
+    /// IPv4-in-IP (IPIP).
+    pub const IPIP: u8 = 4;
+    /// Transmission Control Protocol.
+    pub const TCP: u8 = 6;
+    /// User Datagram Protocol.
+    pub const UDP: u8 = 17;
+    /// IPv6-in-IP (SIT).
+    pub const IPV6: u8 = 41;
+    /// IPv6 Routing header.
+    pub const ROUTING: u8 = 43;
+    /// IPv6 Fragment header.
+    pub const FRAGMENT: u8 = 44;
+    /// Generic Routing Encapsulation.
+    pub const GRE: u8 = 47;
+    /// Encapsulating Security Payload.
+    pub const ESP: u8 = 50;
+    /// Authentication Header.
+    pub const AH: u8 = 51;
+    /// ICMP for IPv6.
+    pub const ICMPV6: u8 = 58;
+    /// IPv6 No Next Header.
+    pub const NONE: u8 = 59;
+    /// IPv6 Destination Options.
+    pub const DEST_OPTS: u8 = 60;
+}
+
+/// The version of an IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpVersion {
+    /// IPv4 (RFC 791).
+    V4,
+    /// IPv6 (RFC 8200).
+    V6,
+}
+
+impl IpVersion {
+    /// The version from an EtherType, if it names IPv4 or IPv6.
+    #[inline]
+    pub fn from_ethertype(et: u16) -> Option<Self> {
+        match et {
+            ethernet::ethertype::IPV4 => Some(IpVersion::V4),
+            ethernet::ethertype::IPV6 => Some(IpVersion::V6),
+            _ => None,
+        }
+    }
+
+    /// The EtherType that carries this version.
+    #[inline]
+    pub fn ethertype(self) -> u16 {
+        match self {
+            IpVersion::V4 => ethernet::ethertype::IPV4,
+            IpVersion::V6 => ethernet::ethertype::IPV6,
+        }
+    }
+
+    /// True for IPv6.
+    #[inline]
+    pub fn is_v6(self) -> bool {
+        self == IpVersion::V6
+    }
+
+    /// Length of the fixed header (IPv4 without options).
+    #[inline]
+    pub fn min_header_len(self) -> usize {
+        match self {
+            IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+            IpVersion::V6 => ipv6::HEADER_LEN,
+        }
+    }
+}
+
+/// The transport protocols the engine coalesces and segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    /// TCP (protocol 6).
+    Tcp,
+    /// UDP (protocol 17).
+    Udp,
+}
+
+impl Transport {
+    /// The transport for an IP protocol number, if the engine handles it.
+    #[inline]
+    pub fn from_protocol(p: u8) -> Option<Self> {
+        match p {
+            ip_proto::TCP => Some(Transport::Tcp),
+            ip_proto::UDP => Some(Transport::Udp),
+            _ => None,
+        }
+    }
+
+    /// The IP protocol number.
+    #[inline]
+    pub fn protocol(self) -> u8 {
+        match self {
+            Transport::Tcp => ip_proto::TCP,
+            Transport::Udp => ip_proto::UDP,
+        }
+    }
+
+    /// Offset of the checksum field in the transport header.
+    #[inline]
+    pub fn checksum_offset(self) -> usize {
+        match self {
+            Transport::Tcp => tcp::field::CHECKSUM,
+            Transport::Udp => udp::field::CHECKSUM,
+        }
+    }
+}
 
 use core::fmt;
 
@@ -39,9 +163,19 @@ pub struct WireError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireErrorKind {
     /// The buffer ends before the field does.
-    Truncated { need: usize, have: usize },
+    Truncated {
+        /// Bytes the field needs.
+        need: usize,
+        /// Bytes present.
+        have: usize,
+    },
     /// The field holds a value the header cannot have.
-    Invalid { found: u64, expected: &'static str },
+    Invalid {
+        /// The value read.
+        found: u64,
+        /// What the header allows.
+        expected: &'static str,
+    },
 }
 
 impl WireError {
@@ -99,22 +233,25 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-#[inline]
+// The byte-order helpers are on every per-packet path: always inlined, one
+// bounds check per field.
+
+#[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    u16::from_be_bytes(b[at..at + 2].try_into().expect("2-byte field"))
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("4-byte field"))
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }

@@ -7,27 +7,39 @@
 
 use super::{be16, be32, WireError};
 
+/// Length of an SLL header.
 pub const SLL_LEN: usize = 16;
+/// Length of an SLL2 header.
 pub const SLL2_LEN: usize = 20;
 
 /// `sll_pkttype` values (`include/uapi/linux/if_packet.h`).
 pub mod pkttype {
+    /// To this host.
     pub const HOST: u16 = 0;
+    /// Broadcast.
     pub const BROADCAST: u16 = 1;
+    /// Multicast.
     pub const MULTICAST: u16 = 2;
+    /// To another host (promiscuous).
     pub const OTHERHOST: u16 = 3;
+    /// Sent by this host.
     pub const OUTGOING: u16 = 4;
 }
 
 /// The fields of a cooked header that matter to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cooked {
+    /// `sll_pkttype` ([`pkttype`]).
     pub pkttype: u16,
+    /// `ARPHRD_*` device type.
     pub arphrd: u16,
+    /// The EtherType of the payload.
     pub protocol: u16,
+    /// Interface index (SLL2 only).
     pub ifindex: Option<u32>,
     /// Link-layer source address, zero padded to 8 bytes.
     pub addr: [u8; 8],
+    /// Header length (16 or 20).
     pub header_len: usize,
 }
 

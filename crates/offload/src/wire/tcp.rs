@@ -12,43 +12,105 @@
 
 use super::{be16, be32, put16, put32, WireError};
 
+/// Length of a header without options.
 pub const MIN_HEADER_LEN: usize = 20;
 
-/// TCP flag bits within the flag byte (byte 13).
+/// Byte offsets and ranges of the header's fields.
+pub mod field {
+    use core::ops::Range;
+    /// Source port.
+    pub const SRC_PORT: Range<usize> = 0..2;
+    /// Destination port.
+    pub const DST_PORT: Range<usize> = 2..4;
+    /// Both ports: the flow key's transport part.
+    pub const PORTS: Range<usize> = 0..4;
+    /// Sequence number.
+    pub const SEQ: Range<usize> = 4..8;
+    /// Acknowledgment number.
+    pub const ACK: Range<usize> = 8..12;
+    /// Data offset (high nibble, in 4-byte words) and reserved bits.
+    pub const DATA_OFFSET: usize = 12;
+    /// The flag byte ([`super::flags`]).
+    pub const FLAGS: usize = 13;
+    /// Data offset, reserved bits, flags and window: `tcp_flag_word`.
+    pub const FLAG_WORD: Range<usize> = 12..16;
+    /// Receive window.
+    pub const WINDOW: Range<usize> = 14..16;
+    /// Checksum.
+    pub const CHECKSUM: usize = 16;
+    /// Urgent pointer.
+    pub const URGENT: Range<usize> = 18..20;
+    /// Start of the options.
+    pub const OPTIONS: usize = 20;
+}
+
+/// The header length in bytes from the data offset of the header in `b`.
+#[inline]
+pub fn header_len(b: &[u8]) -> usize {
+    (b[field::DATA_OFFSET] >> 4) as usize * 4
+}
+
+/// TCP flag bits within the flag byte ([`field::FLAGS`]).
 pub mod flags {
+    /// No more data (FIN).
     pub const FIN: u8 = 0x01;
+    /// Synchronize sequence numbers.
     pub const SYN: u8 = 0x02;
+    /// Reset.
     pub const RST: u8 = 0x04;
+    /// Push.
     pub const PSH: u8 = 0x08;
+    /// Acknowledgment field valid.
     pub const ACK: u8 = 0x10;
+    /// Urgent pointer valid.
     pub const URG: u8 = 0x20;
+    /// ECN echo.
     pub const ECE: u8 = 0x40;
+    /// Congestion window reduced.
     pub const CWR: u8 = 0x80;
 }
 
 /// Bits of the 32-bit flag word (`TCP_FLAG_*` in `include/net/tcp.h`).
 pub mod flag_word {
+    /// No more data (FIN).
     pub const FIN: u32 = 0x0001_0000;
+    /// Synchronize sequence numbers.
     pub const SYN: u32 = 0x0002_0000;
+    /// Reset.
     pub const RST: u32 = 0x0004_0000;
+    /// Push.
     pub const PSH: u32 = 0x0008_0000;
+    /// Acknowledgment field valid.
     pub const ACK: u32 = 0x0010_0000;
+    /// Urgent pointer valid.
     pub const URG: u32 = 0x0020_0000;
+    /// ECN echo.
     pub const ECE: u32 = 0x0040_0000;
+    /// Congestion window reduced.
     pub const CWR: u32 = 0x0080_0000;
+    /// The window.
     pub const WINDOW: u32 = 0x0000_ffff;
+    /// The data offset.
     pub const DATA_OFFSET: u32 = 0xf000_0000;
+    /// The reserved bits (AccECN's AE among them).
     pub const RESERVED: u32 = 0x0f00_0000;
 }
 
 /// Option kinds.
 pub mod option {
+    /// End of option list.
     pub const END: u8 = 0;
+    /// No operation (padding).
     pub const NOP: u8 = 1;
+    /// Maximum segment size.
     pub const MSS: u8 = 2;
+    /// Window scale.
     pub const WSCALE: u8 = 3;
+    /// SACK permitted.
     pub const SACK_PERM: u8 = 4;
+    /// Selective acknowledgment blocks.
     pub const SACK: u8 = 5;
+    /// Timestamps (TSval, TSecr).
     pub const TIMESTAMP: u8 = 8;
 }
 
@@ -70,12 +132,12 @@ impl<T: AsRef<[u8]>> Tcp<T> {
                 b.len(),
             ));
         }
-        let doff = (b[12] >> 4) as usize * 4;
+        let doff = header_len(b);
         if doff < MIN_HEADER_LEN {
             return Err(WireError::invalid(
                 "TCP",
                 "data offset",
-                (b[12] >> 4) as u64,
+                (b[field::DATA_OFFSET] >> 4) as u64,
                 "5 to 15",
             ));
         }
@@ -84,6 +146,7 @@ impl<T: AsRef<[u8]>> Tcp<T> {
         }
         Ok(Tcp { buf })
     }
+    /// A view without checks; accessors may panic if the header is short.
     pub fn new_unchecked(buf: T) -> Self {
         Tcp { buf }
     }
@@ -91,44 +154,53 @@ impl<T: AsRef<[u8]>> Tcp<T> {
     fn b(&self) -> &[u8] {
         self.buf.as_ref()
     }
+    /// Source port.
     pub fn src_port(&self) -> u16 {
-        be16(self.b(), 0)
+        be16(self.b(), field::SRC_PORT.start)
     }
+    /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        be16(self.b(), 2)
+        be16(self.b(), field::DST_PORT.start)
     }
     /// Source and destination port as one word (what GRO compares).
     pub fn port_word(&self) -> u32 {
-        be32(self.b(), 0)
+        be32(self.b(), field::PORTS.start)
     }
+    /// Sequence number.
     pub fn seq(&self) -> u32 {
-        be32(self.b(), 4)
+        be32(self.b(), field::SEQ.start)
     }
+    /// Acknowledgment number.
     pub fn ack(&self) -> u32 {
-        be32(self.b(), 8)
+        be32(self.b(), field::ACK.start)
     }
+    /// Header length in bytes, options included.
     pub fn header_len(&self) -> usize {
-        (self.b()[12] >> 4) as usize * 4
+        header_len(self.b())
     }
+    /// The flag byte ([`flags`]).
     pub fn flags(&self) -> u8 {
-        self.b()[13]
+        self.b()[field::FLAGS]
     }
     /// Data offset, reserved bits, flags and window (`tcp_flag_word`).
     pub fn flag_word(&self) -> u32 {
-        be32(self.b(), 12)
+        be32(self.b(), field::FLAG_WORD.start)
     }
+    /// Receive window.
     pub fn window(&self) -> u16 {
-        be16(self.b(), 14)
+        be16(self.b(), field::WINDOW.start)
     }
+    /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), 16)
+        be16(self.b(), field::CHECKSUM)
     }
+    /// Urgent pointer.
     pub fn urgent(&self) -> u16 {
-        be16(self.b(), 18)
+        be16(self.b(), field::URGENT.start)
     }
     /// The option bytes.
     pub fn options(&self) -> &[u8] {
-        &self.b()[MIN_HEADER_LEN..self.header_len()]
+        &self.b()[field::OPTIONS..self.header_len()]
     }
     /// TSval/TSecr of the timestamp option, if present and well formed.
     pub fn timestamps(&self) -> Option<(u32, u32)> {
@@ -155,20 +227,38 @@ impl<T: AsRef<[u8]>> Tcp<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tcp<T> {
+    /// Writes the sequence number.
     pub fn set_seq(&mut self, v: u32) {
-        put32(self.buf.as_mut(), 4, v)
+        put32(self.buf.as_mut(), field::SEQ.start, v)
     }
+    /// Writes the acknowledgment number.
     pub fn set_ack(&mut self, v: u32) {
-        put32(self.buf.as_mut(), 8, v)
+        put32(self.buf.as_mut(), field::ACK.start, v)
     }
+    /// Writes the flag byte.
     pub fn set_flags(&mut self, v: u8) {
-        self.buf.as_mut()[13] = v
+        self.buf.as_mut()[field::FLAGS] = v
     }
+    /// Writes the window.
     pub fn set_window(&mut self, v: u16) {
-        put16(self.buf.as_mut(), 14, v)
+        put16(self.buf.as_mut(), field::WINDOW.start, v)
     }
+    /// Writes the checksum field.
     pub fn set_checksum(&mut self, v: u16) {
-        put16(self.buf.as_mut(), 16, v)
+        put16(self.buf.as_mut(), field::CHECKSUM, v)
+    }
+    /// Writes both ports.
+    pub fn set_ports(&mut self, src: u16, dst: u16) {
+        put16(self.buf.as_mut(), field::SRC_PORT.start, src);
+        put16(self.buf.as_mut(), field::DST_PORT.start, dst);
+    }
+    /// Writes the data offset from a header length in bytes (a multiple of 4, 20 to 60).
+    pub fn set_header_len(&mut self, len: usize) {
+        self.buf.as_mut()[field::DATA_OFFSET] = ((len / 4) as u8) << 4;
+    }
+    /// Writes the urgent pointer.
+    pub fn set_urgent(&mut self, v: u16) {
+        put16(self.buf.as_mut(), field::URGENT.start, v)
     }
 }
 
