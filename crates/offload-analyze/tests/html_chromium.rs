@@ -5,7 +5,7 @@
 //! blocks, duplicate ACKs, a zero window, and an ACK-only direction.
 
 use offload::build::{FrameSpec, TcpSpec};
-use offload_analyze::transform::Control;
+use offload_capture::Control;
 use offload_analyze::{analyze, Options};
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::process::Command;
