@@ -233,9 +233,9 @@ fn option_signature(opts: &[u8]) -> TcpOptions {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(0x0100_0193);
                 }
-                for b in 0..((len - 2) / 8).min(2) {
+                for (b, slot) in sack.iter_mut().enumerate().take((len - 2) / 8) {
                     let at = i + 2 + b * 8;
-                    sack[b] = (be32(opts, at), be32(opts, at + 4));
+                    *slot = (be32(opts, at), be32(opts, at + 4));
                     nsack += 1;
                 }
             }

@@ -5,8 +5,8 @@
 //! blocks, duplicate ACKs, a zero window, and an ACK-only direction.
 
 use offload::build::{FrameSpec, TcpSpec};
-use offload_capture::Control;
 use offload_analyze::{analyze, Options};
+use offload_capture::Control;
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
