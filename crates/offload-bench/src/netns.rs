@@ -81,6 +81,14 @@ impl NetnsPair {
             .map_err(|e| BenchError::io("duplicating a namespace descriptor", e))
     }
 
+    /// The name of a side's veth end.
+    pub fn dev(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.pair.client_dev,
+            Side::B => &self.pair.server_dev,
+        }
+    }
+
     /// The inode of a side's namespace (`net:[INODE]`).
     pub fn inode(&self, side: Side) -> u64 {
         self.ns(side).inode()

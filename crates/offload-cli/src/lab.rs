@@ -742,9 +742,12 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
 fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result<Outcome> {
     let pair = VethPair::new("u")?;
     // GRO on the receiving veth gives it a NAPI instance (veth_napi_add),
-    // so busy polling has something to poll.
+    // and TSO off on the sending one makes veth_xmit use it
+    // (veth_skb_is_eligible_for_gro): packets then arrive through NAPI,
+    // sockets get a NAPI ID, and busy polling has something to poll.
     pair.server
         .features(&pair.server_dev, &[("rx-gro", true)])?;
+    pair.client.tso_off(&pair.client_dev)?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
     let cpus = offload_lab::live::online_cpus().len().max(1);
