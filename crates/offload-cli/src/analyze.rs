@@ -228,7 +228,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let report = &analysis.report;
     if let Some(h) = &args.html {
-        std::fs::write(h, offload_analyze::html::render(&analysis))
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        std::fs::write(h, offload_analyze::html::render_with(&analysis, &command))
             .with_context(|| format!("writing {}", h.display()))?;
     }
     if let Some(d) = &args.csv {
