@@ -47,12 +47,11 @@ pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
 /// `GRO_MAX_SIZE`: the largest `gro_max_size` the kernel accepts (8 × 65535).
 pub const GRO_MAX_SIZE: u32 = 524_280;
 
-/// `SKB_GSO_*` bits the engine reports for delivered super-packets
-/// (`include/linux/skbuff.h`, 6.18 numbering).
+/// `SKB_GSO_*` bits the engine reports for delivered super-packets,
+/// numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3, the
+/// old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the fixed-ID
+/// bits moved to 30 and 31 with the 6.18 IP-ID series).
 pub mod gso_type {
-    //! Numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3,
-    //! the old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the
-    //! fixed-ID bits moved to 30 and 31 with the 6.18 IP-ID series).
     /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
     /// The packet comes from an untrusted source (virtio, TUN).

@@ -337,3 +337,109 @@ fn ipv4_stays_below_64k_on_6_1_whatever_gro_ipv4_max_size_says() {
     assert_eq!(o[0].4, FlushReason::SizeLimit);
     assert!(o.iter().all(|x| x.0.len() <= 14 + 65535));
 }
+
+/// Ethernet / IPv4 / UDP 6081 / Geneve (`first_byte`, `flags`) / inner
+/// Ethernet / IPv4 / TCP segment `i`.
+fn geneve(i: u32, flags: u8) -> Vec<u8> {
+    let mut inner_eth = vec![2, 0, 0, 0, 0, 0xa1, 2, 0, 0, 0, 0, 0xa2, 0x08, 0x00];
+    inner_eth.extend_from_slice(&inner(i).build());
+    let mut udp = vec![0xc0, 0x00, 0x17, 0xc1, 0, 0, 0, 0];
+    udp.extend_from_slice(&[
+        0x02, flags, 0x65, 0x58, 0, 0, 5, 0, 1, 2, 0x80, 1, 1, 2, 3, 4,
+    ]);
+    udp.extend_from_slice(&inner_eth);
+    let ul = udp.len() as u16;
+    udp[4..6].copy_from_slice(&ul.to_be_bytes());
+    eth(&outer4(&udp, 17, 100 + i as u16, 64, false))
+}
+
+#[test]
+fn geneve_merges_and_oam_passes() {
+    let frames: Vec<_> = (0..3).map(|i| geneve(i, 0)).collect();
+    let o = run(cfg(KernelLine::V6_18), &frames);
+    assert_eq!(reasons(&o), vec![(3, FlushReason::EndOfInput)]);
+    assert_ne!(o[0].3 & gso_type::UDP_TUNNEL, 0);
+    let oam: Vec<_> = (0..2).map(|i| geneve(i, 0x80)).collect();
+    let o = run(cfg(KernelLine::V6_18), &oam);
+    assert_eq!(
+        reasons(&o),
+        vec![
+            (1, FlushReason::GeneveUnsupported),
+            (1, FlushReason::GeneveUnsupported)
+        ]
+    );
+    // Without a Geneve socket the same frames are plain UDP.
+    let c = GroConfig {
+        geneve_ports: Vec::new(),
+        udp: UdpGro::Off,
+        ..cfg(KernelLine::V6_18)
+    };
+    let o = run(c, &frames);
+    assert!(o.iter().all(|x| x.4 == FlushReason::UnsupportedProtocol));
+}
+
+#[test]
+fn fin_ends_a_run_and_a_lone_fin_passes_and_arp_is_not_ip() {
+    let mut fin = inner(1);
+    fin.l2 = FrameSpec::tcp4(A, B, TcpSpec::data(1, 2, 3)).l2;
+    fin.tcp_mut().flags |= tf::FIN;
+    let mut first = inner(0);
+    first.l2 = fin.l2.clone();
+    let o = run(cfg(KernelLine::V6_18), &[first.build(), fin.build()]);
+    assert_eq!(reasons(&o), vec![(2, FlushReason::FinFlag)]);
+    let o = run(cfg(KernelLine::V6_18), &[fin.build()]);
+    assert_eq!(reasons(&o), vec![(1, FlushReason::FinAlone)]);
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 2, 0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    let o = run(cfg(KernelLine::V6_18), &[arp]);
+    assert_eq!(reasons(&o), vec![(1, FlushReason::NotIp)]);
+}
+
+#[test]
+fn short_tcp_header_is_malformed_and_outgoing_frames_pass() {
+    // An IPv4 packet whose TCP header is cut to 10 bytes (lengths agree).
+    let mut ip = inner(0).build();
+    ip.truncate(30);
+    ip[2..4].copy_from_slice(&30u16.to_be_bytes());
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let c = GroConfig {
+        verify_checksums: false,
+        ..cfg(KernelLine::V6_18)
+    };
+    let o = run(c, &[eth(&ip)]);
+    assert_eq!(reasons(&o), vec![(1, FlushReason::Malformed)]);
+    // Linux cooked capture (SLL), packet type 4: sent by this host.
+    let mut sll = vec![0, 4, 0, 1, 0, 6, 2, 0, 0, 0, 0, 2, 0, 0, 0x08, 0x00];
+    sll.extend_from_slice(&inner(0).build());
+    let mut e = GroEngine::new(cfg(KernelLine::V6_18));
+    let mut got = Vec::new();
+    e.receive(
+        Input {
+            data: &sll,
+            link: LinkKind::LinuxSll,
+            timestamp_ns: 0,
+            frame: 1,
+            orig_len: sll.len() as u32,
+        },
+        &mut |d: &Delivered<'_>| got.push(d.reason),
+    );
+    assert_eq!(got, vec![FlushReason::Outgoing]);
+}
+
+/// Every reason is produced by at least one test: each variant must be
+/// named in an assertion of this file or of `tests.rs` (a textual check:
+/// a new reason without a test that expects it fails here).
+#[test]
+fn every_reason_has_a_producing_test() {
+    let tests = [include_str!("tests.rs"), include_str!("tunnel_tests.rs")].concat();
+    for r in FlushReason::ALL {
+        let name = format!("FlushReason::{r:?}");
+        let named = tests
+            .match_indices(&name)
+            .any(|(at, _)| !tests[at + name.len()..].starts_with(|c: char| c.is_alphanumeric()));
+        assert!(named, "no test expects {name}");
+    }
+}
