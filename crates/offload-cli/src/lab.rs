@@ -1137,8 +1137,17 @@ fn t95(df: usize) -> f64 {
     }
 }
 
+/// One arm's bar in a chart: the mean of a metric over its runs, the 95%
+/// confidence interval (two runs or more) and the number of runs.
+struct Bar {
+    name: String,
+    mean: f64,
+    ci: Option<(f64, f64)>,
+    n: usize,
+}
+
 /// Mean and 95% confidence interval of one metric over an arm's runs.
-fn arm_interval(arm: &Value, metric: &str) -> Option<(f64, Option<(f64, f64)>, usize)> {
+fn arm_interval(arm: &Value, metric: &str) -> Option<Bar> {
     let v: Vec<f64> = arm["runs"]
         .as_array()?
         .iter()
@@ -1154,18 +1163,23 @@ fn arm_interval(arm: &Value, metric: &str) -> Option<(f64, Option<(f64, f64)>, u
         let half = t95(n - 1) * (var / n as f64).sqrt();
         (mean - half, mean + half)
     });
-    Some((mean, ci, n))
+    Some(Bar {
+        name: arm["name"].as_str().unwrap_or("").to_string(),
+        mean,
+        ci,
+        n,
+    })
 }
 
 /// One metric as an inline SVG bar chart: a bar per arm at its mean, a
 /// whisker for its 95% CI over the runs.
-fn svg_bars(metric: &str, rows: &[(String, f64, Option<(f64, f64)>, usize)]) -> String {
+fn svg_bars(metric: &str, rows: &[Bar]) -> String {
     const LABEL: f64 = 150.0;
     const PLOT: f64 = 420.0;
     const ROW: f64 = 26.0;
     let top = rows
         .iter()
-        .map(|(_, m, ci, _)| ci.map_or(*m, |c| c.1).max(*m))
+        .map(|b| b.ci.map_or(b.mean, |c| c.1).max(b.mean))
         .fold(0.0f64, f64::max)
         .max(f64::MIN_POSITIVE);
     let x = |v: f64| LABEL + (v.max(0.0) / top) * PLOT;
@@ -1176,7 +1190,7 @@ fn svg_bars(metric: &str, rows: &[(String, f64, Option<(f64, f64)>, usize)]) -> 
         w = LABEL + PLOT + 110.0,
         m = html_escape(metric)
     );
-    for (i, (name, mean, ci, n)) in rows.iter().enumerate() {
+    for (i, Bar { name, mean, ci, n }) in rows.iter().enumerate() {
         let y = 22.0 + ROW * i as f64;
         svg.push_str(&format!(
             "<text x=\"0\" y=\"{ty}\" font-size=\"12\">{name}</text>\
@@ -1226,12 +1240,9 @@ fn render_html(r: &Value) -> String {
     let arms = r["arms"].as_array().cloned().unwrap_or_default();
     let mut charts = String::new();
     for metric in METRICS {
-        let rows: Vec<(String, f64, Option<(f64, f64)>, usize)> = arms
+        let rows: Vec<Bar> = arms
             .iter()
-            .filter_map(|a| {
-                let (mean, ci, n) = arm_interval(a, metric)?;
-                Some((a["name"].as_str().unwrap_or("").to_string(), mean, ci, n))
-            })
+            .filter_map(|a| arm_interval(a, metric))
             .collect();
         if !rows.is_empty() {
             charts.push_str(&format!("<figure>{}</figure>", svg_bars(metric, &rows)));
