@@ -156,7 +156,7 @@ run() {
   } >"$out/$job/run.sh"
   local modroot="$dir/root/lib/modules/$rel"
   qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m "$MEM" \
-    -icount "$ICOUNT" -nographic -no-reboot -nodefaults -serial stdio \
+    -icount "$ICOUNT" -display none -no-reboot -nodefaults -serial "file:$out/$job/console" \
     -kernel "$dir/root/boot/vmlinuz-$rel" -initrd "$dir/initramfs.gz" \
     -append "console=ttyS0 quiet loglevel=1 panic=-1 nokaslr mitigations=off offload_out=$out offload_job=$job offload_modules=$GUEST_MODULES" \
     -fsdev "local,id=h,path=/,security_model=none,readonly=on,multidevs=remap" \
@@ -165,6 +165,9 @@ run() {
     -device virtio-9p-pci,fsdev=o,mount_tag=out \
     -fsdev "local,id=m,path=$modroot,security_model=none,readonly=on" \
     -device virtio-9p-pci,fsdev=m,mount_tag=mods </dev/null
+  # The guest's console (the command's output), without the firmware's
+  # terminal escapes.
+  sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' "$out/$job/console" | tr -d '\r'
   [ -f "$out/$job/rc" ] || die "the guest died before the command finished"
   local rc
   rc="$(sed -n 's/^offload-vm-exit=//p' "$out/$job/rc")"

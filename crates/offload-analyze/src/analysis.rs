@@ -669,6 +669,17 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         }
         for flow in &mut per_file_flows[*file] {
             if let Some(&i) = index.get(&flow.key) {
+                if sizes.first() == Some(&0) {
+                    flow.gro = w.flows[i]
+                        .gro
+                        .points
+                        .iter()
+                        .map(|g| crate::series::GroPoint {
+                            t: g.t_ns.saturating_sub(flow.first_ns) as f64 / 1e9,
+                            ..*g
+                        })
+                        .collect();
+                }
                 for (k, &si) in sizes.iter().enumerate() {
                     flow.what_if[si].merge(&w.flows[i].plain[k]);
                     flow.healthy_what_if[si].merge(&w.flows[i].healthy[k]);

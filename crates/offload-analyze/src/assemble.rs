@@ -205,11 +205,10 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
         })
         .collect();
     let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
-    let series = pass.flows.iter().map(|f| f.series.points.clone()).collect();
-    let bins = pass
+    let graphs = pass
         .flows
         .iter()
-        .map(|f| (f.bins.width_ns, f.bins.bytes.clone()))
+        .map(|f| graphs_of(f, &pass.flows))
         .collect();
     Analysis {
         report: Report {
@@ -230,8 +229,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             findings,
             what_if,
         },
-        series,
-        bins,
+        graphs,
     }
 }
 
@@ -305,5 +303,59 @@ fn what_if_report(
         super_packets: t.super_packets,
         largest_packet: t.largest,
         flush_reasons,
+    }
+}
+
+/// A flow's graph data; ACKs come from its reverse direction, mapped onto
+/// this flow's sequence numbers and clock.
+fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
+    let max_seq = f
+        .series
+        .points
+        .iter()
+        .map(|p| p.seq + p.len as u64)
+        .max()
+        .unwrap_or(0);
+    let view = |a: &crate::flow::AckPoint, base: u32, shift: f64| AckView {
+        t: a.t + shift,
+        ack: a.ack.wrapping_sub(base) as i64,
+        win: a.win_edge.wrapping_sub(base) as i64,
+        sack: a.sack[..a.nsack as usize]
+            .iter()
+            .map(|(l, r)| (l.wrapping_sub(base) as i64, r.wrapping_sub(base) as i64))
+            .collect(),
+        dup: a.dup,
+        zero_window: a.zero_window,
+    };
+    let mut acks = Vec::new();
+    let mut ack_only = false;
+    if let (Some(t), Some(r)) = (f.tcp.as_ref(), f.reverse.and_then(|r| all.get(r))) {
+        if f.payload_bytes > 0 {
+            let shift = (r.first_ns as f64 - f.first_ns as f64) / 1e9;
+            // ACKs far outside the data's range are from before the
+            // capture's view of this flow (or garbage): left out.
+            let limit = (max_seq + (1 << 30)) as i64;
+            acks = r
+                .acks
+                .points
+                .iter()
+                .map(|a| view(a, t.isn, shift))
+                .filter(|a| a.ack <= limit)
+                .collect();
+        }
+    }
+    if f.payload_bytes == 0 && !f.acks.points.is_empty() {
+        ack_only = true;
+        let base = f.acks.points[0].ack;
+        acks = f.acks.points.iter().map(|a| view(a, base, 0.0)).collect();
+    }
+    FlowGraphs {
+        seq: f.series.points.clone(),
+        acks,
+        ack_only,
+        rtt: f.rtt.points.clone(),
+        bin_ns: f.bins.width_ns,
+        bins: f.bins.bytes.clone(),
+        gro: f.gro.clone(),
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 pub use crate::kernel::IdPattern;
 pub use crate::key::{FlowKey, TunnelKey};
+pub use crate::series::{Decimated, Keep};
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -207,38 +208,47 @@ pub struct SeqPoint {
     pub retrans: bool,
 }
 
-/// A fixed-capacity series that halves its resolution when full.
-#[derive(Debug, Clone, Default)]
-pub struct Decimated {
-    pub points: Vec<SeqPoint>,
-    stride: u64,
-    seen: u64,
+/// One ACK this flow sent (for the peer's time-sequence graph), raw
+/// sequence-space values: the report maps them onto the peer's ISN.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AckPoint {
+    /// Seconds since this flow's first packet.
+    pub t: f64,
+    pub ack: u32,
+    /// Right edge of the advertised window: ack + window << scale.
+    pub win_edge: u32,
+    pub sack: [(u32, u32); 2],
+    pub nsack: u8,
+    /// Same ACK, same window, no data: a duplicate ACK.
+    pub dup: bool,
+    /// Zero receive window.
+    pub zero_window: bool,
 }
 
-const SERIES_CAP: usize = 1500;
+/// A round-trip sample: a data segment and the first ACK covering it
+/// (Karn: retransmitted segments give none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RttPoint {
+    /// Seconds since the data flow's first packet, at the ACK.
+    pub t: f64,
+    pub rtt_ms: f64,
+}
 
-impl Decimated {
-    fn push(&mut self, p: SeqPoint) {
-        if self.stride == 0 {
-            self.stride = 1;
-        }
-        self.seen += 1;
-        if self.seen % self.stride != 0 && !p.retrans {
-            return;
-        }
-        if self.points.len() >= SERIES_CAP {
-            let mut i = 0;
-            self.points.retain(|q| {
-                i += 1;
-                i % 2 == 0 || q.retrans
-            });
-            self.stride *= 2;
-            if self.points.len() >= SERIES_CAP {
-                // Only retransmissions left: drop the oldest half.
-                self.points.drain(..SERIES_CAP / 2);
-            }
-        }
-        self.points.push(p);
+impl Keep for SeqPoint {
+    fn keep(&self) -> bool {
+        self.retrans
+    }
+}
+
+impl Keep for AckPoint {
+    fn keep(&self) -> bool {
+        self.dup || self.zero_window || self.nsack > 0
+    }
+}
+
+impl Keep for RttPoint {
+    fn keep(&self) -> bool {
+        false
     }
 }
 
@@ -274,7 +284,12 @@ impl Bins {
 #[derive(Debug, Clone, Default)]
 pub struct TcpTrack {
     started: bool,
-    isn: u32,
+    /// The first sequence number seen (relative sequence numbers start here).
+    pub isn: u32,
+    /// Window scale from this direction's SYN (its windows are scaled by it).
+    pub wscale: Option<u8>,
+    /// Last pure ACK (ack, window): the next identical one is a duplicate.
+    last_pure_ack: Option<(u32, u16)>,
     max_end: u32,
     /// Holes left by segments that jumped ahead, to tell a late
     /// (out-of-order) segment from a retransmission. A fixed small set:
@@ -306,6 +321,7 @@ impl TcpTrack {
     fn update(&mut self, t: &dissect::TcpFields, payload: u32, frame: u64) -> (u64, bool) {
         if t.flags & 0x02 != 0 {
             self.syn_mss = t.mss_opt.or(self.syn_mss);
+            self.wscale = t.wscale.or(self.wscale);
         }
         let seq_len = payload + ((t.flags & 0x03 != 0) as u32); // SYN/FIN take a number
         if !self.started {
@@ -502,6 +518,43 @@ pub fn eviction_set(last_frames: impl Iterator<Item = u64>) -> Vec<bool> {
     evict
 }
 
+/// Data segments awaiting their ACK: a small ring, oldest overwritten.
+#[derive(Debug, Clone, Default)]
+struct InFlight {
+    /// (end sequence, sent at ns, retransmitted).
+    segs: [(u32, u64, bool); 16],
+    head: usize,
+    len: usize,
+}
+
+impl InFlight {
+    fn sent(&mut self, end: u32, ts: u64, retrans: bool) {
+        let i = (self.head + self.len) % 16;
+        self.segs[i] = (end, ts, retrans);
+        if self.len == 16 {
+            self.head = (self.head + 1) % 16;
+        } else {
+            self.len += 1;
+        }
+    }
+
+    /// Drops what `ack` covers; the RTT of the newest covered segment, if
+    /// it was not retransmitted (Karn's rule).
+    fn acked(&mut self, ack: u32, ts: u64) -> Option<u64> {
+        let mut sample = None;
+        while self.len > 0 {
+            let (end, sent, retrans) = self.segs[self.head];
+            if seq_lt(ack, end) {
+                break;
+            }
+            sample = (!retrans).then(|| ts.saturating_sub(sent));
+            self.head = (self.head + 1) % 16;
+            self.len -= 1;
+        }
+        sample
+    }
+}
+
 /// Everything known about one flow.
 #[derive(Debug, Clone)]
 pub struct FlowStats {
@@ -556,7 +609,17 @@ pub struct FlowStats {
     last_ack_seen_ns: Option<u64>,
     pub reverse: Option<usize>,
     reverse_tries: u32,
-    pub series: Decimated,
+    pub series: Decimated<SeqPoint>,
+    /// This flow's ACKs (TCP), for the peer's graph or its own ACK line.
+    pub acks: Decimated<AckPoint>,
+    /// Round trips of this flow's data, from the peer's ACKs.
+    pub rtt: Decimated<RttPoint>,
+    /// Segments in flight awaiting an ACK, for RTT samples; made when the
+    /// reverse direction is known.
+    inflight: Option<Box<InFlight>>,
+    last_retrans: bool,
+    /// GRO deliveries at the first what-if size (filled from the worker).
+    pub gro: Vec<crate::series::GroPoint>,
     pub bins: Bins,
     /// Per what-if size: stack packets etc. Filled by `whatif`.
     pub what_if: Vec<crate::figures::FlowWhatIf>,
@@ -614,6 +677,11 @@ impl FlowStats {
             reverse: None,
             reverse_tries: 0,
             series: Decimated::default(),
+            acks: Decimated::default(),
+            rtt: Decimated::default(),
+            inflight: None,
+            last_retrans: false,
+            gro: Vec::new(),
             bins: Bins::default(),
             what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
             healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
@@ -719,9 +787,28 @@ impl FlowStats {
         let rel_ns = ts.saturating_sub(self.first_ns);
         self.bins.add(rel_ns, p.payload as u64);
         let (seq, retrans) = match (&mut self.tcp, p.l4) {
-            (Some(tr), L4::Tcp(t)) => tr.update(&t, p.payload, number),
+            (Some(tr), L4::Tcp(t)) => {
+                let r = tr.update(&t, p.payload, number);
+                if t.flags & 0x10 != 0 {
+                    let scale = tr.wscale.unwrap_or(0);
+                    let pure = p.payload == 0 && t.flags & 0x07 == 0;
+                    let dup = pure && tr.last_pure_ack == Some((t.ack, t.window));
+                    tr.last_pure_ack = pure.then_some((t.ack, t.window));
+                    self.acks.push(AckPoint {
+                        t: rel_ns as f64 / 1e9,
+                        ack: t.ack,
+                        win_edge: t.ack.wrapping_add((t.window as u32) << scale),
+                        sack: t.sack,
+                        nsack: t.nsack,
+                        dup,
+                        zero_window: t.window == 0 && t.flags & 0x04 == 0,
+                    });
+                }
+                r
+            }
             _ => (self.payload_bytes - p.payload as u64, false),
         };
+        self.last_retrans = retrans;
         if p.payload > 0 || self.tcp.is_none() {
             self.series.push(SeqPoint {
                 t: rel_ns as f64 / 1e9,
@@ -748,6 +835,12 @@ impl FlowStats {
         if big && self.pending_big.is_none() {
             self.pending_big = Some((end, ts));
         }
+        if self.reverse.is_some() {
+            let retrans = self.last_retrans;
+            self.inflight
+                .get_or_insert_with(Default::default)
+                .sent(end, ts, retrans);
+        }
     }
 
     /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
@@ -761,6 +854,12 @@ impl FlowStats {
                 self.acks_inside_big += 1;
                 break;
             }
+        }
+        if let Some(rtt) = self.inflight.as_mut().and_then(|f| f.acked(ack, ts)) {
+            self.rtt.push(RttPoint {
+                t: ts.saturating_sub(self.first_ns) as f64 / 1e9,
+                rtt_ms: rtt as f64 / 1e6,
+            });
         }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
@@ -916,7 +1015,7 @@ mod tests {
                 retrans: i == 77_777,
             });
         }
-        assert!(d.points.len() <= SERIES_CAP);
+        assert!(d.points.len() <= 1500);
         assert!(d.points.iter().any(|p| p.retrans));
         let mut b = Bins::default();
         b.add(0, 10);

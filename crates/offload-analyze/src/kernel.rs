@@ -72,10 +72,21 @@ impl KernelProfile {
         }
     }
 
-    /// Only 6.18 is what the engine implements and what was compared with
-    /// a live kernel.
+    /// The engine's kernel profile for this line (6.6 follows the rules
+    /// of every kernel up to 6.9, the engine's 6.1 profile).
+    pub fn engine_line(self) -> offload::gro::KernelLine {
+        use offload::gro::KernelLine;
+        match self {
+            KernelProfile::V6_1 | KernelProfile::V6_6 => KernelLine::V6_1,
+            KernelProfile::V6_18 => KernelLine::V6_18,
+            KernelProfile::V7 => KernelLine::V7,
+        }
+    }
+
+    /// The engine's profile was compared with a live kernel of this line:
+    /// 6.18 on the host, 6.1 booted in a VM (decision 0071).
     pub fn verified_live(self) -> bool {
-        self == KernelProfile::V6_18
+        matches!(self, KernelProfile::V6_18 | KernelProfile::V6_1)
     }
 
     /// IP ID rule before 6.10: a fixed ID is accepted only with DF set,

@@ -30,6 +30,7 @@ pub mod key;
 pub mod options;
 pub mod packets;
 pub mod report;
+pub mod series;
 pub mod text;
 pub mod whatif;
 

@@ -259,14 +259,38 @@ pub struct Finding {
     pub extra_packets: u64,
 }
 
+/// An ACK on the time-sequence axis of the flow it acknowledges.
+#[derive(Debug, Clone, Serialize)]
+pub struct AckView {
+    pub t: f64,
+    pub ack: i64,
+    pub win: i64,
+    pub sack: Vec<(i64, i64)>,
+    pub dup: bool,
+    pub zero_window: bool,
+}
+
+/// One flow's graph data: bounded series (see `series`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlowGraphs {
+    /// Data segments (relative sequence numbers).
+    pub seq: Vec<SeqPoint>,
+    /// The peer's ACKs on this flow's sequence axis; for a flow that only
+    /// acknowledges (no payload), its own ACKs relative to its first one.
+    pub acks: Vec<AckView>,
+    pub ack_only: bool,
+    pub rtt: Vec<crate::flow::RttPoint>,
+    pub bin_ns: u64,
+    pub bins: Vec<u64>,
+    pub gro: Vec<crate::series::GroPoint>,
+}
+
 /// The report plus what the HTML needs but JSON does not carry.
 #[derive(Debug, Clone)]
 pub struct Analysis {
     pub report: Report,
-    /// Per flow (same order as `report.flows`): graph points.
-    pub series: Vec<Vec<SeqPoint>>,
-    /// Per flow: throughput bins (width in ns, payload bytes per bin).
-    pub bins: Vec<(u64, Vec<u64>)>,
+    /// Per flow (same order as `report.flows`): what the graphs draw.
+    pub graphs: Vec<FlowGraphs>,
 }
 
 /// A flow's report row from its statistics; `t0` is its file's first

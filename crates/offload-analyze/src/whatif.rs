@@ -81,6 +81,8 @@ pub struct WorkerFlow {
     pub key: FlowKey,
     /// The last frame fed: the eviction order, as in the pass's flow table.
     pub last_frame: u64,
+    /// Deliveries at the worker's first size, for the GRO view.
+    pub gro: crate::series::Decimated<crate::series::GroPoint>,
     /// Indexed like the worker's sizes.
     pub plain: Vec<FlowWhatIf>,
     /// The same frames with fixed IPv4 IDs (tunnelled flows only): the
@@ -136,6 +138,7 @@ pub fn config_for(
         },
         verify_checksums,
         vxlan_ports: vxlan_ports.to_vec(),
+        kernel: profile.engine_line(),
         ..GroConfig::default()
     }
 }
@@ -225,6 +228,7 @@ impl WhatIfWorker {
             flows.push(WorkerFlow {
                 key,
                 last_frame: frame,
+                gro: Default::default(),
                 plain: vec![FlowWhatIf::default(); n],
                 healthy: vec![FlowWhatIf::default(); n],
             });
@@ -278,6 +282,7 @@ impl WhatIfWorker {
                     slot,
                     input.frame,
                     input.data.len(),
+                    input.timestamp_ns,
                 ));
             } else {
                 engine.receive(input, &mut |d: &Delivered<'_>| {
@@ -300,6 +305,7 @@ impl WhatIfWorker {
                         slot,
                         input.frame,
                         healthy.len(),
+                        input.timestamp_ns,
                     ));
                     continue;
                 }
@@ -358,6 +364,14 @@ impl WhatIfWorker {
                 }
                 w.largest = w.largest.max(p.len);
                 w.hit(p.reason, p.frame);
+                if p.i == 0 && !p.healthy {
+                    f.gro.push(crate::series::GroPoint {
+                        t_ns: p.ts,
+                        t: 0.0,
+                        segments: p.segs,
+                        reason: p.reason,
+                    });
+                }
             }
         }
     }
@@ -426,10 +440,19 @@ struct Pending {
     frame: u64,
     segs: u32,
     len: u32,
+    /// Capture time of the delivery.
+    ts: u64,
 }
 
 impl Pending {
-    fn bad_checksum(i: usize, healthy: bool, slot: Option<u32>, frame: u64, len: usize) -> Pending {
+    fn bad_checksum(
+        i: usize,
+        healthy: bool,
+        slot: Option<u32>,
+        frame: u64,
+        len: usize,
+        ts: u64,
+    ) -> Pending {
         Pending {
             i,
             healthy,
@@ -439,6 +462,7 @@ impl Pending {
             frame,
             segs: 1,
             len: len as u32,
+            ts,
         }
     }
 
@@ -466,6 +490,7 @@ impl Pending {
             frame: culprit(d, current),
             segs: d.segments,
             len: d.data.len() as u32,
+            ts: d.timestamp_ns,
         }
     }
 }

@@ -802,7 +802,9 @@ fn compose(c: Compose<'_>) -> BenchResult {
         client_seconds_per_transaction: per(client_cpu.total),
         server_seconds_per_transaction: per(r.cpu.total),
     };
-    let flows = u64::from(spec.flows);
+    // Transactions that can be in flight when the client stops: one per
+    // flow, or the burst.
+    let flows = u64::from(spec.flows) * u64::from(spec.burst.max(1));
     let (consistent, note) = match spec.kind {
         TestKind::TcpRr | TestKind::TcpCrr => {
             if r.transactions_total < ct {

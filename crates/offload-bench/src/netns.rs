@@ -1,18 +1,18 @@
 //! Throw-away pairs of network namespaces joined by a veth link, for the
 //! tests and for measurements between namespaces.
 //!
-//! The topology comes from offload-lab's rtnetlink code
-//! ([`offload_lab::veth_pair::VethPair`]): two *anonymous* namespaces held
+//! The topology is offload-lab's ([`offload_lab::topo::VethPair`], the one
+//! `offload lab` uses): two *anonymous* namespaces held
 //! only by file descriptors, so no `ip` process runs, nothing shows in
 //! `ip netns list`, and the kernel removes the namespaces (with the veth
 //! pair and every per-namespace sysctl) when the pair and every socket made
 //! inside are gone: on drop, during a panic's unwinding, or on SIGKILL.
-//! Addresses are 10.201.0.0/24 and fd00:6f66:6c::/64 and exist only inside
-//! the two namespaces, so no traffic can leave them.
+//! Addresses are 10.201.0.0/24 and fd00:201::/64 and exist only inside the
+//! two namespaces, so no traffic can leave them.
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use offload_lab::veth_pair::{EndConfig, VethPair};
+use offload_lab::topo::VethPair;
 use offload_lab::NetNs;
 
 use crate::error::BenchError;
@@ -21,9 +21,9 @@ use crate::sys;
 /// Which end of the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
-    /// Namespace A (10.201.0.1, fd00:6f66:6c::1).
+    /// Namespace A (10.201.0.1, fd00:201::1).
     A,
-    /// Namespace B (10.201.0.2, fd00:6f66:6c::2).
+    /// Namespace B (10.201.0.2, fd00:201::2).
     B,
 }
 
@@ -37,15 +37,17 @@ impl NetnsPair {
     /// IPv4 address of a side.
     pub fn addr4(side: Side) -> std::net::IpAddr {
         match side {
-            Side::A => [10, 201, 0, 1].into(),
-            Side::B => [10, 201, 0, 2].into(),
+            Side::A => VethPair::CLIENT4.into(),
+            Side::B => VethPair::SERVER4.into(),
         }
     }
 
     /// IPv6 address of a side.
     pub fn addr6(side: Side) -> std::net::IpAddr {
-        let last = if side == Side::A { 1 } else { 2 };
-        std::net::Ipv6Addr::new(0xfd00, 0x6f66, 0x6c, 0, 0, 0, 0, last).into()
+        match side {
+            Side::A => VethPair::CLIENT6.into(),
+            Side::B => VethPair::SERVER6.into(),
+        }
     }
 
     /// Creates the pair; `tag` is kept for callers that tell pairs apart
@@ -58,19 +60,15 @@ impl NetnsPair {
                 "network namespaces need root; run the tests as root".into(),
             ));
         }
-        let end = |side: Side, dev: &str| EndConfig {
-            dev: dev.into(),
-            addrs: vec![(Self::addr4(side), 24), (Self::addr6(side), 64)],
-        };
-        let pair = VethPair::create(&end(Side::A, "ofl-va"), &end(Side::B, "ofl-vb"))
+        let pair = VethPair::new("b")
             .map_err(|e| BenchError::Config(format!("building the namespace pair: {e}")))?;
         Ok(NetnsPair { pair })
     }
 
     fn ns(&self, side: Side) -> &NetNs {
         match side {
-            Side::A => &self.pair.a,
-            Side::B => &self.pair.b,
+            Side::A => &self.pair.client.ns,
+            Side::B => &self.pair.server.ns,
         }
     }
 
@@ -81,6 +79,14 @@ impl NetnsPair {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| BenchError::io("duplicating a namespace descriptor", e))
+    }
+
+    /// The name of a side's veth end.
+    pub fn dev(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.pair.client_dev,
+            Side::B => &self.pair.server_dev,
+        }
     }
 
     /// The inode of a side's namespace (`net:[INODE]`).

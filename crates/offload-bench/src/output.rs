@@ -11,7 +11,6 @@
 //! invocation (Parquet cannot be appended to), so an interrupted series
 //! still leaves a valid file. DuckDB reads both: see docs/bench.md.
 
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -361,6 +360,7 @@ fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), BenchError> {
     use parquet::file::properties::WriterProperties;
     use parquet::file::writer::SerializedFileWriter;
     use parquet::schema::parser::parse_message_type;
+    use std::fs::File;
     use std::sync::Arc;
 
     /// A column: its values (nulls left out) and definition levels.
@@ -396,14 +396,15 @@ fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), BenchError> {
             .unwrap_or(&serde_json::Value::Null);
         let (ty, mut col) = match sample {
             serde_json::Value::Bool(_) => ("BOOLEAN", Col::Bool(Vec::new(), Vec::new())),
-            serde_json::Value::String(_) => ("BINARY (STRING)", Col::Str(Vec::new(), Vec::new())),
+            serde_json::Value::String(_) => ("BINARY", Col::Str(Vec::new(), Vec::new())),
             serde_json::Value::Number(n) if n.is_f64() => {
                 ("DOUBLE", Col::F64(Vec::new(), Vec::new()))
             }
             serde_json::Value::Number(_) => ("INT64", Col::I64(Vec::new(), Vec::new())),
             _ => ("DOUBLE", Col::F64(Vec::new(), Vec::new())),
         };
-        schema.push_str(&format!("  OPTIONAL {ty} {name};\n"));
+        let annotation = if ty == "BINARY" { " (STRING)" } else { "" };
+        schema.push_str(&format!("  OPTIONAL {ty} {name}{annotation};\n"));
         for m in &values {
             let v = &m[name];
             match (&mut col, v) {
@@ -473,6 +474,65 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_356_309), "2026-11-22T14:05:09Z");
+    }
+
+    #[cfg(feature = "parquet")]
+    #[test]
+    fn parquet_rows_read_back_with_their_names_and_nulls() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let dir = std::env::temp_dir().join(format!("ofl-pq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("runs.parquet");
+        let mut row = RunRow::new(&sample_result(), "u", 1, 2);
+        row.latency = None;
+        let rows = vec![row.clone(), RunRow { run: 2, ..row }];
+        write_parquet(&path, &rows).unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.file_metadata().num_rows(), 2);
+        let names: Vec<String> = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        for n in [
+            "profile",
+            "messageSize",
+            "parallelism",
+            "throughput",
+            "latencyP99",
+            "acrossAZ",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
+        }
+        let mut rows = reader.get_row_iter(None).unwrap();
+        let first = rows.next().unwrap().unwrap().to_string();
+        assert!(first.contains("profile: \"TCP_RR\""), "{first}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(feature = "parquet")]
+    fn sample_result() -> BenchResult {
+        BenchResult {
+            test: TestKind::TcpRr,
+            throughput: 10.0,
+            throughput_units: "Trans/s".into(),
+            bits_per_sec: 160.0,
+            transactions_per_sec: 10.0,
+            gbit_per_sec: 1.6e-7,
+            packets_per_sec: 0.0,
+            latency_us: None,
+            cpu_seconds_per_transaction: 1e-5,
+            cpu: Default::default(),
+            counts: Default::default(),
+            udp: None,
+            server: Default::default(),
+            settings: Default::default(),
+            intervals: Vec::new(),
+            tcp_info: None,
+        }
     }
 
     #[test]

@@ -90,7 +90,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
                 .server_host
                 .interfaces
                 .iter()
-                .any(|i| i.name == "ofl-va"),
+                .any(|i| i.name == pair.dev(Side::A)),
             "{kind:?}"
         );
         assert!(
@@ -98,7 +98,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
                 .client_host
                 .interfaces
                 .iter()
-                .any(|i| i.name == "ofl-vb"),
+                .any(|i| i.name == pair.dev(Side::B)),
             "{kind:?}"
         );
     }
@@ -130,7 +130,7 @@ fn tcp_rr_80000_over_ipv6_between_namespaces() {
         .client_host
         .interfaces
         .iter()
-        .find(|i| i.name == "ofl-vb")
+        .find(|i| i.name == pair.dev(Side::B))
         .unwrap();
     assert!(veth.gso_max_size.is_some());
     assert!(r

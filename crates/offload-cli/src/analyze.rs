@@ -149,7 +149,10 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
         parquet_dir: args.parquet.clone(),
         max_flows: args.max_flows,
-        evicted_csv: args.csv.as_deref().map(offload_analyze::export::evicted_path),
+        evicted_csv: args
+            .csv
+            .as_deref()
+            .map(offload_analyze::export::evicted_path),
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -225,7 +228,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let report = &analysis.report;
     if let Some(h) = &args.html {
-        std::fs::write(h, offload_analyze::html::render(&analysis))
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        std::fs::write(h, offload_analyze::html::render_with(&analysis, &command))
             .with_context(|| format!("writing {}", h.display()))?;
     }
     if let Some(d) = &args.csv {

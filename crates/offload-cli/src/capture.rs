@@ -3,7 +3,7 @@
 use crate::capture_opts::{parse_gro_size, parse_mss, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload::gro::UdpGro;
+use offload::gro::{KernelLine, UdpGro};
 use offload::GroConfig;
 use offload_transform::{self as transform, Control, GsoOptions, Outcome, ReadOptions};
 use std::io::{IsTerminal, Write};
@@ -35,6 +35,9 @@ pub struct GroArgs {
     pub no_checksum_check: bool,
     #[command(flatten)]
     pub capture: CaptureOpts,
+    /// UDP destination port with a Geneve socket (repeatable; default 6081; `--geneve-port 0` for none).
+    #[arg(long = "geneve-port", value_name = "PORT")]
+    pub geneve_ports: Vec<u16>,
     /// Which plain UDP datagrams GRO coalesces: `all` (rx-udp-gro-forwarding, or a
     /// UDP_GRO socket on every port), `off`, or a comma-separated port list (UDP_GRO sockets).
     #[arg(long, default_value = "all", value_parser = parse_udp_gro)]
@@ -42,9 +45,26 @@ pub struct GroArgs {
     /// Coalesce VLAN-tagged frames (kernels built with CONFIG_VLAN_8021Q; the reference kernel is not).
     #[arg(long)]
     pub vlan_gro: bool,
+    /// Kernel line whose GRO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
+    #[arg(long, value_parser = parse_kernel)]
+    pub kernel: Option<KernelLine>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses `--kernel`.
+pub fn parse_kernel(s: &str) -> Result<KernelLine, String> {
+    KernelLine::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
+}
+
+/// The running kernel's line (`/proc/sys/kernel/osrelease`), else 6.18.
+pub fn running_kernel_line() -> KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| KernelLine::from_release(&r))
+        .unwrap_or_default()
 }
 
 fn parse_udp_gro(s: &str) -> Result<UdpGro, String> {
@@ -182,6 +202,11 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         udp: args.udp_gro.clone(),
         vxlan_ports: args.capture.vxlan_ports(),
         vlan_gro: args.vlan_gro,
+        kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        geneve_ports: match args.geneve_ports.as_slice() {
+            [] => vec![offload::wire::geneve::PORT],
+            ports => ports.iter().copied().filter(|p| *p != 0).collect(),
+        },
     };
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
         let read = ReadOptions {
@@ -197,7 +222,8 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{} -> {}", s.input, s.output)?;
         writeln!(
             out,
-            "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            "kernel {}  gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            cfg.kernel,
             s.settings.gro_max_size,
             s.settings.gro_ipv4_max_size,
             humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),

@@ -141,10 +141,18 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                         s.frames, s.super_packets, s.segments_in_super_packets, s.single_packets
                     );
                 }
-                if report.analysis.findings.is_empty() {
+                // Super-packets above the MTU and BIG TCP verdicts describe a
+                // post-GRO capture itself, not a flow that fails to merge.
+                let shown: Vec<_> = report
+                    .analysis
+                    .findings
+                    .iter()
+                    .filter(|f| !matches!(f.kind, "above-mtu" | "big-tcp-gain"))
+                    .collect();
+                if shown.is_empty() {
                     println!("  analysis: no flow with a reason not to merge");
                 }
-                for f in &report.analysis.findings {
+                for f in shown {
                     println!(
                         "  [{:?}] {}{}",
                         f.severity,

@@ -191,3 +191,27 @@ fn errors_name_the_file_once() {
     assert!(!out.status.success());
     assert!(err.contains(&empty.display().to_string()), "{err}");
 }
+
+#[test]
+fn analyze_names_an_unsupported_link_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("user0.pcap");
+    // pcap header (link type 147, USER0) and one 4-byte record.
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    f.extend_from_slice(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&147u32.to_le_bytes());
+    f.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 1, 2, 3, 4]);
+    std::fs::write(&input, f).unwrap();
+    let out = Command::new(BIN)
+        .arg("analyze")
+        .arg(&input)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("link type 147") && err.contains(&input.display().to_string()),
+        "{err}"
+    );
+}

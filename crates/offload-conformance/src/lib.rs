@@ -32,8 +32,13 @@ pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
             UdpGro::Ports(knobs.udp_gro_ports.clone())
         },
         vxlan_ports: knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default(),
+        geneve_ports: knobs
+            .geneve_vni
+            .map(|_| vec![offload::wire::geneve::PORT])
+            .unwrap_or_default(),
         // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
         vlan_gro: false,
+        kernel: running_line(),
     }
 }
 
@@ -225,11 +230,23 @@ pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8
     out
 }
 
+/// The line of the running kernel (`/proc/sys/kernel/osrelease`); 6.18
+/// when it cannot be read.
+pub fn running_line() -> offload::gro::KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| offload::gro::KernelLine::from_release(&r))
+        .unwrap_or_default()
+}
+
 /// The engine configuration matching an oracle with default knobs on the
 /// running kernel: its kernel line's profile.
 pub fn running_config() -> GroConfig {
     GroConfig {
         flush_timeout_ns: 10_000_000,
+        kernel: running_line(),
+        // The oracle has no Geneve device unless a test makes one.
+        geneve_ports: Vec::new(),
         ..GroConfig::default()
     }
 }
@@ -241,7 +258,15 @@ pub fn compare_case(
     kernel: &mut offload_lab::oracle::KernelGro,
     case: &selftest::Case,
 ) -> Option<String> {
-    let cfg = running_config();
+    compare_case_with(kernel, case, &running_config())
+}
+
+/// [`compare_case`] with an explicit engine configuration.
+pub fn compare_case_with(
+    kernel: &mut offload_lab::oracle::KernelGro,
+    case: &selftest::Case,
+    cfg: &GroConfig,
+) -> Option<String> {
     let mut k_frames = Vec::new();
     let mut k_meta = Vec::new();
     let mut e = Vec::new();
@@ -255,7 +280,7 @@ pub fn compare_case(
                 .take(o.frames.len()),
         );
         k_frames.extend(o.frames);
-        e.extend(engine_gro_meta(&cfg, part));
+        e.extend(engine_gro_meta(cfg, part));
     }
     let e_frames: Vec<Vec<u8>> = e.iter().map(|(f, _)| f.clone()).collect();
     let mut report = compare(&k_frames, &e_frames).unwrap_or_default();

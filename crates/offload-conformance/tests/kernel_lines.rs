@@ -83,10 +83,7 @@ fn running_kernel_suite() {
         "kernel {rel}: the oracle disagreed with itself on {} of {trains} trains",
         unstable.len()
     );
-    let cfg = offload::GroConfig {
-        flush_timeout_ns: 10_000_000,
-        ..offload::GroConfig::default()
-    };
+    let cfg = offload_conformance::running_config();
     let mut per_class: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     let mut failures = Vec::new();
     for (t, k) in set.iter().zip(&runs[0]) {
@@ -103,6 +100,53 @@ fn running_kernel_suite() {
             ));
         }
     }
+    // The kernel's own selftest cases, every family, through the same
+    // oracle (set up with the GSO metadata capture for them).
+    kernel.set_gso_meta(true).expect("PACKET_VNET_HDR capture");
+    let cases = offload_conformance::selftest::all_cases(&a);
+    for c in &cases {
+        let entry = per_class.entry("selftest").or_default();
+        entry.0 += 1;
+        if let Some(diff) = offload_conformance::compare_case(&mut kernel, c) {
+            entry.1 += 1;
+            failures.push(format!("selftest {} {}:\n{diff}", c.family.name(), c.name));
+        }
+    }
+    // Geneve: only where the kernel has the driver. The guests booted by
+    // scripts/kernel-vm.sh must have it (OFFLOAD_IN_VM is set there); the
+    // host's 6.18 build has no CONFIG_GENEVE.
+    let in_vm = std::env::var_os("OFFLOAD_IN_VM").is_some();
+    let geneve = kernel.set_knobs(GroKnobs {
+        geneve_vni: Some(5),
+        ..kernel.knobs().clone()
+    });
+    if in_vm {
+        geneve.as_ref().expect("a Geneve device in the guest");
+    }
+    if geneve.is_ok() {
+        let gcfg = offload::GroConfig {
+            geneve_ports: vec![offload::wire::geneve::PORT],
+            ..cfg.clone()
+        };
+        use offload_conformance::selftest::{case, case_names, Family};
+        for name in case_names(Family::Geneve) {
+            let c = case(&a, Family::Geneve, name).expect("listed case");
+            let entry = per_class.entry("selftest-geneve").or_default();
+            entry.0 += 1;
+            if let Some(diff) = offload_conformance::compare_case_with(&mut kernel, &c, &gcfg) {
+                entry.1 += 1;
+                failures.push(format!("selftest geneve {name}:\n{diff}"));
+            }
+        }
+    }
+    eprintln!(
+        "geneve cases: {}",
+        if geneve.is_ok() {
+            "run"
+        } else {
+            "not run (no Geneve driver in this kernel)"
+        }
+    );
     for (c, (n, bad)) in &per_class {
         if *bad > 0 {
             eprintln!("  {c:24} {n:4} trains, {bad} mismatches");
@@ -113,8 +157,15 @@ fn running_kernel_suite() {
     }
     assert!(
         failures.is_empty(),
-        "kernel {rel}: {} of {trains} trains differ from the engine",
-        failures.len()
+        "kernel {rel} (profile {}): {} of {trains} trains and {} selftest cases differ from the engine",
+        cfg.kernel,
+        failures.len(),
+        cases.len()
+    );
+    eprintln!(
+        "kernel {rel} (profile {}): {trains} trains and {} selftest cases agree with the engine",
+        cfg.kernel,
+        cases.len()
     );
 }
 

@@ -1,5 +1,6 @@
 //! The kernel's own GRO selftest cases (`tools/testing/selftests/net/lib/gro.c`),
-//! one named test per case and family (IPv4, IPv6, IPIP, IPv6 in IPv6),
+//! one named test per case and family (IPv4, IPv6, IPIP, IPv6 in IPv6, and
+//! the same cases carried by GRE without options and with a key),
 //! each run through the live kernel's GRO and through the engine with the
 //! running kernel's profile, compared byte for byte and on the
 //! `virtio_net_hdr` GSO metadata (`gso_size`, `gso_type`) the kernel
@@ -154,3 +155,70 @@ cases!(ip6ip6, Ip6ip6:
     single,
     capacity,
 );
+
+cases!(gre, Gre:
+    data_same,
+    data_lrg_sml,
+    data_lrg_1byte,
+    data_sml_lrg,
+    data_burst,
+    ack,
+    flags_psh,
+    flags_syn,
+    flags_rst,
+    flags_urg,
+    flags_cwr,
+    tcp_csum,
+    tcp_seq,
+    tcp_ts,
+    tcp_opt,
+    ip_ecn,
+    ip_tos,
+    ip_ttl,
+    ip_id_df1_inc,
+    ip_id_df1_fixed,
+    ip_id_df0_inc,
+    ip_id_df0_fixed,
+    ip_id_df1_inc_fixed,
+    ip_id_df1_fixed_inc,
+    large_max,
+    large_rem,
+    single,
+    capacity,
+);
+
+cases!(gre_key, GreKey:
+    data_same,
+    data_lrg_sml,
+    data_lrg_1byte,
+    data_sml_lrg,
+    data_burst,
+    ack,
+    flags_psh,
+    flags_syn,
+    flags_rst,
+    flags_urg,
+    flags_cwr,
+    tcp_csum,
+    tcp_seq,
+    tcp_ts,
+    tcp_opt,
+    ip_ecn,
+    ip_tos,
+    ip_ttl,
+    ip_id_df1_inc,
+    ip_id_df1_fixed,
+    ip_id_df0_inc,
+    ip_id_df0_fixed,
+    ip_id_df1_inc_fixed,
+    ip_id_df1_fixed_inc,
+    large_max,
+    large_rem,
+    single,
+    capacity,
+);
+
+// GRE with a checksum (`Family::GreCsumKey`) is not listed: on 6.18 the
+// FIN segment that ends a case goes up *before* the held packet, as if it
+// had not found it, and the engine does not yet know why (docs/engine.md,
+// "Tunnels": open question).

@@ -1175,6 +1175,199 @@ mod tests {
         assert_eq!(c[0].received_rps, 4);
     }
 
+    fn device(name: &str) -> DeviceState {
+        DeviceState {
+            name: name.into(),
+            ifindex: 2,
+            kind: None,
+            driver: Some("mlx5_core".into()),
+            up: true,
+            mtu: 1500,
+            features: [
+                ("rx-gro", true),
+                ("rx-lro", false),
+                ("rx-udp-gro-forwarding", false),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            fixed_features: Vec::new(),
+            gro_max_size: Some(65536),
+            gso_max_size: Some(65536),
+            gro_ipv4_max_size: Some(65536),
+            gso_ipv4_max_size: Some(65536),
+            tso_max_size: Some(524280),
+            tso_max_segs: Some(65535),
+            queues: Queues {
+                rx: 4,
+                tx: 4,
+                ..Queues::default()
+            },
+            gro_flush_timeout: Some(0),
+            napi_defer_hard_irqs: Some(0),
+            threaded: Some(0),
+            irqs: Vec::new(),
+            qdisc: Some("mq".into()),
+            xdp: false,
+            physical: true,
+            underlay: None,
+        }
+    }
+
+    fn host(sysctls: &[(&str, &str)]) -> HostState {
+        HostState {
+            kernel: "6.18.0".into(),
+            profile: "6.18",
+            cpus: 4,
+            sysctls: sysctls
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect(),
+            softnet: Vec::new(),
+            cacheline_groups: Some(true),
+            private_sysfs: true,
+        }
+    }
+
+    fn kinds(f: &[Finding]) -> Vec<(&'static str, Option<String>, Severity)> {
+        f.iter()
+            .map(|f| (f.kind, f.device.clone(), f.severity))
+            .collect()
+    }
+
+    #[test]
+    fn a_healthy_nic_has_no_findings() {
+        assert!(findings(&[device("eth0")], &host(&[])).is_empty());
+    }
+
+    #[test]
+    fn lro_matters_only_when_forwarding() {
+        let mut d = device("eth0");
+        d.features.insert("rx-lro".into(), true);
+        assert!(findings(std::slice::from_ref(&d), &host(&[])).is_empty());
+        let f = findings(&[d], &host(&[("net.ipv4.ip_forward", "1")]));
+        assert_eq!(
+            kinds(&f),
+            [("lro-forwarding", Some("eth0".into()), Severity::High)]
+        );
+        assert_eq!(f[0].fix, "ethtool -K eth0 lro off");
+    }
+
+    #[test]
+    fn tunnel_underlay_needs_udp_gro_forwarding() {
+        let eth = device("eth0");
+        let mut vx = device("vxlan0");
+        vx.kind = Some("vxlan".into());
+        vx.physical = false;
+        vx.underlay = Some("eth0".into());
+        vx.features.insert("rx-udp-gro-forwarding".into(), true);
+        let f = findings(&[eth, vx], &host(&[("net.ipv4.ip_forward", "1")]));
+        assert_eq!(
+            kinds(&f),
+            [(
+                "udp-gro-forwarding-off",
+                Some("eth0".into()),
+                Severity::Medium
+            )]
+        );
+        assert_eq!(f[0].fix, "ethtool -K eth0 rx-udp-gro-forwarding on");
+    }
+
+    #[test]
+    fn single_queue_without_rps_and_irqs_on_one_cpu() {
+        let mut d = device("eth0");
+        d.queues.rx = 1;
+        d.queues.rx_queues = vec![RxQueue {
+            index: 0,
+            rps_cpus: Some("0".into()),
+            rps_flow_cnt: Some(0),
+        }];
+        d.irqs = (40..43)
+            .map(|irq| Irq {
+                irq,
+                name: format!("eth0-{irq}"),
+                affinity: "0-3".into(),
+                effective_affinity: Some("0".into()),
+            })
+            .collect();
+        let f = findings(&[d.clone()], &host(&[]));
+        assert_eq!(
+            kinds(&f),
+            [
+                ("irqs-one-cpu", Some("eth0".into()), Severity::Medium),
+                ("single-queue-no-rps", Some("eth0".into()), Severity::Medium),
+            ]
+        );
+        assert_eq!(
+            f[1].fix,
+            "echo f > /sys/class/net/eth0/queues/rx-0/rps_cpus"
+        );
+        // RPS on: no single-queue finding.
+        d.queues.rx_queues[0].rps_cpus = Some("e".into());
+        assert!(!kinds(&findings(&[d], &host(&[])))
+            .iter()
+            .any(|k| k.0 == "single-queue-no-rps"));
+    }
+
+    #[test]
+    fn big_tcp_rules() {
+        let mut d = device("eth0");
+        d.gso_max_size = Some(185000);
+        d.tso_max_size = Some(65536);
+        let f = findings(&[d.clone()], &host(&[]));
+        let k = kinds(&f);
+        assert!(
+            k.contains(&("big-tcp-half-done", Some("eth0".into()), Severity::Medium)),
+            "{k:?}"
+        );
+        assert!(
+            k.contains(&("big-tcp-tso-limit", Some("eth0".into()), Severity::Medium)),
+            "{k:?}"
+        );
+        assert!(
+            k.contains(&("big-tcp-ipv4-knob", Some("eth0".into()), Severity::Info)),
+            "{k:?}"
+        );
+        // Done right: both knobs, both families, a driver that allows it.
+        d.gro_max_size = Some(185000);
+        d.gso_ipv4_max_size = Some(185000);
+        d.gro_ipv4_max_size = Some(185000);
+        d.tso_max_size = Some(524280);
+        assert!(findings(&[d], &host(&[])).is_empty());
+    }
+
+    #[test]
+    fn busy_poll_without_napi_and_softnet_counters() {
+        let mut v = device("veth0");
+        v.kind = Some("veth".into());
+        v.physical = false;
+        v.features.insert("rx-gro".into(), false);
+        let mut h = host(&[
+            ("net.core.busy_read", "50"),
+            ("net.core.netdev_max_backlog", "1000"),
+        ]);
+        h.softnet = vec![SoftnetCpu {
+            cpu: 1,
+            processed: 10,
+            dropped: 3,
+            time_squeeze: 2,
+            ..SoftnetCpu::default()
+        }];
+        let f = findings(&[v], &h);
+        let k: Vec<_> = kinds(&f).into_iter().map(|k| k.0).collect();
+        assert_eq!(
+            k,
+            [
+                "softnet-drops",
+                "busy-poll-no-napi",
+                "gro-off",
+                "softnet-time-squeeze"
+            ]
+        );
+        assert_eq!(f[0].fix, "sysctl -w net.core.netdev_max_backlog=2000");
+        assert_eq!(f.iter().map(|f| f.rank).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
     #[test]
     fn releases_map_to_profiles() {
         assert_eq!(profile_for("6.1.0-28-amd64"), "6.1");

@@ -38,7 +38,6 @@ pub mod sample;
 pub mod sysfs;
 pub mod topo;
 pub mod tun;
-pub mod veth_pair;
 
 pub use error::{Error, Result};
 pub use netns::NetNs;

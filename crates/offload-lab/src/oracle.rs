@@ -381,7 +381,9 @@ impl KernelGro {
             };
             if let Ok(st) = self.rtnl.link(self.tap_index) {
                 self.knobs.gro_max_size = st.gro_max_size.unwrap_or(0);
-                self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(0);
+                // A kernel without the knob (< 6.3) keeps what was asked
+                // (it has no effect there).
+                self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(k.gro_ipv4_max_size);
             }
             r?;
         }
@@ -473,7 +475,12 @@ impl KernelGro {
                 "remote".into(),
                 remote,
             ])?;
-            ip(vec!["link".into(), "set".into(), GENEVE_NAME.into(), "up".into()])
+            ip(vec![
+                "link".into(),
+                "set".into(),
+                GENEVE_NAME.into(),
+                "up".into(),
+            ])
         })
     }
 

@@ -218,6 +218,9 @@ impl VethPair {
     }
 }
 
+/// `gro_flush_timeout` of the receiver in [`VxlanPath`], in ns.
+pub const RECEIVER_GRO_FLUSH_TIMEOUT_NS: u64 = 1_000_000;
+
 /// The VXLAN path of the `vxlan-ip-id` scenario:
 ///
 /// ```text
@@ -300,13 +303,21 @@ impl VxlanPath {
         // veth runs GRO at all.
         b.features(&b_dev, &[("rx-gro", true)])?;
         m2.tso_off(&m2_dev)?;
-        // Threaded NAPI on the receiver: the relay injects one packet per
-        // write(2), and with softirq NAPI each would be polled (and GRO
-        // flushed) on its own before the next arrives. A NAPI thread polls
-        // what accumulated in veth's ring, up to 64 packets, as a NIC's
-        // NAPI polls its RX ring, so GRO sees trains to merge.
+        // gro_flush_timeout on the receiver: the relay injects one packet
+        // per write(2), and veth's NAPI polls (and, by default, flushes GRO)
+        // for each on its own, so nothing would ever merge. With a flush
+        // timeout, napi_complete_done flushes only packets older than the
+        // current jiffy and re-arms a timer (net/core/dev.c), so GRO holds a
+        // train across polls as it does on a NIC whose ring fills between
+        // interrupts. 1 ms: the timer fires only after the flow pauses.
         let dev = b_dev.clone();
-        b.ns.run(move || crate::sysfs::Sysfs::mount_here()?.set_net_attr(&dev, "threaded", 1))?;
+        b.ns.run(move || {
+            crate::sysfs::Sysfs::mount_here()?.set_net_attr(
+                &dev,
+                "gro_flush_timeout",
+                RECEIVER_GRO_FLUSH_TIMEOUT_NS,
+            )
+        })?;
         let vxlan_dev = "vxlan-lab".to_string();
         for (node, dev, local, remote, inner) in [
             (&mut a, &a_dev, Self::A_OUTER, Self::B_OUTER, Self::A_INNER),

@@ -36,7 +36,12 @@ pub fn frame_checksum(link: LinkKind, frame: &[u8], vxlan_ports: &[u16]) -> Csum
     let Ok(lay) = layout(link, frame, vxlan_ports) else {
         return CsumState::Unknown;
     };
-    let field_off = lay.l4_off + if lay.l4_proto == Transport::Tcp { 16 } else { 6 };
+    let field_off = lay.l4_off
+        + if lay.l4_proto == Transport::Tcp {
+            16
+        } else {
+            6
+        };
     let (Some(l4), Some(field)) = (
         frame.get(lay.l4_off..lay.end),
         frame.get(field_off..field_off + 2),

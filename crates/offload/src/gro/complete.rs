@@ -4,7 +4,7 @@
 //! `tcp4/6_gro_complete` or `udp_gro_complete_segment`, in kernel order
 //! (outer headers first, with the lengths as they are at that moment).
 
-use super::{gso_type, Held};
+use super::{gso_type, Held, KernelLine};
 use crate::checksum;
 use crate::layout::Encap;
 use crate::wire::ipv4::Ipv4;
@@ -12,10 +12,10 @@ use crate::wire::ipv6::{self, Ipv6};
 use crate::wire::{be16, put16, tcp, udp, IpVersion, Transport};
 
 /// Rewrites lengths and checksums; returns the `SKB_GSO_*` bits.
-pub(super) fn complete(p: &mut Held) -> u32 {
+pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
     let mut gso = 0;
     if let Some(mut o) = p.lay.outer {
-        let shift = complete_l3(p, o.l3_off, o.ip);
+        let shift = complete_l3(p, o.l3_off, o.ip, line);
         o.encap_off += shift;
         p.lay.l3_off += shift;
         p.lay.l4_off += shift;
@@ -56,7 +56,7 @@ pub(super) fn complete(p: &mut Held) -> u32 {
         }
         p.lay.outer = Some(o);
     }
-    let shift = complete_l3(p, p.lay.l3_off, p.lay.ip);
+    let shift = complete_l3(p, p.lay.l3_off, p.lay.ip, line);
     p.lay.l4_off += shift;
     let (l3, l4, ip) = (p.lay.l3_off, p.lay.l4_off, p.lay.ip);
     let len = (p.data.len() - l4) as u32;
@@ -86,7 +86,12 @@ pub(super) fn complete(p: &mut Held) -> u32 {
         gso |= gso_type::TCP_FIXEDID_INNER;
     }
     if p.data[l4 + tcp::field::FLAGS] & tcp::flags::CWR != 0 {
-        gso |= gso_type::TCP_ACCECN;
+        // `tcp_gro_complete`: classic ECN before 6.18, AccECN since.
+        gso |= if line.cwr_is_classic_ecn() {
+            gso_type::TCP_ECN
+        } else {
+            gso_type::TCP_ACCECN
+        };
     }
     gso
 }
@@ -94,10 +99,15 @@ pub(super) fn complete(p: &mut Held) -> u32 {
 /// Sets the length of the IP header at `l3` to cover the rest of the
 /// packet; returns how many bytes were inserted before `l3 + 40` (8 when
 /// an IPv6 Jumbo Hop-by-Hop header was added).
-fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion) -> usize {
+fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usize {
     match ip {
         IpVersion::V6 => {
             let payload_len = p.data.len() - l3 - ipv6::HEADER_LEN;
+            if payload_len > 65535 && !line.ipv6_jumbo_hbh() {
+                // 7.0 `ipv6_gro_complete`: payload length 0, no HBH.
+                Ipv6::new_unchecked(&mut p.data[l3..]).set_payload_len(0);
+                return 0;
+            }
             if payload_len > 65535 {
                 insert_jumbo_hbh(&mut p.data, l3, payload_len as u32);
                 return ipv6::JUMBO_HBH_LEN;

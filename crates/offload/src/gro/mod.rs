@@ -21,13 +21,17 @@
 //! jiffy boundaries inside a burst.
 
 mod complete;
+mod profile;
 mod reason;
 mod rx;
 mod tcp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 mod udp;
 
+pub use profile::KernelLine;
 pub use reason::FlushReason;
 pub use udp::UDP_GRO_CNT_MAX;
 
@@ -43,12 +47,11 @@ pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
 /// `GRO_MAX_SIZE`: the largest `gro_max_size` the kernel accepts (8 × 65535).
 pub const GRO_MAX_SIZE: u32 = 524_280;
 
-/// `SKB_GSO_*` bits the engine reports for delivered super-packets
-/// (`include/linux/skbuff.h`, 6.18 numbering).
+/// `SKB_GSO_*` bits the engine reports for delivered super-packets,
+/// numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3, the
+/// old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the fixed-ID
+/// bits moved to 30 and 31 with the 6.18 IP-ID series).
 pub mod gso_type {
-    //! Numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3,
-    //! the old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the
-    //! fixed-ID bits moved to 30 and 31 with the 6.18 IP-ID series).
     /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
     /// The packet comes from an untrusted source (virtio, TUN).
@@ -104,6 +107,13 @@ pub struct GroConfig {
     /// `CONFIG_VLAN_8021Q`, which registers that handler; most distribution
     /// kernels have it on.
     pub vlan_gro: bool,
+    /// UDP destination ports on which a Geneve socket listens (6081 by
+    /// default): GRO looks inside Geneve only there.
+    pub geneve_ports: Vec<u16>,
+    /// The kernel line whose rules apply ([`KernelLine`]: IP ID, CWR,
+    /// IPv6 BIG TCP and size-limit rules differ between 6.1, 6.12, 6.18
+    /// and 7.x). Default 6.18.
+    pub kernel: KernelLine,
 }
 
 impl Default for GroConfig {
@@ -116,6 +126,8 @@ impl Default for GroConfig {
             udp: UdpGro::AllPorts,
             vxlan_ports: vec![DEFAULT_VXLAN_PORT],
             vlan_gro: false,
+            kernel: KernelLine::default(),
+            geneve_ports: vec![crate::wire::geneve::PORT],
         }
     }
 }
@@ -350,6 +362,9 @@ pub(crate) struct Held {
     pub mss: u32,
     /// `NAPI_GRO_CB(p)->ip_fixedid` (bit 0 outer/only header, bit 1 inner).
     pub fixedid: u8,
+    /// `NAPI_GRO_CB(p)->is_atomic` of the ≤ 6.9 IP-ID rule (6.1 profile):
+    /// the head's innermost DF, cleared when the flow turns incrementing.
+    pub atomic: bool,
     /// Payload bytes held (`skb_gro_len(p)`).
     pub payload: u32,
     pub first_frame: u64,
@@ -486,7 +501,7 @@ impl GroEngine {
     ) {
         let mut gso = 0;
         if p.count > 1 {
-            gso = complete::complete(&mut p);
+            gso = complete::complete(&mut p, self.cfg.kernel);
         }
         self.stats.packets_out += 1;
         self.stats.proto_out[p.proto as usize] += 1;
@@ -539,6 +554,7 @@ impl GroEngine {
             count: 1,
             mss: payload,
             fixedid: 0,
+            atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
             payload,
             first_frame: skb.input.frame,
             last_frame: skb.input.frame,
@@ -560,6 +576,10 @@ pub(crate) enum Verdict {
 fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
     if outer_protocol == ethertype::IPV6 {
         cfg.gro_max_size
+    } else if !cfg.kernel.has_ipv4_max_size() {
+        // Before 6.3 (`skb_gro_receive`): `gro_max_size` for every
+        // protocol, and only IPv6 TCP may pass 64 KiB.
+        cfg.gro_max_size.min(GRO_LEGACY_MAX_SIZE)
     } else {
         cfg.gro_ipv4_max_size
     }

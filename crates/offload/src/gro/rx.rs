@@ -235,6 +235,7 @@ impl GroEngine {
                     .map(|_| be16(f, next_off + udp::field::DST_PORT.start));
                 let stat = match dport {
                     Some(p) if self.cfg.vxlan_ports.contains(&p) => Proto::Vxlan,
+                    Some(p) if self.cfg.geneve_ports.contains(&p) => Proto::Geneve,
                     _ => stat,
                 };
                 (self.udp_receive(&skb, out), stat)
@@ -264,6 +265,54 @@ impl GroEngine {
             return Verdict::Pass(FlushReason::Malformed);
         }
         let inner_type = be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start);
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// `geneve_gro_receive` (`drivers/net/geneve.c`, 4.x to 7.x): version 0
+    /// and no OAM bit, a payload type with a GRO handler (Ethernet, IPv4,
+    /// IPv6); the whole header, options included, is part of the flow
+    /// (`memcmp(gh, gh2, gh_len)`, in [`same_flow`]). `skb` describes the
+    /// outer headers.
+    pub(super) fn geneve_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        use crate::wire::geneve::{self, Geneve};
+        let f = skb.frame();
+        let gh = skb.lay.l4_off + udp::HEADER_LEN;
+        if f.len() < gh + geneve::BASE_LEN {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let g = Geneve::new_unchecked(&f[gh..]);
+        if f.len() < gh + g.header_len() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        if g.version() != 0 || g.oam() {
+            return Verdict::Pass(FlushReason::GeneveUnsupported);
+        }
+        let eth = match g.protocol() {
+            geneve::PROTO_TEB => true,
+            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
+        };
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::Geneve {
+                len: g.header_len() as u16,
+                eth,
+            },
+        };
+        if f.len() < outer.inner_l3_off() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let inner_type = if eth {
+            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
+        } else {
+            g.protocol()
+        };
         self.tunnel_inner(skb, outer, inner_type, out)
     }
 
@@ -398,6 +447,11 @@ impl GroEngine {
     }
 }
 
+/// Invariant (relied on by `tcp_flush_term` and `network_flush`, which
+/// slice the held packet at the new frame's offsets): `true` only when
+/// the link key, the tunnel layout and the network and transport header
+/// offsets of `p` and `skb` are equal. Checked first, before any byte is
+/// compared.
 fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
     let (a, b) = (&p.lay, &skb.lay);
     if p.link != skb.input.link

@@ -54,6 +54,12 @@ impl GroEngine {
             };
             return self.vxlan_receive(&Skb { csum_cnt, ..*skb }, out);
         }
+        if self.cfg.geneve_ports.contains(&dport) {
+            if skb.lay.outer.is_some() {
+                return Verdict::Pass(FlushReason::NestedTunnel);
+            }
+            return self.geneve_receive(skb, out);
+        }
         if !self.cfg.udp.applies_to(dport) {
             return Verdict::Pass(FlushReason::UnsupportedProtocol);
         }
@@ -81,7 +87,7 @@ impl GroEngine {
         };
         let held = &self.held[idx];
         let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
-        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb) {
+        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb, self.cfg.kernel) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)

@@ -336,6 +336,7 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     if params.mss == 0 {
         return Err(GsoError::ZeroMss);
     }
+    check_layout(frame, lay)?;
     let payload = &frame[lay.payload_off()..lay.end];
     if payload.len() <= params.mss as usize && !lay.jumbo_hbh {
         out(frame);
@@ -449,6 +450,48 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     Ok(n)
 }
 
+/// The invariants `segment_layout` slices by, checked so that a layout
+/// built by hand (not by [`layout`]) is an error, never a panic: headers
+/// in order and inside the frame, each IP header long enough for its
+/// fixed part, a Jumbo HBH only on IPv6 and with room for it.
+fn check_layout(frame: &[u8], lay: &Layout) -> Result<(), GsoError> {
+    let bad = || Err(GsoError::Unsupported("inconsistent layout"));
+    let min_ip = |ip: IpVersion| match ip {
+        IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+        IpVersion::V6 => ipv6::HEADER_LEN,
+    };
+    let min_l4 = match lay.l4_proto {
+        Transport::Tcp => tcp::MIN_HEADER_LEN,
+        Transport::Udp => udp::HEADER_LEN,
+    };
+    let jumbo = if lay.jumbo_hbh {
+        ipv6::JUMBO_HBH_LEN
+    } else {
+        0
+    };
+    if lay.l3_off + min_ip(lay.ip) + jumbo > lay.l4_off
+        || lay.l4_header_len < min_l4
+        || lay.payload_off() > lay.end
+        || lay.end > frame.len()
+        || (lay.jumbo_hbh && lay.ip != IpVersion::V6)
+    {
+        return bad();
+    }
+    if let Some(o) = lay.outer {
+        let tunnel_end = o.inner_l3_off();
+        if o.l3_off + min_ip(o.ip) > o.encap_off
+            || o.tunnel_header_off() < o.encap_off
+            || tunnel_end != lay.l3_off
+            || (o.udp_off().is_some() && o.encap_off + udp::HEADER_LEN > tunnel_end)
+            || (matches!(o.encap, crate::layout::Encap::Gre { .. })
+                && o.encap_off + crate::wire::gre::BASE_LEN + 2 > tunnel_end)
+        {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
 /// The tunnel header of one segment: the outer UDP length and checksum
 /// (VXLAN, Geneve: `__skb_udp_tunnel_segment`, full checksum when the
 /// super-packet's was non-zero, `SKB_GSO_UDP_TUNNEL_CSUM`), or the GRE
@@ -515,3 +558,5 @@ pub(crate) fn fill_l4_checksum(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
