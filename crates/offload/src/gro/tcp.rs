@@ -50,8 +50,9 @@ impl GroEngine {
         match not_merged {
             None => {
                 // skb_gro_receive succeeded.
-                let p = &mut self.held[idx];
-                p.data.extend_from_slice(&f[th + thlen..]);
+                let zero_copy = self.zero_copy;
+                let p = self.held.get_mut(idx);
+                p.data.append(f, th + thlen, skb.input.frame, zero_copy);
                 p.count += 1;
                 p.payload += len;
                 p.last_frame = skb.input.frame;
@@ -127,7 +128,7 @@ impl GroEngine {
     ) -> Option<FlushReason> {
         let f = skb.frame();
         let th = skb.lay.l4_off;
-        let p = &mut self.held[idx];
+        let p = self.held.get_mut(idx);
         let th2 = p.lay.l4_off;
         let pf = be32(&p.data, th2 + tcp::field::FLAG_WORD.start);
         if flags & fw::CWR != 0 {
@@ -148,7 +149,7 @@ impl GroEngine {
             return Some(FlushReason::AckChanged);
         }
         let opts = tcp::field::OPTIONS;
-        if f[th + opts..th + thlen] != p.data[th2 + opts..th2 + thlen] {
+        if !super::rx::bytes_eq(&f[th + opts..th + thlen], &p.data[th2 + opts..th2 + thlen]) {
             return Some(options_reason(
                 &f[th..th + thlen],
                 &p.data[th2..th2 + thlen],
