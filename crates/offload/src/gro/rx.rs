@@ -176,7 +176,7 @@ impl GroEngine {
                 flush,
             } => (ip, l4_off, proto, flush),
         };
-        let skb = Skb {
+        let mut skb = Skb {
             input,
             l2,
             mac_len: mac_len(input.link, &l2),
@@ -194,7 +194,6 @@ impl GroEngine {
             csum_cnt,
             hash: 0,
         };
-        let mut skb = skb;
         skb.hash = flow_hash(&skb);
         let mut stat = skb.proto();
         if proto == Transport::Udp
@@ -241,7 +240,7 @@ impl GroEngine {
                 flush,
             } => (ip, l4_off, proto, flush),
         };
-        let inner = Skb {
+        let mut inner = Skb {
             lay: Layout {
                 l3_off: inner_l3,
                 ip,
@@ -253,7 +252,6 @@ impl GroEngine {
             l3_flush: skb.l3_flush || flush,
             ..*skb
         };
-        let mut inner = inner;
         inner.hash = flow_hash(&inner);
         match proto {
             Transport::Tcp => self.tcp_receive(&inner, out),
@@ -280,15 +278,19 @@ pub(super) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
+    let n = a.len();
+    if n < 8 {
+        return a == b;
+    }
+    let w = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().expect("8 bytes"));
     let mut diff = 0u64;
-    let (mut x, mut y) = (a.chunks_exact(8), b.chunks_exact(8));
-    for (p, q) in (&mut x).zip(&mut y) {
-        diff |= u64::from_ne_bytes(p.try_into().expect("8 bytes"))
-            ^ u64::from_ne_bytes(q.try_into().expect("8 bytes"));
+    let mut at = 0;
+    while at + 8 <= n {
+        diff |= w(a, at) ^ w(b, at);
+        at += 8;
     }
-    for (p, q) in x.remainder().iter().zip(y.remainder()) {
-        diff |= (p ^ q) as u64;
-    }
+    // The tail as one overlapping word.
+    diff |= w(a, n - 8) ^ w(b, n - 8);
     diff == 0
 }
 
@@ -302,6 +304,12 @@ fn mix(h: u64, w: u64) -> u64 {
 /// only needs equal bytes to give equal words).
 #[inline(always)]
 fn word(b: &[u8], at: usize, n: usize) -> u64 {
+    if n == 8 {
+        return u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    }
+    if n == 4 {
+        return u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as u64;
+    }
     let mut w = [0u8; 8];
     w[..n].copy_from_slice(&b[at..at + n]);
     u64::from_le_bytes(w)
@@ -323,12 +331,18 @@ fn flow_hash(skb: &Skb<'_>) -> u32 {
             | (lay.l3_off as u64) << 16
             | lay.l4_off as u64,
     );
-    let mut key = f[..skb.l2.key_len].chunks_exact(8);
-    for c in &mut key {
-        h = mix(h, u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    let key = &f[..skb.l2.key_len];
+    if key.len() >= 8 {
+        let mut at = 0;
+        while at + 8 <= key.len() {
+            h = mix(h, word(key, at, 8));
+            at += 8;
+        }
+        // The tail as one overlapping word.
+        h = mix(h, word(key, key.len() - 8, 8));
+    } else {
+        h = mix(h, word(key, 0, key.len()));
     }
-    let rest = key.remainder();
-    h = mix(h, word(rest, 0, rest.len()));
     let addrs = |h: u64, l3: usize, ip: IpVersion| match ip {
         IpVersion::V4 => mix(h, word(f, l3 + ipv4::field::ADDRS.start, 8)),
         IpVersion::V6 => {
