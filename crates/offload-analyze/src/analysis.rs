@@ -11,60 +11,17 @@
 //! counted so far is still reported, marked `interrupted`.
 
 use crate::dissect::{self, Parsed, L4};
-use crate::flow::{FlowKey, FlowStats};
-use crate::transform::Control;
-use crate::whatif::{KernelProfile, RunTotals, WhatIfWorker};
+use crate::figures::RunTotals;
+use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
+pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
+use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader};
+use offload_capture::{CaptureError, CaptureReader, Control};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
-pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
-
-/// VXLAN's IANA port and the Linux default.
-pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
-
-/// What to compute.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    /// `gro_max_size` values to simulate, in order.
-    pub gro_sizes: Vec<u32>,
-    pub kernel: KernelProfile,
-    /// Path MTU in IP bytes: larger packets are super-packets.
-    pub mtu: u32,
-    /// UDP destination ports read as VXLAN.
-    pub vxlan_ports: Vec<u16>,
-    /// Let the engine verify TCP/UDP checksums (as the kernel does without
-    /// a hardware verdict). Off for captures taken on a sender whose
-    /// checksums are offloaded.
-    pub verify_checksums: bool,
-    /// Worker threads; 0 = one per core.
-    pub threads: usize,
-    /// Write a per-packet CSV table here while reading.
-    pub packet_csv: Option<PathBuf>,
-    /// Write per-packet Parquet files into this directory while reading
-    /// (cargo feature `parquet`; an error without it).
-    pub parquet_dir: Option<PathBuf>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
-            kernel: KernelProfile::V6_18,
-            mtu: 1500,
-            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
-            verify_checksums: true,
-            threads: 0,
-            packet_csv: None,
-            parquet_dir: None,
-        }
-    }
-}
 
 /// Facts about one input file.
 #[derive(Debug, Clone, Default)]
@@ -85,6 +42,8 @@ pub struct FileFacts {
     /// Checksums in this capture were left to the NIC (CHECKSUM_PARTIAL):
     /// the what-if does not verify them, as the kernel trusts such packets.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the snapshot length (read anyway).
+    pub above_snaplen: u64,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -96,6 +55,8 @@ pub struct PassResult {
     /// Per size: the totals over all files.
     pub totals: Vec<RunTotals>,
     pub interrupted: bool,
+    /// Flows evicted from the tables (least recently active), added up.
+    pub other: OtherFlows,
 }
 
 /// A unit of work: one file, statistics and/or some what-if sizes.
@@ -110,6 +71,7 @@ struct JobResult {
     file: usize,
     facts: Option<FileFacts>,
     flows: Vec<FlowStats>,
+    other: OtherFlows,
     sizes: Vec<usize>,
     worker: Option<WhatIfWorker>,
 }
@@ -179,6 +141,13 @@ pub fn run_pass(
             None => PathBuf::new(),
         })
         .collect();
+    let evicted_parts: Vec<PathBuf> = (0..inputs.len())
+        .map(|i| match &opts.evicted_csv {
+            Some(p) => p.with_extension(format!("part{i}")),
+            None => PathBuf::new(),
+        })
+        .collect();
+    let evicted_parts = &evicted_parts;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let (next, progress, results, first_error) = (&next, &progress, &results, &first_error);
     let (jobs, csv_parts, offloaded) = (&jobs, &csv_parts, &offloaded);
@@ -209,6 +178,10 @@ pub fn run_pass(
                     progress,
                     csv,
                     pq,
+                    inputs.len(),
+                    opts.evicted_csv
+                        .as_ref()
+                        .map(|_| evicted_parts[job.file].as_path()),
                 ) {
                     Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
                     Err(e) => {
@@ -239,7 +212,15 @@ pub fn run_pass(
         return Err(e);
     }
     if let Some(out) = &opts.packet_csv {
-        concat_csv(out, csv_parts).map_err(|error| AnalyzeError::Output {
+        concat_parts(out, Some(crate::packets::PACKET_CSV_HEADER), csv_parts).map_err(|error| {
+            AnalyzeError::Output {
+                path: out.clone(),
+                error,
+            }
+        })?;
+    }
+    if let Some(out) = &opts.evicted_csv {
+        concat_parts(out, None, evicted_parts).map_err(|error| AnalyzeError::Output {
             path: out.clone(),
             error,
         })?;
@@ -287,9 +268,16 @@ fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
     jobs
 }
 
-fn concat_csv(out: &Path, parts: &[PathBuf]) -> std::io::Result<()> {
+/// The per-job flow cap: the total shared evenly by the inputs.
+fn per_job_cap(max_flows: usize, files: usize) -> usize {
+    (max_flows / files.max(1)).max(64)
+}
+
+fn concat_parts(out: &Path, header: Option<&str>, parts: &[PathBuf]) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
-    w.write_all(crate::export::PACKET_CSV_HEADER.as_bytes())?;
+    if let Some(h) = header {
+        w.write_all(h.as_bytes())?;
+    }
     for p in parts {
         if let Ok(mut f) = std::fs::File::open(p) {
             std::io::copy(&mut f, &mut w)?;
@@ -344,8 +332,11 @@ fn run_job(
     progress: &AtomicU64,
     csv: Option<&Path>,
     parquet: Option<PathBuf>,
+    nfiles: usize,
+    evicted: Option<&Path>,
 ) -> Result<JobResult, AnalyzeError> {
     let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
         checksums_offloaded: opts.verify_checksums && !verify,
@@ -358,9 +349,24 @@ fn run_job(
             opts.kernel,
             verify,
             opts.vxlan_ports.clone(),
+            per_job_cap(opts.max_flows, nfiles),
         )
     });
-    let mut table = FlowTable::default();
+    let cap = per_job_cap(opts.max_flows, nfiles);
+    let mut table = FlowTable::with_capacity(cap);
+    if let (true, Some(p)) = (job.stats, evicted) {
+        let w = std::fs::File::create(p).map_err(|error| AnalyzeError::Output {
+            path: p.to_path_buf(),
+            error,
+        })?;
+        table.spill = Some(Spill {
+            out: std::io::BufWriter::new(w),
+            path: p.to_path_buf(),
+            file_name: path.display().to_string(),
+            sizes: opts.gro_sizes.len(),
+            error: None,
+        });
+    }
     let mut csv_out = match (job.stats, csv) {
         (true, Some(p)) => Some(std::io::BufWriter::with_capacity(
             1 << 20,
@@ -437,7 +443,7 @@ fn run_job(
                         .map_err(AnalyzeError::Parquet)?;
                 }
                 if let Some(w) = csv_out.as_mut() {
-                    crate::export::write_packet_row(w, job.file, frame.number, ts, idx, p)
+                    crate::packets::write_packet_row(w, job.file, frame.number, ts, idx, p)
                         .map_err(|error| AnalyzeError::Output {
                             path: csv.map(Path::to_path_buf).unwrap_or_default(),
                             error,
@@ -459,8 +465,12 @@ fn run_job(
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    facts.above_snaplen = reader.above_snaplen().0;
     if let Some(w) = worker.as_mut() {
         w.finish();
+    }
+    if let Some(s) = table.spill.take() {
+        s.finish()?;
     }
     if let Some(w) = pq_out {
         w.finish().map_err(AnalyzeError::Parquet)?;
@@ -474,21 +484,115 @@ fn run_job(
     Ok(JobResult {
         file: job.file,
         facts: job.stats.then_some(facts),
+        other: table.other,
         flows: table.flows,
         sizes: job.sizes.clone(),
         worker,
     })
 }
 
-/// The flows of one file.
-#[derive(Debug, Default)]
+/// Where evicted flows' rows go (`--csv`: the tail of flows.csv).
+#[derive(Debug)]
+pub struct Spill {
+    out: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+    file_name: String,
+    sizes: usize,
+    error: Option<std::io::Error>,
+}
+
+impl Spill {
+    fn write(&mut self, f: &FlowStats) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = crate::report::flow_report(f.serial as usize, f, &self.file_name, 0, Vec::new());
+        if let Err(e) = crate::export::write_flow_row(&mut self.out, &r, self.sizes) {
+            self.error = Some(e);
+        }
+    }
+
+    fn finish(mut self) -> Result<(), AnalyzeError> {
+        match self.error.take() {
+            Some(error) => Err(AnalyzeError::Output {
+                path: self.path,
+                error,
+            }),
+            None => self.out.flush().map_err(|error| AnalyzeError::Output {
+                path: self.path,
+                error,
+            }),
+        }
+    }
+}
+
+/// The flows of one file, at most `cap` of them: when a new flow finds the
+/// table full, the least recently active eighth is evicted into `other`
+/// (and its rows to `spill`, when set).
+#[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
     pub flows: Vec<FlowStats>,
+    cap: usize,
+    next_serial: u64,
+    pub other: OtherFlows,
+    pub spill: Option<Spill>,
+}
+
+impl Default for FlowTable {
+    fn default() -> Self {
+        FlowTable::with_capacity(crate::options::DEFAULT_MAX_FLOWS)
+    }
 }
 
 impl FlowTable {
-    /// Adds a frame; returns its flow's index.
+    pub fn with_capacity(cap: usize) -> Self {
+        FlowTable {
+            index: FxHashMap::default(),
+            flows: Vec::new(),
+            cap: cap.max(1),
+            next_serial: 0,
+            other: OtherFlows::default(),
+            spill: None,
+        }
+    }
+
+    /// Evicts the least recently active flows, keeping the others' order
+    /// and their links to their reverse direction.
+    fn evict(&mut self) {
+        let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
+        let mut map = vec![u32::MAX; evict.len()];
+        let mut kept = 0u32;
+        for (i, f) in self.flows.iter().enumerate() {
+            if evict[i] {
+                self.other.add(f);
+                if let Some(s) = self.spill.as_mut() {
+                    s.write(f);
+                }
+            } else {
+                map[i] = kept;
+                kept += 1;
+            }
+        }
+        // In place: the table's allocation is reused, not rebuilt.
+        let mut i = 0;
+        self.flows.retain(|_| {
+            i += 1;
+            !evict[i - 1]
+        });
+        for f in &mut self.flows {
+            f.reverse = f
+                .reverse
+                .and_then(|r| (map[r] != u32::MAX).then_some(map[r] as usize));
+        }
+        self.index.retain(|_, v| {
+            let m = map[*v as usize];
+            *v = m;
+            m != u32::MAX
+        });
+    }
+
+    /// Adds a frame; returns its flow's serial (order of first appearance).
     #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
@@ -502,9 +606,16 @@ impl FlowTable {
     ) -> usize {
         let key = FlowKey::of(p);
         let sizes = opts.gro_sizes.len();
+        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
+            self.evict();
+        }
         let flows = &mut self.flows;
+        let serial = &mut self.next_serial;
         let idx = *self.index.entry(key).or_insert_with(|| {
-            flows.push(FlowStats::new(key, file, number, ts, sizes));
+            let mut f = FlowStats::new(key, file, number, ts, sizes);
+            f.serial = *serial;
+            *serial += 1;
+            flows.push(f);
             (flows.len() - 1) as u32
         }) as usize;
         self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
@@ -526,7 +637,7 @@ impl FlowTable {
                 }
             }
         }
-        idx
+        self.flows[idx].serial as usize
     }
 }
 
@@ -534,10 +645,12 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
     let mut files = vec![FileFacts::default(); nfiles];
     let mut per_file_flows: Vec<Vec<FlowStats>> = (0..nfiles).map(|_| Vec::new()).collect();
     let mut workers: Vec<(usize, Vec<usize>, WhatIfWorker)> = Vec::new();
+    let mut other = OtherFlows::default();
     for r in results {
         if let Some(f) = r.facts {
             files[r.file] = f;
             per_file_flows[r.file] = r.flows;
+            other.merge(&r.other);
         }
         if let Some(w) = r.worker {
             workers.push((r.file, r.sizes, w));
@@ -556,9 +669,20 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         }
         for flow in &mut per_file_flows[*file] {
             if let Some(&i) = index.get(&flow.key) {
+                if sizes.first() == Some(&0) {
+                    flow.gro = w.flows[i]
+                        .gro
+                        .points
+                        .iter()
+                        .map(|g| crate::series::GroPoint {
+                            t: g.t_ns.saturating_sub(flow.first_ns) as f64 / 1e9,
+                            ..*g
+                        })
+                        .collect();
+                }
                 for (k, &si) in sizes.iter().enumerate() {
                     flow.what_if[si].merge(&w.flows[i].plain[k]);
-                    flow.inner_what_if[si].merge(&w.flows[i].inner[k]);
+                    flow.healthy_what_if[si].merge(&w.flows[i].healthy[k]);
                 }
             }
         }
@@ -569,5 +693,6 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         flows: per_file_flows.into_iter().flatten().collect(),
         totals,
         interrupted,
+        other,
     }
 }

@@ -65,6 +65,11 @@ pub struct TcpFields {
     pub tsval: Option<u32>,
     /// MSS option (SYN segments).
     pub mss_opt: Option<u16>,
+    /// Window scale option (SYN segments).
+    pub wscale: Option<u8>,
+    /// The first two SACK blocks (left, right edges), `nsack` of them.
+    pub sack: [(u32, u32); 2],
+    pub nsack: u8,
 }
 
 /// The transport header.
@@ -171,10 +176,28 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
 }
 
 /// Fingerprint of TCP options with the timestamp values blanked.
-fn option_signature(opts: &[u8]) -> (u32, Option<u32>, Option<u16>) {
+/// The TCP options analysis reads, with the option signature.
+#[derive(Debug, Default)]
+struct TcpOptions {
+    sig: u32,
+    tsval: Option<u32>,
+    mss: Option<u16>,
+    wscale: Option<u8>,
+    sack: [(u32, u32); 2],
+    nsack: u8,
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn option_signature(opts: &[u8]) -> TcpOptions {
     let mut sig: u32 = 0x811c_9dc5;
     let mut ts = None;
     let mut mss = None;
+    let mut wscale = None;
+    let mut sack = [(0u32, 0u32); 2];
+    let mut nsack = 0u8;
     let mut i = 0;
     while i < opts.len() {
         let kind = opts[i];
@@ -202,6 +225,20 @@ fn option_signature(opts: &[u8]) -> (u32, Option<u32>, Option<u16>) {
                 ]))
             }
             2 if len == 4 => mss = Some(be16(opts, i + 2)),
+            3 if len == 3 => {
+                wscale = Some(opts[i + 2].min(14));
+                sig = (sig ^ opts[i + 2] as u32).wrapping_mul(0x0100_0193);
+            }
+            5 if len >= 10 && (len - 2) % 8 == 0 => {
+                for &byte in &opts[i + 1..i + len] {
+                    sig = (sig ^ byte as u32).wrapping_mul(0x0100_0193);
+                }
+                for (b, slot) in sack.iter_mut().enumerate().take((len - 2) / 8) {
+                    let at = i + 2 + b * 8;
+                    *slot = (be32(opts, at), be32(opts, at + 4));
+                    nsack += 1;
+                }
+            }
             _ => {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(0x0100_0193);
@@ -210,7 +247,14 @@ fn option_signature(opts: &[u8]) -> (u32, Option<u32>, Option<u16>) {
         }
         i += len;
     }
-    (sig, ts, mss)
+    TcpOptions {
+        sig,
+        tsval: ts,
+        mss,
+        wscale,
+        sack,
+        nsack,
+    }
 }
 
 /// Reads the transport header of the IP packet described by `ip`.
@@ -221,7 +265,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
     match ip.proto {
         PROTO_TCP => {
             let t = Tcp::new_checked(b).ok()?;
-            let (opt_sig, tsval, mss_opt) = option_signature(t.options());
+            let o = option_signature(t.options());
             let hl = t.header_len();
             Some((
                 t.src_port(),
@@ -233,9 +277,12 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     window: t.window(),
                     hdr_len: hl as u8,
                     checksum: t.checksum(),
-                    opt_sig,
-                    tsval,
-                    mss_opt,
+                    opt_sig: o.sig,
+                    tsval: o.tsval,
+                    mss_opt: o.mss,
+                    wscale: o.wscale,
+                    sack: o.sack,
+                    nsack: o.nsack,
                 }),
                 off,
                 l4_room.saturating_sub(hl as u32),

@@ -1,56 +1,9 @@
-//! CSV tables: one row per flow (`flows.csv`) and one row per packet
-//! (`packets.csv`, written during the pass so it never sits in memory).
+//! CSV rendering of the report: one row per flow (`flows.csv`). The
+//! per-packet table is written during the pass by [`crate::packets`].
 
-use crate::dissect::{self, Parsed, L4};
-use crate::report::Report;
+use crate::report::{FlowReport, Report};
 use std::io::{self, Write};
 use std::path::Path;
-
-/// Columns of `packets.csv`.
-pub const PACKET_CSV_HEADER: &str =
-    "file,frame,time_ns,flow_id,ip_len,payload,ip_id,df,ttl,tos,seq,ack,flags,window,outer_ip_id,outer_df\n";
-
-/// Writes one packet row. `flow` is the flow's index within its file.
-pub fn write_packet_row<W: Write>(
-    w: &mut W,
-    file: usize,
-    frame: u64,
-    ts: u64,
-    flow: usize,
-    p: &Parsed,
-) -> io::Result<()> {
-    let (seq, ack, flags, win) = match p.l4 {
-        L4::Tcp(t) => (
-            t.seq.to_string(),
-            t.ack.to_string(),
-            t.flags.to_string(),
-            t.window.to_string(),
-        ),
-        _ => Default::default(),
-    };
-    let (oid, odf) = match p.tunnel {
-        Some(t) => (t.ip.id.to_string(), (t.ip.df as u8).to_string()),
-        None => Default::default(),
-    };
-    writeln!(
-        w,
-        "{file},{frame},{ts},{flow},{},{},{},{},{},{},{seq},{ack},{flags},{win},{oid},{odf}",
-        p.ip.ip_len,
-        p.payload,
-        if p.ip.v6 {
-            String::new()
-        } else {
-            p.ip.id.to_string()
-        },
-        if p.ip.v6 {
-            String::new()
-        } else {
-            (p.ip.df as u8).to_string()
-        },
-        p.ip.ttl,
-        p.ip.tos,
-    )
-}
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -60,11 +13,32 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Writes `flows.csv` (and, when `packets` was collected during the pass,
-/// nothing more: `packets.csv` is already there) into `dir`.
+/// Writes `flows.csv` into `dir`: the report's flows, then the rows of
+/// flows evicted during the pass (streamed to `flows.csv.evicted` by the
+/// pass; see `Options::evicted_csv`), which is then removed.
 pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("flows.csv"))?);
     let sizes = &report.settings.gro_max_sizes;
+    write_flows_header(&mut w, sizes)?;
+    for f in &report.flows {
+        write_flow_row(&mut w, f, sizes.len())?;
+    }
+    let evicted = evicted_path(dir);
+    if let Ok(mut e) = std::fs::File::open(&evicted) {
+        io::copy(&mut e, &mut w)?;
+        drop(e);
+        std::fs::remove_file(&evicted)?;
+    }
+    w.flush()
+}
+
+/// Where the pass streams evicted flows' rows for `write_flows_csv`.
+pub fn evicted_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("flows.csv.evicted")
+}
+
+/// The header line of `flows.csv`.
+pub fn write_flows_header<W: Write>(w: &mut W, sizes: &[u32]) -> io::Result<()> {
     write!(
         w,
         "flow_id,file,protocol,src,sport,dst,dport,tunnel,packets,bytes,payload_bytes,start_s,duration_s,throughput_bps,observed_mss,retransmissions,out_of_order,above_mtu,above_mtu_interpretation,ip_id_pattern,df,outer_ip_id_pattern,outer_df,l4_checksum"
@@ -72,8 +46,13 @@ pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
     for s in sizes {
         write!(w, ",stack_packets_{s},merge_ratio_{s}")?;
     }
-    writeln!(w)?;
-    for f in &report.flows {
+    writeln!(w)
+}
+
+/// One flow's row; what-if columns past `f.what_if` (an evicted flow has
+/// none) are left empty, up to `sizes` of them.
+pub fn write_flow_row<W: Write>(w: &mut W, f: &FlowReport, sizes: usize) -> io::Result<()> {
+    {
         let tunnel = f
             .tunnel
             .as_ref()
@@ -123,9 +102,9 @@ pub fn write_flows_csv(report: &Report, dir: &Path) -> io::Result<()> {
         for wi in &f.what_if {
             write!(w, ",{},{:.3}", wi.stack_packets, wi.merge_ratio)?;
         }
-        writeln!(w)?;
+        for _ in f.what_if.len()..sizes {
+            w.write_all(b",,")?;
+        }
+        writeln!(w)
     }
-    w.flush()?;
-    let _ = dissect::PROTO_TCP;
-    Ok(())
 }

@@ -2,11 +2,12 @@
 //! plain language, each with its evidence and the fix, ranked by severity
 //! and by how many extra packets the receiving stack pays for it.
 
-use crate::analysis::Options;
 use crate::dissect;
-use crate::flow::{BigPacketSide, FlowStats, IdPattern};
+use crate::figures::FlowWhatIf;
+use crate::flow::{BigPacketSide, FlowStats};
+use crate::kernel::KernelProfile;
+use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
-use crate::whatif::{FlowWhatIf, KernelProfile};
 use offload::gro::FlushReason;
 
 fn flow_ref(r: &FlowReport) -> FlowRef {
@@ -134,18 +135,22 @@ pub fn find(
     out
 }
 
-/// The headline: a tunnel whose outer headers stop GRO.
+/// The headline: a tunnel whose IP IDs (outer, inner or both) stop GRO.
+/// The cost is measured against the same frames with fixed IDs (the
+/// healthy-tunnel run), so it never counts what IDs could not have caused.
 fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
     let (Some(t), Some(outer)) = (r.tunnel.as_ref(), f.outer.as_ref()) else {
         return;
     };
     let profile = cx.opts.kernel;
-    let df_set = outer.df_set > outer.df_clear;
-    let pattern = outer.pattern();
-    if f.packets < 4 || profile.ids_mergeable(pattern, df_set, true) {
+    let outer_df = outer.df_set > outer.df_clear;
+    let outer_bad = !profile.ids_mergeable(outer.pattern(), outer_df, true);
+    let inner_df = f.inner.df_set > f.inner.df_clear;
+    let inner_bad = !f.key.v6 && !profile.ids_mergeable(f.inner.pattern(), inner_df, false);
+    if f.packets < 4 || !(outer_bad || inner_bad) {
         return;
     }
-    let healthy = f.inner_what_if[base_index(&cx.opts.gro_sizes)]
+    let healthy = f.healthy_what_if[base_index(&cx.opts.gro_sizes)]
         .packets
         .max(1);
     let now = w.packets.max(healthy);
@@ -154,18 +159,51 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         // Too few mergeable packets in this direction for the rule to cost anything.
         return;
     }
-    let ex = &outer.id_break_examples;
-    let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
-    let ids = ex
-        .iter()
-        .map(|x| x.1.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let df = if df_set { "DF=1" } else { "DF=0" };
-    let fix = match profile {
-        KernelProfile::V6_1 | KernelProfile::V6_6 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet".to_string(),
-        _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs".to_string(),
+    let describe = |h: &crate::flow::HeaderTrack, which: &str, df_set: bool| {
+        let ex = &h.id_break_examples;
+        let ids = ex
+            .iter()
+            .map(|x| x.1.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
+        let text = format!(
+            "{which} IPv4 {} and IP ID not incrementing ({}; frames {}: {ids})",
+            if df_set { "DF=1" } else { "DF=0" },
+            h.pattern().name(),
+            frames_list(&frames),
+        );
+        (text, frames)
     };
+    let mut causes = Vec::new();
+    let mut frames = Vec::new();
+    if outer_bad {
+        let (text, fr) = describe(outer, "outer", outer_df);
+        causes.push(text);
+        frames.extend(fr);
+    }
+    if inner_bad {
+        let (text, fr) = describe(&f.inner, "inner", inner_df);
+        causes.push(text);
+        frames.extend(fr);
+    }
+    frames.sort_unstable();
+    frames.dedup();
+    let which = match (outer_bad, inner_bad) {
+        (true, true) => format!("outer and inner IP IDs {}", f.inner.pattern().name()),
+        (true, false) => format!("outer IP ID {}", outer.pattern().name()),
+        _ => format!("inner IP ID {}", f.inner.pattern().name()),
+    };
+    let mut fix = Vec::new();
+    if outer_bad {
+        fix.push(match profile {
+            KernelProfile::V6_1 | KernelProfile::V6_6 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
+        });
+    }
+    if inner_bad {
+        fix.push("make the inner sender increment the IP ID per segment (Linux does per socket) or set DF with a fixed ID; a NAT or middlebox inside the tunnel that randomises IDs must preserve them");
+    }
     let outer_name = format!(
         "VXLAN flow {} -> {}",
         endpoint(&t.src, t.sport),
@@ -176,12 +214,12 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         "ip-id-rule",
         Some(r),
         f.file,
-        format!("{outer_name}: GRO cannot merge (outer IP ID {})", pattern.name()),
+        format!("{outer_name}: GRO cannot merge ({which})"),
         format!(
-            "{outer_name} (VNI {}, inner {}): outer IPv4 {df} and IP ID not incrementing (frames {}: {ids}): the receiver's GRO (kernel {profile}) cannot merge, so its stack handles {:.0}x more packets ({now} instead of {healthy}) for {} frames.",
+            "{outer_name} (VNI {}, inner {}): {}: the receiver's GRO (kernel {profile}) cannot merge, so its stack handles {:.0}x more packets ({now} instead of {healthy} with fixed IDs) for {} frames.",
             t.vni,
             short_inner(r),
-            frames_list(&frames),
+            causes.join("; "),
             factor,
             f.packets,
         ),
@@ -189,10 +227,11 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         vec![
             ("frames", f.packets),
             ("outer_id_breaks", outer.id_breaks),
+            ("inner_id_breaks", f.inner.id_breaks),
             ("stack_packets", now),
             ("healthy_tunnel_packets", healthy),
         ],
-        fix,
+        fix.join("; "),
         now.saturating_sub(healthy),
     );
 }
@@ -616,5 +655,4 @@ fn big_tcp(
         format!("on both ends: `ip link set dev <dev> gro_max_size {big} gso_max_size {big}` (IPv6) and `gro_ipv4_max_size {big} gso_ipv4_max_size {big}` (IPv4, kernel 6.3+); the driver must allow tso_max_size above 64 KiB"),
         0,
     );
-    let _ = IdPattern::NotApplicable;
 }

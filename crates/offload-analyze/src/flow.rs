@@ -9,132 +9,9 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-/// The identity of a flow (one direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    pub tunnel: Option<TunnelKey>,
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub proto: u8,
-    pub v6: bool,
-}
-
-/// The outer identity of a tunnelled flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TunnelKey {
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub vni: u32,
-    pub v6: bool,
-}
-
-impl FlowKey {
-    pub fn of(p: &Parsed) -> FlowKey {
-        FlowKey {
-            tunnel: p.tunnel.map(|t| TunnelKey {
-                src: t.ip.src,
-                dst: t.ip.dst,
-                sport: t.sport,
-                dport: t.dport,
-                vni: t.vni,
-                v6: t.ip.v6,
-            }),
-            src: p.ip.src,
-            dst: p.ip.dst,
-            sport: p.sport,
-            dport: p.dport,
-            proto: p.ip.proto,
-            v6: p.ip.v6,
-        }
-    }
-
-    /// The other direction of the same conversation.
-    pub fn reverse(&self) -> FlowKey {
-        FlowKey {
-            tunnel: self.tunnel.map(|t| TunnelKey {
-                src: t.dst,
-                dst: t.src,
-                // The reverse tunnel direction picks its own source port
-                // (a hash of the inner flow), so this key finds it only when
-                // both ends use the same port; tunnelled flows then go
-                // without the ACK-based TSO/GRO evidence.
-                sport: t.dport,
-                dport: t.sport,
-                vni: t.vni,
-                v6: t.v6,
-            }),
-            src: self.dst,
-            dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            proto: self.proto,
-            v6: self.v6,
-        }
-    }
-
-    pub fn protocol_name(&self) -> &'static str {
-        match self.proto {
-            dissect::PROTO_TCP => "tcp",
-            dissect::PROTO_UDP => "udp",
-            _ => "other",
-        }
-    }
-
-    /// "10.0.0.2:33333 -> 10.0.0.1:80".
-    pub fn describe(&self) -> String {
-        let inner = format!(
-            "{} {} -> {}",
-            self.protocol_name().to_uppercase(),
-            dissect::fmt_endpoint(&self.src, self.v6, self.sport),
-            dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
-        );
-        match self.tunnel {
-            Some(t) => format!(
-                "VXLAN {} -> {} (VNI {}), inner {}",
-                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
-                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
-                t.vni,
-                inner
-            ),
-            None => inner,
-        }
-    }
-}
-
-/// How a header's IPv4 IDs move from packet to packet within a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdPattern {
-    /// Each packet's ID is the previous one plus its segment count.
-    IncrementingPerFlow,
-    /// IDs go up by varying small steps: a counter shared with other flows.
-    GlobalCounter,
-    /// Always 0.
-    FixedZero,
-    /// Always the same non-zero value.
-    Fixed,
-    /// No order.
-    Random,
-    /// IPv6 (no ID) or too few packets to say.
-    NotApplicable,
-}
-
-impl IdPattern {
-    pub fn name(self) -> &'static str {
-        match self {
-            IdPattern::IncrementingPerFlow => "incrementing per flow",
-            IdPattern::GlobalCounter => "global counter",
-            IdPattern::FixedZero => "fixed zero",
-            IdPattern::Fixed => "fixed",
-            IdPattern::Random => "random",
-            IdPattern::NotApplicable => "n/a",
-        }
-    }
-}
+pub use crate::kernel::IdPattern;
+pub use crate::key::{FlowKey, TunnelKey};
+pub use crate::series::{Decimated, Keep};
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -331,38 +208,47 @@ pub struct SeqPoint {
     pub retrans: bool,
 }
 
-/// A fixed-capacity series that halves its resolution when full.
-#[derive(Debug, Clone, Default)]
-pub struct Decimated {
-    pub points: Vec<SeqPoint>,
-    stride: u64,
-    seen: u64,
+/// One ACK this flow sent (for the peer's time-sequence graph), raw
+/// sequence-space values: the report maps them onto the peer's ISN.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AckPoint {
+    /// Seconds since this flow's first packet.
+    pub t: f64,
+    pub ack: u32,
+    /// Right edge of the advertised window: ack + window << scale.
+    pub win_edge: u32,
+    pub sack: [(u32, u32); 2],
+    pub nsack: u8,
+    /// Same ACK, same window, no data: a duplicate ACK.
+    pub dup: bool,
+    /// Zero receive window.
+    pub zero_window: bool,
 }
 
-const SERIES_CAP: usize = 1500;
+/// A round-trip sample: a data segment and the first ACK covering it
+/// (Karn: retransmitted segments give none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RttPoint {
+    /// Seconds since the data flow's first packet, at the ACK.
+    pub t: f64,
+    pub rtt_ms: f64,
+}
 
-impl Decimated {
-    fn push(&mut self, p: SeqPoint) {
-        if self.stride == 0 {
-            self.stride = 1;
-        }
-        self.seen += 1;
-        if self.seen % self.stride != 0 && !p.retrans {
-            return;
-        }
-        if self.points.len() >= SERIES_CAP {
-            let mut i = 0;
-            self.points.retain(|q| {
-                i += 1;
-                i % 2 == 0 || q.retrans
-            });
-            self.stride *= 2;
-            if self.points.len() >= SERIES_CAP {
-                // Only retransmissions left: drop the oldest half.
-                self.points.drain(..SERIES_CAP / 2);
-            }
-        }
-        self.points.push(p);
+impl Keep for SeqPoint {
+    fn keep(&self) -> bool {
+        self.retrans
+    }
+}
+
+impl Keep for AckPoint {
+    fn keep(&self) -> bool {
+        self.dup || self.zero_window || self.nsack > 0
+    }
+}
+
+impl Keep for RttPoint {
+    fn keep(&self) -> bool {
+        false
     }
 }
 
@@ -398,7 +284,12 @@ impl Bins {
 #[derive(Debug, Clone, Default)]
 pub struct TcpTrack {
     started: bool,
-    isn: u32,
+    /// The first sequence number seen (relative sequence numbers start here).
+    pub isn: u32,
+    /// Window scale from this direction's SYN (its windows are scaled by it).
+    pub wscale: Option<u8>,
+    /// Last pure ACK (ack, window): the next identical one is a duplicate.
+    last_pure_ack: Option<(u32, u16)>,
     max_end: u32,
     /// Holes left by segments that jumped ahead, to tell a late
     /// (out-of-order) segment from a retransmission. A fixed small set:
@@ -430,6 +321,7 @@ impl TcpTrack {
     fn update(&mut self, t: &dissect::TcpFields, payload: u32, frame: u64) -> (u64, bool) {
         if t.flags & 0x02 != 0 {
             self.syn_mss = t.mss_opt.or(self.syn_mss);
+            self.wscale = t.wscale.or(self.wscale);
         }
         let seq_len = payload + ((t.flags & 0x03 != 0) as u32); // SYN/FIN take a number
         if !self.started {
@@ -568,6 +460,101 @@ pub enum BigPacketSide {
     Unknown,
 }
 
+/// Flows evicted from the table (least recently active first), added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OtherFlows {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub tcp_flows: u64,
+    pub udp_flows: u64,
+    pub retransmissions: u64,
+}
+
+impl OtherFlows {
+    pub fn add(&mut self, f: &FlowStats) {
+        self.flows += 1;
+        self.packets += f.packets;
+        self.bytes += f.bytes;
+        self.payload_bytes += f.payload_bytes;
+        match f.key.proto {
+            dissect::PROTO_TCP => self.tcp_flows += 1,
+            dissect::PROTO_UDP => self.udp_flows += 1,
+            _ => {}
+        }
+        self.retransmissions += f.tcp.as_ref().map_or(0, |t| t.retransmissions);
+    }
+
+    pub fn merge(&mut self, o: &OtherFlows) {
+        self.flows += o.flows;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.payload_bytes += o.payload_bytes;
+        self.tcp_flows += o.tcp_flows;
+        self.udp_flows += o.udp_flows;
+        self.retransmissions += o.retransmissions;
+    }
+}
+
+/// Which of `last_frames` to evict when a table of flows is full: the
+/// least recently active eighth (at least one). Linear time; a full table
+/// evicts an eighth at once, so the cost per new flow stays constant.
+pub fn eviction_set(last_frames: impl Iterator<Item = u64>) -> Vec<bool> {
+    let mut order: Vec<(u64, u32)> = last_frames
+        .enumerate()
+        .map(|(i, f)| (f, i as u32))
+        .collect();
+    let n = order.len();
+    let mut evict = vec![false; n];
+    if n == 0 {
+        return evict;
+    }
+    let k = (n / 8).max(1);
+    order.select_nth_unstable(k - 1);
+    for &(_, i) in &order[..k] {
+        evict[i as usize] = true;
+    }
+    evict
+}
+
+/// Data segments awaiting their ACK: a small ring, oldest overwritten.
+#[derive(Debug, Clone, Default)]
+struct InFlight {
+    /// (end sequence, sent at ns, retransmitted).
+    segs: [(u32, u64, bool); 16],
+    head: usize,
+    len: usize,
+}
+
+impl InFlight {
+    fn sent(&mut self, end: u32, ts: u64, retrans: bool) {
+        let i = (self.head + self.len) % 16;
+        self.segs[i] = (end, ts, retrans);
+        if self.len == 16 {
+            self.head = (self.head + 1) % 16;
+        } else {
+            self.len += 1;
+        }
+    }
+
+    /// Drops what `ack` covers; the RTT of the newest covered segment, if
+    /// it was not retransmitted (Karn's rule).
+    fn acked(&mut self, ack: u32, ts: u64) -> Option<u64> {
+        let mut sample = None;
+        while self.len > 0 {
+            let (end, sent, retrans) = self.segs[self.head];
+            if seq_lt(ack, end) {
+                break;
+            }
+            sample = (!retrans).then(|| ts.saturating_sub(sent));
+            self.head = (self.head + 1) % 16;
+            self.len -= 1;
+        }
+        sample
+    }
+}
+
 /// Everything known about one flow.
 #[derive(Debug, Clone)]
 pub struct FlowStats {
@@ -580,6 +567,11 @@ pub struct FlowStats {
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_frame: u64,
+    /// The last frame seen: the eviction order (least recently active first).
+    pub last_frame: u64,
+    /// Order of first appearance within its file (stable across evictions;
+    /// the `flow_id` of packets.csv).
+    pub serial: u64,
     pub largest_ip: u32,
     /// Largest payload of a packet within the path MTU.
     pub max_single_payload: u32,
@@ -603,8 +595,9 @@ pub struct FlowStats {
     /// Cooked-capture direction votes (outgoing, incoming).
     pub dir_votes: (u64, u64),
     /// Timing votes for TSO vs GRO: min data→ACK and ACK→data gaps.
-    pub data_to_ack: LogHist,
-    pub ack_to_data: LogHist,
+    /// (data→ACK, ACK→data). Boxed and made on first use: most flows
+    /// never need them, and the two histograms are a third of a record.
+    timing: Option<Box<[LogHist; 2]>>,
     pending_big: Option<(u32, u64)>,
     /// Recent big packets' sequence ranges, to see where ACKs land.
     big_ranges: [(u32, u32); 4],
@@ -616,12 +609,22 @@ pub struct FlowStats {
     last_ack_seen_ns: Option<u64>,
     pub reverse: Option<usize>,
     reverse_tries: u32,
-    pub series: Decimated,
+    pub series: Decimated<SeqPoint>,
+    /// This flow's ACKs (TCP), for the peer's graph or its own ACK line.
+    pub acks: Decimated<AckPoint>,
+    /// Round trips of this flow's data, from the peer's ACKs.
+    pub rtt: Decimated<RttPoint>,
+    /// Segments in flight awaiting an ACK, for RTT samples; made when the
+    /// reverse direction is known.
+    inflight: Option<Box<InFlight>>,
+    last_retrans: bool,
+    /// GRO deliveries at the first what-if size (filled from the worker).
+    pub gro: Vec<crate::series::GroPoint>,
     pub bins: Bins,
     /// Per what-if size: stack packets etc. Filled by `whatif`.
-    pub what_if: Vec<crate::whatif::FlowWhatIf>,
-    /// Packets of this flow fed to the engine as decapsulated inner frames.
-    pub inner_what_if: Vec<crate::whatif::FlowWhatIf>,
+    pub what_if: Vec<crate::figures::FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
+    pub healthy_what_if: Vec<crate::figures::FlowWhatIf>,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -640,6 +643,8 @@ impl FlowStats {
             first_ns: ts,
             last_ns: ts,
             first_frame: frame,
+            last_frame: frame,
+            serial: 0,
             largest_ip: 0,
             max_single_payload: 0,
             above_mtu: 0,
@@ -662,8 +667,7 @@ impl FlowStats {
             csum_checked: 0,
             tcp: (key.proto == dissect::PROTO_TCP).then(TcpTrack::default),
             dir_votes: (0, 0),
-            data_to_ack: LogHist::default(),
-            ack_to_data: LogHist::default(),
+            timing: None,
             pending_big: None,
             big_ranges: [(0, 0); 4],
             big_next: 0,
@@ -673,9 +677,14 @@ impl FlowStats {
             reverse: None,
             reverse_tries: 0,
             series: Decimated::default(),
+            acks: Decimated::default(),
+            rtt: Decimated::default(),
+            inflight: None,
+            last_retrans: false,
+            gro: Vec::new(),
             bins: Bins::default(),
-            what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
-            inner_what_if: vec![crate::whatif::FlowWhatIf::default(); sizes],
+            what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
+            healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
         }
     }
 
@@ -693,6 +702,7 @@ impl FlowStats {
         self.bytes += orig_len as u64;
         self.payload_bytes += p.payload as u64;
         self.last_ns = self.last_ns.max(ts);
+        self.last_frame = number;
         if let Some(o) = p.outgoing {
             if o {
                 self.dir_votes.0 += 1;
@@ -777,9 +787,28 @@ impl FlowStats {
         let rel_ns = ts.saturating_sub(self.first_ns);
         self.bins.add(rel_ns, p.payload as u64);
         let (seq, retrans) = match (&mut self.tcp, p.l4) {
-            (Some(tr), L4::Tcp(t)) => tr.update(&t, p.payload, number),
+            (Some(tr), L4::Tcp(t)) => {
+                let r = tr.update(&t, p.payload, number);
+                if t.flags & 0x10 != 0 {
+                    let scale = tr.wscale.unwrap_or(0);
+                    let pure = p.payload == 0 && t.flags & 0x07 == 0;
+                    let dup = pure && tr.last_pure_ack == Some((t.ack, t.window));
+                    tr.last_pure_ack = pure.then_some((t.ack, t.window));
+                    self.acks.push(AckPoint {
+                        t: rel_ns as f64 / 1e9,
+                        ack: t.ack,
+                        win_edge: t.ack.wrapping_add((t.window as u32) << scale),
+                        sack: t.sack,
+                        nsack: t.nsack,
+                        dup,
+                        zero_window: t.window == 0 && t.flags & 0x04 == 0,
+                    });
+                }
+                r
+            }
             _ => (self.payload_bytes - p.payload as u64, false),
         };
+        self.last_retrans = retrans;
         if p.payload > 0 || self.tcp.is_none() {
             self.series.push(SeqPoint {
                 t: rel_ns as f64 / 1e9,
@@ -801,10 +830,16 @@ impl FlowStats {
             self.big_next += 1;
         }
         if let Some(a) = self.last_ack_seen_ns.take() {
-            self.ack_to_data.add(ts.saturating_sub(a));
+            self.timing.get_or_insert_with(Default::default)[1].add(ts.saturating_sub(a));
         }
         if big && self.pending_big.is_none() {
             self.pending_big = Some((end, ts));
+        }
+        if self.reverse.is_some() {
+            let retrans = self.last_retrans;
+            self.inflight
+                .get_or_insert_with(Default::default)
+                .sent(end, ts, retrans);
         }
     }
 
@@ -820,9 +855,15 @@ impl FlowStats {
                 break;
             }
         }
+        if let Some(rtt) = self.inflight.as_mut().and_then(|f| f.acked(ack, ts)) {
+            self.rtt.push(RttPoint {
+                t: ts.saturating_sub(self.first_ns) as f64 / 1e9,
+                rtt_ms: rtt as f64 / 1e6,
+            });
+        }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
-                self.data_to_ack.add(ts.saturating_sub(t0));
+                self.timing.get_or_insert_with(Default::default)[0].add(ts.saturating_sub(t0));
                 self.pending_big = None;
             }
         }
@@ -887,7 +928,11 @@ impl FlowStats {
         // On the receiver the local stack acknowledges a super-packet within
         // microseconds while the next data waits a round trip; on the
         // sender it is the other way round.
-        match (self.data_to_ack.median(), self.ack_to_data.median()) {
+        let (d2a, a2d) = match &self.timing {
+            Some(t) => (t[0].median(), t[1].median()),
+            None => (None, None),
+        };
+        match (d2a, a2d) {
             (Some(d2a), Some(a2d)) if d2a < a2d => BigPacketSide::ReceiverGro,
             (Some(d2a), Some(a2d)) if a2d < d2a => BigPacketSide::SenderTso,
             (Some(_), None) => BigPacketSide::ReceiverGro,
@@ -970,7 +1015,7 @@ mod tests {
                 retrans: i == 77_777,
             });
         }
-        assert!(d.points.len() <= SERIES_CAP);
+        assert!(d.points.len() <= 1500);
         assert!(d.points.iter().any(|p| p.retrans));
         let mut b = Bins::default();
         b.add(0, 10);

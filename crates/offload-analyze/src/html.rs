@@ -1,16 +1,29 @@
-//! The self-contained HTML report: one file, inline CSS and SVG, no
-//! script and no network access, so it opens the same offline, in a mail
-//! attachment or in a ticket. Graphs per flow, after the GRO
-//! troubleshooting write-ups: a tcptrace-style time-sequence graph,
-//! throughput over time and a packet-size scatter.
+//! The self-contained HTML report: one file with inline CSS, data and
+//! script, no network access, so it opens the same offline, in a mail
+//! attachment or in a ticket. Per flow, the graphs of Wireshark's TCP
+//! Stream Graphs and tcptrace, drawn on canvases by the inline script:
+//!
+//! - time-sequence: data segments (retransmissions in red), the peer's ACK
+//!   line, the receive-window edge, SACK blocks, duplicate-ACK and
+//!   zero-window marks (an ACK-only direction plots its own ACK line);
+//! - round-trip time from data to the ACK covering it (Karn's rule);
+//! - throughput per bin, the bin width in the title, with a moving average;
+//! - the GRO view: segments per packet handed to the stack over time,
+//!   coloured by flush reason.
+//!
+//! Every graph has a title, axis labels and a legend; drag to zoom (both
+//! axes), wheel to zoom time, double-click to reset, hover for values.
+//! Flows of one or two packets are folded into one line, not graphed.
 
-use crate::flow::SeqPoint;
-use crate::report::{Analysis, FlowReport, Severity};
+use crate::report::{Analysis, FlowGraphs, FlowReport, Severity};
 use crate::text::{fmt_bps, fmt_bytes};
 use std::fmt::Write;
 
-/// Flows that get graphs (the largest by bytes).
+/// Flows that get graphs (the largest by bytes, noise folded).
 pub const GRAPHED_FLOWS: usize = 8;
+
+/// Flows with at most this many packets are folded as noise.
+pub const NOISE_PACKETS: u64 = 2;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -19,225 +32,17 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const W: f64 = 560.0;
-const H: f64 = 220.0;
-const ML: f64 = 64.0;
-const MB: f64 = 34.0;
-const MT: f64 = 10.0;
-const MR: f64 = 12.0;
-
-/// A "nice" tick step for a range.
-fn step(range: f64) -> f64 {
-    if range <= 0.0 || !range.is_finite() {
-        return 1.0;
-    }
-    let raw = range / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let n = raw / mag;
-    mag * if n < 1.5 {
-        1.0
-    } else if n < 3.5 {
-        2.0
-    } else if n < 7.5 {
-        5.0
-    } else {
-        10.0
-    }
+/// JSON text safe inside a `<script>` element.
+fn script_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v)
+        .unwrap_or_else(|_| "null".into())
+        .replace("</", "<\\/")
 }
 
-fn fmt_tick(v: f64, step: f64) -> String {
-    let a = v.abs();
-    if step < 1.0 && step > 0.0 {
-        // Enough decimals to tell neighbouring ticks apart.
-        let d = (-step.log10().floor()) as usize;
-        return format!("{v:.d$}");
-    }
-    if a >= 1e9 {
-        format!("{:.1}G", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if a >= 1e4 {
-        format!("{:.0}k", v / 1e3)
-    } else if a >= 1.0 || a == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-struct Plot {
-    x0: f64,
-    x1: f64,
-    y0: f64,
-    y1: f64,
-    svg: String,
-}
-
-impl Plot {
-    fn new(title: &str, xl: &str, yl: &str, x1: f64, y1: f64) -> Plot {
-        let x1 = if x1 > 0.0 { x1 } else { 1.0 };
-        let y1 = if y1 > 0.0 { y1 * 1.05 } else { 1.0 };
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" viewBox="0 0 {W} {}" role="img" aria-label="{t}"><title>{t}</title><rect x="{ML}" y="{MT}" width="{}" height="{}" fill="#fbfbfd" stroke="#999"/>"##,
-            H + 18.0,
-            H + 18.0,
-            W - ML - MR,
-            H - MT - MB,
-            t = esc(title)
-        );
-        let mut p = Plot {
-            x0: 0.0,
-            x1,
-            y0: 0.0,
-            y1,
-            svg,
-        };
-        let (sx, sy) = (step(x1), step(y1));
-        let mut v = 0.0;
-        while v <= x1 * 1.0001 {
-            let x = p.x(v);
-            let _ = write!(
-                p.svg,
-                r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" font-size="10" text-anchor="middle">{}</text>"##,
-                MT,
-                H - MB,
-                H - MB + 13.0,
-                fmt_tick(v, sx)
-            );
-            v += sx;
-        }
-        let mut v = 0.0;
-        while v <= y1 * 1.0001 {
-            let y = p.y(v);
-            let _ = write!(
-                p.svg,
-                r##"<line x1="{ML}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" font-size="10" text-anchor="end">{}</text>"##,
-                W - MR,
-                ML - 4.0,
-                y + 3.0,
-                fmt_tick(v, sy)
-            );
-            v += sy;
-        }
-        let _ = write!(
-            p.svg,
-            r##"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle">{}</text><text x="12" y="{:.1}" font-size="11" text-anchor="middle" transform="rotate(-90 12 {:.1})">{}</text>"##,
-            ML + (W - ML - MR) / 2.0,
-            H + 10.0,
-            esc(xl),
-            MT + (H - MT - MB) / 2.0,
-            MT + (H - MT - MB) / 2.0,
-            esc(yl)
-        );
-        p
-    }
-
-    fn x(&self, v: f64) -> f64 {
-        ML + (v - self.x0) / (self.x1 - self.x0) * (W - ML - MR)
-    }
-
-    fn y(&self, v: f64) -> f64 {
-        H - MB - (v - self.y0) / (self.y1 - self.y0) * (H - MT - MB)
-    }
-
-    fn finish(mut self) -> String {
-        self.svg.push_str("</svg>");
-        self.svg
-    }
-}
-
-/// tcptrace-style: each segment is a vertical bar from its start to its
-/// end sequence number; retransmissions in red.
-fn time_sequence(pts: &[SeqPoint]) -> String {
-    let tmax = pts.iter().map(|p| p.t).fold(0.0, f64::max);
-    let smax = pts
-        .iter()
-        .map(|p| (p.seq + p.len as u64) as f64)
-        .fold(0.0, f64::max);
-    let mut p = Plot::new(
-        "time-sequence graph",
-        "time (s)",
-        "sequence (bytes)",
-        tmax,
-        smax,
-    );
-    for q in pts {
-        let x = p.x(q.t);
-        let (ya, yb) = (p.y(q.seq as f64), p.y((q.seq + q.len as u64) as f64));
-        let color = if q.retrans { "#d62728" } else { "#1f5fbf" };
-        let _ = write!(
-            p.svg,
-            r##"<line x1="{x:.1}" y1="{ya:.1}" x2="{x:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"##,
-            yb.min(ya - 1.0)
-        );
-    }
-    p.finish()
-}
-
-fn throughput(width_ns: u64, bins: &[u64]) -> String {
-    let secs = width_ns as f64 / 1e9;
-    let rates: Vec<f64> = bins
-        .iter()
-        .map(|b| *b as f64 * 8.0 / secs.max(1e-9))
-        .collect();
-    let tmax = bins.len() as f64 * secs;
-    let rmax = rates.iter().cloned().fold(0.0, f64::max);
-    let mut p = Plot::new(
-        "throughput over time",
-        "time (s)",
-        "payload bit/s",
-        tmax,
-        rmax,
-    );
-    let mut path = String::new();
-    for (i, r) in rates.iter().enumerate() {
-        let (xa, xb, y) = (p.x(i as f64 * secs), p.x((i + 1) as f64 * secs), p.y(*r));
-        let _ = write!(
-            path,
-            "{}{xa:.1},{y:.1} L{xb:.1},{y:.1} ",
-            if i == 0 { "M" } else { "L" }
-        );
-    }
-    let _ = write!(
-        p.svg,
-        r##"<path d="{path}" fill="none" stroke="#2ca02c" stroke-width="1.5"/>"##
-    );
-    p.finish()
-}
-
-fn size_scatter(pts: &[SeqPoint], mtu_payload: Option<u32>) -> String {
-    let tmax = pts.iter().map(|p| p.t).fold(0.0, f64::max);
-    let lmax = pts.iter().map(|p| p.len as f64).fold(0.0, f64::max);
-    let lmax = lmax.max(mtu_payload.unwrap_or(0) as f64);
-    let mut p = Plot::new("packet size", "time (s)", "payload (bytes)", tmax, lmax);
-    if let Some(m) = mtu_payload {
-        let y = p.y(m as f64);
-        let _ = write!(
-            p.svg,
-            r##"<line x1="{ML}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ff7f0e" stroke-dasharray="4 3"/><text x="{}" y="{:.1}" font-size="10" text-anchor="end" fill="#c05000">MSS {m}</text>"##,
-            W - MR,
-            W - MR - 2.0,
-            y - 3.0
-        );
-    }
-    for q in pts {
-        let _ = write!(
-            p.svg,
-            r##"<circle cx="{:.1}" cy="{:.1}" r="1.8" fill="{}"/>"##,
-            p.x(q.t),
-            p.y(q.len as f64),
-            if q.retrans { "#d62728" } else { "#6a3d9a" }
-        );
-    }
-    p.finish()
-}
-
-fn flow_section(out: &mut String, f: &FlowReport, pts: &[SeqPoint], bins: &(u64, Vec<u64>)) {
+fn flow_section(out: &mut String, f: &FlowReport, g: &FlowGraphs, gro_size: u32) {
     let _ = write!(
         out,
-        r##"<section class="flow" id="flow-{}"><h3>#{} {}</h3><p class="meta">{} packets, {}, {:.3} s, {}{}</p><div class="plots">"##,
+        r##"<section class="flow" id="flow-{}"><h3>#{} {}</h3><p class="meta">{} packets, {}, {:.3} s, {}{}{}</p><div class="plots" data-flow="{}"></div><script type="application/json" class="graph-data">{}</script></section>"##,
         f.id,
         f.id,
         esc(&f.description),
@@ -247,22 +52,54 @@ fn flow_section(out: &mut String, f: &FlowReport, pts: &[SeqPoint], bins: &(u64,
         fmt_bps(f.throughput_bps),
         f.observed_mss
             .map(|m| format!(", MSS {m}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if f.retransmissions > 0 {
+            format!(", {} retransmissions", f.retransmissions)
+        } else {
+            String::new()
+        },
+        f.id,
+        script_json(&serde_json::json!({
+            "protocol": f.protocol,
+            "graphs": g,
+            "gro_max_size": gro_size,
+        }))
     );
-    if pts.is_empty() {
-        out.push_str("<p>No payload-carrying packets to plot.</p>");
-    } else {
-        if f.protocol == "tcp" {
-            out.push_str(&time_sequence(pts));
-        }
-        out.push_str(&throughput(bins.0.max(1), &bins.1));
-        out.push_str(&size_scatter(pts, f.observed_mss));
-    }
-    out.push_str("</div></section>");
 }
 
-/// Renders the whole report.
+/// "2026-11-22 14:30 UTC" from the system clock.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+/// The chart code: canvas plots with zoom and hover, no dependencies.
+const SCRIPT: &str = include_str!("html_charts.js");
+
+/// Renders the whole report (the command line left out).
 pub fn render(a: &Analysis) -> String {
+    render_with(a, "")
+}
+
+/// Renders the whole report; `command` is the command line that made it.
+pub fn render_with(a: &Analysis, command: &str) -> String {
     let r = &a.report;
     let mut o = String::with_capacity(256 * 1024);
     o.push_str(r##"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>offload analyze report</title><style>
@@ -273,16 +110,22 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
 .finding{border-left:4px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}
 .finding.high{border-color:#d62728;background:#fff5f5}.finding.medium{border-color:#ff9f1c;background:#fffaf0}.finding.info{border-color:#1f77b4}
 .sev{font-weight:600;text-transform:uppercase;font-size:11px;margin-right:6px}.fix{color:#0b5d1e}.ev{color:#555;font-size:12px}
-.plots{display:flex;flex-wrap:wrap;gap:8px}svg{background:#fff;border:1px solid #eee}
+.plots{display:flex;flex-wrap:wrap;gap:10px}.chart{border:1px solid #e3e3e8;background:#fff;padding:4px 6px;position:relative}
+.chart h4{margin:2px 0;font-size:13px}.chart canvas{display:block;cursor:crosshair}.legend{font-size:11px;color:#333}.legend span{margin-right:10px;white-space:nowrap}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:3px;vertical-align:-1px}.tip{position:absolute;pointer-events:none;background:#222;color:#fff;font-size:11px;padding:3px 6px;border-radius:3px;display:none;white-space:pre;z-index:2}
+.hint{color:#666;font-size:12px}
 </style></head><body>"##);
     let frames: u64 = r.inputs.iter().map(|i| i.frames).sum();
     let _ = write!(
         o,
-        "<h1>offload analyze</h1><p class=\"meta\">{} file(s): {}; {} frames; {} flows; kernel profile {}{}{}</p>",
+        "<h1>offload analyze report</h1><p class=\"meta\">offload {} &middot; generated {}{}</p><p class=\"meta\">{} file(s): {}; {} frames; {} flows; kernel profile {}{}{}</p>",
+        env!("CARGO_PKG_VERSION"),
+        utc_now(),
+        if command.is_empty() { String::new() } else { format!(" &middot; <code>{}</code>", esc(command)) },
         r.inputs.len(),
         r.inputs.iter().map(|i| esc(&i.path)).collect::<Vec<_>>().join(", "),
         frames,
-        r.flows.len(),
+        r.flows.len() as u64 + r.other_flows.flows,
         r.settings.kernel,
         if r.settings.kernel_verified_live { "" } else { " (derived from kernel source, not verified live)" },
         if r.interrupted { "; <b>interrupted</b>: partial figures" } else { "" }
@@ -355,7 +198,9 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
     }
     o.push_str("</table>");
     o.push_str("<h2>Flows</h2><table><tr><th>#</th><th>flow</th><th>packets</th><th>bytes</th><th>throughput</th><th>MSS</th><th>retrans / ooo</th><th>above MTU</th><th>IP ID / DF</th><th>checksum</th><th>GRO stack packets</th></tr>");
-    let mut order: Vec<usize> = (0..r.flows.len()).collect();
+    let mut order: Vec<usize> = (0..r.flows.len())
+        .filter(|&i| r.flows[i].packets > NOISE_PACKETS)
+        .collect();
     order.sort_by(|x, y| r.flows[*y].bytes.cmp(&r.flows[*x].bytes));
     for &i in order.iter().take(500) {
         let f = &r.flows[i];
@@ -398,16 +243,52 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
             f.l4_checksum
         );
     }
-    o.push_str("</table><h2>Graphs</h2>");
+    let noise: Vec<&FlowReport> = r
+        .flows
+        .iter()
+        .filter(|f| f.packets <= NOISE_PACKETS)
+        .collect();
+    if !noise.is_empty() {
+        let _ = write!(
+            o,
+            "<tr><td></td><td colspan=10><i>{} flows of 1-{NOISE_PACKETS} packets folded ({} packets, {})</i></td></tr>",
+            noise.len(),
+            noise.iter().map(|f| f.packets).sum::<u64>(),
+            fmt_bytes(noise.iter().map(|f| f.bytes).sum())
+        );
+    }
+    if r.other_flows.flows > 0 {
+        let o2 = &r.other_flows;
+        let _ = write!(
+            o,
+            "<tr><td></td><td colspan=10><i>{} other flows, least recently active, past --max-flows {} ({} packets, {})</i></td></tr>",
+            o2.flows,
+            r.settings.max_flows,
+            o2.packets,
+            fmt_bytes(o2.bytes)
+        );
+    }
+    let _ = write!(
+        o,
+        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values. Series are thinned to a fixed number of points per flow; retransmissions, duplicate ACKs, SACKs and zero windows are always kept.</p>",
+        GRAPHED_FLOWS.min(order.len())
+    );
+    let gro_size = r.settings.gro_max_sizes.first().copied().unwrap_or(0);
+    let empty = FlowGraphs::default();
     for &i in order.iter().take(GRAPHED_FLOWS) {
-        let empty = (0, Vec::new());
         flow_section(
             &mut o,
             &r.flows[i],
-            a.series.get(i).map(Vec::as_slice).unwrap_or(&[]),
-            a.bins.get(i).unwrap_or(&empty),
+            a.graphs.get(i).unwrap_or(&empty),
+            gro_size,
         );
     }
-    o.push_str("<p class=\"meta\">Generated by offload analyze. Graph points are decimated to a fixed number per flow; retransmissions are always kept and drawn in red.</p></body></html>\n");
+    let _ = write!(
+        o,
+        "<p class=\"meta\">Generated by offload {} (offload analyze){}. Self-contained: no network access.</p><script>{SCRIPT}</script></body></html>",
+        env!("CARGO_PKG_VERSION"),
+        if command.is_empty() { String::new() } else { format!(" with <code>{}</code>", esc(command)) }
+    );
+    o.push('\n');
     o
 }

@@ -1,30 +1,43 @@
 //! offload-analyze: runs captures through the engine and explains them.
 //!
-//! - [`transform`]: `offload gro` / `offload gso`, capture to capture, with
-//!   summaries (merge ratios, flush reasons) for people and programs.
-//! - [`analyze`]: `offload analyze`: one streaming pass over one or more
-//!   captures giving per-flow statistics ([`flow`]), the GRO what-if at
-//!   several sizes under a kernel profile ([`whatif`]), and ranked findings
-//!   ([`findings`]), gathered in a [`report::Report`] that renders as text
-//!   ([`text`]), JSON (serde), HTML ([`html`]), CSV ([`export`]) and, with
-//!   the cargo feature `parquet`, Parquet ([`columnar`]).
+//! - [`analyze`]: `offload analyze`: one streaming pass ([`analysis`]) over
+//!   one or more captures giving per-flow statistics ([`flow`]) and the GRO
+//!   what-if at several sizes ([`whatif`]), with per-packet tables written
+//!   as it reads ([`packets`], [`columnar`]); then [`assemble`] applies the
+//!   kernel profile ([`kernel`]) and ranks the findings ([`findings`]) into
+//!   a [`report::Report`] that renders as text ([`text`]), JSON (serde),
+//!   HTML ([`html`]), CSV ([`export`]) and, with the cargo feature
+//!   `parquet`, Parquet ([`columnar`]).
+//!
+//! Dependencies point one way (checked by scripts/check-module-cycles.py):
+//! leaf modules hold the shared vocabulary ([`options`], [`kernel`],
+//! [`key`], [`figures`], [`dissect`]); the pass and the engine driver use
+//! them; [`report`] is types only; renderers read the report and nothing
+//! reads the renderers.
 #![deny(unsafe_code)]
 
 pub mod analysis;
+pub mod assemble;
 pub mod columnar;
 pub mod dissect;
 pub mod export;
+pub mod figures;
 pub mod findings;
 pub mod flow;
 pub mod html;
+pub mod kernel;
+pub mod key;
+pub mod options;
+pub mod packets;
 pub mod report;
+pub mod series;
 pub mod text;
-pub mod transform;
 pub mod whatif;
 
-pub use analysis::{AnalyzeError, Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
+pub use analysis::AnalyzeError;
+pub use kernel::KernelProfile;
+pub use options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
 pub use report::{Analysis, Report};
-pub use whatif::KernelProfile;
 
 use std::path::PathBuf;
 
@@ -33,8 +46,8 @@ use std::path::PathBuf;
 pub fn analyze(
     inputs: &[PathBuf],
     opts: &Options,
-    ctl: &mut transform::Control<'_>,
+    ctl: &mut offload_capture::Control<'_>,
 ) -> Result<Analysis, AnalyzeError> {
     let pass = analysis::run_pass(inputs, opts, ctl)?;
-    Ok(report::build(pass, opts))
+    Ok(assemble::build(pass, opts))
 }

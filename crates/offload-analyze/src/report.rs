@@ -1,15 +1,13 @@
 //! The report: the serialisable result of `offload analyze` (its JSON
-//! schema is documented in `docs/analyze.md`), built from the pass.
-//!
-//! This is where kernel profiles other than 6.18 are applied to the
-//! engine's figures (see [`crate::whatif`]) and where tunnelled flows get
-//! their estimate while the engine has no VXLAN GRO.
+//! schema is documented in `docs/analyze.md`). Types only; `assemble`
+//! builds it from the pass, and the renderers (`text`, `html`, `export`,
+//! `columnar`) read it.
 
-use crate::analysis::{Options, PassResult};
 use crate::dissect;
-use crate::flow::{BigPacketSide, CsumCounts, FlowStats, HeaderTrack, IdPattern, SeqPoint};
-use crate::whatif::{FlowWhatIf, KernelProfile, ReasonHit, RunTotals};
-use offload::gro::FlushReason;
+use crate::flow::{
+    BigPacketSide, CsumCounts, FlowStats, HeaderTrack, IdPattern, OtherFlows, SeqPoint,
+};
+use crate::kernel::KernelProfile;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
@@ -24,6 +22,9 @@ pub struct Report {
     /// The user stopped the run; figures cover what was read.
     pub interrupted: bool,
     pub flows: Vec<FlowReport>,
+    /// Flows beyond `settings.max_flows`, evicted least recently active
+    /// first and added up here (their packets are in `what_if` totals).
+    pub other_flows: OtherFlows,
     pub findings: Vec<Finding>,
     pub what_if: Vec<WhatIfReport>,
 }
@@ -38,6 +39,8 @@ pub struct Settings {
     pub mtu: u32,
     pub vxlan_ports: Vec<u16>,
     pub verify_checksums: bool,
+    /// Flows kept in detail; see `other_flows`.
+    pub max_flows: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +58,9 @@ pub struct InputReport {
     /// Checksums were left to the NIC in this capture (sender side or a
     /// virtual link); the what-if did not verify them.
     pub checksums_offloaded: bool,
+    /// Frames whose captured length exceeded the file's snapshot length:
+    /// read whole (as tshark does), unless `--strict`.
+    pub frames_above_snaplen: u64,
 }
 
 /// One network header's behaviour.
@@ -70,7 +76,7 @@ pub struct HeaderReport {
 }
 
 impl HeaderReport {
-    fn of(h: &HeaderTrack) -> Self {
+    pub(crate) fn of(h: &HeaderTrack) -> Self {
         HeaderReport {
             ip_id_pattern: h.pattern(),
             df: h.df(),
@@ -130,8 +136,9 @@ pub struct FlowWhatIfReport {
     /// support, or a kernel profile other than 6.18).
     pub estimated: bool,
     pub reasons: Vec<ReasonReport>,
-    /// What the inner flow alone would give (tunnels only): the figure a
-    /// healthy tunnel reaches.
+    /// What the same frames give with fixed outer and inner IPv4 IDs
+    /// (tunnels only): the figure a healthy tunnel reaches. Never above
+    /// `stack_packets`.
     pub healthy_tunnel_packets: Option<u64>,
 }
 
@@ -252,259 +259,43 @@ pub struct Finding {
     pub extra_packets: u64,
 }
 
+/// An ACK on the time-sequence axis of the flow it acknowledges.
+#[derive(Debug, Clone, Serialize)]
+pub struct AckView {
+    pub t: f64,
+    pub ack: i64,
+    pub win: i64,
+    pub sack: Vec<(i64, i64)>,
+    pub dup: bool,
+    pub zero_window: bool,
+}
+
+/// One flow's graph data: bounded series (see `series`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlowGraphs {
+    /// Data segments (relative sequence numbers).
+    pub seq: Vec<SeqPoint>,
+    /// The peer's ACKs on this flow's sequence axis; for a flow that only
+    /// acknowledges (no payload), its own ACKs relative to its first one.
+    pub acks: Vec<AckView>,
+    pub ack_only: bool,
+    pub rtt: Vec<crate::flow::RttPoint>,
+    pub bin_ns: u64,
+    pub bins: Vec<u64>,
+    pub gro: Vec<crate::series::GroPoint>,
+}
+
 /// The report plus what the HTML needs but JSON does not carry.
 #[derive(Debug, Clone)]
 pub struct Analysis {
     pub report: Report,
-    /// Per flow (same order as `report.flows`): graph points.
-    pub series: Vec<Vec<SeqPoint>>,
-    /// Per flow: throughput bins (width in ns, payload bytes per bin).
-    pub bins: Vec<(u64, Vec<u64>)>,
+    /// Per flow (same order as `report.flows`): what the graphs draw.
+    pub graphs: Vec<FlowGraphs>,
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        1.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-fn reasons_of(w: &FlowWhatIf) -> Vec<ReasonReport> {
-    let mut v: Vec<ReasonReport> = w
-        .reasons
-        .iter()
-        .map(|h| ReasonReport {
-            reason: h.reason.name(),
-            count: h.count,
-            first_frame: h.first_frame,
-        })
-        .collect();
-    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
-    v
-}
-
-/// A flow's figures at one size under the profile, with the adjustment
-/// (extra packets) relative to the engine's 6.18 figures.
-fn flow_what_if(
-    f: &FlowStats,
-    i: usize,
-    size: u32,
-    profile: KernelProfile,
-) -> (FlowWhatIfReport, FlowWhatIf, i64) {
-    let base = &f.what_if[i];
-    let mut w = base.clone();
-    let mut estimated = false;
-    let mut healthy = None;
-    if let (Some(_), Some(outer)) = (f.key.tunnel, f.outer.as_ref()) {
-        let engine_merges_tunnel = base.super_packets > 0
-            || base.reasons.iter().any(|h| {
-                h.reason != FlushReason::UnsupportedProtocol && !h.reason.is_pass_through()
-            });
-        let inner = &f.inner_what_if[i];
-        healthy = Some(inner.packets);
-        let df_set = outer.df_set > outer.df_clear;
-        let pattern = outer.pattern();
-        let ok = profile.ids_mergeable(pattern, df_set, true);
-        let ok_618 = KernelProfile::V6_18.ids_mergeable(pattern, df_set, true);
-        let first_break = outer
-            .id_break_examples
-            .get(1)
-            .map_or(f.first_frame, |x| x.0);
-        if (!engine_merges_tunnel || (ok && !ok_618)) && inner.frames > 0 {
-            // No engine figure for this tunnel (or the profile accepts what
-            // 6.18 rejects): the inner flow's run, cut where the outer IDs break.
-            estimated = true;
-            w = inner.clone();
-            w.frames = base.frames;
-            if !ok {
-                let extra = outer
-                    .id_breaks
-                    .min(inner.frames.saturating_sub(inner.packets));
-                w.packets += extra;
-                if extra > 0 {
-                    w.reasons.push(ReasonHit {
-                        reason: FlushReason::OuterIpIdMismatch,
-                        count: extra,
-                        first_frame: first_break,
-                    });
-                }
-                w.super_packets = w.super_packets.min(w.packets.saturating_sub(extra));
-            }
-        } else if !ok && ok_618 {
-            // 6.18 merged fixed outer IDs that this profile rejects.
-            let extra = outer
-                .id_fixed_steps
-                .min(base.frames.saturating_sub(base.packets));
-            if extra > 0 {
-                estimated = true;
-                w.packets += extra;
-                w.super_packets = 0;
-                w.reasons.push(ReasonHit {
-                    reason: FlushReason::IpIdMismatch,
-                    count: extra,
-                    first_frame: f.first_frame,
-                });
-            }
-        }
-    } else if profile != KernelProfile::V6_18 && !f.key.v6 {
-        let df_set = f.inner.df_set > f.inner.df_clear;
-        let pat = f.inner.pattern();
-        if !profile.ids_mergeable(pat, df_set, false)
-            && KernelProfile::V6_18.ids_mergeable(pat, df_set, false)
-        {
-            let extra = f
-                .inner
-                .id_fixed_steps
-                .min(base.frames.saturating_sub(base.packets));
-            if extra > 0 {
-                estimated = true;
-                w.packets += extra;
-                w.super_packets = 0;
-                w.reasons.push(ReasonHit {
-                    reason: FlushReason::IpIdMismatch,
-                    count: extra,
-                    first_frame: f.first_frame,
-                });
-            }
-        }
-    }
-    if profile == KernelProfile::V7 {
-        let cwr = w.count(FlushReason::CwrSet);
-        if cwr > 0 {
-            estimated = true;
-            w.reasons.retain(|h| h.reason != FlushReason::CwrSet);
-            w.packets += cwr;
-            w.reasons.push(ReasonHit {
-                reason: FlushReason::TcpFlagsChanged,
-                count: 2 * cwr,
-                first_frame: base.first(FlushReason::CwrSet).unwrap_or(f.first_frame),
-            });
-        }
-    }
-    let delta = w.packets as i64 - base.packets as i64;
-    (
-        FlowWhatIfReport {
-            gro_max_size: size,
-            frames: w.frames,
-            stack_packets: w.packets,
-            super_packets: w.super_packets,
-            merge_ratio: ratio(w.frames, w.packets),
-            estimated,
-            reasons: reasons_of(&w),
-            healthy_tunnel_packets: healthy,
-        },
-        w,
-        delta,
-    )
-}
-
-/// Builds the report (flows, what-if, findings) from the pass.
-pub fn build(pass: PassResult, opts: &Options) -> Analysis {
-    let files: Vec<String> = pass.files.iter().map(|f| f.path.clone()).collect();
-    let file_name = |i: usize| files.get(i).cloned().unwrap_or_default();
-    let inputs = pass
-        .files
-        .iter()
-        .map(|f| InputReport {
-            path: f.path.clone(),
-            frames: f.frames,
-            bytes: f.bytes,
-            duration_s: match (f.first_ns, f.last_ns) {
-                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
-                _ => 0.0,
-            },
-            link_types: f.link_types.clone(),
-            unsupported_link_frames: f.unsupported_link,
-            unparsed_frames: f.unparsed,
-            error: f.error.clone(),
-            interrupted: f.interrupted,
-            checksums_offloaded: f.checksums_offloaded,
-        })
-        .collect();
-    let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();
-
-    let mut flows = Vec::with_capacity(pass.flows.len());
-    let mut adjusted: Vec<Vec<FlowWhatIf>> = Vec::with_capacity(pass.flows.len());
-    let mut deltas = vec![(0i64, Vec::<(FlushReason, i64)>::new()); opts.gro_sizes.len()];
-    for (id, f) in pass.flows.iter().enumerate() {
-        let mut wi = Vec::new();
-        let mut adj = Vec::new();
-        for (i, &size) in opts.gro_sizes.iter().enumerate() {
-            let (r, w, d) = flow_what_if(f, i, size, opts.kernel);
-            if d != 0 || w.reasons != f.what_if[i].reasons {
-                deltas[i].0 += d;
-                for h in &w.reasons {
-                    let before = f.what_if[i].count(h.reason) as i64;
-                    if h.count as i64 != before {
-                        deltas[i].1.push((h.reason, h.count as i64 - before));
-                    }
-                }
-                for h in &f.what_if[i].reasons {
-                    if w.count(h.reason) == 0 {
-                        deltas[i].1.push((h.reason, -(h.count as i64)));
-                    }
-                }
-            }
-            wi.push(r);
-            adj.push(w);
-        }
-        adjusted.push(adj);
-        flows.push(flow_report(
-            id,
-            f,
-            &file_name(f.file),
-            t0.get(f.file).copied().unwrap_or(0),
-            wi,
-        ));
-    }
-
-    let what_if = opts
-        .gro_sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &size)| {
-            what_if_report(
-                i,
-                size,
-                opts,
-                &pass.totals[i],
-                &deltas[i],
-                &file_name,
-                pass.files.iter().filter(|f| f.checksums_offloaded).count(),
-            )
-        })
-        .collect();
-    let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
-    let series = pass.flows.iter().map(|f| f.series.points.clone()).collect();
-    let bins = pass
-        .flows
-        .iter()
-        .map(|f| (f.bins.width_ns, f.bins.bytes.clone()))
-        .collect();
-    Analysis {
-        report: Report {
-            schema: SCHEMA,
-            settings: Settings {
-                kernel: opts.kernel,
-                kernel_verified_live: opts.kernel.verified_live(),
-                gro_max_sizes: opts.gro_sizes.clone(),
-                mtu: opts.mtu,
-                vxlan_ports: opts.vxlan_ports.clone(),
-                verify_checksums: opts.verify_checksums,
-            },
-            inputs,
-            interrupted: pass.interrupted,
-            flows,
-            findings,
-            what_if,
-        },
-        series,
-        bins,
-    }
-}
-
-fn flow_report(
+/// A flow's report row from its statistics; `t0` is its file's first
+/// timestamp.
+pub fn flow_report(
     id: usize,
     f: &FlowStats,
     file: &str,
@@ -568,78 +359,5 @@ fn flow_report(
         l4_checksum_counts: f.l4_csum,
         ip_header_checksum_bad: f.ip_csum_bad,
         what_if,
-    }
-}
-
-fn what_if_report(
-    i: usize,
-    size: u32,
-    opts: &Options,
-    t: &RunTotals,
-    delta: &(i64, Vec<(FlushReason, i64)>),
-    file_name: &dyn Fn(usize) -> String,
-    offloaded_files: usize,
-) -> WhatIfReport {
-    let cfg =
-        crate::whatif::config_for(size, opts.kernel, opts.verify_checksums, &opts.vxlan_ports);
-    type Signed = (FlushReason, i64, Vec<(usize, u64)>);
-    let mut counts: Vec<Signed> = t
-        .reasons
-        .iter()
-        .map(|(r, n, ex)| (*r, *n as i64, ex.clone()))
-        .collect();
-    for (r, d) in &delta.1 {
-        match counts.iter_mut().find(|x| x.0 == *r) {
-            Some(x) => x.1 += d,
-            None => counts.push((*r, *d, Vec::new())),
-        }
-    }
-    let mut flush_reasons: Vec<ReasonTotal> = counts
-        .into_iter()
-        .filter(|x| x.1 > 0)
-        .map(|(r, n, ex)| ReasonTotal {
-            reason: r.name(),
-            count: n as u64,
-            pass_through: r.is_pass_through(),
-            obstacle: r.is_obstacle(),
-            examples: ex
-                .into_iter()
-                .map(|(f, frame)| FrameRef {
-                    file: file_name(f),
-                    frame,
-                })
-                .collect(),
-        })
-        .collect();
-    flush_reasons.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
-    let packets = (t.packets_out as i64 + delta.0).max(0) as u64;
-    let mut notes = Vec::new();
-    if !opts.kernel.verified_live() {
-        notes.push(format!(
-            "kernel {} rules are derived from the kernel source, not verified live; the engine itself runs the 6.18 rules",
-            opts.kernel
-        ));
-    }
-    if offloaded_files > 0 {
-        notes.push(format!(
-            "{offloaded_files} capture(s) carry offloaded checksums (CHECKSUM_PARTIAL): not verified, as the kernel trusts them"
-        ));
-    }
-    if delta.0 != 0 || !delta.1.is_empty() {
-        notes.push("some per-flow figures are estimates from header analysis (see flows[].what_if[].estimated)".into());
-    }
-    let _ = i;
-    WhatIfReport {
-        gro_max_size: size,
-        gro_ipv4_max_size: cfg.gro_ipv4_max_size,
-        kernel: opts.kernel,
-        derived: notes.iter().any(|n| !n.contains("offloaded checksums")),
-        notes,
-        frames_in: t.frames_in,
-        stack_packets: packets,
-        merge_ratio: ratio(t.frames_in, packets),
-        super_packets: t.super_packets,
-        largest_packet: t.largest,
-        flush_reasons,
     }
 }

@@ -42,7 +42,7 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         r.inputs.len(),
         frames,
         fmt_bytes(bytes),
-        r.flows.len(),
+        r.flows.len() as u64 + r.other_flows.flows,
         r.settings.kernel,
         if r.settings.kernel_verified_live {
             ""
@@ -125,6 +125,18 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         max_flows.min(r.flows.len()),
         r.flows.len()
     );
+    let o = &r.other_flows;
+    if o.flows > 0 {
+        let _ = writeln!(
+            s,
+            "  + {} other flows (least recently active, past --max-flows {}): {} pkts, {}, {} retrans",
+            o.flows,
+            r.settings.max_flows,
+            o.packets,
+            fmt_bytes(o.bytes),
+            o.retransmissions
+        );
+    }
     for &i in order.iter().take(max_flows) {
         let f = &r.flows[i];
         let _ = writeln!(s, "  #{} {}", f.id, f.description);

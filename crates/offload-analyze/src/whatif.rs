@@ -13,168 +13,28 @@
 //! | 6.6 | IP ID rules of ≤ 6.9 | as 6.1, with IPv4 BIG TCP |
 //! | 7.x | CWR is part of the flag word, no separate CWR flush | each `cwr-set` flush becomes `tcp-flags-changed` and costs one more packet (the next non-CWR segment flushes again) |
 //!
-//! Tunnelled (VXLAN) flows: while the engine has no VXLAN GRO, the inner
-//! frame is run through a second engine (what GRO would do if the outer
-//! headers allowed it) and the outer-header IP ID rule of the profile is
-//! applied from the flow's own header analysis; such figures are marked
-//! `estimated`. When the engine reports merges for the tunnel itself, its
-//! figures are used as they are.
+//! Tunnelled (VXLAN) flows: the engine runs VXLAN GRO itself (outer and
+//! inner headers, `vxlan_gro_receive`), so a tunnel's figure is the
+//! engine's. Beside it, every tunnelled frame is also fed, with its outer
+//! and inner IPv4 IDs made fixed (ID 0, DF set, header checksum redone), to
+//! a second engine: the "healthy tunnel" figure, what the receiver would
+//! hand its stack if no IP ID rule stood in the way. Only the IDs change,
+//! so that figure can never be worse than the real one (tested), and the
+//! gap between the two is what the IP ID rule costs.
+//!
+//! Kernel eras other than the engine's own are applied afterwards, in
+//! [`KernelProfile`] (which header states merge) and in the report's
+//! per-flow adjustment; they are the one place to swap when the engine
+//! gains per-era profiles of its own.
 
 use crate::dissect;
-use crate::flow::FlowKey;
+use crate::figures::{FlowWhatIf, RunTotals};
+pub use crate::kernel::KernelProfile;
+use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use std::fmt;
-use std::str::FromStr;
-
-/// The kernel whose GRO rules the what-if applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum KernelProfile {
-    #[serde(rename = "6.1")]
-    V6_1,
-    #[serde(rename = "6.6")]
-    V6_6,
-    #[serde(rename = "6.18")]
-    V6_18,
-    #[serde(rename = "7.x")]
-    V7,
-}
-
-impl KernelProfile {
-    pub const ALL: [KernelProfile; 4] = [
-        KernelProfile::V6_1,
-        KernelProfile::V6_6,
-        KernelProfile::V6_18,
-        KernelProfile::V7,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelProfile::V6_1 => "6.1",
-            KernelProfile::V6_6 => "6.6",
-            KernelProfile::V6_18 => "6.18",
-            KernelProfile::V7 => "7.x",
-        }
-    }
-
-    /// Only 6.18 is what the engine implements and what was compared with
-    /// a live kernel.
-    pub fn verified_live(self) -> bool {
-        self == KernelProfile::V6_18
-    }
-
-    /// IP ID rule before 6.10: a fixed ID is accepted only with DF set,
-    /// and a tunnel's outer header with DF set is not checked.
-    fn legacy_ip_id(self) -> bool {
-        matches!(self, KernelProfile::V6_1 | KernelProfile::V6_6)
-    }
-
-    /// IPv4 BIG TCP (`gro_ipv4_max_size`) arrived in 6.3.
-    pub fn ipv4_big_tcp(self) -> bool {
-        self != KernelProfile::V6_1
-    }
-
-    /// Whether a header with this DF state and ID pattern lets GRO merge.
-    /// `outer` is the outer header of a tunnel.
-    pub fn ids_mergeable(self, pattern: crate::flow::IdPattern, df_set: bool, outer: bool) -> bool {
-        use crate::flow::IdPattern::*;
-        match pattern {
-            IncrementingPerFlow | NotApplicable => true,
-            Fixed | FixedZero => !self.legacy_ip_id() || df_set,
-            GlobalCounter | Random => self.legacy_ip_id() && outer && df_set,
-        }
-    }
-}
-
-impl fmt::Display for KernelProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for KernelProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim() {
-            "6.1" | "6.1.y" => KernelProfile::V6_1,
-            "6.6" | "6.6.y" => KernelProfile::V6_6,
-            "6.18" | "6.18.y" => KernelProfile::V6_18,
-            "7" | "7.x" | "7.0" | "7.1" | "7.2" => KernelProfile::V7,
-            other => {
-                return Err(format!(
-                    "unknown kernel profile {other:?}: use 6.1, 6.6, 6.18 or 7.x"
-                ))
-            }
-        })
-    }
-}
-
-/// One reason's count within a flow, with the first frame it hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReasonHit {
-    pub reason: FlushReason,
-    pub count: u64,
-    pub first_frame: u64,
-}
-
-/// What GRO did to one flow at one size.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FlowWhatIf {
-    /// Packets the stack sees.
-    pub packets: u64,
-    /// Of those, super-packets (more than one segment).
-    pub super_packets: u64,
-    /// Frames fed.
-    pub frames: u64,
-    pub largest: u32,
-    /// Sparse reason counts: a flow meets few reasons.
-    pub reasons: Vec<ReasonHit>,
-}
-
-impl FlowWhatIf {
-    fn hit(&mut self, reason: FlushReason, frame: u64) {
-        match self.reasons.iter_mut().find(|h| h.reason == reason) {
-            Some(h) => h.count += 1,
-            None => self.reasons.push(ReasonHit {
-                reason,
-                count: 1,
-                first_frame: frame,
-            }),
-        }
-    }
-
-    pub fn count(&self, r: FlushReason) -> u64 {
-        self.reasons
-            .iter()
-            .find(|h| h.reason == r)
-            .map_or(0, |h| h.count)
-    }
-
-    pub fn first(&self, r: FlushReason) -> Option<u64> {
-        self.reasons
-            .iter()
-            .find(|h| h.reason == r)
-            .map(|h| h.first_frame)
-    }
-
-    pub fn merge(&mut self, o: &FlowWhatIf) {
-        self.packets += o.packets;
-        self.super_packets += o.super_packets;
-        self.frames += o.frames;
-        self.largest = self.largest.max(o.largest);
-        for h in &o.reasons {
-            match self.reasons.iter_mut().find(|x| x.reason == h.reason) {
-                Some(x) => {
-                    x.count += h.count;
-                    x.first_frame = x.first_frame.min(h.first_frame);
-                }
-                None => self.reasons.push(*h),
-            }
-        }
-    }
-}
 
 /// Which frame to cite for a flush: the segment that caused it when the
 /// reason is about the incoming segment, else the last merged one.
@@ -215,63 +75,19 @@ impl Ring {
     }
 }
 
-/// A reason's count and its first example `(file, frame)`s.
-pub type ReasonExamples = (FlushReason, u64, Vec<(usize, u64)>);
-
-/// Global figures of one size's run.
-#[derive(Debug, Clone, Default)]
-pub struct RunTotals {
-    pub frames_in: u64,
-    pub packets_out: u64,
-    pub super_packets: u64,
-    pub largest: u32,
-    /// Per reason: count and the first three example `(file, frame)`s.
-    pub reasons: Vec<ReasonExamples>,
-    file: usize,
-}
-
-impl RunTotals {
-    fn hit(&mut self, r: FlushReason, frame: u64) {
-        match self.reasons.iter_mut().find(|x| x.0 == r) {
-            Some(x) => {
-                x.1 += 1;
-                if x.2.len() < 3 {
-                    x.2.push((self.file, frame));
-                }
-            }
-            None => self.reasons.push((r, 1, vec![(self.file, frame)])),
-        }
-    }
-
-    pub fn merge(&mut self, o: &RunTotals) {
-        self.frames_in += o.frames_in;
-        self.packets_out += o.packets_out;
-        self.super_packets += o.super_packets;
-        self.largest = self.largest.max(o.largest);
-        for (r, n, ex) in &o.reasons {
-            match self.reasons.iter_mut().find(|x| x.0 == *r) {
-                Some(x) => {
-                    x.1 += n;
-                    for e in ex {
-                        if x.2.len() < 3 {
-                            x.2.push(*e);
-                        }
-                    }
-                }
-                None => self.reasons.push((*r, *n, ex.clone())),
-            }
-        }
-    }
-}
-
 /// Per-flow accumulation of one worker.
 #[derive(Debug, Clone)]
 pub struct WorkerFlow {
     pub key: FlowKey,
+    /// The last frame fed: the eviction order, as in the pass's flow table.
+    pub last_frame: u64,
+    /// Deliveries at the worker's first size, for the GRO view.
+    pub gro: crate::series::Decimated<crate::series::GroPoint>,
     /// Indexed like the worker's sizes.
     pub plain: Vec<FlowWhatIf>,
-    /// Decapsulated inner frames (tunnelled flows only).
-    pub inner: Vec<FlowWhatIf>,
+    /// The same frames with fixed IPv4 IDs (tunnelled flows only): the
+    /// healthy-tunnel figure.
+    pub healthy: Vec<FlowWhatIf>,
 }
 
 /// Runs one or more GRO sizes over a stream of frames and attributes every
@@ -280,14 +96,23 @@ pub struct WorkerFlow {
 pub struct WhatIfWorker {
     pub sizes: Vec<u32>,
     engines: Vec<GroEngine>,
-    inner_engines: Vec<GroEngine>,
+    healthy_engines: Vec<GroEngine>,
+    /// Scratch copy of the frame being normalised for the healthy engines.
+    healthy_buf: Vec<u8>,
     index: FxHashMap<FlowKey, u32>,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
     ring: RingBox,
     vxlan_ports: Vec<u16>,
     scratch: Vec<Pending>,
+    /// At most this many flows: the same cap and eviction order as the
+    /// pass's flow table, so both keep the same flows.
+    cap: usize,
 }
+
+/// A ring slot whose flow was evicted: its deliveries count in the totals
+/// only.
+const EVICTED: u32 = u32::MAX;
 
 struct RingBox(Ring);
 
@@ -313,6 +138,7 @@ pub fn config_for(
         },
         verify_checksums,
         vxlan_ports: vxlan_ports.to_vec(),
+        kernel: profile.engine_line(),
         ..GroConfig::default()
     }
 }
@@ -324,6 +150,7 @@ impl WhatIfWorker {
         profile: KernelProfile,
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
+        max_flows: usize,
     ) -> Self {
         // Only the first engine verifies checksums; the others are told the
         // verdict (see `feed`): verifying costs a pass over every payload.
@@ -343,7 +170,8 @@ impl WhatIfWorker {
         };
         WhatIfWorker {
             engines: mk(),
-            inner_engines: mk(),
+            healthy_engines: mk(),
+            healthy_buf: Vec::new(),
             totals: vec![
                 RunTotals {
                     file,
@@ -357,38 +185,83 @@ impl WhatIfWorker {
             ring: RingBox(Ring::new()),
             vxlan_ports,
             scratch: Vec::new(),
+            cap: max_flows.max(1),
         }
     }
 
-    fn slot_of(&mut self, key: FlowKey) -> u32 {
+    /// Evicts the least recently active flows (see `flow::eviction_set`);
+    /// ring entries of evicted flows point nowhere, the others follow their
+    /// flow's new slot.
+    fn evict(&mut self) {
+        let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
+        let mut map = vec![EVICTED; evict.len()];
+        let mut kept = 0u32;
+        for (i, m) in map.iter_mut().enumerate() {
+            if !evict[i] {
+                *m = kept;
+                kept += 1;
+            }
+        }
+        let mut i = 0;
+        self.flows.retain(|_| {
+            i += 1;
+            !evict[i - 1]
+        });
+        self.index.retain(|_, v| {
+            *v = map[*v as usize];
+            *v != EVICTED
+        });
+        for (f, s) in &mut self.ring.0.slots {
+            if *f != u64::MAX && *s != EVICTED {
+                *s = map[*s as usize];
+            }
+        }
+    }
+
+    fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
         let n = self.sizes.len();
+        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
+            self.evict();
+        }
         let flows = &mut self.flows;
-        *self.index.entry(key).or_insert_with(|| {
+        let s = *self.index.entry(key).or_insert_with(|| {
             flows.push(WorkerFlow {
                 key,
+                last_frame: frame,
+                gro: Default::default(),
                 plain: vec![FlowWhatIf::default(); n],
-                inner: vec![FlowWhatIf::default(); n],
+                healthy: vec![FlowWhatIf::default(); n],
             });
             (flows.len() - 1) as u32
-        })
+        });
+        self.flows[s as usize].last_frame = frame;
+        s
     }
 
     /// Feeds one frame; `parsed` is its dissection if any.
     pub fn feed(&mut self, input: Input<'_>, parsed: Option<&dissect::Parsed>) {
-        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p)));
+        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p), input.frame));
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
         }
-        let inner_frame = parsed
-            .and_then(|p| p.tunnel.map(|t| t.udp_off + 16))
-            .and_then(|off| input.data.get(off..));
+        let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
+        let healthy_frame = match parsed.and_then(|p| p.tunnel.map(|t| (p, t))) {
+            Some((p, t)) => {
+                healthy_buf.clear();
+                healthy_buf.extend_from_slice(input.data);
+                fix_ipv4_id(&mut healthy_buf, &t.ip);
+                fix_ipv4_id(&mut healthy_buf, &p.ip);
+                Some(healthy_buf.as_slice())
+            }
+            None => None,
+        };
         let mut pending = std::mem::take(&mut self.scratch);
         for t in &mut self.totals {
             t.frames_in += 1;
         }
         let WhatIfWorker {
             engines,
-            inner_engines,
+            healthy_engines,
             ring,
             flows,
             ..
@@ -397,7 +270,7 @@ impl WhatIfWorker {
         // unmerged without touching any held packet (`tcp_gro_receive`,
         // `udp_gro_receive`): the other engines are not fed it and get the
         // same delivery, so that the checksum is verified once per frame.
-        let (mut bad, mut bad_inner) = (false, false);
+        let (mut bad, mut bad_healthy) = (false, false);
         for (i, engine) in engines.iter_mut().enumerate() {
             if let Some(s) = slot {
                 flows[s as usize].plain[i].frames += 1;
@@ -409,6 +282,7 @@ impl WhatIfWorker {
                     slot,
                     input.frame,
                     input.data.len(),
+                    input.timestamp_ns,
                 ));
             } else {
                 engine.receive(input, &mut |d: &Delivered<'_>| {
@@ -420,36 +294,36 @@ impl WhatIfWorker {
                         .any(|p| p.is_bad_checksum_of(input.frame, false));
                 }
             }
-            if let Some(inner) = inner_frame {
+            if let Some(healthy) = healthy_frame {
                 if let Some(s) = slot {
-                    flows[s as usize].inner[i].frames += 1;
+                    flows[s as usize].healthy[i].frames += 1;
                 }
-                if i > 0 && bad_inner {
+                if i > 0 && bad_healthy {
                     pending.push(Pending::bad_checksum(
                         i,
                         true,
                         slot,
                         input.frame,
-                        inner.len(),
+                        healthy.len(),
+                        input.timestamp_ns,
                     ));
                     continue;
                 }
                 let inp = Input {
-                    data: inner,
-                    link: LinkKind::Ethernet,
-                    orig_len: inner.len() as u32,
+                    data: healthy,
                     ..input
                 };
-                inner_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
+                healthy_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
                 });
                 if i == 0 {
-                    bad_inner = pending
+                    bad_healthy = pending
                         .iter()
                         .any(|p| p.is_bad_checksum_of(input.frame, true));
                 }
             }
         }
+        self.healthy_buf = healthy_buf;
         self.account(&mut pending);
         self.scratch = pending;
     }
@@ -457,15 +331,18 @@ impl WhatIfWorker {
     /// Attributes deliveries to flows and totals.
     fn account(&mut self, pending: &mut Vec<Pending>) {
         for p in pending.drain(..) {
+            // A packet whose first frame left the ring is looked up by its
+            // headers; an evicted flow's packet counts in the totals only.
             let slot = match (p.slot, p.miss) {
+                (Some(EVICTED), _) => None,
                 (Some(s), _) => Some(s),
                 (None, Some((data, link))) => {
                     dissect::parse(link, &data, data.len() as u32, &self.vxlan_ports)
-                        .map(|x| self.slot_of(FlowKey::of(&x)))
+                        .and_then(|x| self.index.get(&FlowKey::of(&x)).copied())
                 }
                 (None, None) => None,
             };
-            if !p.inner {
+            if !p.healthy {
                 let t = &mut self.totals[p.i];
                 t.packets_out += 1;
                 if p.segs > 1 {
@@ -476,8 +353,8 @@ impl WhatIfWorker {
             }
             if let Some(s) = slot {
                 let f = &mut self.flows[s as usize];
-                let w = if p.inner {
-                    &mut f.inner[p.i]
+                let w = if p.healthy {
+                    &mut f.healthy[p.i]
                 } else {
                     &mut f.plain[p.i]
                 };
@@ -487,6 +364,14 @@ impl WhatIfWorker {
                 }
                 w.largest = w.largest.max(p.len);
                 w.hit(p.reason, p.frame);
+                if p.i == 0 && !p.healthy {
+                    f.gro.push(crate::series::GroPoint {
+                        t_ns: p.ts,
+                        t: 0.0,
+                        segments: p.segs,
+                        reason: p.reason,
+                    });
+                }
             }
         }
     }
@@ -497,11 +382,15 @@ impl WhatIfWorker {
         let mut pending: Vec<Pending> = Vec::new();
         let WhatIfWorker {
             engines,
-            inner_engines,
+            healthy_engines,
             ring,
             ..
         } = self;
-        for (i, (e, ie)) in engines.iter_mut().zip(inner_engines.iter_mut()).enumerate() {
+        for (i, (e, ie)) in engines
+            .iter_mut()
+            .zip(healthy_engines.iter_mut())
+            .enumerate()
+        {
             e.finish(&mut |d: &Delivered<'_>| {
                 pending.push(Pending::of(d, i, false, None, &ring.0))
             });
@@ -514,11 +403,36 @@ impl WhatIfWorker {
     }
 }
 
+/// Makes an IPv4 header's ID fixed (0, DF set) and redoes its checksum, in
+/// a copy of the frame: what a sender (or tunnel endpoint) that satisfies
+/// every kernel's IP ID rule would have sent. The header's one's-complement
+/// sum stays the same, so an outer UDP checksum covering it still verifies.
+fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
+    if ip.v6 {
+        return;
+    }
+    let Some(h) = frame.get_mut(ip.off..ip.off + ip.hdr_len) else {
+        return;
+    };
+    if h.len() < 20 || offload::checksum::checksum(h) != 0 {
+        // A header that did not verify stays as it was: the engine judges it.
+        return;
+    }
+    h[4] = 0;
+    h[5] = 0;
+    h[6] |= 0x40;
+    h[10] = 0;
+    h[11] = 0;
+    let c = offload::checksum::checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 /// A delivery waiting to be attributed.
 #[derive(Debug)]
 struct Pending {
     i: usize,
-    inner: bool,
+    /// From the healthy-ID engines.
+    healthy: bool,
     slot: Option<u32>,
     /// The packet's bytes when its first frame has left the ring.
     miss: Option<(Vec<u8>, LinkKind)>,
@@ -526,81 +440,57 @@ struct Pending {
     frame: u64,
     segs: u32,
     len: u32,
+    /// Capture time of the delivery.
+    ts: u64,
 }
 
 impl Pending {
-    fn bad_checksum(i: usize, inner: bool, slot: Option<u32>, frame: u64, len: usize) -> Pending {
+    fn bad_checksum(
+        i: usize,
+        healthy: bool,
+        slot: Option<u32>,
+        frame: u64,
+        len: usize,
+        ts: u64,
+    ) -> Pending {
         Pending {
             i,
-            inner,
+            healthy,
             slot,
             miss: None,
             reason: FlushReason::BadChecksum,
             frame,
             segs: 1,
             len: len as u32,
+            ts,
         }
     }
 
-    fn is_bad_checksum_of(&self, frame: u64, inner: bool) -> bool {
+    fn is_bad_checksum_of(&self, frame: u64, healthy: bool) -> bool {
         self.i == 0
-            && self.inner == inner
+            && self.healthy == healthy
             && self.reason == FlushReason::BadChecksum
             && self.frame == frame
     }
 
-    fn of(d: &Delivered<'_>, i: usize, inner: bool, current: Option<u64>, ring: &Ring) -> Pending {
+    fn of(
+        d: &Delivered<'_>,
+        i: usize,
+        healthy: bool,
+        current: Option<u64>,
+        ring: &Ring,
+    ) -> Pending {
         let slot = ring.get(d.first_frame);
         Pending {
             i,
-            inner,
+            healthy,
             slot,
-            miss: slot.is_none().then(|| {
-                (
-                    d.data.to_vec(),
-                    if inner { LinkKind::Ethernet } else { d.link },
-                )
-            }),
+            miss: slot.is_none().then(|| (d.data.to_vec(), d.link)),
             reason: d.reason,
             frame: culprit(d, current),
             segs: d.segments,
             len: d.data.len() as u32,
+            ts: d.timestamp_ns,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::flow::IdPattern;
-
-    #[test]
-    fn profiles_parse_and_only_6_18_is_verified_live() {
-        for p in KernelProfile::ALL {
-            assert_eq!(p.name().parse::<KernelProfile>(), Ok(p));
-        }
-        assert_eq!("7.1".parse::<KernelProfile>(), Ok(KernelProfile::V7));
-        assert!("5.4".parse::<KernelProfile>().is_err());
-        assert!(KernelProfile::V6_18.verified_live());
-        assert!(!KernelProfile::V6_6.verified_live());
-    }
-
-    #[test]
-    fn ip_id_rules_follow_the_reference_eras() {
-        use KernelProfile::*;
-        // 6.18: fixed IDs merge whatever DF says; random never.
-        assert!(V6_18.ids_mergeable(IdPattern::Fixed, false, true));
-        assert!(!V6_18.ids_mergeable(IdPattern::Random, true, true));
-        // Before 6.10: fixed needs DF; an outer header with DF is not checked.
-        assert!(!V6_6.ids_mergeable(IdPattern::FixedZero, false, false));
-        assert!(V6_6.ids_mergeable(IdPattern::FixedZero, true, false));
-        assert!(V6_1.ids_mergeable(IdPattern::Random, true, true));
-        assert!(!V6_1.ids_mergeable(IdPattern::Random, true, false));
-        assert!(!V6_1.ipv4_big_tcp() && V6_6.ipv4_big_tcp());
-        assert_eq!(config_for(185000, V6_1, true, &[]).gro_ipv4_max_size, 65536);
-        assert_eq!(
-            config_for(185000, V6_18, true, &[]).gro_ipv4_max_size,
-            185000
-        );
     }
 }

@@ -3,8 +3,8 @@
 //! that the analysis reports exactly that property.
 
 use offload::build::{FrameSpec, TcpSpec, UdpSpec};
-use offload_analyze::transform::Control;
 use offload_analyze::{analyze, Analysis, KernelProfile, Options};
+use offload_capture::Control;
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -180,7 +180,8 @@ fn fixed_outer_ids_merge_on_6_18_but_not_on_6_1() {
             ..Options::default()
         },
     );
-    assert!(!old.report.settings.kernel_verified_live);
+    // 6.1 is checked against Debian's 6.1 booted in a VM (decision 0071).
+    assert!(old.report.settings.kernel_verified_live);
     let top = &old.report.findings[0];
     assert_eq!(top.kind, "ip-id-rule");
     assert!(top.fix.contains("DF"), "{}", top.fix);
@@ -463,4 +464,220 @@ fn bad_outer_udp_checksums_are_a_finding() {
     assert_eq!(f.severity, offload_analyze::report::Severity::High);
     assert_eq!(f.evidence.frames, vec![11]);
     assert!(f.detail.starts_with("10 of 20"), "{}", f.detail);
+}
+
+/// Pseudo-random IDs (a multiplicative hash): no order GRO could accept.
+fn random_id(i: u32, salt: u32) -> u16 {
+    (i.wrapping_add(salt.wrapping_mul(7919))
+        .wrapping_mul(2_654_435_761)
+        >> 13) as u16
+}
+
+/// How a header numbers its IPv4 IDs.
+#[derive(Debug, Clone, Copy)]
+enum Ids {
+    Incrementing,
+    Fixed,
+    Random,
+    /// A counter shared with other traffic: steps of 1 to 5.
+    Global,
+}
+
+fn id_of(mode: Ids, i: u32, salt: u32) -> u16 {
+    match mode {
+        Ids::Incrementing => (1000 + i) as u16,
+        Ids::Fixed => 77,
+        Ids::Random => random_id(i, salt),
+        Ids::Global => (i * 3 + (random_id(i, salt) % 3) as u32) as u16,
+    }
+}
+
+/// A plain TCP flow with random IDs and DF clear, interleaved with a VXLAN
+/// flow whose outer and inner headers number IDs as given.
+fn mixed_capture(kernel: KernelProfile, inner: (Ids, bool), outer: (Ids, bool)) -> Analysis {
+    let (_d, p) = tmp("mixed.pcap");
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    for i in 0..300u32 {
+        frames.push((
+            1_000_000 + i as u64 * 2000,
+            seg(1 + i * 1448, 1448, random_id(i, 1), false),
+        ));
+        let mut s = FrameSpec::tcp4(
+            [10, 1, 0, 2],
+            [10, 1, 0, 1],
+            TcpSpec::data(40001, 5202, 1 + i * 1398),
+        )
+        .payload(vec![9; 1398]);
+        s.v4_mut().id = id_of(inner.0, i, 2);
+        s.v4_mut().df = inner.1;
+        frames.push((
+            1_000_500 + i as u64 * 2000,
+            vxlan(&s.build(), id_of(outer.0, i, 3), outer.1, 33333),
+        ));
+    }
+    write(&p, &frames);
+    run(
+        &[p],
+        &Options {
+            kernel,
+            ..Options::default()
+        },
+    )
+}
+
+fn named(a: &Analysis, needle: &str) -> bool {
+    a.report.findings.iter().any(|f| {
+        f.kind == "ip-id-rule"
+            && f.flow
+                .as_ref()
+                .is_some_and(|r| r.description.contains(needle))
+    })
+}
+
+#[test]
+fn a_broken_tcp_flow_and_a_broken_tunnel_in_one_capture_are_both_named() {
+    use Ids::*;
+    for (inner, outer, tunnel_broken, cause) in [
+        (
+            (Random, false),
+            (Random, false),
+            true,
+            "outer and inner IP IDs random",
+        ),
+        (
+            (Incrementing, true),
+            (Random, false),
+            true,
+            "outer IP ID random",
+        ),
+        (
+            (Random, false),
+            (Incrementing, false),
+            true,
+            "inner IP ID random",
+        ),
+        ((Incrementing, true), (Incrementing, false), false, ""),
+        ((Incrementing, true), (Fixed, false), false, ""),
+    ] {
+        let a = mixed_capture(KernelProfile::V6_18, inner, outer);
+        let ctx = format!("inner {inner:?} outer {outer:?}: {:#?}", a.report.findings);
+        assert!(named(&a, "TCP 10.0.0.2:40000"), "{ctx}");
+        assert_eq!(named(&a, "VXLAN 192.168.1.2:33333"), tunnel_broken, "{ctx}");
+        let tunnel = a.report.flows.iter().find(|f| f.tunnel.is_some()).unwrap();
+        let w = &tunnel.what_if[0];
+        // 300 segments of 1398 bytes merge into 7 packets at 64 KiB once
+        // the IDs are fixed, whatever they were.
+        assert_eq!(w.healthy_tunnel_packets, Some(7), "{ctx}");
+        if tunnel_broken {
+            assert_eq!(w.stack_packets, 300, "{ctx}");
+            let f = a
+                .report
+                .findings
+                .iter()
+                .find(|f| f.title.contains("VXLAN"))
+                .unwrap();
+            assert!(f.title.ends_with(&format!("({cause})")), "{}", f.title);
+            assert!(f.detail.contains("300 instead of 7"), "{}", f.detail);
+            assert_eq!(f.extra_packets, 293);
+        } else {
+            assert_eq!(w.stack_packets, 7, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn the_healthy_tunnel_figure_never_exceeds_the_actual_one() {
+    use Ids::*;
+    let modes = [Incrementing, Fixed, Random, Global];
+    for profile in KernelProfile::ALL {
+        for oi in modes {
+            for ii in modes {
+                for (odf, idf) in [(false, false), (true, true), (false, true), (true, false)] {
+                    let a = mixed_capture(profile, (ii, idf), (oi, odf));
+                    for f in a.report.flows.iter().filter(|f| f.tunnel.is_some()) {
+                        for w in &f.what_if {
+                            let h = w.healthy_tunnel_packets.unwrap();
+                            assert!(
+                                h <= w.stack_packets,
+                                "kernel {profile} outer {oi:?} DF {odf} inner {ii:?} DF {idf}: healthy {h} > actual {}",
+                                w.stack_packets
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_flow_cap_evicts_the_least_recently_active_into_other_flows_and_streams_their_rows() {
+    let (d, p) = tmp("many.pcap");
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut ts = 1_000_000u64;
+    // One long flow stays active throughout; 500 two-segment flows pass by.
+    let mut long_seq = 1u32;
+    for i in 0..500u32 {
+        for k in 0..2u32 {
+            let mut s = FrameSpec::tcp4(
+                [10, 9, (i >> 8) as u8, i as u8],
+                B,
+                TcpSpec::data(20000, 443, 1 + k * 100),
+            )
+            .payload(vec![1; 100]);
+            s.v4_mut().id = k as u16;
+            frames.push((ts, s.build()));
+            ts += 1000;
+        }
+        frames.push((ts, seg(long_seq, 1448, i as u16, true)));
+        long_seq += 1448;
+        ts += 1000;
+    }
+    write(&p, &frames);
+    let csv = d.path().join("csv");
+    std::fs::create_dir_all(&csv).unwrap();
+    let opts = Options {
+        max_flows: 64,
+        evicted_csv: Some(offload_analyze::export::evicted_path(&csv)),
+        ..Options::default()
+    };
+    let a = run(std::slice::from_ref(&p), &opts);
+    let uncapped = run(&[p], &Options::default());
+    let r = &a.report;
+    assert!(r.flows.len() <= 64, "{}", r.flows.len());
+    assert_eq!(r.flows.len() as u64 + r.other_flows.flows, 501);
+    let packets: u64 = r.flows.iter().map(|f| f.packets).sum::<u64>() + r.other_flows.packets;
+    assert_eq!(packets, 1500);
+    assert_eq!(r.what_if[0].frames_in, 1500);
+    // The long flow was never the least recently active: kept whole, with
+    // its what-if over all its frames.
+    let long = r
+        .flows
+        .iter()
+        .find(|f| f.dport == 5201)
+        .expect("the long flow is kept");
+    assert_eq!(long.packets, 500);
+    assert_eq!(long.what_if[0].frames, 500);
+    let long_uncapped = uncapped
+        .report
+        .flows
+        .iter()
+        .find(|f| f.dport == 5201)
+        .unwrap();
+    assert_eq!(
+        long.what_if[0].stack_packets,
+        long_uncapped.what_if[0].stack_packets
+    );
+    assert_eq!(
+        r.what_if[0].stack_packets,
+        uncapped.report.what_if[0].stack_packets
+    );
+    assert_eq!(uncapped.report.other_flows.flows, 0);
+    // flows.csv lists every flow: kept ones, then the evicted ones' rows.
+    offload_analyze::export::write_flows_csv(r, &csv).unwrap();
+    let text = std::fs::read_to_string(csv.join("flows.csv")).unwrap();
+    assert_eq!(text.lines().count(), 1 + 501);
+    assert!(!offload_analyze::export::evicted_path(&csv).exists());
+    let text_report = offload_analyze::text::render(r, 5);
+    assert!(text_report.contains("other flows"), "{text_report}");
 }

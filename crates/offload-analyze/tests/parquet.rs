@@ -1,8 +1,8 @@
 //! Parquet output: written and read back with the feature, a clear error
 //! without it (one of the two tests exists in every build).
 
-use offload_analyze::transform::Control;
 use offload_analyze::{analyze, Options};
+use offload_capture::Control;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 

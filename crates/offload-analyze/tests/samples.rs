@@ -4,8 +4,8 @@
 
 use offload_analyze::flow::BigPacketSide;
 use offload_analyze::report::Severity;
-use offload_analyze::transform::Control;
 use offload_analyze::{analyze, Analysis, Options};
+use offload_capture::Control;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -119,15 +119,19 @@ fn healthy_flow_has_no_problem_and_merges() {
 }
 
 #[test]
-fn html_report_of_the_samples_has_plots_with_data() {
+fn html_report_of_the_samples_is_self_contained_with_graph_data() {
     let a = run(&["healthy-tcp.pcapng", "vxlan-broken.pcapng"]);
-    let html = offload_analyze::html::render(&a);
+    let html = offload_analyze::html::render_with(&a, "offload analyze x.pcap --html r.html");
     assert!(html.starts_with("<!DOCTYPE html>"));
-    assert!(!html.contains("http://") || !html.contains("<script"));
-    assert!(!html.contains("<script"));
-    // One time-sequence graph per graphed TCP flow, each with segments.
-    assert!(html.matches("time-sequence graph").count() >= 2);
-    assert!(html.matches("<line x1=").count() > 300);
-    assert!(html.matches("<circle").count() > 300);
+    // Nothing fetched from the network: no URL, no external script or style.
+    assert!(!html.contains("http://") && !html.contains("https://"));
+    assert!(!html.contains("<script src") && !html.contains("<link"));
+    assert!(html.contains("offload analyze x.pcap --html r.html"));
+    assert!(html.contains(env!("CARGO_PKG_VERSION")));
+    // One data block per graphed flow, with segments and ACKs.
+    let blocks = html.matches("class=\"graph-data\"").count();
+    assert!(blocks >= 2, "{blocks}");
+    assert!(html.contains("\"ack\":"));
+    assert!(html.contains("\"segments\":"));
     assert!(html.contains("GRO cannot merge"));
 }

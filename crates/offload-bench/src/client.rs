@@ -16,8 +16,8 @@ use crate::engine::{self, Outcome, RrParams, Slot, StopWhen, UdpSendParams, Wind
 use crate::error::BenchError;
 use crate::proto::{self, ClientMsg, Mark, ProtoError, ServerMsg};
 use crate::report::{
-    BenchResult, CompareReport, Counts, CpuReport, HostInfo, IntervalLine, LatencyUs, RunsReport,
-    ServerReport, ServerSettings, Settings, UdpReport,
+    BenchResult, CompareReport, Counts, CpuReport, FlowTcpInfo, HostInfo, IntervalLine, LatencyUs,
+    RunsReport, ServerReport, ServerSettings, Settings, TcpInfoReport, UdpReport,
 };
 use crate::sock;
 use crate::stats;
@@ -129,19 +129,39 @@ impl Flows {
     }
 }
 
-fn open_flows(cfg: &ClientConfig, data: SocketAddr, n: usize) -> Result<Flows, String> {
+/// Opens flows `first..first + n`; TCP flow i connects to listener
+/// i % listeners (the server's data ports).
+fn open_flows(
+    cfg: &ClientConfig,
+    data: &[SocketAddr],
+    first: usize,
+    n: usize,
+) -> Result<Flows, String> {
     let knobs = &cfg.spec.knobs;
     match cfg.spec.kind {
         TestKind::TcpCrr => Ok(Flows::None),
-        TestKind::TcpRr | TestKind::TcpStream => (0..n)
-            .map(|_| {
-                sock::tcp_connect(data, knobs).map_err(|e| format!("connecting to {data}: {e}"))
+        TestKind::TcpRr | TestKind::TcpStream => (first..first + n)
+            .map(|i| {
+                let to = data[i % data.len()];
+                sock::tcp_connect(to, knobs).map_err(|e| {
+                    let hint = match e.raw_os_error() {
+                        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+                            " (open-file limit: see RLIMIT_NOFILE)"
+                        }
+                        Some(libc::EADDRNOTAVAIL) => {
+                            " (ephemeral ports exhausted: see net.ipv4.ip_local_port_range)"
+                        }
+                        _ => "",
+                    };
+                    format!("connecting flow {} to {to}: {e}{hint}", i + 1)
+                })
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Tcp),
         TestKind::UdpRr | TestKind::UdpStream => (0..n)
             .map(|_| {
-                sock::udp_connect(data, knobs).map_err(|e| format!("udp socket to {data}: {e}"))
+                let to = data[0];
+                sock::udp_connect(to, knobs).map_err(|e| format!("udp socket to {to}: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Udp),
@@ -151,6 +171,7 @@ fn open_flows(cfg: &ClientConfig, data: SocketAddr, n: usize) -> Result<Flows, S
 fn run_worker(
     cfg: &ClientConfig,
     data: SocketAddr,
+    private_fds: bool,
     flows: &Flows,
     w: &Window,
     slot: &Slot,
@@ -168,6 +189,7 @@ fn run_worker(
             .rate
             .map(|r| Duration::from_secs_f64(f64::from(spec.flows) / r)),
         udp_timeout: cfg.udp_timeout,
+        burst: spec.burst.max(1) as usize,
     };
     let fds = flows.fds();
     let set_nb = |fds: &[RawFd]| -> Result<(), String> {
@@ -178,14 +200,18 @@ fn run_worker(
     };
     match spec.kind {
         TestKind::TcpCrr => engine::client_crr(data, &spec.knobs, spec.close, &rr, w, slot),
-        TestKind::TcpRr | TestKind::UdpRr if n_flows == 1 => {
+        TestKind::TcpRr if rr.burst > 1 => {
+            set_nb(&fds)?;
+            engine::client_rr_burst(&fds, &rr, w, slot)
+        }
+        TestKind::TcpRr | TestKind::UdpRr if n_flows == 1 && !private_fds => {
             engine::client_rr_blocking(fds[0], spec.kind == TestKind::UdpRr, &rr, w, slot)
         }
         TestKind::TcpRr | TestKind::UdpRr => {
             set_nb(&fds)?;
             engine::client_rr_epoll(&fds, spec.kind == TestKind::UdpRr, &rr, w, slot)
         }
-        TestKind::TcpStream if fds.len() == 1 => {
+        TestKind::TcpStream if fds.len() == 1 && !private_fds => {
             let send = spec.direction == Direction::ClientToServer;
             let size = if send { spec.request } else { spec.response } as usize;
             engine::stream_blocking(fds[0], send, size, StopWhen::Deadline(w.we), slot)?;
@@ -241,10 +267,10 @@ pub fn run_once(
 ) -> Result<BenchResult, BenchError> {
     let mut cfg = cfg.clone();
     cfg.validate()?;
-    sys::raise_fd_limit(1 << 20).ok();
     if cfg.null {
         return run_null(&cfg, on_interval);
     }
+    let (notes, private_fds) = plan_flows(&mut cfg)?;
     let expected = cfg.warmup + cfg.duration;
     let mut ctl = Control::connect(cfg.server, expected + Duration::from_secs(60))?;
     ctl.send(&ClientMsg::Hello {
@@ -259,14 +285,28 @@ pub fn run_once(
     ctl.send(&ClientMsg::Start {
         spec: cfg.spec.clone(),
     })?;
-    let (data_port, server_settings) = match ctl.recv("ready")? {
+    let (data_ports, server_settings) = match ctl.recv("ready")? {
         ServerMsg::Ready {
             data_port,
+            data_ports,
             settings,
-        } => (data_port, settings),
+        } => {
+            let ports = if data_ports.is_empty() {
+                vec![data_port]
+            } else {
+                data_ports
+            };
+            (ports, settings)
+        }
         other => return Err(ctl.unexpected("ready", &other)),
     };
-    let data = SocketAddr::new(cfg.server.ip(), data_port);
+    let data_addrs: Arc<Vec<SocketAddr>> = Arc::new(
+        data_ports
+            .iter()
+            .map(|&p| SocketAddr::new(cfg.server.ip(), p))
+            .collect(),
+    );
+    let data = data_addrs[0];
     let threads = cfg.threads as usize;
     let slots: Arc<Vec<Slot>> = Arc::new((0..threads).map(|_| Slot::default()).collect());
     let timing: Arc<OnceLock<Option<Window>>> = Arc::new(OnceLock::new());
@@ -279,8 +319,12 @@ pub fn run_once(
     let mut handles = Vec::with_capacity(threads);
     let cfg_arc = Arc::new(cfg.clone());
     for i in 0..threads {
-        let n =
-            cfg.spec.flows as usize / threads + usize::from(i < cfg.spec.flows as usize % threads);
+        let flows = cfg.spec.flows as usize;
+        let n = flows / threads + usize::from(i < flows % threads);
+        let first = (0..i)
+            .map(|j| flows / threads + usize::from(j < flows % threads))
+            .sum::<usize>();
+        let data_addrs = data_addrs.clone();
         let (cfg, slots, timing, barrier, tx, done) = (
             cfg_arc.clone(),
             slots.clone(),
@@ -292,7 +336,7 @@ pub fn run_once(
         let finished = finished.clone();
         let h = std::thread::Builder::new()
             .name(format!("ofl-bench-c{i}"))
-            .spawn(move || -> Result<Outcome, String> {
+            .spawn(move || -> Result<(Outcome, Vec<FlowTcpInfo>), String> {
                 let mut result = Ok(());
                 if let Some(p) = &cfg.pin {
                     let cpu = p[i % p.len()];
@@ -300,7 +344,15 @@ pub fn run_once(
                         result = Err(format!("pinning to cpu {cpu}: {e}"));
                     }
                 }
-                let flows = match result.clone().and_then(|()| open_flows(&cfg, data, n)) {
+                if private_fds && result.is_ok() {
+                    if let Err(e) = sys::unshare_fd_table() {
+                        result = Err(format!("unshare(CLONE_FILES): {e}"));
+                    }
+                }
+                let flows = match result
+                    .clone()
+                    .and_then(|()| open_flows(&cfg, &data_addrs, first, n))
+                {
                     Ok(f) => f,
                     Err(e) => {
                         result = Err(e);
@@ -315,7 +367,9 @@ pub fn run_once(
                     .unwrap_or_default();
                 let _ = tx.send(Setup {
                     worker: i,
-                    fds: fds.clone(),
+                    // Numbers of a private table mean nothing to the
+                    // watchdog's thread: the engines then never block.
+                    fds: if private_fds { Vec::new() } else { fds.clone() },
                     tid: sys::gettid(),
                     pin_used: sys::get_affinity().unwrap_or_default(),
                     sockopts,
@@ -327,10 +381,23 @@ pub fn run_once(
                     (Err(e), _) => return Err(e),
                     (Ok(()), None) => return Err("aborted before the start".into()),
                 };
-                let result = run_worker(&cfg, data, &flows, &w, &slots[i]);
+                let result = run_worker(&cfg, data, private_fds, &flows, &w, &slots[i]);
+                // TCP_INFO at the window's end, before the flows close.
+                let info = match &flows {
+                    Flows::Tcp(v) => v
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(j, s)| {
+                            let raw = sys::tcp_info(s.as_raw_fd()).ok()?;
+                            let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
+                            Some(FlowTcpInfo::from_raw((first + j) as u32, port, &raw))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 finished.fetch_add(1, Ordering::Relaxed);
                 done.wait();
-                result
+                result.map(|o| (o, info))
             })
             .map_err(|e| BenchError::io("spawning a client worker", e))?;
         handles.push(h);
@@ -418,10 +485,14 @@ pub fn run_once(
         }
     };
     let mut outcomes = Vec::with_capacity(threads);
+    let mut tcp_flows = Vec::new();
     let mut worker_err = None;
     for (i, h) in handles.into_iter().enumerate() {
         match h.join() {
-            Ok(Ok(o)) => outcomes.push(o),
+            Ok(Ok((o, info))) => {
+                outcomes.push(o);
+                tcp_flows.extend(info);
+            }
             Ok(Err(message)) => {
                 worker_err.get_or_insert(BenchError::Worker { worker: i, message });
             }
@@ -457,8 +528,77 @@ pub fn run_once(
         server_settings,
         intervals,
         engine: engine_name(&cfg),
+        tcp_flows,
+        notes,
     };
     Ok(compose(ctx))
+}
+
+/// Fits a run to the machine before anything is opened: raises
+/// RLIMIT_NOFILE for the flows (or, where it cannot be raised, gives each
+/// worker a descriptor table of its own, adding workers until each share
+/// fits), and asks the server for enough listeners that the client's
+/// ephemeral ports suffice. Returns notes for the user and whether workers
+/// use private descriptor tables.
+fn plan_flows(cfg: &mut ClientConfig) -> Result<(Vec<String>, bool), BenchError> {
+    let mut notes = Vec::new();
+    let kind = cfg.spec.kind;
+    if kind == TestKind::TcpCrr {
+        return Ok((notes, false));
+    }
+    let flows = u64::from(cfg.spec.flows);
+    let private = match sys::plan_descriptors(flows, u64::from(cfg.threads), "client") {
+        Ok(p) => p,
+        Err(why) => {
+            let soft = sys::fd_limits().map(|l| l.0).unwrap_or(1024);
+            let per = soft.saturating_sub(sys::FD_MARGIN).max(1);
+            let threads = flows.div_ceil(per);
+            if threads > 1024 {
+                return Err(BenchError::Config(why));
+            }
+            notes.push(format!(
+                "{flows} flows do not fit the open-file limit ({soft}, which this process \
+                 cannot raise) in one descriptor table: running {threads} client threads \
+                 (asked {}), each holding its flows in a table of its own",
+                cfg.threads
+            ));
+            cfg.threads = threads as u32;
+            cfg.spec.server_threads = cfg.spec.server_threads.max(threads as u32);
+            sys::plan_descriptors(flows, threads, "client").map_err(BenchError::Config)?
+        }
+    };
+    if private && notes.is_empty() {
+        let soft = sys::fd_limits().map(|l| l.0).unwrap_or(0);
+        notes.push(format!(
+            "the open-file limit ({soft}) cannot be raised for {flows} flows: each client \
+             thread holds its flows in a descriptor table of its own"
+        ));
+    }
+    if matches!(kind, TestKind::TcpRr | TestKind::TcpStream) {
+        let ports = local_port_range().unwrap_or(28_232);
+        let per_listener = (ports * 9 / 10).max(1);
+        cfg.spec.listeners = cfg
+            .spec
+            .flows
+            .div_ceil(per_listener)
+            .clamp(1, crate::server::MAX_LISTENERS);
+        if cfg.spec.listeners > 1 {
+            notes.push(format!(
+                "{flows} flows from one address exceed the {ports} ephemeral ports of \
+                 net.ipv4.ip_local_port_range towards one port: the server listens on {} ports",
+                cfg.spec.listeners
+            ));
+        }
+    }
+    Ok((notes, private))
+}
+
+/// Size of the calling thread's namespace's ephemeral port range.
+fn local_port_range() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_ascii_whitespace().map(|v| v.parse::<u32>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    (hi >= lo).then(|| hi - lo + 1)
 }
 
 fn engine_name(cfg: &ClientConfig) -> String {
@@ -531,6 +671,7 @@ fn sample_window(
                     c.1.saturating_sub(last.1 .1) as f64
                 };
                 let line = IntervalLine {
+                    run: 1,
                     at_seconds: now.duration_since(w.start).as_secs_f64(),
                     warmup: last.0 < w.ws,
                     transactions_per_sec: dtx / dt,
@@ -573,6 +714,8 @@ struct Compose<'a> {
     server_settings: ServerSettings,
     intervals: Vec<IntervalLine>,
     engine: String,
+    tcp_flows: Vec<FlowTcpInfo>,
+    notes: Vec<String>,
 }
 
 fn compose(c: Compose<'_>) -> BenchResult {
@@ -632,21 +775,36 @@ fn compose(c: Compose<'_>) -> BenchResult {
     };
     let txns = tps * window_s;
     let per = |x: f64| if txns > 0.0 { x / txns } else { 0.0 };
+    // Every percentage divides by the CPU time of the same /proc/stat
+    // window (busy + idle over all CPUs), never by a wall-clock length
+    // sampled at another instant: the parts add up and stay under 100%.
+    let all_cpu_s = busy + machine.idle;
+    let pct = |x: f64| {
+        if all_cpu_s > 0.0 {
+            (100.0 * x / all_cpu_s).clamp(0.0, 100.0)
+        } else {
+            0.0
+        }
+    };
+    let machine_pct = pct(busy);
+    let client_pct = pct(client_cpu.total);
+    let server_pct = pct(c.report.cpu.total);
     let cpu = CpuReport {
         window_seconds: window_s,
         machine,
         machine_busy_seconds: busy,
-        machine_utilization_percent: if machine.cpus > 0 {
-            100.0 * busy / (window_s * f64::from(machine.cpus))
-        } else {
-            0.0
-        },
+        machine_utilization_percent: machine_pct,
+        client_percent: client_pct,
+        server_percent: server_pct,
+        other_percent: (machine_pct - client_pct - server_pct).max(0.0),
         client: client_cpu,
         server: r.cpu,
         client_seconds_per_transaction: per(client_cpu.total),
         server_seconds_per_transaction: per(r.cpu.total),
     };
-    let flows = u64::from(spec.flows);
+    // Transactions that can be in flight when the client stops: one per
+    // flow, or the burst.
+    let flows = u64::from(spec.flows) * u64::from(spec.burst.max(1));
     let (consistent, note) = match spec.kind {
         TestKind::TcpRr | TestKind::TcpCrr => {
             if r.transactions_total < ct {
@@ -777,9 +935,20 @@ fn compose(c: Compose<'_>) -> BenchResult {
         duration_seconds: cfg.duration.as_secs_f64(),
         client_host: c.client_host,
         server_host: c.server_host,
+        listeners: spec.listeners,
+        burst: spec.burst,
+        notes: c.notes,
+    };
+    let (throughput, throughput_units) = if spec.kind.is_rr() {
+        (tps, "Trans/s")
+    } else {
+        (gbit * 1e3, "10^6bits/s")
     };
     BenchResult {
         test: spec.kind,
+        throughput,
+        throughput_units: throughput_units.into(),
+        bits_per_sec: gbit * 1e9,
         transactions_per_sec: tps,
         gbit_per_sec: gbit,
         packets_per_sec: pps,
@@ -791,6 +960,7 @@ fn compose(c: Compose<'_>) -> BenchResult {
         server: c.report,
         settings,
         intervals: c.intervals,
+        tcp_info: TcpInfoReport::from_flows(c.tcp_flows),
     }
 }
 
@@ -856,6 +1026,7 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
             let c = engine::sum_slots(&slots).0;
             let dt = next.duration_since(last.0).as_secs_f64();
             let line = IntervalLine {
+                run: 1,
                 at_seconds: next.duration_since(w.start).as_secs_f64(),
                 warmup: false,
                 transactions_per_sec: c.saturating_sub(last.1) as f64 / dt,
@@ -909,6 +1080,8 @@ fn run_null(cfg: &ClientConfig, on_interval: IntervalFn<'_>) -> Result<BenchResu
         server_settings: ServerSettings::default(),
         intervals,
         engine: "null".into(),
+        tcp_flows: Vec::new(),
+        notes: Vec::new(),
     });
     // There is no server: the cross-check compares the client with itself.
     result.counts.server_window = result.counts.client_window;

@@ -115,6 +115,20 @@ pub struct TestSpec {
     pub server_pin: Option<Vec<usize>>,
     /// Warm-up plus measurement time, so the server can bound its waits.
     pub expected_seconds: f64,
+    /// TCP data listeners the server opens; flow i connects to listener
+    /// i % n. One source address reaches one listener through at most the
+    /// client's ephemeral port range (28,232 ports by default), so 30,000
+    /// flows need two.
+    #[serde(default = "one")]
+    pub listeners: u32,
+    /// tcp-rr: requests in flight per connection (netperf's burst, neper's
+    /// pipelining); 1 is strict request/response.
+    #[serde(default = "one")]
+    pub burst: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The client's whole configuration.
@@ -168,6 +182,8 @@ impl ClientConfig {
                 },
                 server_pin: None,
                 expected_seconds: 3.0,
+                listeners: 1,
+                burst: 1,
             },
             threads: 1,
             duration: Duration::from_secs(2),
@@ -242,6 +258,18 @@ impl ClientConfig {
                         .into(),
                 ));
             }
+        }
+        if s.burst == 0 || s.burst > 65536 {
+            return Err(BenchError::Config("--burst must be 1..=65536".into()));
+        }
+        if s.burst > 1 && s.kind != TestKind::TcpRr {
+            return Err(BenchError::Config("--burst applies to tcp-rr".into()));
+        }
+        if s.burst > 1 && self.rate.is_some() {
+            return Err(BenchError::Config(
+                "--burst and --rate do not combine (a fixed rate paces one request at a time)"
+                    .into(),
+            ));
         }
         if self.duration.is_zero() {
             return Err(BenchError::Config("--duration must be above zero".into()));

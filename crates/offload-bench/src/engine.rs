@@ -122,6 +122,8 @@ pub struct RrParams {
     pub rate_interval: Option<Duration>,
     /// UDP loss timeout.
     pub udp_timeout: Duration,
+    /// TCP: requests in flight per connection (1: strict request/response).
+    pub burst: usize,
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -404,6 +406,106 @@ pub fn client_rr_epoll(
     Ok(out)
 }
 
+struct BurstConn {
+    /// Send times of the requests in flight, oldest first.
+    in_flight: std::collections::VecDeque<Instant>,
+    /// Request bytes queued but not yet written.
+    unsent: usize,
+    /// Bytes of the oldest response received so far.
+    got: usize,
+}
+
+/// Client tcp-rr with `p.burst` requests in flight on every connection
+/// (non-blocking sockets, edge-triggered epoll). Responses come back in
+/// order on a TCP connection, so each completes the oldest request; its
+/// latency counts from when that request was queued.
+pub fn client_rr_burst(
+    fds: &[RawFd],
+    p: &RrParams,
+    w: &Window,
+    slot: &Slot,
+) -> Result<Outcome, String> {
+    let ep = sys::Epoll::new().map_err(|e| errmsg("epoll_create", e))?;
+    for (i, &fd) in fds.iter().enumerate() {
+        ep.add(fd, sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLET, i as u64)
+            .map_err(|e| errmsg("epoll_ctl", e))?;
+    }
+    let burst = p.burst.max(1);
+    // Requests are all alike, so any slice of this buffer is a valid tail.
+    let reqs = vec![0x5au8; (p.request * burst).min(4 << 20).max(p.request)];
+    let mut scratch = vec![0u8; (p.response * burst).clamp(1, 1 << 20)];
+    let mut out = Outcome::empty();
+    let now = Instant::now();
+    let mut conns: Vec<BurstConn> = fds
+        .iter()
+        .map(|_| BurstConn {
+            in_flight: std::iter::repeat_n(now, burst).collect(),
+            unsent: p.request * burst,
+            got: 0,
+        })
+        .collect();
+    let flush = |fd: RawFd, c: &mut BurstConn| -> Result<(), String> {
+        while c.unsent > 0 {
+            match sys::send(fd, &reqs[..c.unsent.min(reqs.len())]) {
+                Ok(n) => c.unsent -= n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(errmsg("sending request", e)),
+            }
+        }
+        Ok(())
+    };
+    for (i, c) in conns.iter_mut().enumerate() {
+        flush(fds[i], c)?;
+    }
+    let mut events = sys::event_buffer(1024);
+    'outer: loop {
+        let n = ep
+            .wait(&mut events, 10)
+            .map_err(|e| errmsg("epoll_wait", e))?;
+        for ev in &events[..n] {
+            let i = sys::event_token(ev) as usize;
+            let Some(c) = conns.get_mut(i) else { continue };
+            let fd = fds[i];
+            flush(fd, c)?;
+            loop {
+                match sys::recv(fd, &mut scratch) {
+                    Ok(0) => return Err("the server closed a data connection".into()),
+                    Ok(mut k) => {
+                        let mut t1 = None;
+                        while k > 0 {
+                            let take = k.min(p.response - c.got);
+                            c.got += take;
+                            k -= take;
+                            if c.got == p.response {
+                                c.got = 0;
+                                let t = *t1.get_or_insert_with(Instant::now);
+                                let t0 = c.in_flight.pop_front().unwrap_or(t);
+                                out.complete(t0, t, w, slot);
+                                c.in_flight.push_back(t);
+                                c.unsent += p.request;
+                            }
+                        }
+                        if let Some(t) = t1 {
+                            if t >= w.we {
+                                break 'outer;
+                            }
+                            flush(fd, c)?;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(errmsg("reading response", e)),
+                }
+            }
+        }
+        if Instant::now() >= w.we {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// Client tcp-crr: connect, request, response, close, per transaction.
 pub fn client_crr(
     addr: SocketAddr,
@@ -534,7 +636,12 @@ pub fn server_rr_epoll(
                             c.sending = None;
                             total += 1;
                             slot.txn.store(total, Ordering::Relaxed);
-                            break;
+                            // Strict request/response: the next request is
+                            // a new edge. With a burst, more requests may
+                            // already wait in the buffer: read on.
+                            if p.burst <= 1 {
+                                break;
+                            }
                         }
                         Ok(k) => c.sending = Some(off + k),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -3,6 +3,11 @@
 
 use std::io;
 
+/// Largest control frame accepted, in bytes (the control protocol's limit).
+pub const MAX_FRAME: u32 = 1 << 20;
+/// The control protocol's version; a server refuses any other.
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// Everything that can go wrong in a benchmark run or in the server.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -30,13 +35,13 @@ pub enum BenchError {
         /// The cause.
         source: io::Error,
     },
-    /// The control protocol failed (see [`crate::proto::ProtoError`]).
+    /// The control protocol failed (see [`ProtoError`]).
     #[error("control connection to {peer}: {source}")]
     Control {
         /// The peer's address.
         peer: String,
         /// The cause.
-        source: crate::proto::ProtoError,
+        source: ProtoError,
     },
     /// The server reported an error.
     #[error("server {peer} refused the test: {message}")]
@@ -67,4 +72,41 @@ impl BenchError {
             source,
         }
     }
+}
+
+/// A control-protocol failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    /// The socket failed or timed out.
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// A frame's length field is above the frame limit.
+    #[error("frame of {len} bytes is above the limit of {MAX_FRAME}")]
+    FrameTooLarge {
+        /// The length announced.
+        len: u32,
+    },
+    /// A frame is not a valid message.
+    #[error("frame is not a valid message: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The Hello frame has another magic string.
+    #[error("not an offload-bench peer (magic {0:?})")]
+    BadMagic(String),
+    /// The peer speaks another protocol version.
+    #[error("protocol version {got} is not supported (this side speaks {PROTOCOL_VERSION})")]
+    Version {
+        /// The peer's version.
+        got: u32,
+    },
+    /// A valid frame arrived at the wrong time.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What was expected.
+        expected: &'static str,
+        /// What came.
+        got: String,
+    },
 }

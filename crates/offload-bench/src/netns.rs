@@ -1,15 +1,19 @@
 //! Throw-away pairs of network namespaces joined by a veth link, for the
 //! tests and for measurements between namespaces.
 //!
-//! Names carry the prefix `ofl-bench-<pid>-`, addresses are 10.201.0.0/24
-//! and fd00:6f66:6c::/64 and exist only inside the two namespaces, so no
-//! traffic can leave them. The namespaces (and with them the veth pair and
-//! every per-namespace sysctl) are deleted when the guard drops, including
-//! during a panic's unwinding; namespaces left by a process that was killed
-//! outright are deleted by the next [`NetnsPair::create`].
+//! The topology is offload-lab's ([`offload_lab::topo::VethPair`], the one
+//! `offload lab` uses): two *anonymous* namespaces held
+//! only by file descriptors, so no `ip` process runs, nothing shows in
+//! `ip netns list`, and the kernel removes the namespaces (with the veth
+//! pair and every per-namespace sysctl) when the pair and every socket made
+//! inside are gone: on drop, during a panic's unwinding, or on SIGKILL.
+//! Addresses are 10.201.0.0/24 and fd00:201::/64 and exist only inside the
+//! two namespaces, so no traffic can leave them.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::os::fd::{AsFd, OwnedFd};
+
+use offload_lab::topo::VethPair;
+use offload_lab::NetNs;
 
 use crate::error::BenchError;
 use crate::sys;
@@ -17,91 +21,77 @@ use crate::sys;
 /// Which end of the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
-    /// Namespace A (10.201.0.1, fd00:6f66:6c::1).
+    /// Namespace A (10.201.0.1, fd00:201::1).
     A,
-    /// Namespace B (10.201.0.2, fd00:6f66:6c::2).
+    /// Namespace B (10.201.0.2, fd00:201::2).
     B,
 }
 
-/// Two namespaces joined by veth; deleted on drop.
+/// Two namespaces joined by veth; removed by the kernel once dropped.
 #[derive(Debug)]
 pub struct NetnsPair {
-    /// Name of namespace A.
-    pub a: String,
-    /// Name of namespace B.
-    pub b: String,
-}
-
-const PREFIX: &str = "ofl-bench-";
-
-fn ip(args: &[&str]) -> Result<(), BenchError> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| BenchError::io("running ip (install iproute2)", e))?;
-    if !out.status.success() {
-        return Err(BenchError::Config(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
+    pair: VethPair,
 }
 
 impl NetnsPair {
     /// IPv4 address of a side.
     pub fn addr4(side: Side) -> std::net::IpAddr {
         match side {
-            Side::A => [10, 201, 0, 1].into(),
-            Side::B => [10, 201, 0, 2].into(),
+            Side::A => VethPair::CLIENT4.into(),
+            Side::B => VethPair::SERVER4.into(),
         }
     }
 
     /// IPv6 address of a side.
     pub fn addr6(side: Side) -> std::net::IpAddr {
-        let last = if side == Side::A { 1 } else { 2 };
-        std::net::Ipv6Addr::new(0xfd00, 0x6f66, 0x6c, 0, 0, 0, 0, last).into()
+        match side {
+            Side::A => VethPair::CLIENT6.into(),
+            Side::B => VethPair::SERVER6.into(),
+        }
     }
 
-    /// Creates the pair; `tag` tells concurrent pairs of one process apart.
-    /// Needs root: without it this fails loudly, it never skips.
+    /// Creates the pair; `tag` is kept for callers that tell pairs apart
+    /// (anonymous namespaces never clash). Needs root: without it this fails
+    /// loudly, it never skips.
     pub fn create(tag: &str) -> Result<Self, BenchError> {
+        let _ = tag;
         if !sys::is_root() {
             return Err(BenchError::Config(
                 "network namespaces need root; run the tests as root".into(),
             ));
         }
-        cleanup_stale();
-        let pid = std::process::id();
-        let pair = NetnsPair {
-            a: format!("{PREFIX}{pid}-{tag}-a"),
-            b: format!("{PREFIX}{pid}-{tag}-b"),
-        };
-        // From here on, Drop removes whatever was made.
-        ip(&["netns", "add", &pair.a])?;
-        ip(&["netns", "add", &pair.b])?;
-        let (a, b) = (pair.a.as_str(), pair.b.as_str());
-        ip(&[
-            "-n", a, "link", "add", "ofl-va", "type", "veth", "peer", "name", "ofl-vb", "netns", b,
-        ])?;
-        for (ns, dev, side) in [(a, "ofl-va", Side::A), (b, "ofl-vb", Side::B)] {
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            let v4 = format!("{}/24", Self::addr4(side));
-            let v6 = format!("{}/64", Self::addr6(side));
-            ip(&["-n", ns, "addr", "add", &v4, "dev", dev])?;
-            ip(&["-n", ns, "addr", "add", &v6, "dev", dev, "nodad"])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-        }
-        Ok(pair)
+        let pair = VethPair::new("b")
+            .map_err(|e| BenchError::Config(format!("building the namespace pair: {e}")))?;
+        Ok(NetnsPair { pair })
     }
 
-    /// Name of a side's namespace.
-    pub fn name(&self, side: Side) -> &str {
+    fn ns(&self, side: Side) -> &NetNs {
         match side {
-            Side::A => &self.a,
-            Side::B => &self.b,
+            Side::A => &self.pair.client.ns,
+            Side::B => &self.pair.server.ns,
         }
+    }
+
+    /// A descriptor of a side's namespace (for example to give it an nsid
+    /// and watch it disappear).
+    pub fn ns_fd(&self, side: Side) -> Result<OwnedFd, BenchError> {
+        self.ns(side)
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| BenchError::io("duplicating a namespace descriptor", e))
+    }
+
+    /// The name of a side's veth end.
+    pub fn dev(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.pair.client_dev,
+            Side::B => &self.pair.server_dev,
+        }
+    }
+
+    /// The inode of a side's namespace (`net:[INODE]`).
+    pub fn inode(&self, side: Side) -> u64 {
+        self.ns(side).inode()
     }
 
     /// Runs `f` on a new thread inside a side's namespace (threads it
@@ -122,12 +112,13 @@ impl NetnsPair {
         side: Side,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<std::thread::JoinHandle<T>, BenchError> {
-        let path = PathBuf::from("/var/run/netns").join(self.name(side));
+        let fd = self.ns_fd(side)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::Builder::new()
             .name("ofl-bench-ns".into())
             .spawn(move || {
-                let entered = sys::enter_netns(&path);
+                let entered = sys::enter_netns_fd(&fd);
+                drop(fd);
                 let ok = entered.is_ok();
                 let _ = tx.send(entered);
                 if !ok {
@@ -140,7 +131,7 @@ impl NetnsPair {
         match rx.recv() {
             Ok(Ok(())) => Ok(h),
             Ok(Err(e)) => Err(BenchError::io(
-                format!("entering namespace {}", self.name(side)),
+                format!("entering namespace {side:?} (net:[{}])", self.inode(side)),
                 e,
             )),
             Err(_) => Err(BenchError::Config("the namespace thread died".into())),
@@ -154,32 +145,5 @@ impl NetnsPair {
         self.run_in(side, move || {
             std::fs::write(&path, value).map_err(|source| BenchError::File { file: path, source })
         })?
-    }
-}
-
-impl Drop for NetnsPair {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes its veth end, which deletes the peer.
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
-    }
-}
-
-/// Deletes `ofl-bench-<pid>-*` namespaces whose process no longer exists.
-pub fn cleanup_stale() {
-    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = ip(&["netns", "del", &name]);
-        }
     }
 }

@@ -30,12 +30,10 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use crate::config::TestSpec;
 use crate::report::{HostInfo, ServerReport, ServerSettings};
 
-/// The protocol's version; a server refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub use crate::error::PROTOCOL_VERSION;
 /// The magic string of the Hello frame.
 pub const MAGIC: &str = "offload-bench";
-/// Largest frame accepted, in bytes.
-pub const MAX_FRAME: u32 = 1 << 20;
+pub use crate::error::MAX_FRAME;
 
 /// Which edge of the measurement window a mark is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,8 +85,12 @@ pub enum ServerMsg {
     },
     /// The data sockets are listening.
     Ready {
-        /// Port of the data listener or UDP sockets.
+        /// Port of the (first) data listener or of the UDP sockets.
         data_port: u16,
+        /// Ports of every TCP data listener (`TestSpec::listeners` of them);
+        /// empty from a server that opens one.
+        #[serde(default)]
+        data_ports: Vec<u16>,
         /// What the server actually applied.
         settings: ServerSettings,
     },
@@ -106,42 +108,7 @@ pub enum ServerMsg {
     },
 }
 
-/// A control-protocol failure.
-#[derive(Debug, thiserror::Error)]
-pub enum ProtoError {
-    /// The socket failed or timed out.
-    #[error("i/o: {0}")]
-    Io(#[from] io::Error),
-    /// The peer closed the connection.
-    #[error("the peer closed the connection")]
-    Closed,
-    /// A frame's length field is above [`MAX_FRAME`].
-    #[error("frame of {len} bytes is above the limit of {MAX_FRAME}")]
-    FrameTooLarge {
-        /// The length announced.
-        len: u32,
-    },
-    /// A frame is not a valid message.
-    #[error("frame is not a valid message: {0}")]
-    Json(#[from] serde_json::Error),
-    /// The Hello frame has another magic string.
-    #[error("not an offload-bench peer (magic {0:?})")]
-    BadMagic(String),
-    /// The peer speaks another protocol version.
-    #[error("protocol version {got} is not supported (this side speaks {PROTOCOL_VERSION})")]
-    Version {
-        /// The peer's version.
-        got: u32,
-    },
-    /// A valid frame arrived at the wrong time.
-    #[error("expected {expected}, got {got}")]
-    Unexpected {
-        /// What was expected.
-        expected: &'static str,
-        /// What came.
-        got: String,
-    },
-}
+pub use crate::error::ProtoError;
 
 /// Writes one frame holding `msg`.
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), ProtoError> {

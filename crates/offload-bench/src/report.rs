@@ -52,7 +52,7 @@ impl LatencyUs {
     }
 }
 
-/// One network interface of a host, as `ip -d link` reports it.
+/// One network interface of a host, as rtnetlink (`RTM_GETLINK`) reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct InterfaceInfo {
     /// Name.
@@ -67,8 +67,10 @@ pub struct InterfaceInfo {
     pub gso_ipv4_max_size: Option<u64>,
     /// Same for IPv4.
     pub gro_ipv4_max_size: Option<u64>,
-    /// Largest number of GSO segments.
-    pub gso_max_segs: Option<u64>,
+    /// Largest TSO super-packet the driver accepts (read-only).
+    pub tso_max_size: Option<u64>,
+    /// Link kind (`veth`, `vxlan`, ...), none for physical devices and `lo`.
+    pub kind: Option<String>,
 }
 
 /// The host and namespace a side ran in: kernel, CPUs, offload sizes and the
@@ -81,7 +83,7 @@ pub struct HostInfo {
     pub cpus: usize,
     /// Relevant sysctls of the namespace (missing ones are left out).
     pub sysctls: BTreeMap<String, String>,
-    /// Interfaces of the namespace (empty if `ip` is not installed).
+    /// Interfaces of the namespace (empty if rtnetlink cannot be read).
     pub interfaces: Vec<InterfaceInfo>,
 }
 
@@ -107,7 +109,7 @@ pub const SYSCTLS: &[&str] = &[
 
 impl HostInfo {
     /// Describes the calling thread's namespace (sysctls under /proc/sys/net
-    /// and `ip` follow the thread's network namespace).
+    /// and a netlink socket follow the thread's network namespace).
     pub fn collect() -> Self {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
@@ -130,39 +132,23 @@ impl HostInfo {
     }
 }
 
+/// The links of the calling thread's namespace, over rtnetlink (offload-lab's
+/// implementation, shared with `offload inspect`).
 fn interfaces() -> Vec<InterfaceInfo> {
-    let Ok(out) = std::process::Command::new("ip")
-        .args(["-j", "-d", "link", "show"])
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    parse_ip_link_json(&out.stdout)
-}
-
-/// Parses the JSON of `ip -j -d link show`.
-pub fn parse_ip_link_json(bytes: &[u8]) -> Vec<InterfaceInfo> {
-    let Ok(serde_json::Value::Array(links)) = serde_json::from_slice(bytes) else {
+    let Ok(links) = offload_lab::rtnl::Rtnl::open().and_then(|mut r| r.links()) else {
         return Vec::new();
     };
     links
-        .iter()
-        .map(|l| {
-            let n = |k: &str| l.get(k).and_then(|v| v.as_u64());
-            InterfaceInfo {
-                name: l
-                    .get("ifname")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string(),
-                mtu: n("mtu").unwrap_or(0),
-                gso_max_size: n("gso_max_size"),
-                gro_max_size: n("gro_max_size"),
-                gso_ipv4_max_size: n("gso_ipv4_max_size"),
-                gro_ipv4_max_size: n("gro_ipv4_max_size"),
-                gso_max_segs: n("gso_max_segs"),
-            }
+        .into_iter()
+        .map(|l| InterfaceInfo {
+            name: l.name,
+            mtu: u64::from(l.mtu),
+            gso_max_size: l.gso_max_size.map(u64::from),
+            gro_max_size: l.gro_max_size.map(u64::from),
+            gso_ipv4_max_size: l.gso_ipv4_max_size.map(u64::from),
+            gro_ipv4_max_size: l.gro_ipv4_max_size.map(u64::from),
+            tso_max_size: l.tso_max_size.map(u64::from),
+            kind: l.kind,
         })
         .collect()
 }
@@ -176,6 +162,10 @@ pub struct ServerSettings {
     pub engine: String,
     /// UDP receiving sockets (one per thread with reuseport).
     pub udp_sockets: u32,
+    /// Whether each worker held its flows in a descriptor table of its own
+    /// (RLIMIT_NOFILE could not be raised for all of them in one).
+    #[serde(default)]
+    pub per_thread_fd_tables: bool,
 }
 
 /// Counters over the measurement window.
@@ -285,6 +275,16 @@ pub struct Settings {
     pub client_host: HostInfo,
     /// The server's host and namespace.
     pub server_host: HostInfo,
+    /// TCP data listeners of the server (flow i uses listener i % n).
+    #[serde(default)]
+    pub listeners: u32,
+    /// tcp-rr requests in flight per connection.
+    #[serde(default)]
+    pub burst: u32,
+    /// What the run changed to fit the machine (threads added for the
+    /// open-file limit, extra listeners for the ephemeral ports).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// CPU over the measurement window.
@@ -296,8 +296,21 @@ pub struct CpuReport {
     pub machine: MachineCpu,
     /// Machine busy CPU-seconds over the window.
     pub machine_busy_seconds: f64,
-    /// Machine utilisation in percent of all CPUs.
+    /// Machine utilisation in percent of all CPUs: busy / (busy + idle) of
+    /// the same /proc/stat window, so never above 100.
     pub machine_utilization_percent: f64,
+    /// The client's threads, in percent of all CPUs over that window.
+    #[serde(default)]
+    pub client_percent: f64,
+    /// The server's threads, in percent of all CPUs over that window (when
+    /// the server runs on this machine, as on loopback and in namespaces).
+    #[serde(default)]
+    pub server_percent: f64,
+    /// The rest of the machine's busy time (softirq and irq work outside
+    /// the benchmark's threads, other processes), so that client + server +
+    /// other = machine.
+    #[serde(default)]
+    pub other_percent: f64,
     /// The client's threads.
     pub client: ProcessCpu,
     /// The server's threads.
@@ -350,6 +363,9 @@ pub struct UdpReport {
 /// One per-interval line (like iperf3's).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IntervalLine {
+    /// Run number (1-based) within `--runs` or `--compare`; 1 for one run.
+    #[serde(default)]
+    pub run: u32,
     /// Seconds since the start of the warm-up, at the end of the interval.
     pub at_seconds: f64,
     /// Whether the interval is (partly) in the warm-up.
@@ -365,8 +381,17 @@ pub struct IntervalLine {
 pub struct BenchResult {
     /// Test name.
     pub test: TestKind,
-    /// Transactions (rr), writes (tcp-stream) or received packets
-    /// (udp-stream) per second, over the window.
+    /// netperf's THROUGHPUT: transactions per second for request/response
+    /// tests, 10^6 bits per second (payload, at the receiver) for stream
+    /// tests; see `throughput_units`.
+    pub throughput: f64,
+    /// `Trans/s` or `10^6bits/s`.
+    pub throughput_units: String,
+    /// Payload bits per second (receiver side for stream tests, both
+    /// directions for request/response).
+    pub bits_per_sec: f64,
+    /// Transactions per second (rr); for stream tests, messages per second
+    /// (writes for tcp-stream, received datagrams for udp-stream).
     pub transactions_per_sec: f64,
     /// Payload Gbit/s over the window (receiver side for stream tests).
     pub gbit_per_sec: f64,
@@ -389,15 +414,151 @@ pub struct BenchResult {
     pub settings: Settings,
     /// Per-interval lines.
     pub intervals: Vec<IntervalLine>,
+    /// TCP_INFO of every client TCP flow at the window's end, summarized
+    /// over flows (TCP tests with long-lived connections).
+    pub tcp_info: Option<TcpInfoReport>,
 }
 
-/// Output selectors for `-O`: (name, aliases, unit, description).
+/// TCP_INFO of one client flow, read at the end of the measurement window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowTcpInfo {
+    /// Flow number (0-based, in connection order).
+    pub flow: u32,
+    /// The client's local port of the flow.
+    pub local_port: u16,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: u32,
+    /// RTT variance, microseconds.
+    pub rttvar_us: u32,
+    /// Smallest RTT seen, microseconds.
+    pub min_rtt_us: Option<u32>,
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Segments retransmitted over the connection's life.
+    pub retransmits: u32,
+    /// The kernel's delivery-rate estimate, bits per second.
+    pub delivery_rate_bps: Option<u64>,
+    /// Bytes the peer acknowledged.
+    pub bytes_acked: Option<u64>,
+    /// Bytes received.
+    pub bytes_received: Option<u64>,
+}
+
+impl FlowTcpInfo {
+    /// From the raw fields of `struct tcp_info`.
+    pub fn from_raw(flow: u32, local_port: u16, r: &crate::sys::TcpInfoRaw) -> Self {
+        FlowTcpInfo {
+            flow,
+            local_port,
+            rtt_us: r.rtt_us,
+            rttvar_us: r.rttvar_us,
+            min_rtt_us: r.min_rtt_us,
+            cwnd: r.snd_cwnd,
+            retransmits: r.total_retrans,
+            delivery_rate_bps: r.delivery_rate.map(|b| b.saturating_mul(8)),
+            bytes_acked: r.bytes_acked,
+            bytes_received: r.bytes_received,
+        }
+    }
+}
+
+/// A figure's spread over flows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OverFlows {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl OverFlows {
+    /// The spread of `values`; None when empty.
+    pub fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let rank = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Some(OverFlows {
+            min: values[0],
+            median,
+            p99: rank(0.99),
+            max: values[n - 1],
+        })
+    }
+}
+
+/// TCP_INFO over every client flow: min, median and p99 over flows, and
+/// each flow's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfoReport {
+    /// Flows read.
+    pub flows: usize,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: OverFlows,
+    /// RTT variance, microseconds.
+    pub rttvar_us: OverFlows,
+    /// Congestion window, segments.
+    pub cwnd: OverFlows,
+    /// Retransmitted segments per flow.
+    pub retransmits: OverFlows,
+    /// Retransmitted segments, all flows.
+    pub retransmits_total: u64,
+    /// Delivery rate, bits per second (kernels from 4.9).
+    pub delivery_rate_bps: Option<OverFlows>,
+    /// Every flow.
+    pub per_flow: Vec<FlowTcpInfo>,
+}
+
+impl TcpInfoReport {
+    /// Summarizes the flows; None when there are none.
+    pub fn from_flows(mut flows: Vec<FlowTcpInfo>) -> Option<Self> {
+        flows.sort_by_key(|f| f.flow);
+        let col = |f: fn(&FlowTcpInfo) -> f64| flows.iter().map(f).collect::<Vec<_>>();
+        Some(TcpInfoReport {
+            flows: flows.len(),
+            rtt_us: OverFlows::of(col(|f| f64::from(f.rtt_us)))?,
+            rttvar_us: OverFlows::of(col(|f| f64::from(f.rttvar_us)))?,
+            cwnd: OverFlows::of(col(|f| f64::from(f.cwnd)))?,
+            retransmits: OverFlows::of(col(|f| f64::from(f.retransmits)))?,
+            retransmits_total: flows.iter().map(|f| u64::from(f.retransmits)).sum(),
+            delivery_rate_bps: OverFlows::of(
+                flows
+                    .iter()
+                    .filter_map(|f| f.delivery_rate_bps.map(|v| v as f64))
+                    .collect(),
+            ),
+            per_flow: flows,
+        })
+    }
+}
+
+/// Output selectors for `-O`: (name, aliases, unit). Every selector reads
+/// a figure that the human report prints, with the same value.
 pub const SELECTORS: &[(&str, &[&str], &str)] = &[
     (
-        "transactions_per_sec",
-        &["THROUGHPUT", "TRANSACTION_RATE", "TPS"],
-        "transactions/s",
+        "throughput",
+        &["THROUGHPUT"],
+        "trans/s (rr), 10^6bits/s (stream)",
     ),
+    ("throughput_units", &["THROUGHPUT_UNITS"], "(text)"),
+    (
+        "transactions_per_sec",
+        &["TRANSACTION_RATE", "TPS"],
+        "trans/s (stream: messages/s)",
+    ),
+    ("bits_per_sec", &["BPS"], "bit/s"),
+    ("mbit_per_sec", &["MBPS"], "10^6bits/s"),
     ("gbit_per_sec", &["GBPS", "THROUGHPUT_GBPS"], "Gbit/s"),
     ("packets_per_sec", &["PPS"], "packets/s"),
     ("min_us", &["MIN_LATENCY"], "us"),
@@ -411,16 +572,22 @@ pub const SELECTORS: &[(&str, &[&str], &str)] = &[
     ("cpu_seconds_per_transaction", &["CPU_PER_TRANSACTION"], "s"),
     ("client_cpu_us_per_transaction", &["LOCAL_SD"], "us"),
     ("server_cpu_us_per_transaction", &["REMOTE_SD"], "us"),
-    ("machine_cpu_percent", &["CPU_UTIL", "LOCAL_CPU_UTIL"], "%"),
+    ("machine_cpu_percent", &["CPU_UTIL"], "%"),
+    ("client_cpu_percent", &["LOCAL_CPU_UTIL"], "%"),
+    ("server_cpu_percent", &["REMOTE_CPU_UTIL"], "%"),
     ("softirq_seconds", &["SOFTIRQ"], "s"),
     ("client_transactions", &["CLIENT_TRANSACTIONS"], ""),
     ("server_transactions", &["SERVER_TRANSACTIONS"], ""),
     ("lost", &["LOST"], ""),
     ("udp_rcvbuf_errors", &["DROPS", "RCVBUF_ERRORS"], ""),
+    ("rtt_p50_us", &["RTT_P50"], "us"),
+    ("rtt_p99_us", &["RTT_P99"], "us"),
+    ("retransmits", &["RETRANSMITS", "TCP_RETRANSMITS"], ""),
     ("flows", &["FLOWS"], ""),
     ("threads", &["THREADS"], ""),
     ("request_size", &["REQUEST_SIZE"], "bytes"),
     ("response_size", &["RESPONSE_SIZE"], "bytes"),
+    ("burst", &["BURST"], ""),
     ("window_seconds", &["ELAPSED_TIME"], "s"),
 ];
 
@@ -435,13 +602,36 @@ pub fn canonical_selector(name: &str) -> Option<&'static str> {
         .map(|(n, _, _)| *n)
 }
 
+/// A selected figure: a number, or text (units).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selected {
+    /// A number.
+    Number(f64),
+    /// Text.
+    Text(String),
+}
+
 impl BenchResult {
-    /// The value of an output selector (see [`SELECTORS`]).
+    /// The value of an output selector (see [`SELECTORS`]); NaN where the
+    /// figure does not apply to the test.
     pub fn select(&self, name: &str) -> Option<f64> {
+        match self.select_value(name)? {
+            Selected::Number(v) => Some(v),
+            Selected::Text(_) => Some(f64::NAN),
+        }
+    }
+
+    /// The value of an output selector, text included.
+    pub fn select_value(&self, name: &str) -> Option<Selected> {
         let l = self.latency_us;
         let lat = |f: fn(&LatencyUs) -> f64| l.as_ref().map(f).unwrap_or(f64::NAN);
+        let tcp = |f: fn(&TcpInfoReport) -> f64| self.tcp_info.as_ref().map(f).unwrap_or(f64::NAN);
         let v = match canonical_selector(name)? {
+            "throughput" => self.throughput,
+            "throughput_units" => return Some(Selected::Text(self.throughput_units.clone())),
             "transactions_per_sec" => self.transactions_per_sec,
+            "bits_per_sec" => self.bits_per_sec,
+            "mbit_per_sec" => self.bits_per_sec / 1e6,
             "gbit_per_sec" => self.gbit_per_sec,
             "packets_per_sec" => self.packets_per_sec,
             "min_us" => lat(|l| l.min),
@@ -456,23 +646,35 @@ impl BenchResult {
             "client_cpu_us_per_transaction" => self.cpu.client_seconds_per_transaction * 1e6,
             "server_cpu_us_per_transaction" => self.cpu.server_seconds_per_transaction * 1e6,
             "machine_cpu_percent" => self.cpu.machine_utilization_percent,
+            "client_cpu_percent" => self.cpu.client_percent,
+            "server_cpu_percent" => self.cpu.server_percent,
             "softirq_seconds" => self.cpu.machine.softirq,
             "client_transactions" => self.counts.client_window as f64,
             "server_transactions" => self.counts.server_window as f64,
-            "lost" => self.counts.lost as f64,
+            // The figure the report prints: datagrams sent and not received
+            // for UDP tests, unanswered transactions otherwise.
+            "lost" => self
+                .udp
+                .as_ref()
+                .map(|u| u.lost as f64)
+                .unwrap_or(self.counts.lost as f64),
             "udp_rcvbuf_errors" => self
                 .udp
                 .as_ref()
                 .map(|u| u.kernel_rcvbuf_errors as f64)
-                .unwrap_or(0.0),
+                .unwrap_or(f64::NAN),
+            "rtt_p50_us" => tcp(|t| t.rtt_us.median),
+            "rtt_p99_us" => tcp(|t| t.rtt_us.p99),
+            "retransmits" => tcp(|t| t.retransmits_total as f64),
             "flows" => f64::from(self.settings.flows),
             "threads" => f64::from(self.settings.threads),
             "request_size" => f64::from(self.settings.request),
             "response_size" => f64::from(self.settings.response),
+            "burst" => f64::from(self.settings.burst.max(1)),
             "window_seconds" => self.cpu.window_seconds,
             _ => return None,
         };
-        Some(v)
+        Some(Selected::Number(v))
     }
 }
 
@@ -522,10 +724,8 @@ mod tests {
 
     #[test]
     fn selectors_resolve_names_and_aliases() {
-        assert_eq!(
-            canonical_selector("THROUGHPUT"),
-            Some("transactions_per_sec")
-        );
+        assert_eq!(canonical_selector("THROUGHPUT"), Some("throughput"));
+        assert_eq!(canonical_selector("tps"), Some("transactions_per_sec"));
         assert_eq!(canonical_selector("p99_latency"), Some("p99_us"));
         assert_eq!(canonical_selector("P99_us"), Some("p99_us"));
         assert_eq!(canonical_selector("nope"), None);
@@ -538,6 +738,9 @@ mod tests {
         };
         let r = BenchResult {
             test: TestKind::TcpRr,
+            throughput: 1.0,
+            throughput_units: "Trans/s".into(),
+            bits_per_sec: 16.0,
             transactions_per_sec: 1.0,
             gbit_per_sec: 0.0,
             packets_per_sec: 0.0,
@@ -549,22 +752,24 @@ mod tests {
             server: ServerReport::default(),
             settings: Settings::default(),
             intervals: Vec::new(),
+            tcp_info: None,
         };
         for (name, _, _) in SELECTORS {
             assert!(r.select(name).is_some(), "{name}");
         }
         assert_eq!(r.select("SD"), Some(2.0));
+        assert_eq!(r.select("THROUGHPUT"), Some(1.0));
+        assert_eq!(
+            r.select_value("THROUGHPUT_UNITS"),
+            Some(Selected::Text("Trans/s".into()))
+        );
         assert_eq!(r.select("p50_us"), Some(1.0));
     }
 
     #[test]
-    fn ip_link_json_is_read() {
-        let j = br#"[{"ifindex":1,"ifname":"lo","mtu":65536,"gso_max_size":65536,"gro_max_size":65536,"gso_max_segs":65535},{"ifname":"v","mtu":1500}]"#;
-        let v = parse_ip_link_json(j);
-        assert_eq!(v.len(), 2);
-        assert_eq!(v[0].name, "lo");
-        assert_eq!(v[0].gso_max_size, Some(65536));
-        assert_eq!(v[1].gro_max_size, None);
-        assert!(parse_ip_link_json(b"garbage").is_empty());
+    fn interfaces_come_from_rtnetlink() {
+        let host = HostInfo::collect();
+        let lo = host.interfaces.iter().find(|i| i.name == "lo");
+        assert!(lo.is_some_and(|l| l.mtu > 0), "{:?}", host.interfaces);
     }
 }

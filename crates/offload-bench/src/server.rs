@@ -9,7 +9,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -54,13 +54,95 @@ impl ServerStats {
     }
 }
 
+/// One thing that happened in the server (`offload bench server --json`
+/// prints one JSON line per event).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// The control port is bound.
+    Listening {
+        /// The control address.
+        addr: String,
+    },
+    /// A client opened a control connection.
+    Connected {
+        /// The client's address.
+        peer: String,
+    },
+    /// A test was set up and its data sockets listen.
+    TestStarted {
+        /// The client's address.
+        peer: String,
+        /// The test.
+        test: TestKind,
+        /// Flows asked for.
+        flows: u32,
+        /// Server worker threads.
+        threads: u32,
+        /// Request (or write/datagram) size.
+        request: u32,
+        /// Response (or read) size.
+        response: u32,
+        /// Data ports.
+        data_ports: Vec<u16>,
+        /// Server engine.
+        engine: String,
+    },
+    /// A test ended with its report sent.
+    TestFinished {
+        /// The client's address.
+        peer: String,
+        /// The test.
+        test: TestKind,
+        /// Transactions served (rr) or messages received, whole test.
+        transactions: u64,
+        /// Bytes received plus sent, whole test.
+        bytes: u64,
+        /// Datagrams received, whole test.
+        packets: u64,
+        /// Measurement window as the server timed it.
+        window_seconds: f64,
+        /// Data connections accepted.
+        flows_accepted: u64,
+        /// Worker errors.
+        errors: Vec<String>,
+    },
+    /// A control connection ended in an error.
+    Error {
+        /// The client's address.
+        peer: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A control connection ended normally.
+    Disconnected {
+        /// The client's address.
+        peer: String,
+    },
+    /// The server stopped serving.
+    Stopped,
+}
+
+/// Where server events go.
+pub type EventSink = Arc<dyn Fn(&ServerEvent) + Send + Sync>;
+
 /// A bound, not yet serving, server.
-#[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
     echo: bool,
+    events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listener", &self.listener)
+            .field("echo", &self.echo)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
 }
 
 impl Server {
@@ -74,7 +156,15 @@ impl Server {
             stop: Arc::new(AtomicBool::new(false)),
             stats: Arc::new(ServerStats::default()),
             echo: true,
+            events: None,
         })
+    }
+
+    /// Sends every event to `sink` (and no log lines to standard error).
+    pub fn on_event(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self.echo = false;
+        self
     }
 
     /// Whether log lines also go to standard error (default: yes).
@@ -104,6 +194,14 @@ impl Server {
     pub fn serve(self) -> Result<(), BenchError> {
         sock::set_recv_timeout(self.listener.as_raw_fd(), Duration::from_millis(100))
             .map_err(|e| BenchError::io("SO_RCVTIMEO on the control port", e))?;
+        let emit = |e: &ServerEvent| {
+            if let Some(sink) = &self.events {
+                sink(e);
+            }
+        };
+        emit(&ServerEvent::Listening {
+            addr: self.local_addr()?.to_string(),
+        });
         let mut clients: Vec<JoinHandle<()>> = Vec::new();
         while !self.stop.load(Ordering::Relaxed) {
             clients.retain(|h| !h.is_finished());
@@ -131,12 +229,30 @@ impl Server {
             let stats = self.stats.clone();
             let stop = self.stop.clone();
             let echo = self.echo;
+            let events = self.events.clone();
+            emit(&ServerEvent::Connected {
+                peer: peer.to_string(),
+            });
             let spawned = std::thread::Builder::new()
                 .name("ofl-bench-ctl".into())
                 .spawn(move || {
-                    if let Err(e) = handle_client(stream, &stop, &stats) {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
-                        stats.log(echo, format!("client {peer}: {e}"));
+                    let emit = |e: ServerEvent| {
+                        if let Some(sink) = &events {
+                            sink(&e);
+                        }
+                    };
+                    match handle_client(stream, &stop, &stats, &peer.to_string(), &emit) {
+                        Ok(()) => emit(ServerEvent::Disconnected {
+                            peer: peer.to_string(),
+                        }),
+                        Err(e) => {
+                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                            stats.log(echo, format!("client {peer}: {e}"));
+                            emit(ServerEvent::Error {
+                                peer: peer.to_string(),
+                                message: e.to_string(),
+                            });
+                        }
                     }
                 });
             match spawned {
@@ -149,6 +265,7 @@ impl Server {
         for h in clients {
             let _ = h.join();
         }
+        emit(&ServerEvent::Stopped);
         Ok(())
     }
 
@@ -235,6 +352,8 @@ fn handle_client(
     mut stream: TcpStream,
     stop: &AtomicBool,
     stats: &ServerStats,
+    peer: &str,
+    emit: &dyn Fn(ServerEvent),
 ) -> Result<(), ClientError> {
     stream.set_nodelay(true).ok();
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -280,11 +399,32 @@ fn handle_client(
                     &mut stream,
                     &ServerMsg::Ready {
                         data_port: test.data_port,
+                        data_ports: test.data_ports.clone(),
                         settings: test.settings.clone(),
                     },
                 )?;
-                run_test(&mut stream, &mut test)?;
+                emit(ServerEvent::TestStarted {
+                    peer: peer.into(),
+                    test: test.spec.kind,
+                    flows: test.spec.flows,
+                    threads: test.settings.threads,
+                    request: test.spec.request,
+                    response: test.spec.response,
+                    data_ports: test.data_ports.clone(),
+                    engine: test.settings.engine.clone(),
+                });
+                let report = run_test(&mut stream, &mut test)?;
                 stats.tests_completed.fetch_add(1, Ordering::Relaxed);
+                emit(ServerEvent::TestFinished {
+                    peer: peer.into(),
+                    test: test.spec.kind,
+                    transactions: report.transactions_total,
+                    bytes: report.bytes_total,
+                    packets: report.packets_total,
+                    window_seconds: report.window.seconds,
+                    flows_accepted: report.flows_accepted,
+                    errors: report.errors,
+                });
             }
             other => {
                 return Err(refuse(
@@ -335,7 +475,7 @@ fn check_spec(s: &TestSpec) -> Result<(), String> {
     Ok(())
 }
 
-fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<(), ClientError> {
+fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<ServerReport, ClientError> {
     let limit = Duration::from_secs_f64(test.spec.expected_seconds) + Duration::from_secs(30);
     stream.set_read_timeout(Some(limit))?;
     loop {
@@ -354,8 +494,13 @@ fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<(), ClientE
             }
             ClientMsg::Finish => {
                 let report = test.finish();
-                proto::write_frame(stream, &ServerMsg::Report { report })?;
-                return Ok(());
+                proto::write_frame(
+                    stream,
+                    &ServerMsg::Report {
+                        report: report.clone(),
+                    },
+                )?;
+                return Ok(report);
             }
             other => {
                 return Err(refuse(
@@ -424,6 +569,7 @@ struct ServerTest {
     shared: Arc<Shared>,
     setup: Option<JoinHandle<()>>,
     data_port: u16,
+    data_ports: Vec<u16>,
     settings: ServerSettings,
     udp_start: Option<UdpCounters>,
     start: Option<Snapshot>,
@@ -431,9 +577,12 @@ struct ServerTest {
 }
 
 enum Data {
-    Tcp(TcpListener),
+    Tcp(Vec<TcpListener>),
     Udp(Vec<UdpSocket>),
 }
+
+/// Most TCP data listeners one test may ask for.
+pub const MAX_LISTENERS: u32 = 64;
 
 impl ServerTest {
     fn start(spec: TestSpec, ip: IpAddr) -> Result<Self, io::Error> {
@@ -449,7 +598,14 @@ impl ServerTest {
             conns: Mutex::new(Vec::new()),
         });
         let any = SocketAddr::new(ip, 0);
-        let (data, port, udp_sockets) = if spec.kind.is_udp() {
+        let holds_flows = matches!(spec.kind, TestKind::TcpRr | TestKind::TcpStream);
+        let split = if holds_flows {
+            sys::plan_descriptors(u64::from(spec.flows), threads as u64, "server")
+                .map_err(io::Error::other)?
+        } else {
+            false
+        };
+        let (data, port, udp_sockets, ports) = if spec.kind.is_udp() {
             let n = if spec.knobs.reuseport { threads } else { 1 };
             let first = sock::udp_bind(any, &spec.knobs, spec.knobs.reuseport)?;
             let port = first.local_addr()?.port();
@@ -461,12 +617,22 @@ impl ServerTest {
                     true,
                 )?);
             }
-            (Data::Udp(socks), port, n as u32)
+            (Data::Udp(socks), port, n as u32, Vec::new())
         } else {
+            let n = if spec.kind == TestKind::TcpCrr {
+                1
+            } else {
+                spec.listeners.clamp(1, MAX_LISTENERS)
+            };
             let backlog = spec.flows.min(65535) as i32;
-            let l = sock::tcp_listen(any, &spec.knobs, backlog)?;
-            let port = l.local_addr()?.port();
-            (Data::Tcp(l), port, 0)
+            let mut listeners = Vec::new();
+            let mut ports = Vec::new();
+            for _ in 0..n {
+                let l = sock::tcp_listen(any, &spec.knobs, backlog)?;
+                ports.push(l.local_addr()?.port());
+                listeners.push(l);
+            }
+            (Data::Tcp(listeners), ports[0], 0, ports)
         };
         let one_per_thread = spec.flows as usize <= threads;
         let engine = match spec.kind {
@@ -480,6 +646,7 @@ impl ServerTest {
             threads: threads as u32,
             engine: engine.into(),
             udp_sockets,
+            per_thread_fd_tables: split,
         };
         let udp_start = if spec.kind.is_udp() {
             cpu::udp_counters().ok()
@@ -490,12 +657,13 @@ impl ServerTest {
         let sp = spec.clone();
         let setup = std::thread::Builder::new()
             .name("ofl-bench-setup".into())
-            .spawn(move || setup_and_run(sp, data, sh))?;
+            .spawn(move || setup_and_run(sp, data, sh, split))?;
         Ok(ServerTest {
             spec,
             shared,
             setup: Some(setup),
             data_port: port,
+            data_ports: ports,
             settings,
             udp_start,
             start: None,
@@ -599,6 +767,7 @@ fn rr_params(spec: &TestSpec) -> RrParams {
         response: spec.response as usize,
         rate_interval: None,
         udp_timeout: Duration::from_millis(200),
+        burst: spec.burst.max(1) as usize,
     }
 }
 
@@ -606,7 +775,7 @@ fn rr_params(spec: &TestSpec) -> RrParams {
 type Job = Box<dyn FnOnce(&Shared, &Slot) -> Result<(), String> + Send>;
 
 /// Accepts the flows (TCP), spawns the workers, waits for them.
-fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
+fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
     if let Ok(mut t) = sh.tids.lock() {
         t.push(sys::gettid());
     }
@@ -658,8 +827,8 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                 }
             }
         }
-        Data::Tcp(listener) if spec.kind == TestKind::TcpCrr => {
-            let listener = Arc::new(listener);
+        Data::Tcp(mut listeners) if spec.kind == TestKind::TcpCrr => {
+            let listener = Arc::new(listeners.swap_remove(0));
             for i in 0..threads {
                 let l = listener.clone();
                 let spec = spec.clone();
@@ -672,94 +841,71 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
                 }
             }
         }
-        Data::Tcp(listener) => {
-            let mut per_worker: Vec<Vec<Arc<TcpStream>>> =
-                (0..threads).map(|_| Vec::new()).collect();
-            if let Err(e) = sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
-            {
-                sh.error(format!("SO_RCVTIMEO: {e}"));
-                return;
-            }
-            let mut n = 0usize;
-            while n < spec.flows as usize && !sh.stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => {
-                        if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
-                            sh.error(format!("socket options: {e}"));
-                        }
-                        if n == 0 {
-                            sh.record_sockopts(s.as_raw_fd(), true);
-                        }
-                        let s = Arc::new(s);
-                        if let Ok(mut all) = sh.conns.lock() {
-                            all.push(s.clone());
-                        }
-                        per_worker[n % threads].push(s);
-                        n += 1;
-                        sh.accepted.store(n as u64, Ordering::Relaxed);
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                                | io::ErrorKind::ConnectionAborted
-                        ) => {}
-                    Err(e) => {
-                        sh.error(format!("accepting data connections: {e}"));
-                        break;
-                    }
+        Data::Tcp(listeners) if split => {
+            for l in &listeners {
+                if let Err(e) = l.set_nonblocking(true) {
+                    sh.error(format!("O_NONBLOCK on a listener: {e}"));
+                    return;
                 }
             }
-            drop(listener);
+            // Each worker gets a descriptor table of its own and accepts
+            // its share of the flows there (see sys::plan_descriptors). The
+            // listeners stay owned here: workers use their copies of the
+            // same descriptor numbers, and never close them.
+            let fds: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+            let flows = spec.flows as usize;
+            for i in 0..threads {
+                let quota = flows / threads + usize::from(i < flows % threads);
+                if quota == 0 {
+                    continue;
+                }
+                let spec = spec.clone();
+                let fds = fds.clone();
+                let job: Job = Box::new(move |sh, slot| {
+                    sys::unshare_fd_table().map_err(|e| format!("unshare(CLONE_FILES): {e}"))?;
+                    let conns = accept_flows(&fds, quota, &spec, sh, false)?;
+                    tcp_job(&spec, &conns, sh, slot, true)
+                });
+                match spawn(i, job) {
+                    Ok(h) => workers.push(h),
+                    Err(e) => sh.error(format!("spawning worker {i}: {e}")),
+                }
+            }
+            for w in workers {
+                if w.join().is_err() {
+                    sh.error("a worker panicked".into());
+                }
+            }
+            drop(listeners);
+            return;
+        }
+        Data::Tcp(listeners) => {
+            for l in &listeners {
+                if let Err(e) = l.set_nonblocking(true) {
+                    sh.error(format!("O_NONBLOCK on a listener: {e}"));
+                    return;
+                }
+            }
+            let fds: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+            let conns = match accept_flows(&fds, spec.flows as usize, &spec, &sh, true) {
+                Ok(c) => c,
+                Err(e) => {
+                    sh.error(e);
+                    Vec::new()
+                }
+            };
+            drop(listeners);
+            let mut per_worker: Vec<Vec<Arc<TcpStream>>> =
+                (0..threads).map(|_| Vec::new()).collect();
+            for (n, c) in conns.into_iter().enumerate() {
+                per_worker[n % threads].push(c);
+            }
             for (i, conns) in per_worker.into_iter().enumerate() {
                 if conns.is_empty() {
                     continue;
                 }
                 let spec = spec.clone();
-                let job: Job = Box::new(move |sh, slot| {
-                    let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
-                    match (spec.kind, spec.direction) {
-                        (TestKind::TcpStream, dir) if conns.len() == 1 => {
-                            let send = dir == Direction::ServerToClient;
-                            let size = if send { spec.request } else { spec.response };
-                            engine::stream_blocking(
-                                fds[0],
-                                send,
-                                size as usize,
-                                StopWhen::Flag(&sh.stop),
-                                slot,
-                            )
-                        }
-                        (TestKind::TcpStream, Direction::ClientToServer) => {
-                            for c in &conns {
-                                c.set_nonblocking(true).map_err(|e| e.to_string())?;
-                            }
-                            engine::stream_recv(
-                                &fds,
-                                spec.response as usize,
-                                StopWhen::Flag(&sh.stop),
-                                slot,
-                            )
-                        }
-                        (TestKind::TcpStream, Direction::ServerToClient) => {
-                            for c in &conns {
-                                c.set_nonblocking(true).map_err(|e| e.to_string())?;
-                            }
-                            engine::stream_send(
-                                &fds,
-                                spec.request as usize,
-                                StopWhen::Flag(&sh.stop),
-                                slot,
-                            )
-                        }
-                        _ if conns.len() == 1 => {
-                            engine::server_rr_blocking(&conns[0], &rr_params(&spec), &sh.stop, slot)
-                        }
-                        _ => engine::server_rr_epoll(&conns, &rr_params(&spec), &sh.stop, slot),
-                    }
-                });
+                let job: Job = Box::new(move |sh, slot| tcp_job(&spec, &conns, sh, slot, false));
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
                     Err(e) => sh.error(format!("spawning worker {i}: {e}")),
@@ -771,5 +917,104 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>) {
         if w.join().is_err() {
             sh.error("a worker panicked".into());
         }
+    }
+}
+
+/// Accepts `quota` data connections from the listeners (descriptors of the
+/// calling thread's table). `shared_table`: the connections are registered
+/// so that a stop can shut them down from another thread; in a private
+/// table their numbers mean nothing elsewhere, so they are not.
+fn accept_flows(
+    listeners: &[RawFd],
+    quota: usize,
+    spec: &TestSpec,
+    sh: &Shared,
+    shared_table: bool,
+) -> Result<Vec<Arc<TcpStream>>, String> {
+    let ep = sys::Epoll::new().map_err(|e| format!("epoll_create: {e}"))?;
+    for (i, &fd) in listeners.iter().enumerate() {
+        ep.add(fd, sys::EPOLLIN, i as u64)
+            .map_err(|e| format!("epoll_ctl on a listener: {e}"))?;
+    }
+    let mut events = sys::event_buffer(64);
+    let mut out = Vec::with_capacity(quota);
+    while out.len() < quota && !sh.stop.load(Ordering::Relaxed) {
+        let n = ep
+            .wait(&mut events, 100)
+            .map_err(|e| format!("epoll_wait: {e}"))?;
+        for ev in &events[..n] {
+            let fd = listeners[sys::event_token(ev) as usize];
+            while out.len() < quota {
+                let s = match sys::accept_nonblocking(fd) {
+                    Ok(s) => s,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::Interrupted
+                                | io::ErrorKind::ConnectionAborted
+                        ) =>
+                    {
+                        break
+                    }
+                    Err(e) => {
+                        return Err(format!(
+                            "accepting data connection {} of {quota}: {e}",
+                            out.len() + 1
+                        ))
+                    }
+                };
+                if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
+                    sh.error(format!("socket options: {e}"));
+                }
+                sh.record_sockopts(s.as_raw_fd(), true);
+                let s = Arc::new(s);
+                if shared_table {
+                    if let Ok(mut all) = sh.conns.lock() {
+                        all.push(s.clone());
+                    }
+                }
+                out.push(s);
+                sh.accepted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs a worker's TCP connections. `nonblocking_only`: never block in a
+/// syscall (a stop cannot shut down sockets of a private table, so the
+/// worker must see the flag within its poll interval).
+fn tcp_job(
+    spec: &TestSpec,
+    conns: &[Arc<TcpStream>],
+    sh: &Shared,
+    slot: &Slot,
+    nonblocking_only: bool,
+) -> Result<(), String> {
+    let fds: Vec<_> = conns.iter().map(|c| c.as_raw_fd()).collect();
+    let one = conns.len() == 1 && !nonblocking_only;
+    let set_nb = || -> Result<(), String> {
+        for c in conns {
+            c.set_nonblocking(true).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    match (spec.kind, spec.direction) {
+        (TestKind::TcpStream, dir) if one => {
+            let send = dir == Direction::ServerToClient;
+            let size = if send { spec.request } else { spec.response };
+            engine::stream_blocking(fds[0], send, size as usize, StopWhen::Flag(&sh.stop), slot)
+        }
+        (TestKind::TcpStream, Direction::ClientToServer) => {
+            set_nb()?;
+            engine::stream_recv(&fds, spec.response as usize, StopWhen::Flag(&sh.stop), slot)
+        }
+        (TestKind::TcpStream, Direction::ServerToClient) => {
+            set_nb()?;
+            engine::stream_send(&fds, spec.request as usize, StopWhen::Flag(&sh.stop), slot)
+        }
+        _ if one => engine::server_rr_blocking(&conns[0], &rr_params(spec), &sh.stop, slot),
+        _ => engine::server_rr_epoll(conns, &rr_params(spec), &sh.stop, slot),
     }
 }

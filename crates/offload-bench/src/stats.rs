@@ -35,9 +35,11 @@ pub struct Summary {
     pub mean: f64,
     /// Sample standard deviation (0 for one value).
     pub stddev: f64,
-    /// Lower bound of the 95% confidence interval of the mean.
+    /// Lower bound of the 95% confidence interval: of the geometric mean
+    /// when every value is positive (log-normal model), else of the mean;
+    /// minus infinity for a single value.
     pub ci95_low: f64,
-    /// Upper bound of the 95% confidence interval of the mean.
+    /// Upper bound of that interval; infinity for a single value.
     pub ci95_high: f64,
     /// Smallest value.
     pub min: f64,
@@ -64,18 +66,31 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     } else {
         0.0
     };
-    let half = if n > 1 {
-        t95(n - 1) * stddev / (n as f64).sqrt()
+    // Rates and costs are positive and their noise is multiplicative: the
+    // interval is taken on their logarithms (a log-normal model), so that a
+    // noisy pair of runs gives a wide interval that stays above zero rather
+    // than one reaching into negative transactions per second. Samples
+    // holding zero or negative values (differences) use the plain t
+    // interval of the mean.
+    let (ci95_low, ci95_high) = if n < 2 {
+        (f64::NEG_INFINITY, f64::INFINITY)
+    } else if values.iter().all(|&v| v > 0.0) {
+        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+        let lm = logs.iter().sum::<f64>() / n as f64;
+        let lsd = (logs.iter().map(|v| (v - lm).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+        let half = t95(n - 1) * lsd / (n as f64).sqrt();
+        ((lm - half).exp(), (lm + half).exp())
     } else {
-        f64::INFINITY
+        let half = t95(n - 1) * stddev / (n as f64).sqrt();
+        (mean - half, mean + half)
     };
     Some(Summary {
         n,
         median,
         mean,
         stddev,
-        ci95_low: mean - half,
-        ci95_high: mean + half,
+        ci95_low,
+        ci95_high,
         min: sorted[0],
         max: sorted[n - 1],
     })
@@ -105,20 +120,43 @@ pub fn paired_difference(a: &[f64], b: &[f64]) -> Option<PairedDifference> {
     }
     let diffs: Vec<f64> = a.iter().zip(b).map(|(x, y)| y - x).collect();
     let (sa, sb, sd) = (summarize(a)?, summarize(b)?, summarize(&diffs)?);
-    let rel = |v: f64| {
-        if sa.mean != 0.0 {
-            100.0 * v / sa.mean
-        } else {
-            f64::NAN
-        }
+    // Relative difference from the per-pair ratios B/A (their log mean and t
+    // interval), so that it cannot fall below -100% and a pair's drift
+    // cancels out; where a value is not positive, from the differences.
+    let positive = a.iter().chain(b).all(|&v| v > 0.0);
+    let (relative_percent, relative_ci95_percent, significant) = if positive && a.len() > 1 {
+        let logs: Vec<f64> = a.iter().zip(b).map(|(x, y)| (y / x).ln()).collect();
+        let n = logs.len();
+        let m = logs.iter().sum::<f64>() / n as f64;
+        let sd_log = (logs.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+        let half = t95(n - 1) * sd_log / (n as f64).sqrt();
+        let pct = |v: f64| 100.0 * (v.exp() - 1.0);
+        (
+            pct(m),
+            (pct(m - half), pct(m + half)),
+            m - half > 0.0 || m + half < 0.0,
+        )
+    } else {
+        let rel = |v: f64| {
+            if sa.mean != 0.0 {
+                100.0 * v / sa.mean
+            } else {
+                f64::NAN
+            }
+        };
+        (
+            rel(sd.mean),
+            (rel(sd.ci95_low), rel(sd.ci95_high)),
+            sd.ci95_low > 0.0 || sd.ci95_high < 0.0,
+        )
     };
     Some(PairedDifference {
         a: sa,
         b: sb,
         difference: sd,
-        relative_percent: rel(sd.mean),
-        relative_ci95_percent: (rel(sd.ci95_low), rel(sd.ci95_high)),
-        significant: sd.ci95_low > 0.0 || sd.ci95_high < 0.0,
+        relative_percent,
+        relative_ci95_percent,
+        significant,
     })
 }
 
@@ -132,12 +170,38 @@ mod tests {
         assert_eq!(s.median, 2.5);
         assert_eq!(s.mean, 2.5);
         assert!((s.stddev - 1.290_994).abs() < 1e-5);
-        // t(3) = 3.182; half-width = 3.182 * 1.291 / 2
-        assert!((s.ci95_high - (2.5 + 3.182 * 1.290_994 / 2.0)).abs() < 1e-4);
+        // Log-normal interval: around the geometric mean, above zero.
+        let logs: Vec<f64> = [1.0f64, 2.0, 3.0, 4.0].iter().map(|v| v.ln()).collect();
+        let lm = logs.iter().sum::<f64>() / 4.0;
+        let lsd = (logs.iter().map(|v| (v - lm).powi(2)).sum::<f64>() / 3.0).sqrt();
+        assert!((s.ci95_high - (lm + 3.182 * lsd / 2.0).exp()).abs() < 1e-3);
+        assert!(s.ci95_low > 0.0 && s.ci95_low < lm.exp() && s.ci95_high > lm.exp());
+        // With a zero or a negative value: the plain t interval of the mean.
+        let d = summarize(&[-1.0, 0.0, 1.0, 2.0]).unwrap();
+        assert!((d.ci95_high - (0.5 + 3.182 * 1.290_994 / 2.0)).abs() < 1e-4);
         assert!(summarize(&[]).is_none());
         assert!(summarize(&[f64::NAN]).is_none());
         let one = summarize(&[5.0]).unwrap();
         assert!(one.ci95_high.is_infinite());
+    }
+
+    #[test]
+    fn three_noisy_runs_keep_a_positive_interval() {
+        // The case: three runs far apart gave [-14887, 68688].
+        let s = summarize(&[8_000.0, 30_000.0, 43_000.0]).unwrap();
+        assert!(s.ci95_low > 0.0, "{s:?}");
+        assert!(s.ci95_low < s.median && s.median < s.ci95_high);
+    }
+
+    #[test]
+    fn equal_arms_are_not_significant_and_ratios_stay_above_minus_100() {
+        let a = [100.0, 140.0, 90.0];
+        let b = [101.0, 138.0, 91.0];
+        let d = paired_difference(&a, &b).unwrap();
+        assert!(!d.significant, "{d:?}");
+        assert!(d.relative_ci95_percent.0 < 0.0 && d.relative_ci95_percent.1 > 0.0);
+        let d = paired_difference(&[100.0, 100.0], &[1.0, 50.0]).unwrap();
+        assert!(d.relative_ci95_percent.0 > -100.0, "{d:?}");
     }
 
     #[test]
@@ -150,6 +214,7 @@ mod tests {
         assert!((d.relative_percent - 5.0).abs() < 1e-9);
         // Unpaired intervals overlap completely.
         assert!(d.b.ci95_low < d.a.ci95_high);
+        assert!(d.relative_ci95_percent.0 > 4.9 && d.relative_ci95_percent.1 < 5.1);
         assert!(paired_difference(&a, &b[..2]).is_none());
     }
 }

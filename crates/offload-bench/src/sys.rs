@@ -190,6 +190,125 @@ pub fn raise_fd_limit(want: u64) -> io::Result<u64> {
     Ok(lim.rlim_max)
 }
 
+/// The soft and hard open-file limits (RLIMIT_NOFILE).
+pub fn fd_limits() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a live rlimit the kernel fills.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Descriptors a process needs besides its flows (control sockets, epoll
+/// instances, listeners, /proc files).
+pub const FD_MARGIN: u64 = 256;
+
+/// Raises RLIMIT_NOFILE for `flows` descriptors and says how they will be
+/// held: `Ok(false)` in one shared table, `Ok(true)` in one table per
+/// worker (the limit could not be raised, but each worker's share fits),
+/// or an error that names the limit and what would fit.
+pub fn plan_descriptors(flows: u64, threads: u64, who: &str) -> Result<bool, String> {
+    let need = flows + FD_MARGIN;
+    let limit = raise_fd_limit(need)
+        .or_else(|_| fd_limits().map(|l| l.0))
+        .unwrap_or(1024);
+    if limit >= need {
+        return Ok(false);
+    }
+    let per_thread = flows.div_ceil(threads.max(1)) + FD_MARGIN;
+    if per_thread <= limit {
+        return Ok(true);
+    }
+    let fit = flows.div_ceil(limit.saturating_sub(FD_MARGIN).max(1));
+    Err(format!(
+        "{flows} flows need {need} open files in the {who}, but RLIMIT_NOFILE is {limit} and \
+         cannot be raised (no CAP_SYS_RESOURCE, or fs.nr_open); split over {threads} \
+         thread(s) they need {per_thread} each: use at least {fit} {who} threads, or raise \
+         the hard limit (ulimit -Hn, LimitNOFILE=)"
+    ))
+}
+
+/// Gives the calling thread a private copy of the process's descriptor
+/// table (`unshare(CLONE_FILES)`).
+///
+/// RLIMIT_NOFILE bounds the descriptor *numbers* of one table, not the
+/// process: where the limit cannot be raised (no CAP_SYS_RESOURCE), workers
+/// with tables of their own hold that many flows each. Descriptors opened
+/// afterwards exist only in this thread's table; those inherited stay open
+/// in both until each table closes them.
+pub fn unshare_fd_table() -> io::Result<()> {
+    // SAFETY: unshare takes no pointers; CLONE_FILES only affects the
+    // calling thread's descriptor table.
+    cvt(unsafe { libc::unshare(libc::CLONE_FILES) }).map(|_| ())
+}
+
+/// The fields of `struct tcp_info` (include/uapi/linux/tcp.h) the reports
+/// use, read with `getsockopt(TCP_INFO)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpInfoRaw {
+    /// Smoothed RTT, microseconds (`tcpi_rtt`).
+    pub rtt_us: u32,
+    /// RTT variance, microseconds (`tcpi_rttvar`).
+    pub rttvar_us: u32,
+    /// Congestion window, segments (`tcpi_snd_cwnd`).
+    pub snd_cwnd: u32,
+    /// Retransmitted segments over the connection (`tcpi_total_retrans`).
+    pub total_retrans: u32,
+    /// Minimum RTT seen, microseconds (`tcpi_min_rtt`, 4.10+).
+    pub min_rtt_us: Option<u32>,
+    /// Delivery rate, bytes per second (`tcpi_delivery_rate`, 4.9+).
+    pub delivery_rate: Option<u64>,
+    /// Bytes acknowledged by the peer (`tcpi_bytes_acked`, 4.1+).
+    pub bytes_acked: Option<u64>,
+    /// Bytes received (`tcpi_bytes_received`, 4.1+).
+    pub bytes_received: Option<u64>,
+}
+
+/// Reads TCP_INFO of a TCP socket. Fields beyond what the running kernel
+/// returns are None (the struct grew over time; offsets are the UAPI's).
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfoRaw> {
+    let mut buf = [0u8; 256];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for len bytes and len is a live socklen_t.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    Ok(parse_tcp_info(&buf[..(len as usize).min(buf.len())]))
+}
+
+/// Decodes the bytes of a `struct tcp_info` (native endianness).
+pub fn parse_tcp_info(b: &[u8]) -> TcpInfoRaw {
+    let u32_at = |o: usize| {
+        b.get(o..o + 4)
+            .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    };
+    let u64_at = |o: usize| {
+        b.get(o..o + 8).map(|s| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            u64::from_ne_bytes(a)
+        })
+    };
+    TcpInfoRaw {
+        rtt_us: u32_at(68).unwrap_or(0),
+        rttvar_us: u32_at(72).unwrap_or(0),
+        snd_cwnd: u32_at(80).unwrap_or(0),
+        total_retrans: u32_at(100).unwrap_or(0),
+        bytes_acked: u64_at(120),
+        bytes_received: u64_at(128),
+        min_rtt_us: u32_at(148),
+        delivery_rate: u64_at(160),
+    }
+}
+
 /// Moves the calling thread into the network namespace at `path` (for
 /// example `/var/run/netns/NAME`). Threads it spawns afterwards start there.
 pub fn enter_netns(path: &Path) -> io::Result<()> {
@@ -198,6 +317,30 @@ pub fn enter_netns(path: &Path) -> io::Result<()> {
     // kernel to check that it refers to a network namespace.
     let ret = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
     cvt(ret).map(|_| ())
+}
+
+/// Moves the calling thread into the network namespace behind `fd`.
+pub fn enter_netns_fd(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: the fd is valid while borrowed; CLONE_NEWNET asks the kernel
+    // to check that it refers to a network namespace.
+    cvt(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// Accepts one connection from the listening socket `fd` (a descriptor of
+/// the calling thread's table, owned elsewhere), non-blocking, close-on-exec.
+pub fn accept_nonblocking(fd: RawFd) -> io::Result<std::net::TcpStream> {
+    // SAFETY: null address pointers are allowed by accept4; the flags are
+    // valid.
+    let new = cvt(unsafe {
+        libc::accept4(
+            fd,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    })?;
+    // SAFETY: accept4 returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::net::TcpStream::from_raw_fd(new) })
 }
 
 /// Whether the process runs with effective uid 0.

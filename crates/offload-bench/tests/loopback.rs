@@ -294,6 +294,7 @@ fn fixed_rate_latency_counts_from_the_intended_send_time() {
         response: 1,
         rate_interval: Some(Duration::from_millis(1)),
         udp_timeout: Duration::from_millis(200),
+        burst: 1,
     };
     let start = Instant::now();
     let w = Window {

@@ -38,8 +38,33 @@ fn run_between(
     r.unwrap()
 }
 
-fn exists(name: &str) -> bool {
-    std::path::Path::new("/var/run/netns").join(name).exists()
+/// Gives both namespaces of a pair an id in ours (nsids vanish with the
+/// namespace they name: the witness of teardown).
+fn witness(pair: &NetnsPair) -> Vec<i32> {
+    let mut rtnl = offload_lab::rtnl::Rtnl::open().unwrap();
+    [Side::A, Side::B]
+        .iter()
+        .map(|&s| {
+            let fd = pair.ns_fd(s).unwrap();
+            rtnl.assign_nsid(std::os::fd::AsFd::as_fd(&fd), None)
+                .unwrap();
+            rtnl.nsid_of(std::os::fd::AsFd::as_fd(&fd))
+                .unwrap()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn exists(id: i32) -> bool {
+    // Teardown runs in the kernel's cleanup work: give it a moment.
+    for _ in 0..200 {
+        let ids = offload_lab::rtnl::Rtnl::open().unwrap().nsids().unwrap();
+        if !ids.contains(&id) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
 }
 
 #[test]
@@ -65,7 +90,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
                 .server_host
                 .interfaces
                 .iter()
-                .any(|i| i.name == "ofl-va"),
+                .any(|i| i.name == pair.dev(Side::A)),
             "{kind:?}"
         );
         assert!(
@@ -73,7 +98,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
                 .client_host
                 .interfaces
                 .iter()
-                .any(|i| i.name == "ofl-vb"),
+                .any(|i| i.name == pair.dev(Side::B)),
             "{kind:?}"
         );
     }
@@ -105,7 +130,7 @@ fn tcp_rr_80000_over_ipv6_between_namespaces() {
         .client_host
         .interfaces
         .iter()
-        .find(|i| i.name == "ofl-vb")
+        .find(|i| i.name == pair.dev(Side::B))
         .unwrap();
     assert!(veth.gso_max_size.is_some());
     assert!(r
@@ -132,19 +157,26 @@ fn udp_rr_many_flows_over_ipv6_between_namespaces() {
 
 #[test]
 fn namespaces_are_removed_on_drop_and_on_panic() {
+    let _g = serial();
     let pair = NetnsPair::create("gone").unwrap();
-    let (a, b) = (pair.a.clone(), pair.b.clone());
-    assert!(exists(&a) && exists(&b));
+    let ids = witness(&pair);
+    let (a, b) = (ids[0], ids[1]);
+    assert!(offload_lab::rtnl::Rtnl::open()
+        .unwrap()
+        .nsids()
+        .unwrap()
+        .contains(&a));
     drop(pair);
-    assert!(!exists(&a) && !exists(&b));
+    assert!(!exists(a) && !exists(b));
 
     let names = std::sync::Mutex::new(None);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let pair = NetnsPair::create("panic").unwrap();
-        *names.lock().unwrap() = Some((pair.a.clone(), pair.b.clone()));
+        let ids = witness(&pair);
+        *names.lock().unwrap() = Some((ids[0], ids[1]));
         panic!("a test failing inside the namespaces");
     }));
     assert!(result.is_err());
-    let (a, b) = names.lock().unwrap().clone().unwrap();
-    assert!(!exists(&a) && !exists(&b), "namespaces left after a panic");
+    let (a, b) = (*names.lock().unwrap()).unwrap();
+    assert!(!exists(a) && !exists(b), "namespaces left after a panic");
 }

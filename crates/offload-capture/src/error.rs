@@ -175,6 +175,17 @@ impl CaptureError {
 impl fmt::Display for CaptureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: ", self.file)?;
+        let (s, fld) = (self.structure, self.field);
+        if let ErrorKind::Io(e) = &self.kind {
+            // Opening or creating failed: there is no position to name.
+            match (s, fld) {
+                ("file", "open") => return write!(f, "cannot open: {e}"),
+                ("output file", "create") => {
+                    return write!(f, "cannot create the output file: {e}")
+                }
+                _ => {}
+            }
+        }
         match self.frame {
             Some(n) => write!(f, "frame {n} at byte {}: ", self.offset)?,
             None if self.last_frame > 0 => write!(
@@ -182,9 +193,9 @@ impl fmt::Display for CaptureError {
                 "at byte {} (after frame {}): ",
                 self.offset, self.last_frame
             )?,
+            None if self.offset == 0 => {}
             None => write!(f, "at byte {}: ", self.offset)?,
         }
-        let (s, fld) = (self.structure, self.field);
         match &self.kind {
             ErrorKind::Io(e) => write!(f, "{s} {fld}: I/O error: {e}"),
             ErrorKind::Truncated { needed, available } => write!(
@@ -232,6 +243,11 @@ impl fmt::Display for CaptureError {
             ErrorKind::InvalidValue { value, reason } => {
                 write!(f, "{s} field {fld} = {value} is invalid: {reason}")
             }
+            ErrorKind::TimestampOutOfRange { value } if fld == "ts_sec" => write!(
+                f,
+                "{s} field {fld}: timestamp {value} ns is outside what pcap can hold \
+                 (seconds 0 to 2^32-1, 1970 to 2106); write .pcapng instead"
+            ),
             ErrorKind::TimestampOutOfRange { value } => write!(
                 f,
                 "{s} field {fld} = {value} is outside the representable time range"

@@ -48,16 +48,22 @@
 #![forbid(unsafe_code)]
 
 mod buffer;
+mod control;
 mod error;
 mod format;
+mod gso_meta;
 mod linktype;
 mod reader;
+pub mod stdio;
 mod writer;
 
+pub use control::Control;
 pub use error::{CaptureError, ErrorDetail, ErrorKind};
 pub use format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
+pub use gso_meta::GsoMeta;
 pub use linktype::LinkType;
 pub use reader::{CaptureReader, Frame, Interface, TsResolution};
+pub use stdio::SpooledInput;
 pub use writer::{CaptureWriter, FrameMeta, InterfaceDesc, Oversize, WriterStats};
 
 #[cfg(test)]

@@ -63,6 +63,11 @@ impl Frame<'_> {
         u32::try_from(self.data.len()).unwrap_or(u32::MAX)
     }
 
+    /// The GSO metadata `offload gro` stored with this super-packet, if any.
+    pub fn gso(&self) -> Option<crate::GsoMeta> {
+        self.comment.and_then(crate::GsoMeta::from_comment)
+    }
+
     /// True when fewer bytes were captured than were on the wire (snaplen cut).
     #[inline]
     pub fn is_truncated(&self) -> bool {
@@ -226,6 +231,10 @@ pub struct CaptureReader {
     /// Number of the last frame counted (Wireshark numbering).
     number: u64,
     check_snaplen: bool,
+    /// Frames whose captured length exceeded the snapshot length, and the
+    /// first of them (read anyway unless `check_snaplen`).
+    above_snaplen: u64,
+    first_above_snaplen: u64,
     done: bool,
 }
 
@@ -240,9 +249,15 @@ struct At {
 impl CaptureReader {
     /// Opens a capture file; the format is recognised by its magic number, not
     /// by its name. Reads the file header (and the first pcapng section header).
+    /// `-` reads standard input; FIFOs and `/dev/fd/N` are read once, in order.
     pub fn open(path: impl AsRef<Path>) -> Result<CaptureReader, CaptureError> {
         let path = path.as_ref();
-        let name = path.display().to_string();
+        CaptureReader::open_as(path, crate::stdio::input_name(path))
+    }
+
+    /// Like [`CaptureReader::open`], naming the input `name` in errors (a
+    /// [`SpooledInput`](crate::SpooledInput)'s copy keeps its input's name).
+    pub fn open_as(path: &Path, name: String) -> Result<CaptureReader, CaptureError> {
         let io_err = |e, field| {
             CaptureError::from(ErrorDetail {
                 file: name.clone(),
@@ -254,6 +269,10 @@ impl CaptureReader {
                 kind: ErrorKind::Io(e),
             })
         };
+        if crate::stdio::is_stdio(path) {
+            let f = crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?;
+            return CaptureReader::build(Box::new(f), name, None);
+        }
         let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.
@@ -287,7 +306,10 @@ impl CaptureReader {
             interfaces: Vec::new(),
             fast: Vec::new(),
             number: 0,
-            check_snaplen: true,
+            // libpcap and tshark read such frames; so do we unless strict.
+            check_snaplen: false,
+            above_snaplen: 0,
+            first_above_snaplen: 0,
             done: false,
         };
         let at = At {
@@ -353,12 +375,27 @@ impl CaptureReader {
         self.number
     }
 
-    /// Whether a captured length above the snapshot length is an error (the
-    /// default, `true`). Wireshark and libpcap tolerate such records in pcap
-    /// files; turn the check off to read files from writers that lie about
-    /// their snapshot length. A snapshot length of 0 never limits.
+    /// Whether a captured length above the snapshot length is an error
+    /// (`--strict`). By default such frames are read whole and counted
+    /// ([`CaptureReader::above_snaplen`]), as tshark reads them (libpcap
+    /// reads them too, cut to the snapshot length): files from writers that
+    /// lie about their snapshot length are common (tcpdump's own
+    /// tests/pim-packet-assortment.pcap). A snapshot length of 0 never limits.
     pub fn set_snaplen_check(&mut self, on: bool) {
         self.check_snaplen = on;
+    }
+
+    /// Frames read so far whose captured length exceeded their snapshot
+    /// length, and the number of the first (0 when none).
+    pub fn above_snaplen(&self) -> (u64, u64) {
+        (self.above_snaplen, self.first_above_snaplen)
+    }
+
+    fn note_above_snaplen(&mut self) {
+        if self.above_snaplen == 0 {
+            self.first_above_snaplen = self.number + 1;
+        }
+        self.above_snaplen += 1;
     }
 
     /// The next frame, `Ok(None)` at the end of the capture. The frame borrows
@@ -552,6 +589,9 @@ impl CaptureReader {
                     max: MAX_FRAME_LEN.into(),
                 },
             ));
+        }
+        if snaplen != 0 && caplen > snaplen {
+            self.note_above_snaplen();
         }
         if self.check_snaplen && snaplen != 0 && caplen > snaplen {
             return Err(self.err(
@@ -1011,6 +1051,9 @@ impl CaptureReader {
                         room: room.into(),
                     },
                 ));
+            }
+            if iface.snaplen != 0 && caplen > iface.snaplen {
+                self.note_above_snaplen();
             }
             if self.check_snaplen && iface.snaplen != 0 && caplen > iface.snaplen {
                 return Err(self.err(

@@ -180,12 +180,19 @@ const PCAP_NANO_MAGIC: u32 = 0xA1B2_3C4D;
 
 impl CaptureWriter {
     /// Creates (truncates) `path`; `format: None` takes it from the extension.
+    /// `-` writes standard output; a FIFO or device is streamed to, never
+    /// sought. Without an extension those two get pcapng.
     pub fn create(
         path: impl AsRef<Path>,
         format: Option<CaptureFormat>,
     ) -> Result<CaptureWriter, CaptureError> {
         let path = path.as_ref();
-        let name = path.display().to_string();
+        let stdout = crate::stdio::is_stdio(path);
+        let name = if stdout {
+            "stdout".to_string()
+        } else {
+            path.display().to_string()
+        };
         let err = |field, kind| {
             CaptureError::from(ErrorDetail {
                 file: name.clone(),
@@ -197,10 +204,22 @@ impl CaptureWriter {
                 kind,
             })
         };
+        // Not a regular file (stdout, a FIFO, /dev/stdout): stream, no seek.
+        let stream = stdout || std::fs::metadata(path).is_ok_and(|m| !m.is_file());
         let format = match format.or_else(|| CaptureFormat::from_path(path)) {
             Some(f) => f,
+            None if stream => CaptureFormat::PcapNg,
             None => return Err(err("extension", ErrorKind::UnknownExtension)),
         };
+        if stream {
+            let f = if stdout {
+                crate::stdio::stdout_file()
+            } else {
+                std::fs::OpenOptions::new().write(true).open(path)
+            }
+            .map_err(|e| err("create", ErrorKind::Io(e)))?;
+            return CaptureWriter::from_writer(f, name, format);
+        }
         let f = File::create(path).map_err(|e| err("create", ErrorKind::Io(e)))?;
         CaptureWriter::start(
             Sink::File(BufWriter::with_capacity(1 << 20, f)),
@@ -271,6 +290,13 @@ impl CaptureWriter {
         field: &'static str,
         kind: ErrorKind,
     ) -> CaptureError {
+        // Say that the error is about the output, not the input.
+        let structure = match structure {
+            "frame" => "output frame",
+            "record header" => "output record header",
+            "interface description block" => "output interface description block",
+            s => s,
+        };
         CaptureError::from(ErrorDetail {
             file: self.name.clone(),
             frame,
@@ -399,6 +425,18 @@ impl CaptureWriter {
     /// Writes one frame. `data` starts with the link-layer header.
     pub fn write_frame(&mut self, meta: &FrameMeta, data: &[u8]) -> Result<(), CaptureError> {
         self.write_frame_with_comment(meta, data, None)
+    }
+
+    /// Like [`CaptureWriter::write_frame`], with a super-packet's GSO
+    /// metadata (pcapng keeps it, readable with [`Frame::gso`]; pcap drops it).
+    pub fn write_frame_with_gso(
+        &mut self,
+        meta: &FrameMeta,
+        data: &[u8],
+        gso: Option<&crate::GsoMeta>,
+    ) -> Result<(), CaptureError> {
+        let comment = gso.map(crate::GsoMeta::to_comment);
+        self.write_frame_with_comment(meta, data, comment.as_deref())
     }
 
     /// Like [`CaptureWriter::write_frame`], with a packet comment

@@ -33,6 +33,8 @@ fn fails(bytes: &[u8], name: &str, via: Via, good: usize) -> CaptureError {
             return e;
         }
     };
+    // Strict, as `--strict`: a caplen above the snaplen is an error too.
+    r.set_snaplen_check(true);
     let (frames, err) = read_all(&mut r);
     let err = err.unwrap_or_else(|| panic!("{via:?}: no error after {} frames", frames.len()));
     assert_eq!(
@@ -230,12 +232,15 @@ fn pcap_caplen_above_snaplen() {
         );
         assert_eq!((e.frame, e.offset, e.field), (Some(3), off, "caplen"));
     }
-    // The check can be turned off for writers that lie about their snaplen.
+    // By default (as libpcap and tshark) the frame is read whole and counted.
+    f.extend(pcap_record(false, 4, 0, 60, 60, &frame_bytes(60, 4)));
+    f.extend(pcap_record(false, 5, 0, 120, 120, &frame_bytes(120, 5)));
     let mut r = CaptureReader::from_reader(std::io::Cursor::new(f), "snap.pcap").unwrap();
-    r.set_snaplen_check(false);
     let (frames, err) = read_all(&mut r);
     assert!(err.is_none());
-    assert_eq!(frames[2].data.len(), 101);
+    assert_eq!(frames.len(), 5);
+    assert_eq!((frames[2].data.len(), frames[4].data.len()), (101, 120));
+    assert_eq!(r.above_snaplen(), (2, 3));
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! `offload analyze`: argument parsing and printing only; the analysis is
 //! `offload_analyze::analyze`.
 
+use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::transform::Control;
 use offload_analyze::{KernelProfile, Options};
+use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,17 +47,16 @@ pub struct AnalyzeArgs {
     /// Captures (pcap or pcapng, any mix); none = the bundled samples.
     pub files: Vec<PathBuf>,
     /// gro_max_size values to simulate (comma-separated or repeated).
-    #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_size)]
+    #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_gro_size)]
     pub gro_max_size: Vec<u32>,
     /// Kernel whose GRO rules apply: 6.18 (verified live), or 6.1, 6.6, 7.x (derived from source).
     #[arg(long, default_value = "6.18")]
     pub kernel: KernelProfile,
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
-    /// UDP destination ports read as VXLAN (comma-separated or repeated; default 4789,8472).
-    #[arg(long = "vxlan-port", value_delimiter = ',')]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
     /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
@@ -76,23 +76,15 @@ pub struct AnalyzeArgs {
     /// Flows listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub flows: usize,
+    /// Flows kept in detail; past it the least recently active are folded
+    /// into an "other flows" total (with --csv their rows still go to
+    /// flows.csv, streamed as they are evicted). Bounds memory: about 4 KB
+    /// per flow.
+    #[arg(long, default_value_t = offload_analyze::options::DEFAULT_MAX_FLOWS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_flows: usize,
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-}
-
-fn parse_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
-    if !(1500..=offload::gro::GRO_MAX_SIZE).contains(&v) {
-        return Err(format!(
-            "{v} is outside 1500..={} (the kernel's GRO_MAX_SIZE)",
-            offload::gro::GRO_MAX_SIZE
-        ));
-    }
-    Ok(v)
 }
 
 /// Writes the embedded samples to a private temporary directory.
@@ -130,6 +122,18 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         (None, args.files.clone())
     };
+    // `-`, FIFOs and `<(...)` are read once, into a temporary copy that the
+    // parallel jobs then read (removed on every exit path by Drop).
+    let spooled = files
+        .iter()
+        .map(|p| offload_capture::SpooledInput::new(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let files: Vec<PathBuf> = spooled.iter().map(|s| s.path().to_path_buf()).collect();
+    let rename = |text: &str| {
+        spooled
+            .iter()
+            .fold(text.to_string(), |t, s| s.rename_in(&t))
+    };
     let opts = Options {
         gro_sizes: if args.gro_max_size.is_empty() {
             offload_analyze::DEFAULT_GRO_SIZES.to_vec()
@@ -138,15 +142,17 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         },
         kernel: args.kernel,
         mtu: args.mtu,
-        vxlan_ports: if args.vxlan_ports.is_empty() {
-            offload_analyze::DEFAULT_VXLAN_PORTS.to_vec()
-        } else {
-            args.vxlan_ports.clone()
-        },
+        vxlan_ports: args.capture.vxlan_ports(),
+        strict: args.capture.strict,
         verify_checksums: !args.no_checksum_check,
         threads: args.threads,
         packet_csv: args.csv.as_ref().map(|d| d.join("packets.csv")),
         parquet_dir: args.parquet.clone(),
+        max_flows: args.max_flows,
+        evicted_csv: args
+            .csv
+            .as_deref()
+            .map(offload_analyze::export::evicted_path),
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -177,7 +183,28 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let mut analysis = offload_analyze::analyze(&files, &opts, &mut ctl)?;
+    let mut analysis = offload_analyze::analyze(&files, &opts, &mut ctl)
+        .map_err(|e| anyhow::anyhow!(rename(&e.to_string())))?;
+    if spooled.iter().any(|s| s.is_copy()) {
+        // Name the inputs as given (`stdin`, the FIFO), not their copies.
+        let r = &mut analysis.report;
+        let fix = |s: &mut String| *s = rename(s);
+        r.inputs.iter_mut().for_each(|i| {
+            fix(&mut i.path);
+            if let Some(e) = i.error.as_mut() {
+                fix(e);
+            }
+        });
+        r.flows.iter_mut().for_each(|f| fix(&mut f.file));
+        r.findings
+            .iter_mut()
+            .for_each(|f| fix(&mut f.evidence.file));
+        for w in &mut r.what_if {
+            for x in &mut w.flush_reasons {
+                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
+            }
+        }
+    }
     pb.finish_and_clear();
     if let Some(g) = &samples_dir {
         // Name the bundled samples, not their temporary copies.
@@ -201,7 +228,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let report = &analysis.report;
     if let Some(h) = &args.html {
-        std::fs::write(h, offload_analyze::html::render(&analysis))
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        std::fs::write(h, offload_analyze::html::render_with(&analysis, &command))
             .with_context(|| format!("writing {}", h.display()))?;
     }
     if let Some(d) = &args.csv {
@@ -211,7 +239,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = &args.parquet {
         offload_analyze::columnar::write_flows(report, d)?;
     }
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout is line-buffered, and a pretty JSON report of many
+    // flows has millions of lines (one write each otherwise).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     if args.json {
         serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
@@ -243,8 +273,34 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(1));
     }
+    for i in &report.inputs {
+        crate::capture::warn_above_snaplen(&i.path, i.frames_above_snaplen, 0);
+    }
+    for i in report
+        .inputs
+        .iter()
+        .filter(|i| i.unsupported_link_frames > 0)
+    {
+        let types: Vec<String> = i
+            .link_types
+            .iter()
+            .filter(|t| offload::LinkKind::from_linktype(**t).is_none())
+            .map(|t| match offload_capture::LinkType(*t).name() {
+                Some(n) => format!("{t} ({n})"),
+                None => t.to_string(),
+            })
+            .collect();
+        eprintln!(
+            "offload analyze: {}: {} frames of link type {} not analysed (supported: \
+             Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2)",
+            i.path,
+            i.unsupported_link_frames,
+            types.join(", ")
+        );
+    }
     if report.flows.is_empty() && report.inputs.iter().all(|i| i.frames == 0) {
-        bail!("no frames in the input");
+        let names: Vec<&str> = report.inputs.iter().map(|i| i.path.as_str()).collect();
+        bail!("no frames in {}", names.join(", "));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,13 +1,13 @@
 //! `offload gro` and `offload gso`: argument parsing and printing.
 
-use anyhow::{bail, Context};
+use crate::capture_opts::{parse_gro_size, parse_mss, parse_mtu, CaptureOpts, DEFAULT_MTU};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload::gro::GRO_MAX_SIZE;
-use offload::gro::{UdpGro, DEFAULT_VXLAN_PORT};
+use offload::gro::{KernelLine, UdpGro};
 use offload::GroConfig;
-use offload_analyze::transform::{self, Control, GsoOptions, Outcome};
-use std::io::IsTerminal;
-use std::path::PathBuf;
+use offload_transform::{self as transform, Control, GsoOptions, Outcome, ReadOptions};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,10 +22,10 @@ pub struct GroArgs {
     #[arg(short, long)]
     pub output: PathBuf,
     /// gro_max_size: the merged size limit for IPv6 (65536 default, up to 524280 for BIG TCP).
-    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    #[arg(long, default_value_t = 65536, value_parser = parse_gro_size)]
     pub gro_max_size: u32,
     /// gro_ipv4_max_size: the merged size limit for IPv4.
-    #[arg(long, default_value_t = 65536, value_parser = parse_size)]
+    #[arg(long, default_value_t = 65536, value_parser = parse_gro_size)]
     pub gro_ipv4_max_size: u32,
     /// Idle gap after which held packets are flushed (e.g. 50us, 10ms).
     #[arg(long, default_value = "50us", value_parser = parse_duration)]
@@ -33,9 +33,11 @@ pub struct GroArgs {
     /// Do not verify TCP/UDP checksums (captures taken on a sender with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
-    /// UDP destination port with a VXLAN socket (repeatable; default 4789; `--vxlan-port 0` for none).
-    #[arg(long = "vxlan-port", value_name = "PORT")]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
+    /// UDP destination port with a Geneve socket (repeatable; default 6081; `--geneve-port 0` for none).
+    #[arg(long = "geneve-port", value_name = "PORT")]
+    pub geneve_ports: Vec<u16>,
     /// Which plain UDP datagrams GRO coalesces: `all` (rx-udp-gro-forwarding, or a
     /// UDP_GRO socket on every port), `off`, or a comma-separated port list (UDP_GRO sockets).
     #[arg(long, default_value = "all", value_parser = parse_udp_gro)]
@@ -43,9 +45,26 @@ pub struct GroArgs {
     /// Coalesce VLAN-tagged frames (kernels built with CONFIG_VLAN_8021Q; the reference kernel is not).
     #[arg(long)]
     pub vlan_gro: bool,
+    /// Kernel line whose GRO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
+    #[arg(long, value_parser = parse_kernel)]
+    pub kernel: Option<KernelLine>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses `--kernel`.
+pub fn parse_kernel(s: &str) -> Result<KernelLine, String> {
+    KernelLine::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
+}
+
+/// The running kernel's line (`/proc/sys/kernel/osrelease`), else 6.18.
+pub fn running_kernel_line() -> KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| KernelLine::from_release(&r))
+        .unwrap_or_default()
 }
 
 fn parse_udp_gro(s: &str) -> Result<UdpGro, String> {
@@ -72,28 +91,19 @@ pub struct GsoArgs {
     /// Output capture; the format follows the extension (.pcap, .pcapng).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Segment size; default: per flow, from IP ID steps or the largest single segment seen.
-    #[arg(long, value_parser = parse_size)]
+    /// Segment size; default: the GSO metadata `offload gro` stored, else per
+    /// flow from the handshake's MSS options, the super-packets' common
+    /// divisor, single segments or IP ID steps (docs/capture.md).
+    #[arg(long, value_parser = parse_mss)]
     pub mss: Option<u32>,
     /// Link MTU used to tell super-packets from segments.
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
-    /// UDP destination port carrying VXLAN (repeatable; default 4789).
-    #[arg(long = "vxlan-port", value_name = "PORT")]
-    pub vxlan_ports: Vec<u16>,
+    #[command(flatten)]
+    pub capture: CaptureOpts,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a byte count (a whole number, e.g. 65536)"))?;
-    if v == 0 {
-        return Err("must be at least 1".into());
-    }
-    Ok(v)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -140,9 +150,35 @@ fn with_progress<S>(
         on_progress: &mut on_progress,
         cancel: &cancel,
     };
-    let outcome = run(&mut ctl).with_context(|| format!("{what} {}", input.display()))?;
+    // The capture error names the file (once); say which command failed.
+    let outcome = run(&mut ctl).with_context(|| what.to_string())?;
     pb.finish_and_clear();
     Ok(outcome)
+}
+
+/// Where the summary goes: standard output, or standard error when the
+/// capture itself is written to standard output (`-o -`).
+fn summary_out(output: &Path) -> Box<dyn Write> {
+    if offload_capture::stdio::is_stdio(output) {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    }
+}
+
+/// Warns about frames longer than the file's snapshot length (read whole).
+pub fn warn_above_snaplen(input: &str, count: u64, first: u64) {
+    if count > 0 {
+        let first = if first > 0 {
+            format!(" (first: frame {first})")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "offload: warning: {input}: {count} frame(s) have a captured length above the file's \
+             snapshot length{first}; read whole, as tshark does (--strict stops there)"
+        );
+    }
 }
 
 /// Reports an input error after the output was written; the exit code says it.
@@ -158,52 +194,64 @@ fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
 }
 
 pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
-    for (name, v) in [
-        ("--gro-max-size", args.gro_max_size),
-        ("--gro-ipv4-max-size", args.gro_ipv4_max_size),
-    ] {
-        if v > GRO_MAX_SIZE {
-            bail!("{name} {v} is above the kernel's maximum of {GRO_MAX_SIZE} (GRO_MAX_SIZE)");
-        }
-    }
     let cfg = GroConfig {
         gro_max_size: args.gro_max_size,
         gro_ipv4_max_size: args.gro_ipv4_max_size,
         flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
         verify_checksums: !args.no_checksum_check,
         udp: args.udp_gro.clone(),
-        vxlan_ports: match args.vxlan_ports.as_slice() {
-            [] => vec![DEFAULT_VXLAN_PORT],
+        vxlan_ports: args.capture.vxlan_ports(),
+        vlan_gro: args.vlan_gro,
+        kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        geneve_ports: match args.geneve_ports.as_slice() {
+            [] => vec![offload::wire::geneve::PORT],
             ports => ports.iter().copied().filter(|p| *p != 0).collect(),
         },
-        vlan_gro: args.vlan_gro,
     };
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
-        transform::gro_capture(&args.input, &args.output, &cfg, ctl)
+        let read = ReadOptions {
+            strict: args.capture.strict,
+        };
+        transform::gro_capture_with(&args.input, &args.output, &cfg, &read, ctl)
     })?;
     let s = &outcome.summary;
+    let mut out = summary_out(&args.output);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(s)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
-        println!("{} -> {}", s.input, s.output);
-        println!(
-            "gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+        writeln!(out, "{} -> {}", s.input, s.output)?;
+        writeln!(
+            out,
+            "kernel {}  gro_max_size {}  gro_ipv4_max_size {}  flush timeout {}  checksum check {}",
+            cfg.kernel,
             s.settings.gro_max_size,
             s.settings.gro_ipv4_max_size,
             humantime::format_duration(Duration::from_nanos(s.settings.flush_timeout_ns)),
             if s.settings.checksum_check {
                 "on"
+            } else if s.settings.checksums_offloaded {
+                "off (checksums left to offload)"
             } else {
                 "off"
             }
-        );
-        println!(
+        )?;
+        if s.settings.checksums_offloaded {
+            writeln!(
+                out,
+                "the capture's TCP/UDP checksums hold only the pseudo-header sum (left to the NIC, \
+                 CHECKSUM_PARTIAL: a sender-side or veth capture); the kernel does not verify such \
+                 packets, so neither did this run"
+            )?;
+        }
+        writeln!(
+            out,
             "udp gro {}  vxlan ports {:?}  vlan gro {}",
             s.settings.udp_gro,
             s.settings.vxlan_ports,
             if s.settings.vlan_gro { "on" } else { "off" }
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "frames in {}  packets out {}  merge ratio {:.2}  super-packets {}  largest {} B{}",
             s.frames_in,
             s.packets_out,
@@ -211,74 +259,103 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             s.super_packets,
             s.largest_packet,
             if s.interrupted { "  (interrupted)" } else { "" }
-        );
-        println!();
-        println!(
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
             "{:<10} {:>12} {:>12} {:>8}",
             "protocol", "frames in", "packets out", "ratio"
-        );
+        )?;
         for p in &s.protocols {
-            println!(
+            writeln!(
+                out,
                 "{:<10} {:>12} {:>12} {:>8.2}",
                 p.protocol, p.frames_in, p.packets_out, p.merge_ratio
-            );
+            )?;
         }
-        println!();
-        println!("{:<28} {:>10}  kind", "flush reason", "count");
+        writeln!(out)?;
+        writeln!(out, "{:<28} {:>10}  kind", "flush reason", "count")?;
         for r in &s.flush_reasons {
             let kind = if r.pass_through {
                 "not held"
             } else {
                 "completed a held packet"
             };
-            println!("{:<28} {:>10}  {}", r.reason, r.count, kind);
+            writeln!(out, "{:<28} {:>10}  {}", r.reason, r.count, kind)?;
         }
         if s.unsupported_link_frames > 0 {
-            println!(
+            writeln!(
+                out,
                 "\n{} frames of unsupported link types copied unchanged",
                 s.unsupported_link_frames
-            );
+            )?;
         }
     }
+    warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
     Ok(finish(&outcome))
 }
 
 pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
-    if args.mtu < 68 {
-        bail!("--mtu {} is below the IPv4 minimum of 68", args.mtu);
-    }
     let opts = GsoOptions {
         mss: args.mss,
         mtu: args.mtu,
-        vxlan_ports: if args.vxlan_ports.is_empty() {
-            vec![DEFAULT_VXLAN_PORT]
-        } else {
-            args.vxlan_ports.clone()
+        vxlan_ports: args.capture.vxlan_ports(),
+        read: ReadOptions {
+            strict: args.capture.strict,
         },
     };
     let outcome = with_progress(&args.input, "offload gso", |ctl| {
         transform::gso_capture(&args.input, &args.output, &opts, ctl)
     })?;
     let s = &outcome.summary;
+    let mut out = summary_out(&args.output);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(s)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
-        println!("{} -> {}", s.input, s.output);
-        println!(
+        writeln!(out, "{} -> {}", s.input, s.output)?;
+        writeln!(
+            out,
             "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",
             s.frames_in,
             s.frames_out,
             s.super_packets,
             s.copied_unchanged,
             if s.interrupted { "  (interrupted)" } else { "" }
-        );
-        for (src, n) in &s.mss_sources {
-            println!(
-                "  mss from {:<18} {n}",
-                serde_json::to_string(src)?.trim_matches('"')
-            );
+        )?;
+        if !s.flow_sources.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{:<18} {:>8} {:>14}",
+                "mss from", "flows", "super-packets"
+            )?;
+            for (src, flows) in &s.flow_sources {
+                let packets = s
+                    .mss_sources
+                    .iter()
+                    .find(|(p, _)| p == src)
+                    .map_or(0, |p| p.1);
+                writeln!(out, "{:<18} {flows:>8} {packets:>14}", src.name())?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{:<58} {:>6} {:<18} {:>8}",
+                "flow", "mss", "from", "split"
+            )?;
+            for f in &s.flows {
+                writeln!(
+                    out,
+                    "{:<58} {:>6} {:<18} {:>8}",
+                    f.flow,
+                    f.mss,
+                    f.source.name(),
+                    f.super_packets
+                )?;
+            }
         }
     }
+    warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
     Ok(finish(&outcome))
 }
 

@@ -1,10 +1,14 @@
 //! The `offload` binary: argument parsing and printing only. Every piece of
 //! logic a library user could want lives in the library crates.
+#![deny(unsafe_code)]
 
 mod analyze;
 mod bench;
 mod capture;
+mod capture_opts;
 mod docs;
+mod inspect;
+mod lab;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +33,10 @@ enum Command {
     Gso(capture::GsoArgs),
     /// Request/response, connect, stream and UDP packet-rate benchmarks.
     Bench(bench::BenchArgs),
+    /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
+    Inspect(inspect::InspectArgs),
+    /// One-command experiments in throw-away namespaces: list, run NAME.
+    Lab(lab::LabArgs),
     /// Print shell completions (bash, zsh, fish, ...) generated from these options.
     Completions(docs::CompletionsArgs),
     /// Print the man page, or write one per subcommand with --dir.
@@ -43,6 +51,8 @@ fn main() -> std::process::ExitCode {
         Command::Gro(args) => capture::run_gro(args),
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Lab(args) => lab::run(args),
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
     };
@@ -73,6 +83,7 @@ fn error_chain(err: &anyhow::Error) -> String {
 
 /// Dies quietly on a closed pipe (`offload ... | head`) like other Unix
 /// tools, instead of panicking in `println!`.
+#[allow(unsafe_code)] // one libc call, see SAFETY below
 fn reset_sigpipe() {
     // SAFETY: called first thing in main, before any thread exists; it only
     // restores the default disposition of SIGPIPE, which Rust's runtime set

@@ -6,9 +6,11 @@
 //! [`offload_lab::oracle::KernelGro`] and through [`offload::GroEngine`]
 //! configured alike; a mismatch prints the seed, the perturbation class,
 //! and both answers, so it can be replayed and turned into a named test.
+#![forbid(unsafe_code)]
 
 pub mod generate;
 pub mod generate_udp;
+pub mod selftest;
 
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use std::collections::BTreeMap;
@@ -31,8 +33,13 @@ pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
             UdpGro::Ports(knobs.udp_gro_ports.clone())
         },
         vxlan_ports: knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default(),
+        geneve_ports: knobs
+            .geneve_vni
+            .map(|_| vec![offload::wire::geneve::PORT])
+            .unwrap_or_default(),
         // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
         vlan_gro: false,
+        kernel: running_line(),
     }
 }
 
@@ -176,4 +183,137 @@ pub fn compare(kernel: &[Vec<u8>], engine: &[Vec<u8>]) -> Option<String> {
 /// Lower-case hex of bytes.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The `virtio_net_hdr` GSO fields the kernel would report for an engine
+/// delivery: `(gso_type, gso_size)`, `VIRTIO_NET_HDR_GSO_*` numbering
+/// (`virtio_net_hdr_from_skb`, `include/linux/virtio_net.h`): TCPv4 1,
+/// TCPv6 4, UDP_L4 5, ECN 0x80 when the packet carries `SKB_GSO_TCP_ECN`;
+/// `(0, 0)` for a packet GRO did not merge.
+pub fn engine_meta(d: &Delivered<'_>) -> (u8, u16) {
+    use offload::gro::gso_type as skb;
+    if d.segments <= 1 {
+        return (0, 0);
+    }
+    let base = if d.gso_type & skb::UDP_L4 != 0 {
+        5
+    } else if d.gso_type & skb::TCPV6 != 0 {
+        4
+    } else {
+        1
+    };
+    let ecn = if d.gso_type & skb::TCP_ECN != 0 {
+        0x80
+    } else {
+        0
+    };
+    (base | ecn, d.gso_size.min(u32::from(u16::MAX)) as u16)
+}
+
+/// A train through the engine, with each delivery's GSO metadata.
+pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8, u16))> {
+    let mut e = GroEngine::new(cfg.clone());
+    let mut out = Vec::new();
+    let mut push = |d: &Delivered<'_>| out.push((d.data.to_vec(), engine_meta(d)));
+    for (i, f) in frames.iter().enumerate() {
+        e.receive(
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: i as u64 * 1_000,
+                frame: i as u64 + 1,
+                orig_len: f.len() as u32,
+            },
+            &mut push,
+        );
+    }
+    e.finish(&mut push);
+    out
+}
+
+/// The line of the running kernel (`/proc/sys/kernel/osrelease`); 6.18
+/// when it cannot be read.
+pub fn running_line() -> offload::gro::KernelLine {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| offload::gro::KernelLine::from_release(&r))
+        .unwrap_or_default()
+}
+
+/// The engine configuration matching an oracle with default knobs on the
+/// running kernel: its kernel line's profile.
+pub fn running_config() -> GroConfig {
+    GroConfig {
+        flush_timeout_ns: 10_000_000,
+        kernel: running_line(),
+        // The oracle has no Geneve device unless a test makes one.
+        geneve_ports: Vec::new(),
+        ..GroConfig::default()
+    }
+}
+
+/// Runs a selftest case through the kernel (part by part: everything held
+/// is flushed between parts, as the selftest's sleeps do) and through the
+/// engine; `None` when bytes and GSO metadata agree, else a report.
+pub fn compare_case(
+    kernel: &mut offload_lab::oracle::KernelGro,
+    case: &selftest::Case,
+) -> Option<String> {
+    compare_case_with(kernel, case, &running_config())
+}
+
+/// [`compare_case`] with an explicit engine configuration.
+pub fn compare_case_with(
+    kernel: &mut offload_lab::oracle::KernelGro,
+    case: &selftest::Case,
+    cfg: &GroConfig,
+) -> Option<String> {
+    let mut k_frames = Vec::new();
+    let mut k_meta = Vec::new();
+    let mut e = Vec::new();
+    for part in &case.parts {
+        let o = kernel.run_train_detailed(part).expect("oracle run");
+        k_meta.extend(
+            o.gso
+                .iter()
+                .map(|m| m.map(|m| (m.gso_type, m.gso_size)))
+                .chain(std::iter::repeat(None))
+                .take(o.frames.len()),
+        );
+        k_frames.extend(o.frames);
+        e.extend(engine_gro_meta(cfg, part));
+    }
+    let e_frames: Vec<Vec<u8>> = e.iter().map(|(f, _)| f.clone()).collect();
+    let mut report = compare(&k_frames, &e_frames).unwrap_or_default();
+    if report.is_empty() {
+        // Same frames per flow: compare the metadata frame by frame in
+        // each flow's order.
+        let mut km: BTreeMap<Vec<u8>, Vec<Option<(u8, u16)>>> = BTreeMap::new();
+        for (f, m) in k_frames.iter().zip(&k_meta) {
+            km.entry(flow_key(f)).or_default().push(*m);
+        }
+        let mut em: BTreeMap<Vec<u8>, Vec<(u8, u16)>> = BTreeMap::new();
+        for (f, m) in &e {
+            em.entry(flow_key(f)).or_default().push(*m);
+        }
+        for (key, ks) in &km {
+            let es = em.get(key).map(Vec::as_slice).unwrap_or(&[]);
+            for (i, (k, e)) in ks.iter().zip(es).enumerate() {
+                if let Some(k) = k {
+                    if k != e {
+                        let _ = writeln!(
+                            report,
+                            "flow {} frame {i}: kernel gso_type {:#x} gso_size {}, engine gso_type {:#x} gso_size {}",
+                            hex(key),
+                            k.0,
+                            k.1,
+                            e.0,
+                            e.1
+                        );
+                    }
+                }
+            }
+        }
+    }
+    (!report.is_empty()).then_some(report)
 }

@@ -77,7 +77,7 @@ pub struct Captured<'a> {
     pub frame: &'a [u8],
     /// The `virtio_net_hdr` the kernel built for it, with
     /// [`CaptureOptions::vnet_hdr`].
-    pub vnet: Option<VirtioNetHdr>,
+    pub vnet: Option<VnetHdr>,
 }
 
 /// A bound `AF_PACKET`/`SOCK_RAW` socket.
@@ -159,7 +159,7 @@ impl PacketSocket {
         }
         Ok(PacketSocket {
             fd,
-            buf: vec![0; MAX_FRAME + TAG_ROOM + VirtioNetHdr::LEN],
+            buf: vec![0; MAX_FRAME + TAG_ROOM + VNET_LEN],
             ifindex,
             vnet_hdr: opts.vnet_hdr,
         })
@@ -174,7 +174,7 @@ impl PacketSocket {
     /// `None` when nothing arrived. A VLAN tag the stack moved into metadata
     /// is re-inserted into the frame.
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<Captured<'_>>> {
-        let hdr_len = if self.vnet_hdr { VirtioNetHdr::LEN } else { 0 };
+        let hdr_len = if self.vnet_hdr { VNET_LEN } else { 0 };
         let room = self.buf.len() - TAG_ROOM;
         loop {
             // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
@@ -209,7 +209,7 @@ impl PacketSocket {
                     });
                 }
                 let vnet = (hdr_len > 0)
-                    .then(|| VirtioNetHdr::from_ne_bytes(&self.buf[TAG_ROOM..TAG_ROOM + hdr_len]))
+                    .then(|| VnetHdr::decode(&self.buf[TAG_ROOM..TAG_ROOM + hdr_len], hdr_len).ok())
                     .flatten();
                 let start = TAG_ROOM + hdr_len;
                 let len = n - hdr_len;
@@ -348,72 +348,20 @@ fn vlan_tag(control: &[u8]) -> Option<(u16, u16)> {
     None
 }
 
-/// `struct virtio_net_hdr` (10 bytes, `include/uapi/linux/virtio_net.h`), in
-/// host byte order as `AF_PACKET` and legacy TUN use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct VirtioNetHdr {
-    /// `VIRTIO_NET_HDR_F_*`: 1 = needs checksum, 2 = data valid.
-    pub flags: u8,
-    /// `VIRTIO_NET_HDR_GSO_*`: 0 none, 1 TCPv4, 4 TCPv6, 5 UDP_L4, | 0x80 ECN.
-    pub gso_type: u8,
-    /// A hint of the header length (the kernel fills in `skb_headlen`).
-    pub hdr_len: u16,
-    /// Payload bytes per segment.
-    pub gso_size: u16,
-    /// Offset of the L4 header when [`VirtioNetHdr::flags`] has 1.
-    pub csum_start: u16,
-    /// Offset of the checksum field from `csum_start`.
-    pub csum_offset: u16,
-}
+/// The `virtio_net_hdr` of a captured frame: the engine's type (one
+/// vocabulary for the header across the project).
+pub use offload::vnet::VnetHdr;
 
-impl VirtioNetHdr {
-    /// Size of the legacy header.
-    pub const LEN: usize = 10;
+/// The former name of [`VnetHdr`] in this crate.
+pub type VirtioNetHdr = VnetHdr;
 
-    /// Decodes the 10 leading bytes of `b`, `None` if `b` is shorter.
-    pub fn from_ne_bytes(b: &[u8]) -> Option<Self> {
-        let b = b.get(..Self::LEN)?;
-        let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-        Some(VirtioNetHdr {
-            flags: b[0],
-            gso_type: b[1],
-            hdr_len: u(2),
-            gso_size: u(4),
-            csum_start: u(6),
-            csum_offset: u(8),
-        })
-    }
-
-    /// Encodes the header in host byte order.
-    pub fn to_ne_bytes(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        b[0] = self.flags;
-        b[1] = self.gso_type;
-        b[2..4].copy_from_slice(&self.hdr_len.to_ne_bytes());
-        b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
-        b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
-        b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
-        b
-    }
-}
+/// Length of the header `PACKET_VNET_HDR` puts in front of each frame
+/// (the legacy 10-byte `struct virtio_net_hdr`).
+const VNET_LEN: usize = offload::vnet::HDR_LEN;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn virtio_net_hdr_round_trips() {
-        let h = VirtioNetHdr {
-            flags: 1,
-            gso_type: 4,
-            hdr_len: 74,
-            gso_size: 1400,
-            csum_start: 54,
-            csum_offset: 16,
-        };
-        assert_eq!(VirtioNetHdr::from_ne_bytes(&h.to_ne_bytes()), Some(h));
-        assert_eq!(VirtioNetHdr::from_ne_bytes(&[0; 9]), None);
-    }
 
     #[test]
     fn vlan_tag_is_read_from_auxdata() {

@@ -14,7 +14,9 @@ use crate::error::{Error, Result};
 use crate::rtnl::check_ifname;
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
 const ETHTOOL_SFEATURES: u32 = 0x3b;
@@ -40,6 +42,23 @@ pub struct Feature {
     pub requested: bool,
     /// The device allows changing it.
     pub changeable: bool,
+}
+
+/// Queue counts as `ethtool -l` shows them (`struct ethtool_channels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Channels {
+    /// Maximum RX-only channels.
+    pub max_rx: u32,
+    /// Maximum TX-only channels.
+    pub max_tx: u32,
+    /// Maximum combined channels.
+    pub max_combined: u32,
+    /// Current RX-only channels.
+    pub rx: u32,
+    /// Current TX-only channels.
+    pub tx: u32,
+    /// Current combined channels.
+    pub combined: u32,
 }
 
 /// An ioctl socket for ethtool requests in one namespace.
@@ -141,6 +160,38 @@ impl Ethtool {
                 }
             })
             .collect())
+    }
+
+    /// The driver's name (`ethtool -i`), e.g. `"veth"`, `"virtio_net"`.
+    pub fn driver(&self, dev: &str) -> Result<String> {
+        // struct ethtool_drvinfo { u32 cmd; char driver[32]; char version[32];
+        // char fw_version[32]; char bus_info[32]; char erom_version[32];
+        // char reserved2[12]; u32 n_priv_flags, n_stats, testinfo_len,
+        // eedump_len, regdump_len; } = 196 bytes.
+        let mut buf = vec![0u8; 196];
+        put_u32(&mut buf, 0, ETHTOOL_GDRVINFO);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GDRVINFO")?;
+        let raw = &buf[4..36];
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+    }
+
+    /// Channel (queue) counts (`ethtool -l`); `EOPNOTSUPP` for devices
+    /// without channels.
+    pub fn channels(&self, dev: &str) -> Result<Channels> {
+        // struct ethtool_channels { u32 cmd, max_rx, max_tx, max_other,
+        // max_combined, rx_count, tx_count, other_count, combined_count; }
+        let mut buf = vec![0u8; 36];
+        put_u32(&mut buf, 0, ETHTOOL_GCHANNELS);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GCHANNELS")?;
+        Ok(Channels {
+            max_rx: get_u32(&buf, 4),
+            max_tx: get_u32(&buf, 8),
+            max_combined: get_u32(&buf, 16),
+            rx: get_u32(&buf, 20),
+            tx: get_u32(&buf, 24),
+            combined: get_u32(&buf, 32),
+        })
     }
 
     /// Whether feature `name` is currently active.

@@ -28,10 +28,15 @@
 pub mod capture;
 pub mod error;
 pub mod ethtool;
+pub mod inspect;
+pub mod live;
 pub mod netns;
 pub mod oracle;
+pub mod relay;
 pub mod rtnl;
+pub mod sample;
 pub mod sysfs;
+pub mod topo;
 pub mod tun;
 
 pub use error::{Error, Result};

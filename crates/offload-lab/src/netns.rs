@@ -92,6 +92,33 @@ impl NetNs {
     }
 }
 
+impl NetNs {
+    /// Spawns a long-lived thread inside this namespace; threads it spawns
+    /// in turn inherit the namespace (a new thread copies its creator's).
+    pub fn spawn<F, R>(&self, name: &str, f: F) -> Result<std::thread::JoinHandle<Result<R>>>
+    where
+        F: FnOnce() -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let fd = self
+            .fd
+            .try_clone()
+            .map_err(|e| Error::sys("dup netns fd", e))?;
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || -> Result<R> {
+                rustix::thread::move_into_link_name_space(
+                    fd.as_fd(),
+                    Some(LinkNameSpaceType::Network),
+                )
+                .map_err(|e| Error::sys("setns(CLONE_NEWNET)", e.into()))?;
+                drop(fd);
+                f()
+            })
+            .map_err(|e| Error::sys("spawn namespace thread", e))
+    }
+}
+
 impl AsFd for NetNs {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

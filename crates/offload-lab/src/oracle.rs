@@ -58,6 +58,8 @@ use crate::tun::{TunDevice, IFF_NAPI, IFF_NO_PI, IFF_TAP};
 pub const TAP_NAME: &str = "ofl0";
 /// Name of the oracle's VXLAN device, when one is configured.
 pub const VXLAN_NAME: &str = "oflvx0";
+/// Name of the oracle's Geneve device, when one is configured.
+pub const GENEVE_NAME: &str = "oflgnv0";
 /// The TAP's MAC address (locally administered).
 pub const TAP_MAC: [u8; 6] = [0x02, 0x6f, 0x66, 0x6c, 0x00, 0x01];
 /// The MAC address trains should use as source (a permanent neighbour).
@@ -113,6 +115,10 @@ pub struct GroKnobs {
     pub vxlan: Option<VxlanConf>,
     /// Bind that VXLAN device to the TAP's IPv6 address instead (outer IPv6).
     pub vxlan_ipv6: bool,
+    /// A Geneve device with this VNI listening on UDP port 6081 (GRO looks
+    /// inside Geneve only while its socket exists). Needs `CONFIG_GENEVE`,
+    /// which the Debian kernels booted by `scripts/kernel-vm.sh` have.
+    pub geneve_vni: Option<u32>,
 }
 
 impl Default for GroKnobs {
@@ -126,6 +132,7 @@ impl Default for GroKnobs {
             gro_list: false,
             vxlan: None,
             vxlan_ipv6: false,
+            geneve_vni: None,
         }
     }
 }
@@ -363,12 +370,20 @@ impl KernelGro {
             || (k.gro_max_size, k.gro_ipv4_max_size)
                 != (self.knobs.gro_max_size, self.knobs.gro_ipv4_max_size)
         {
-            let r = self
-                .rtnl
-                .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size);
+            // Kernels before 6.3 have no IFLA_GRO_IPV4_MAX_SIZE (IPv4 is
+            // then bound by gro_max_size and by 64 KiB): set what exists.
+            let has_ipv4_knob = self.rtnl.link(self.tap_index)?.gro_ipv4_max_size.is_some();
+            let r = if has_ipv4_knob {
+                self.rtnl
+                    .set_gro_sizes(self.tap_index, k.gro_max_size, k.gro_ipv4_max_size)
+            } else {
+                self.rtnl.set_gro_max_size(self.tap_index, k.gro_max_size)
+            };
             if let Ok(st) = self.rtnl.link(self.tap_index) {
                 self.knobs.gro_max_size = st.gro_max_size.unwrap_or(0);
-                self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(0);
+                // A kernel without the knob (< 6.3) keeps what was asked
+                // (it has no effect there).
+                self.knobs.gro_ipv4_max_size = st.gro_ipv4_max_size.unwrap_or(k.gro_ipv4_max_size);
             }
             r?;
         }
@@ -416,7 +431,57 @@ impl KernelGro {
                 self.knobs.vxlan = Some(v);
             }
         }
+        if all || k.geneve_vni != self.knobs.geneve_vni {
+            self.knobs.geneve_vni = None;
+            if let Some(vni) = k.geneve_vni {
+                self.create_geneve(vni)?;
+                self.knobs.geneve_vni = Some(vni);
+            }
+        }
         Ok(())
+    }
+
+    /// Creates (or replaces) the Geneve device, up, so that its UDP socket
+    /// on port 6081 exists. Made with iproute2's `ip` run inside the
+    /// namespace (the netlink attributes of a Geneve link are iproute2's
+    /// business; the device is gone with the namespace).
+    fn create_geneve(&mut self, vni: u32) -> Result<()> {
+        let ip = |args: Vec<String>| -> Result<()> {
+            let what = format!("ip {}", args.join(" "));
+            let out = std::process::Command::new("ip")
+                .args(&args)
+                .output()
+                .map_err(|e| Error::sys(what.clone(), e))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(Error::sys(
+                    what,
+                    std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+                ))
+            }
+        };
+        let remote = PEER_IPV4.to_string();
+        self.netns.run(move || {
+            let _ = ip(vec!["link".into(), "del".into(), GENEVE_NAME.into()]);
+            ip(vec![
+                "link".into(),
+                "add".into(),
+                GENEVE_NAME.into(),
+                "type".into(),
+                "geneve".into(),
+                "id".into(),
+                vni.to_string(),
+                "remote".into(),
+                remote,
+            ])?;
+            ip(vec![
+                "link".into(),
+                "set".into(),
+                GENEVE_NAME.into(),
+                "up".into(),
+            ])
+        })
     }
 
     /// Runs `frames` through the kernel's GRO and returns what it delivered.

@@ -25,7 +25,9 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
-use netlink_packet_route::route::RouteType;
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -63,6 +65,20 @@ pub struct LinkState {
     pub tso_max_size: Option<u32>,
     /// `IFLA_INFO_KIND`, e.g. `"tun"`, `"veth"`, `"vxlan"`.
     pub kind: Option<String>,
+    /// `IFLA_TSO_MAX_SEGS` (read-only, set by the driver).
+    pub tso_max_segs: Option<u32>,
+    /// `IFLA_NUM_RX_QUEUES`.
+    pub rx_queues: Option<u32>,
+    /// `IFLA_NUM_TX_QUEUES`.
+    pub tx_queues: Option<u32>,
+    /// `IFLA_QDISC`, the root qdisc's kind.
+    pub qdisc: Option<String>,
+    /// `IFF_LOOPBACK` is set.
+    pub loopback: bool,
+    /// An XDP program is attached (`IFLA_XDP` with a program id).
+    pub xdp: bool,
+    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index.
+    pub tunnel_link: Option<u32>,
 }
 
 /// Parameters of a VXLAN device (`ip link add NAME type vxlan ...`).
@@ -407,6 +423,26 @@ impl Rtnl {
     /// Creates a VXLAN device. Bring it up to make the kernel open its UDP
     /// socket (only then does GRO look inside VXLAN packets on that port).
     pub fn create_vxlan(&mut self, name: &str, params: &VxlanParams) -> Result<()> {
+        self.create_vxlan_inner(name, params, None)
+    }
+
+    /// Creates a point-to-point VXLAN device whose every frame goes to
+    /// `remote` (`ip link add NAME type vxlan ... remote REMOTE`).
+    pub fn create_vxlan_remote(
+        &mut self,
+        name: &str,
+        params: &VxlanParams,
+        remote: Ipv4Addr,
+    ) -> Result<()> {
+        self.create_vxlan_inner(name, params, Some(remote))
+    }
+
+    fn create_vxlan_inner(
+        &mut self,
+        name: &str,
+        params: &VxlanParams,
+        remote: Option<Ipv4Addr>,
+    ) -> Result<()> {
         if params.vni >= 1 << 24 {
             return Err(Error::OutOfRange {
                 knob: "vxlan vni",
@@ -424,6 +460,9 @@ impl Rtnl {
         if let Some(link) = params.link {
             data.push(InfoVxlan::Link(link));
         }
+        if let Some(remote) = remote {
+            data.push(InfoVxlan::Group(remote));
+        }
         let op = format!(
             "RTM_NEWLINK {name} type vxlan id {} dstport {}",
             params.vni, params.port
@@ -436,6 +475,75 @@ impl Rtnl {
                 LinkInfo::Data(InfoData::Vxlan(data)),
             ],
         )
+    }
+
+    /// Adds a route to `dst/prefix_len`, through `gateway` or directly out
+    /// of `oif` (`ip route add DST [via GW] [dev OIF]`).
+    pub fn add_route(
+        &mut self,
+        dst: IpAddr,
+        prefix_len: u8,
+        gateway: Option<IpAddr>,
+        oif: Option<u32>,
+    ) -> Result<()> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = match dst {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        msg.header.destination_prefix_length = prefix_len;
+        msg.header.table = RouteHeader::RT_TABLE_MAIN;
+        msg.header.protocol = RouteProtocol::Static;
+        msg.header.scope = if gateway.is_some() {
+            RouteScope::Universe
+        } else {
+            RouteScope::Link
+        };
+        msg.header.kind = RouteType::Unicast;
+        msg.attributes
+            .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        if let Some(gw) = gateway {
+            msg.attributes
+                .push(RouteAttribute::Gateway(RouteAddress::from(gw)));
+        }
+        if let Some(oif) = oif {
+            msg.attributes.push(RouteAttribute::Oif(oif));
+        }
+        let op = format!("RTM_NEWROUTE {dst}/{prefix_len} via {gateway:?} oif {oif:?}");
+        self.ack(
+            &op,
+            RouteNetlinkMessage::NewRoute(msg),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+    }
+
+    /// Moves a link into the namespace behind `ns_fd` (`ip link set DEV
+    /// netns NS`). The index may change there; look it up by name.
+    pub fn move_to_netns(&mut self, index: u32, ns_fd: std::os::fd::BorrowedFd<'_>) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        let op = format!("RTM_SETLINK ifindex {index} netns fd");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::NetNsFd(ns_fd.as_raw_fd()))
+        })
+    }
+
+    /// Sets `gso_max_size` (`IFLA_GSO_MAX_SIZE`). Like the GRO knob, a
+    /// value <= 65536 also overwrites `gso_ipv4_max_size` (6.3+).
+    pub fn set_gso_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gso_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gso_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GsoMaxSize(size))
+        })
+    }
+
+    /// Sets `gso_ipv4_max_size` (`IFLA_GSO_IPV4_MAX_SIZE`, 6.3+).
+    pub fn set_gso_ipv4_max_size(&mut self, index: u32, size: u32) -> Result<()> {
+        check_gro_size("gso_ipv4_max_size", size)?;
+        let op = format!("RTM_SETLINK ifindex {index} gso_ipv4_max_size {size}");
+        self.set_link(&op, index, |m| {
+            m.attributes.push(LinkAttribute::GsoIpv4MaxSize(size))
+        })
     }
 
     /// Deletes a link.
@@ -525,6 +633,7 @@ fn link_state(l: &LinkMessage) -> LinkState {
     let mut s = LinkState {
         index: l.header.index,
         up: l.header.flags.contains(LinkFlags::Up),
+        loopback: l.header.flags.contains(LinkFlags::Loopback),
         ..LinkState::default()
     };
     for a in &l.attributes {
@@ -537,10 +646,27 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::GsoMaxSize(v) => s.gso_max_size = Some(*v),
             LinkAttribute::GsoIpv4MaxSize(v) => s.gso_ipv4_max_size = Some(*v),
             LinkAttribute::TsoMaxSize(v) => s.tso_max_size = Some(*v),
+            LinkAttribute::TsoMaxSegs(v) => s.tso_max_segs = Some(*v),
+            LinkAttribute::NumRxQueues(v) => s.rx_queues = Some(*v),
+            LinkAttribute::NumTxQueues(v) => s.tx_queues = Some(*v),
+            LinkAttribute::Qdisc(q) => s.qdisc = Some(q.clone()),
+            LinkAttribute::Xdp(x) => {
+                s.xdp = x.iter().any(
+                    |a| matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0),
+                )
+            }
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
-                    if let LinkInfo::Kind(k) = i {
-                        s.kind = Some(k.to_string());
+                    match i {
+                        LinkInfo::Kind(k) => s.kind = Some(k.to_string()),
+                        LinkInfo::Data(InfoData::Vxlan(data)) => {
+                            for d in data {
+                                if let InfoVxlan::Link(idx) = d {
+                                    s.tunnel_link = Some(*idx);
+                                }
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -62,6 +62,40 @@ impl Sysfs {
         Ok(s.trim().to_string())
     }
 
+    /// Whether `rel` exists (a file, directory or symlink).
+    pub fn exists(&self, rel: &str) -> bool {
+        rustix::fs::statat(&self.root, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Names in directory `rel`, unsorted, without `.` and `..`.
+    pub fn list(&self, rel: &str) -> Result<Vec<String>> {
+        let fd = rustix::fs::openat(
+            &self.root,
+            rel,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::sys(format!("open sysfs dir {rel}"), e.into()))?;
+        let dir = rustix::fs::Dir::read_from(&fd)
+            .map_err(|e| Error::sys(format!("read sysfs dir {rel}"), e.into()))?;
+        let mut out = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| Error::sys(format!("read sysfs dir {rel}"), e.into()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The target of symlink `rel`, if it is one.
+    pub fn read_link(&self, rel: &str) -> Option<String> {
+        rustix::fs::readlinkat(&self.root, rel, Vec::new())
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
+    }
+
     /// Writes `value` to a sysfs file.
     pub fn write(&self, rel: &str, value: &str) -> Result<()> {
         let fd = rustix::fs::openat(

@@ -1,5 +1,8 @@
-//! TUN/TAP devices: open `/dev/net/tun`, `TUNSETIFF`, and the ioctls a
-//! userspace datapath needs (`TUNSETOFFLOAD`, `TUNSETVNETHDRSZ`).
+//! TUN/TAP devices opened with any `IFF_*` flags (the oracle's TAP uses
+//! `IFF_NAPI`), on offload-tun's ioctl layer (`offload_tun::sys`): the
+//! project has one implementation of the TUN ioctls, this is a thin handle
+//! over it for callers that need flags `offload_tun::TunDevice` does not
+//! offer.
 //!
 //! The device is created in the network namespace of the thread that calls
 //! [`TunDevice::open`] (the tun file's socket takes `current`'s namespace at
@@ -8,26 +11,16 @@
 //! each (with a `virtio_net_hdr` in front when [`IFF_VNET_HDR`] is set).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use offload_tun::sys;
 
 use crate::error::{Error, Result};
 use crate::rtnl::check_ifname;
 
-/// `IFF_TUN`: layer-3 device, frames start with the IP header.
-pub const IFF_TUN: u16 = 0x0001;
-/// `IFF_TAP`: layer-2 device, frames start with the Ethernet header.
-pub const IFF_TAP: u16 = 0x0002;
-/// `IFF_NAPI`: writes enter the stack through the device's NAPI instance,
-/// i.e. through `napi_gro_receive`, like frames from a NIC.
-pub const IFF_NAPI: u16 = 0x0010;
-/// `IFF_NAPI_FRAGS`: like `IFF_NAPI`, with `napi_get_frags` (needs `writev`).
-pub const IFF_NAPI_FRAGS: u16 = 0x0020;
-/// `IFF_NO_PI`: no 4-byte packet-information prefix.
-pub const IFF_NO_PI: u16 = 0x1000;
-/// `IFF_VNET_HDR`: every frame is preceded by a `virtio_net_hdr`.
-pub const IFF_VNET_HDR: u16 = 0x4000;
-/// `IFF_MULTI_QUEUE`: one fd per queue.
-pub const IFF_MULTI_QUEUE: u16 = 0x0100;
+pub use offload_tun::sys::{
+    IFF_MULTI_QUEUE, IFF_NAPI, IFF_NAPI_FRAGS, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR,
+};
 
 /// `TUNSETOFFLOAD` bits (`include/uapi/linux/if_tun.h`): what the *user*
 /// side accepts from the kernel.
@@ -52,20 +45,6 @@ pub mod offload {
     pub const TUN_F_UDP_TUNNEL_GSO_CSUM: u32 = 0x100;
 }
 
-// ioctl numbers from include/uapi/linux/if_tun.h (_IOW('T', n, int)).
-const TUNSETIFF: libc::Ioctl = 0x4004_54ca;
-const TUNSETOFFLOAD: libc::Ioctl = 0x4004_54d0;
-const TUNGETIFF: libc::Ioctl = 0x8004_54d2;
-const TUNSETVNETHDRSZ: libc::Ioctl = 0x4004_54d8;
-
-/// `struct ifreq` restricted to the name and the `ifr_flags` union member.
-#[repr(C)]
-struct IfReqFlags {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
 /// An open TUN or TAP device.
 #[derive(Debug)]
 pub struct TunDevice {
@@ -79,35 +58,9 @@ impl TunDevice {
     /// `flags` (e.g. `IFF_TAP | IFF_NO_PI | IFF_NAPI`).
     pub fn open(name: &str, flags: u16) -> Result<Self> {
         check_ifname(name)?;
-        // SAFETY: plain open(2) of a NUL-terminated constant path; the result
-        // is checked before use and owned exactly once below.
-        let raw = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if raw < 0 {
-            return Err(Error::last_os("open /dev/net/tun"));
-        }
-        // SAFETY: `raw` is a fresh, valid fd that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut req = IfReqFlags {
-            name: [0; libc::IFNAMSIZ],
-            flags: flags as libc::c_short,
-            _pad: [0; 22],
-        };
-        req.name[..name.len()].copy_from_slice(name.as_bytes());
-        // SAFETY: TUNSETIFF reads and writes a `struct ifreq`; `req` has
-        // its layout (name + short flags, padded to 40 bytes) and lives for
-        // the whole call.
-        let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReqFlags) };
-        if r < 0 {
-            return Err(Error::last_os(format!(
-                "TUNSETIFF {name} flags {flags:#06x}"
-            )));
-        }
-        let len = req
-            .name
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(req.name.len());
-        let actual = String::from_utf8_lossy(&req.name[..len]).into_owned();
+        let fd = sys::open_tun().map_err(|e| Error::sys("open /dev/net/tun", e))?;
+        let actual = sys::set_iff(fd.as_fd(), name, flags)
+            .map_err(|e| Error::sys(format!("TUNSETIFF {name} flags {flags:#06x}"), e))?;
         Ok(TunDevice {
             fd,
             name: actual,
@@ -127,98 +80,44 @@ impl TunDevice {
 
     /// Reads the flags back from the kernel (`TUNGETIFF`).
     pub fn kernel_flags(&self) -> Result<u16> {
-        let mut req = IfReqFlags {
-            name: [0; libc::IFNAMSIZ],
-            flags: 0,
-            _pad: [0; 22],
-        };
-        // SAFETY: TUNGETIFF fills a `struct ifreq`, which `req` matches.
-        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNGETIFF, &mut req as *mut IfReqFlags) };
-        if r < 0 {
-            return Err(Error::last_os(format!("TUNGETIFF {}", self.name)));
-        }
-        Ok(req.flags as u16)
+        sys::get_iff(self.fd.as_fd())
+            .map(|(_, flags)| flags)
+            .map_err(|e| Error::sys(format!("TUNGETIFF {}", self.name), e))
     }
 
     /// `TUNSETOFFLOAD`: which offloads the user side accepts (bits in
     /// [`offload`]). Unknown bits make the kernel fail with `EINVAL`, which
     /// is how userspace probes for support.
     pub fn set_offload(&self, flags: u32) -> Result<()> {
-        // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long).
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                TUNSETOFFLOAD,
-                libc::c_ulong::from(flags),
-            )
-        };
-        if r < 0 {
-            return Err(Error::last_os(format!(
-                "TUNSETOFFLOAD {} {flags:#x}",
-                self.name
-            )));
-        }
-        Ok(())
+        sys::set_offload(self.fd.as_fd(), flags)
+            .map_err(|e| Error::sys(format!("TUNSETOFFLOAD {} {flags:#x}", self.name), e))
     }
 
     /// `TUNSETVNETHDRSZ`: size of the `virtio_net_hdr` in front of each
-    /// frame (10, 12, 20 or 24; the kernel requires ≥ 10).
+    /// frame (10, 12, 20 or 24; the kernel requires >= 10).
     pub fn set_vnet_hdr_size(&self, size: i32) -> Result<()> {
-        let mut v: libc::c_int = size;
-        // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer, which
-        // points at a live local.
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                TUNSETVNETHDRSZ,
-                &mut v as *mut libc::c_int,
+        let bad = || {
+            Error::sys(
+                format!("TUNSETVNETHDRSZ {} {size}", self.name),
+                io::Error::from_raw_os_error(libc::EINVAL),
             )
         };
-        if r < 0 {
-            return Err(Error::last_os(format!(
-                "TUNSETVNETHDRSZ {} {size}",
-                self.name
-            )));
-        }
-        Ok(())
+        let size_u = usize::try_from(size).map_err(|_| bad())?;
+        sys::set_vnet_hdr_size(self.fd.as_fd(), size_u)
+            .map_err(|e| Error::sys(format!("TUNSETVNETHDRSZ {} {size}", self.name), e))
     }
 
     /// Writes one frame. With `IFF_NAPI` the frame has been through GRO (and
     /// possibly delivered) when this returns, unless softirq processing was
     /// deferred to `ksoftirqd`.
     pub fn write_frame(&self, frame: &[u8]) -> io::Result<usize> {
-        // SAFETY: write(2) reads `frame.len()` bytes from a live slice.
-        let n = unsafe {
-            libc::write(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast::<libc::c_void>(),
-                frame.len(),
-            )
-        };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
+        sys::write2(self.fd.as_fd(), &[], frame)
     }
 
     /// Reads one frame the kernel transmitted on the device (blocking unless
     /// the fd was made non-blocking).
     pub fn read_frame(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: read(2) writes at most `buf.len()` bytes into a live,
-        // exclusively borrowed slice.
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast::<libc::c_void>(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
+        sys::read(self.fd.as_fd(), buf)
     }
 }
 

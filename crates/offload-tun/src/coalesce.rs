@@ -19,7 +19,7 @@
 
 use std::io;
 
-use offload::gro::{Delivered, GroConfig, GroEngine, Input, UdpGro};
+use offload::gro::{Delivered, GroConfig, GroEngine, Input, RxChecksum, UdpGro};
 use offload::gso::{segment, GsoParams};
 use offload::vnet::VnetHdr;
 use offload::LinkKind;
@@ -140,8 +140,24 @@ impl Coalescer {
 
     /// Adds one packet to the batch. Packets GRO completes on the way are
     /// written at once, in the kernel's order. A failed write does not stop
-    /// the others; the first failure is returned.
+    /// the others; the first failure is returned. Nothing is known of the
+    /// packet's checksum: GRO verifies it when
+    /// [`CoalescerOptions::verify_checksums`] is on.
     pub fn push<W: PacketWriter>(&mut self, packet: &[u8], w: &mut W) -> Result<()> {
+        self.push_with_checksum(packet, RxChecksum::None, w)
+    }
+
+    /// [`Coalescer::push`] for a packet whose checksum the caller already
+    /// knows (`RxChecksum::Unnecessary`: it computed it, or the kernel's
+    /// `DATA_VALID` vouched for it; see
+    /// [`crate::TunDevice::read_packets_with_checksum`]), so that GRO does
+    /// not verify it a second time.
+    pub fn push_with_checksum<W: PacketWriter>(
+        &mut self,
+        packet: &[u8],
+        csum: RxChecksum,
+        w: &mut W,
+    ) -> Result<()> {
         self.stats.packets_in += 1;
         if !self.opts.gro || !w.has_vnet_hdr() {
             return match w.write_packet(None, packet) {
@@ -162,11 +178,12 @@ impl Coalescer {
         };
         let mut first_err = None;
         let stats = &mut self.stats;
-        self.engine.receive(input, &mut |d: &Delivered<'_>| {
-            if let Err(e) = deliver(d, w, stats) {
-                first_err.get_or_insert(e);
-            }
-        });
+        self.engine
+            .receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
+                if let Err(e) = deliver(d, w, stats) {
+                    first_err.get_or_insert(e);
+                }
+            });
         first_err.map_or(Ok(()), Err)
     }
 
@@ -335,6 +352,26 @@ mod tests {
             "GSO gives back the original segments byte for byte"
         );
         assert!(w.writes.iter().all(|(h, _)| h.is_none()));
+    }
+
+    #[test]
+    fn verdict_skips_verification_and_none_still_verifies() {
+        let mut segs = segments(3, 1000, 1000);
+        // Corrupt the middle segment's payload: its TCP checksum is wrong.
+        segs[1][100] ^= 0xff;
+        let run = |csum: RxChecksum| {
+            let mut w = Recorder::default();
+            let mut c = Coalescer::new(LinkKind::RawIp, CoalescerOptions::default());
+            for s in &segs {
+                c.push_with_checksum(s, csum, &mut w).unwrap();
+            }
+            c.flush(&mut w).unwrap();
+            w.writes.len()
+        };
+        // Unknown checksums are verified: the bad segment breaks the merge.
+        assert!(run(RxChecksum::None) > 1);
+        // A verdict is trusted, as the kernel trusts CHECKSUM_UNNECESSARY.
+        assert_eq!(run(RxChecksum::Unnecessary { level: 0 }), 1);
     }
 
     #[test]

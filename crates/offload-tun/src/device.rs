@@ -17,11 +17,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use offload::vnet::{VnetHdr, HDR_LEN, HDR_LEN_V1};
-use offload::LinkKind;
+use offload::{LinkKind, RxChecksum};
 
 use crate::error::{Result, TunError};
 use crate::offloads::{negotiate, Negotiation, Offloads};
-use crate::read::{split_packet, RawPacket, Split};
+use crate::read::{split_packet, split_packet_with_checksum, RawPacket, Split};
 use crate::sys;
 
 /// Largest packet read: 64 KiB (TUN's `tso_max_size`) plus headers.
@@ -240,6 +240,21 @@ impl TunDevice {
         };
         let packet = &mut self.buf[self.vnet_hdr_len..n];
         split_packet(&self.name, vnet.as_ref(), self.link, packet, out).map(Some)
+    }
+
+    /// [`TunDevice::read_packets`], with what is known of each packet's
+    /// checksum (see [`crate::split_packet_with_checksum`]): pass it to
+    /// [`crate::Coalescer::push_with_checksum`] so that GRO verifies only
+    /// the checksums nobody has computed or vouched for.
+    pub fn read_packets_with_checksum(
+        &mut self,
+        out: &mut impl FnMut(&[u8], RxChecksum),
+    ) -> Result<Option<Split>> {
+        let Some((vnet, n)) = self.read_one()? else {
+            return Ok(None);
+        };
+        let packet = &mut self.buf[self.vnet_hdr_len..n];
+        split_packet_with_checksum(&self.name, vnet.as_ref(), self.link, packet, out).map(Some)
     }
 
     /// Reads into the buffer: the decoded header and the bytes read.

@@ -23,19 +23,22 @@
 //! between two namespaces.
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 mod coalesce;
 mod device;
 mod error;
 mod offloads;
 mod read;
-mod sys;
+// The ioctl and syscall layer: the only unsafe code of the crate.
+#[allow(unsafe_code)]
+pub mod sys;
 
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};
 pub use device::{TunDevice, TunOptions};
 pub use error::{Result, TunError};
 pub use offloads::{negotiate, Negotiation, Offloads};
-pub use read::{split_packet, RawPacket, Split};
+pub use read::{split_packet, split_packet_with_checksum, RawPacket, Split};
 
 /// The request half of [`TunOptions`]: which offloads to try.
 pub type OffloadRequest = Offloads;

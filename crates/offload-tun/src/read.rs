@@ -11,7 +11,7 @@
 
 use offload::gso::segment_layout;
 use offload::vnet::{complete_checksum, plan, Plan, VnetHdr};
-use offload::LinkKind;
+use offload::{LinkKind, RxChecksum};
 
 use crate::error::{Result, TunError};
 
@@ -45,10 +45,29 @@ pub fn split_packet(
     packet: &mut [u8],
     out: &mut impl FnMut(&[u8]),
 ) -> Result<Split> {
+    split_packet_with_checksum(dev, vnet, link, packet, &mut |p, _| out(p))
+}
+
+/// [`split_packet`], handing out with each packet what is known of its
+/// TCP/UDP checksum, for [`crate::Coalescer::push_with_checksum`]: a
+/// checksum this function computed (segmentation, a completed partial
+/// checksum) or one the kernel vouched for (`DATA_VALID`) is
+/// `RxChecksum::Unnecessary { level: 0 }`, so that GRO does not verify it
+/// a second time; a packet the kernel said nothing about is
+/// `RxChecksum::None`, as is every packet of a device without vnet headers.
+pub fn split_packet_with_checksum(
+    dev: &str,
+    vnet: Option<&VnetHdr>,
+    link: LinkKind,
+    packet: &mut [u8],
+    out: &mut impl FnMut(&[u8], RxChecksum),
+) -> Result<Split> {
     let Some(hdr) = vnet else {
-        out(packet);
+        out(packet, RxChecksum::None);
         return Ok(Split::AsIs);
     };
+    // Computed here, by the engine's segmentation or completion: valid.
+    let computed = RxChecksum::Unnecessary { level: 0 };
     let bad = |source| TunError::BadVnetHeader {
         dev: dev.to_string(),
         len: packet.len(),
@@ -56,7 +75,13 @@ pub fn split_packet(
     };
     match plan(hdr, link, packet).map_err(bad)? {
         Plan::AsIs => {
-            out(packet);
+            // Nothing to compute: only the kernel's DATA_VALID vouches.
+            let csum = if hdr.flags & offload::vnet::flags::DATA_VALID != 0 {
+                computed
+            } else {
+                RxChecksum::None
+            };
+            out(packet, csum);
             Ok(Split::AsIs)
         }
         Plan::CompleteChecksum {
@@ -70,18 +95,19 @@ pub fn split_packet(
                     source,
                 }
             })?;
-            out(packet);
+            out(packet, computed);
             Ok(Split::ChecksumCompleted)
         }
         Plan::Segment { params, layout } => {
             // The ECN bit of gso_type is SKB_GSO_TCP_ECN, which changes
             // nothing in segmentation (CWR stays on the first segment only).
-            let n = segment_layout(packet, &layout, &params, out).map_err(|source| {
-                TunError::Segment {
-                    dev: dev.to_string(),
-                    len: packet.len(),
-                    source,
-                }
+            let n = segment_layout(packet, &layout, &params, &mut |seg: &[u8]| {
+                out(seg, computed)
+            })
+            .map_err(|source| TunError::Segment {
+                dev: dev.to_string(),
+                len: packet.len(),
+                source,
             })?;
             Ok(Split::Segmented(n))
         }
@@ -190,6 +216,35 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("oflx"), "{e}");
+    }
+
+    #[test]
+    fn verdicts_say_what_was_computed_or_vouched_for() {
+        let verdicts = |hdr: Option<&VnetHdr>, p: &mut Vec<u8>| {
+            let mut v = Vec::new();
+            split_packet_with_checksum("t", hdr, LinkKind::RawIp, p, &mut |_, c| v.push(c))
+                .unwrap();
+            v
+        };
+        let valid = RxChecksum::Unnecessary { level: 0 };
+        // Segmented: every segment's checksum was just computed.
+        let (hdr, mut p) = tso_packet(3000, 1400);
+        assert_eq!(verdicts(Some(&hdr), &mut p), vec![valid; 3]);
+        // Partial checksum completed here.
+        let (mut hdr, mut p) = tso_packet(500, 1400);
+        hdr.gso_type = gso::NONE;
+        hdr.gso_size = 0;
+        assert_eq!(verdicts(Some(&hdr), &mut p), vec![valid]);
+        // Complete packet: DATA_VALID vouches, no flag does not.
+        let (_, p0) = tso_packet(100, 1400);
+        let mut plain = VnetHdr::default();
+        assert_eq!(
+            verdicts(Some(&plain), &mut p0.clone()),
+            vec![RxChecksum::None]
+        );
+        plain.flags = flags::DATA_VALID;
+        assert_eq!(verdicts(Some(&plain), &mut p0.clone()), vec![valid]);
+        assert_eq!(verdicts(None, &mut p0.clone()), vec![RxChecksum::None]);
     }
 
     #[test]

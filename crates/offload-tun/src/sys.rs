@@ -4,6 +4,10 @@
 //!
 //! Ioctl numbers and flags are from `include/uapi/linux/if_tun.h`
 //! (`_IOW('T', n, int)` / `_IOR`).
+//!
+//! This is the project's one TUN ioctl layer: [`crate::TunDevice`] is built
+//! on it, and so is offload-lab's TAP device for the kernel GRO oracle,
+//! which needs flags `TunDevice` does not offer ([`IFF_NAPI`]).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -13,6 +17,14 @@ use std::time::Duration;
 pub const IFF_TUN: u16 = 0x0001;
 /// `IFF_TAP`: layer 2, frames start with the Ethernet header.
 pub const IFF_TAP: u16 = 0x0002;
+/// `IFF_NAPI`: writes enter the stack through the device's NAPI instance,
+/// i.e. through `napi_gro_receive`, like frames from a NIC (needs
+/// `CAP_NET_ADMIN`).
+pub const IFF_NAPI: u16 = 0x0010;
+/// `IFF_NAPI_FRAGS`: like `IFF_NAPI`, with `napi_get_frags` (needs `writev`).
+pub const IFF_NAPI_FRAGS: u16 = 0x0020;
+/// `IFF_MULTI_QUEUE`: one fd per queue.
+pub const IFF_MULTI_QUEUE: u16 = 0x0100;
 /// `IFF_NO_PI`: no 4-byte packet-information prefix.
 pub const IFF_NO_PI: u16 = 0x1000;
 /// `IFF_VNET_HDR`: a `virtio_net_hdr` precedes every packet.

@@ -5,35 +5,59 @@
 //! (outer headers first, with the lengths as they are at that moment).
 
 use super::buf::PacketBuf;
-use super::{gso_type, Held};
+use super::{gso_type, Held, KernelLine};
 use crate::checksum;
+use crate::layout::Encap;
 use crate::wire::ipv4::Ipv4;
 use crate::wire::ipv6::{self, Ipv6};
 use crate::wire::{be16, put16, tcp, udp, IpVersion, Transport};
 
 /// Rewrites lengths and checksums; returns the `SKB_GSO_*` bits.
-pub(super) fn complete(p: &mut Held) -> u32 {
+pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
     let mut gso = 0;
     if let Some(mut o) = p.lay.outer {
-        let shift = complete_l3(p, o.l3_off, o.ip);
-        o.udp_off += shift;
+        let shift = complete_l3(p, o.l3_off, o.ip, line);
+        o.encap_off += shift;
         p.lay.l3_off += shift;
         p.lay.l4_off += shift;
-        let udp = o.udp_off;
-        let len = p.data.total_len() - udp;
-        let csum = udp + udp::field::CHECKSUM;
-        if be16(&p.data, csum) != 0 {
-            let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
-            put16(&mut p.data, csum, checksum::fold(pseudo));
-            gso |= gso_type::UDP_TUNNEL_CSUM;
-        } else {
-            gso |= gso_type::UDP_TUNNEL;
+        match o.encap {
+            Encap::Vxlan | Encap::Geneve { .. } => {
+                // `udp4/6_gro_complete` → `udp_gro_complete`.
+                let udp = o.encap_off;
+                let len = p.data.total_len() - udp;
+                let csum = udp + udp::field::CHECKSUM;
+                if be16(&p.data, csum) != 0 {
+                    let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
+                    put16(&mut p.data, csum, checksum::fold(pseudo));
+                    gso |= gso_type::UDP_TUNNEL_CSUM;
+                } else {
+                    gso |= gso_type::UDP_TUNNEL;
+                }
+                // `htons(skb->len - nhoff)`: above 64 KiB the field wraps.
+                put16(&mut p.data, udp + udp::field::LENGTH.start, len as u16);
+            }
+            // `gre_gro_complete`: the GRE header is left as the first
+            // segment had it (its checksum field included).
+            Encap::Gre { .. } => {
+                let csum = be16(&p.data, o.encap_off) & crate::wire::gre::flags::CSUM != 0;
+                gso |= if csum {
+                    gso_type::GRE_CSUM
+                } else {
+                    gso_type::GRE
+                };
+            }
+            // `ipip_gro_complete`, `sit_gro_complete`,
+            // `ip6ip6_gro_complete`, `ip4ip6_gro_complete`.
+            Encap::IpInIp => {
+                gso |= match o.ip {
+                    IpVersion::V4 => gso_type::IPXIP4,
+                    IpVersion::V6 => gso_type::IPXIP6,
+                };
+            }
         }
-        // `htons(skb->len - nhoff)`: above 64 KiB the field wraps.
-        put16(&mut p.data, udp + udp::field::LENGTH.start, len as u16);
         p.lay.outer = Some(o);
     }
-    let shift = complete_l3(p, p.lay.l3_off, p.lay.ip);
+    let shift = complete_l3(p, p.lay.l3_off, p.lay.ip, line);
     p.lay.l4_off += shift;
     let (l3, l4, ip) = (p.lay.l3_off, p.lay.l4_off, p.lay.ip);
     let len = (p.data.total_len() - l4) as u32;
@@ -63,7 +87,12 @@ pub(super) fn complete(p: &mut Held) -> u32 {
         gso |= gso_type::TCP_FIXEDID_INNER;
     }
     if p.data[l4 + tcp::field::FLAGS] & tcp::flags::CWR != 0 {
-        gso |= gso_type::TCP_ACCECN;
+        // `tcp_gro_complete`: classic ECN before 6.18, AccECN since.
+        gso |= if line.cwr_is_classic_ecn() {
+            gso_type::TCP_ECN
+        } else {
+            gso_type::TCP_ACCECN
+        };
     }
     gso
 }
@@ -71,10 +100,15 @@ pub(super) fn complete(p: &mut Held) -> u32 {
 /// Sets the length of the IP header at `l3` to cover the rest of the
 /// packet; returns how many bytes were inserted before `l3 + 40` (8 when
 /// an IPv6 Jumbo Hop-by-Hop header was added).
-fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion) -> usize {
+fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usize {
     match ip {
         IpVersion::V6 => {
             let payload_len = p.data.total_len() - l3 - ipv6::HEADER_LEN;
+            if payload_len > 65535 && !line.ipv6_jumbo_hbh() {
+                // 7.0 `ipv6_gro_complete`: payload length 0, no HBH.
+                Ipv6::new_unchecked(&mut p.data[l3..]).set_payload_len(0);
+                return 0;
+            }
             if payload_len > 65535 {
                 insert_jumbo_hbh(&mut p.data, l3, payload_len as u32);
                 return ipv6::JUMBO_HBH_LEN;

@@ -22,15 +22,19 @@
 
 mod buf;
 mod complete;
+mod profile;
 mod reason;
 mod rx;
 mod table;
 mod tcp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 mod udp;
 
 pub use buf::Frag;
+pub use profile::KernelLine;
 pub use reason::FlushReason;
 pub use udp::UDP_GRO_CNT_MAX;
 
@@ -46,25 +50,35 @@ pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
 /// `GRO_MAX_SIZE`: the largest `gro_max_size` the kernel accepts (8 × 65535).
 pub const GRO_MAX_SIZE: u32 = 524_280;
 
-/// `SKB_GSO_*` bits the engine reports for delivered super-packets
-/// (`include/linux/skbuff.h`, 6.18 numbering).
+/// `SKB_GSO_*` bits the engine reports for delivered super-packets,
+/// numbered as `include/linux/skbuff.h` of 6.18 numbers them (bit 3, the
+/// old `SKB_GSO_TCP_FIXEDID`, became `__SKB_GSO_TCP_FIXEDID`; the fixed-ID
+/// bits moved to 30 and 31 with the 6.18 IP-ID series).
 pub mod gso_type {
     /// TCP over IPv4.
     pub const TCPV4: u32 = 1 << 0;
     /// The packet comes from an untrusted source (virtio, TUN).
-    pub const DODGY: u32 = 1 << 2;
-    /// ECN CWR seen (classic ECN).
-    pub const TCP_ECN: u32 = 1 << 3;
+    pub const DODGY: u32 = 1 << 1;
+    /// ECN CWR seen (classic ECN; what 6.1 and 6.12 `tcp_gro_complete` set).
+    pub const TCP_ECN: u32 = 1 << 2;
     /// TCP over IPv6.
-    pub const TCPV6: u32 = 1 << 5;
-    /// UDP tunnel (VXLAN) without outer checksum.
-    pub const UDP_TUNNEL: u32 = 1 << 11;
+    pub const TCPV6: u32 = 1 << 4;
+    /// GRE tunnel without checksum.
+    pub const GRE: u32 = 1 << 6;
+    /// GRE tunnel with checksum.
+    pub const GRE_CSUM: u32 = 1 << 7;
+    /// IP in IP with an outer IPv4 header (IPIP, SIT).
+    pub const IPXIP4: u32 = 1 << 8;
+    /// IP in IP with an outer IPv6 header (IPv6 in IPv6, IPv4 in IPv6).
+    pub const IPXIP6: u32 = 1 << 9;
+    /// UDP tunnel (VXLAN, Geneve) without outer checksum.
+    pub const UDP_TUNNEL: u32 = 1 << 10;
     /// UDP tunnel with outer checksum.
-    pub const UDP_TUNNEL_CSUM: u32 = 1 << 12;
+    pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
     /// UDP segmentation (USO / UDP GRO).
-    pub const UDP_L4: u32 = 1 << 16;
-    /// AccECN: CWR is kept on every segment (7.0+).
-    pub const TCP_ACCECN: u32 = 1 << 17;
+    pub const UDP_L4: u32 = 1 << 17;
+    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
     /// Inner IPv4 header kept a fixed ID (6.18: bit 31).
@@ -96,6 +110,13 @@ pub struct GroConfig {
     /// `CONFIG_VLAN_8021Q`, which registers that handler; most distribution
     /// kernels have it on.
     pub vlan_gro: bool,
+    /// UDP destination ports on which a Geneve socket listens (6081 by
+    /// default): GRO looks inside Geneve only there.
+    pub geneve_ports: Vec<u16>,
+    /// The kernel line whose rules apply ([`KernelLine`]: IP ID, CWR,
+    /// IPv6 BIG TCP and size-limit rules differ between 6.1, 6.12, 6.18
+    /// and 7.x). Default 6.18.
+    pub kernel: KernelLine,
 }
 
 impl Default for GroConfig {
@@ -108,6 +129,8 @@ impl Default for GroConfig {
             udp: UdpGro::AllPorts,
             vxlan_ports: vec![DEFAULT_VXLAN_PORT],
             vlan_gro: false,
+            kernel: KernelLine::default(),
+            geneve_ports: vec![crate::wire::geneve::PORT],
         }
     }
 }
@@ -204,6 +227,12 @@ pub enum Proto {
     Udp6,
     /// VXLAN-encapsulated traffic (counted apart from plain UDP).
     Vxlan,
+    /// IP in IP: IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6.
+    IpInIp,
+    /// GRE-encapsulated traffic.
+    Gre,
+    /// Geneve-encapsulated traffic.
+    Geneve,
     /// Anything else (passes GRO untouched).
     Other,
 }
@@ -222,14 +251,29 @@ impl Proto {
     }
 
     /// Every bucket, in index order.
-    pub const ALL: [Proto; 6] = [
+    pub const ALL: [Proto; 9] = [
         Proto::Tcp4,
         Proto::Tcp6,
         Proto::Udp4,
         Proto::Udp6,
         Proto::Vxlan,
+        Proto::IpInIp,
+        Proto::Gre,
+        Proto::Geneve,
         Proto::Other,
     ];
+
+    /// The bucket of tunnelled traffic.
+    #[inline]
+    pub fn of_encap(encap: crate::layout::Encap) -> Proto {
+        use crate::layout::Encap;
+        match encap {
+            Encap::Vxlan => Proto::Vxlan,
+            Encap::Geneve { .. } => Proto::Geneve,
+            Encap::Gre { .. } => Proto::Gre,
+            Encap::IpInIp => Proto::IpInIp,
+        }
+    }
 
     /// The short name used in tables and JSON.
     pub fn name(self) -> &'static str {
@@ -239,6 +283,9 @@ impl Proto {
             Proto::Udp4 => "udp4",
             Proto::Udp6 => "udp6",
             Proto::Vxlan => "vxlan",
+            Proto::IpInIp => "ip-in-ip",
+            Proto::Gre => "gre",
+            Proto::Geneve => "geneve",
             Proto::Other => "other",
         }
     }
@@ -307,9 +354,9 @@ pub struct GroStats {
     /// Bytes fed to the engine.
     pub bytes_in: u64,
     /// Per [`Proto`] (index of `Proto::ALL`): frames in, packets out.
-    pub proto_in: [u64; 6],
+    pub proto_in: [u64; Proto::ALL.len()],
     /// Packets out per [`Proto`] (index of `Proto::ALL`).
-    pub proto_out: [u64; 6],
+    pub proto_out: [u64; Proto::ALL.len()],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
 }
@@ -346,6 +393,9 @@ pub(crate) struct Held {
     pub mss: u32,
     /// `NAPI_GRO_CB(p)->ip_fixedid` (bit 0 outer/only header, bit 1 inner).
     pub fixedid: u8,
+    /// `NAPI_GRO_CB(p)->is_atomic` of the ≤ 6.9 IP-ID rule (6.1 profile):
+    /// the head's innermost DF, cleared when the flow turns incrementing.
+    pub atomic: bool,
     /// Payload bytes held (`skb_gro_len(p)`).
     pub payload: u32,
     pub first_frame: u64,
@@ -496,7 +546,7 @@ impl GroEngine {
     ) {
         let mut gso = 0;
         if p.count > 1 {
-            gso = complete::complete(&mut p);
+            gso = complete::complete(&mut p, self.cfg.kernel);
         }
         self.stats.packets_out += 1;
         self.stats.proto_out[p.proto as usize] += 1;
@@ -534,13 +584,12 @@ impl GroEngine {
         }
         let mut data = self.take_buffer();
         data.reset(skb.frame());
-        let proto = if skb.lay.outer.is_some() {
-            Proto::Vxlan
-        } else {
-            skb.proto()
+        let proto = match skb.lay.outer {
+            Some(o) => Proto::of_encap(o.encap),
+            None => skb.proto(),
         };
         self.held.push(
-            skb.hash,
+            rx::flow_hash(skb),
             Held {
                 data,
                 link: skb.input.link,
@@ -552,6 +601,7 @@ impl GroEngine {
                 count: 1,
                 mss: payload,
                 fixedid: 0,
+                atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
                 payload,
                 first_frame: skb.input.frame,
                 last_frame: skb.input.frame,
@@ -574,6 +624,10 @@ pub(crate) enum Verdict {
 fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
     if outer_protocol == ethertype::IPV6 {
         cfg.gro_max_size
+    } else if !cfg.kernel.has_ipv4_max_size() {
+        // Before 6.3 (`skb_gro_receive`): `gro_max_size` for every
+        // protocol, and only IPv6 TCP may pass 64 KiB.
+        cfg.gro_max_size.min(GRO_LEGACY_MAX_SIZE)
     } else {
         cfg.gro_ipv4_max_size
     }

@@ -59,8 +59,6 @@ pub enum FlushReason {
     SegmentCountLimit,
     /// UDP: the datagram is larger than the run's datagram size.
     DatagramLarger,
-    /// UDP tunnel: outer checksum zero vs non-zero mismatch (a different flow in the kernel; listed for completeness).
-    OuterChecksumMismatch,
 
     // ---- a held packet ended its run after the last merge ----
     /// A segment shorter than the MSS was merged and ends the run.
@@ -107,13 +105,21 @@ pub enum FlushReason {
     CaptureTruncated,
     /// The capture shows the packet leaving the host: receive offloads do not apply.
     Outgoing,
-    /// The input was already a GSO packet that cannot merge (DODGY or non-TCP).
-    GsoInput,
     /// UDP GRO needs a non-zero UDP checksum ("for symmetry with GSO").
     UdpZeroChecksum,
     /// A VLAN-tagged frame on a kernel without a VLAN GRO handler
     /// (`CONFIG_VLAN_8021Q` not set, as on the reference 6.18 build).
     VlanNotOffloaded,
+    /// A tunnel inside a tunnel: GRO looks through one level only
+    /// (`NAPI_GRO_CB(skb)->encap_mark` in `udp_gro_receive`,
+    /// `ipip_gro_receive`, `sit_ip6ip6_gro_receive`, `gre_gro_receive`).
+    NestedTunnel,
+    /// GRE with a sequence number, routing, or a version other than 0
+    /// (`gre_gro_receive`: only the key and checksum flags are taken).
+    GreUnsupported,
+    /// Geneve with a version other than 0 or the OAM bit
+    /// (`geneve_gro_receive`).
+    GeneveUnsupported,
 }
 
 impl FlushReason {
@@ -142,7 +148,6 @@ impl FlushReason {
         FlushReason::IncomingLengthMismatch,
         FlushReason::SegmentCountLimit,
         FlushReason::DatagramLarger,
-        FlushReason::OuterChecksumMismatch,
         FlushReason::ShortSegment,
         FlushReason::PshFlag,
         FlushReason::FinFlag,
@@ -163,9 +168,11 @@ impl FlushReason {
         FlushReason::ControlFlags,
         FlushReason::CaptureTruncated,
         FlushReason::Outgoing,
-        FlushReason::GsoInput,
         FlushReason::UdpZeroChecksum,
         FlushReason::VlanNotOffloaded,
+        FlushReason::NestedTunnel,
+        FlushReason::GreUnsupported,
+        FlushReason::GeneveUnsupported,
     ];
 
     /// Index into [`FlushReason::ALL`] (for counters).
@@ -201,7 +208,6 @@ impl FlushReason {
             IncomingLengthMismatch => "incoming-length-mismatch",
             SegmentCountLimit => "segment-count-limit",
             DatagramLarger => "datagram-larger",
-            OuterChecksumMismatch => "outer-checksum-mismatch",
             ShortSegment => "short-segment",
             PshFlag => "psh",
             FinFlag => "fin",
@@ -222,9 +228,68 @@ impl FlushReason {
             ControlFlags => "syn-rst-urg",
             CaptureTruncated => "capture-truncated",
             Outgoing => "outgoing",
-            GsoInput => "gso-input",
             UdpZeroChecksum => "udp-zero-checksum",
             VlanNotOffloaded => "vlan-not-offloaded",
+            NestedTunnel => "nested-tunnel",
+            GreUnsupported => "gre-unsupported",
+            GeneveUnsupported => "geneve-unsupported",
+        }
+    }
+
+    /// The kernel condition this reason stands for: file, function and
+    /// the kernel lines it holds on ("engine model" for the engine's own
+    /// choices about captures and time). One hop from a reason to its rule.
+    pub fn citation(self) -> &'static str {
+        use FlushReason::*;
+        match self {
+            CwrSet => "net/ipv4/tcp_offload.c tcp_gro_receive: flush = flags & TCP_FLAG_CWR (all lines up to 6.19; removed in 7.0)",
+            TcpFlagsChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: tcp_flag_word differs outside ~(FIN|PSH) (6.18+; CWR also masked before 6.18)",
+            WindowChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: tcp_flag_word (window half) differs (all lines)",
+            HeaderLengthChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: tcp_flag_word (data offset) differs (all lines)",
+            AckChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: th->ack_seq ^ th2->ack_seq (all lines)",
+            TimestampChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: option words differ, timestamp only (all lines)",
+            OptionsChanged => "net/ipv4/tcp_offload.c tcp_gro_receive: option words differ (all lines)",
+            TtlChanged => "include/net/gro.h inet_gro_flush (6.10+); net/ipv4/af_inet.c inet_gro_receive NAPI_GRO_CB(p)->flush (<= 6.9): ttl differs",
+            TosChanged => "include/net/gro.h inet_gro_flush / ipv6_gro_flush (6.10+); af_inet.c inet_gro_receive, ip6_offload.c ipv6_gro_receive (<= 6.9): TOS / traffic class differs",
+            DfChanged => "include/net/gro.h inet_gro_flush (6.10+); af_inet.c inet_gro_receive (<= 6.9): DF differs",
+            IpIdMismatch => "include/net/gro.h inet_gro_flush (6.10-6.17 one fixed-ID bit, 6.18+ two); af_inet.c inet_gro_receive flush_id + tcp_offload.c is_atomic (<= 6.9)",
+            HopLimitChanged => "include/net/gro.h ipv6_gro_flush (6.10+); net/ipv6/ip6_offload.c ipv6_gro_receive (<= 6.9): hop limit differs",
+            OuterIpIdMismatch => "include/net/gro.h gro_receive_network_flush, outer header (6.18+ any DF; 6.10-6.17 DF=0 only); af_inet.c flush_id ORed for DF=0 outer (<= 6.9)",
+            OuterTtlChanged => "include/net/gro.h gro_receive_network_flush, outer header (6.10+); af_inet.c / ip6_offload.c same_flow loop (<= 6.9)",
+            OuterTosChanged => "include/net/gro.h gro_receive_network_flush, outer header (6.10+); af_inet.c / ip6_offload.c same_flow loop (<= 6.9)",
+            OuterDfChanged => "include/net/gro.h gro_receive_network_flush, outer header (6.10+); af_inet.c inet_gro_receive (<= 6.9)",
+            SegmentLarger => "net/ipv4/tcp_offload.c tcp_gro_receive: (len - 1) >= mss (all lines)",
+            SequenceBehind => "net/ipv4/tcp_offload.c tcp_gro_receive: th2->seq + skb_gro_len(p) != th->seq (all lines)",
+            SequenceGap => "net/ipv4/tcp_offload.c tcp_gro_receive: th2->seq + skb_gro_len(p) != th->seq (all lines)",
+            SizeLimit => "net/core/gro.c skb_gro_receive: -E2BIG at gro_max_size / gro_ipv4_max_size (6.3+), gro_max_size and 64 KiB for IPv4 (<= 6.2)",
+            IncomingLengthMismatch => "net/core/gro.c skb_gro_receive: NAPI_GRO_CB(skb)->flush set by inet_gro_receive / ipv6_gro_receive length check (all lines)",
+            SegmentCountLimit => "net/ipv4/udp_offload.c udp_gro_receive_segment: count >= UDP_GRO_CNT_MAX (all lines)",
+            DatagramLarger => "net/ipv4/udp_offload.c udp_gro_receive_segment: ulen > ntohs(uh2->len) (all lines)",
+            ShortSegment => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: len < mss; udp_gro_receive_segment: ulen != uh2->len (all lines)",
+            PshFlag => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: flags & PSH (all lines)",
+            FinFlag => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: flags & FIN (all lines)",
+            TableFull => "net/core/gro.c dev_gro_receive -> gro_flush_oldest at MAX_GRO_SKBS (all lines)",
+            Timeout => "engine model of net/core/dev.c napi_complete_done / gro_flush_timeout (decision 0002)",
+            EndOfInput => "engine model: end of the capture",
+            NotIp => "net/core/gro.c dev_gro_receive: no packet_offload for the EtherType (all lines)",
+            UnsupportedProtocol => "net/ipv4/af_inet.c inet_gro_receive / ip6_offload.c ipv6_gro_receive: no inet_offloads[proto]; udp_offload.c udp_gro_receive: no UDP GRO socket or feature (all lines)",
+            IpOptions => "net/ipv4/af_inet.c inet_gro_receive: *(u8 *)iph != 0x45 (all lines)",
+            Fragment => "net/ipv4/af_inet.c inet_gro_receive ip_is_fragment; ip6_offload.c ipv6_gro_receive: no offload for NEXTHDR_FRAGMENT (all lines)",
+            BadIpChecksum => "net/ipv4/af_inet.c inet_gro_receive: ip_fast_csum != 0 (all lines)",
+            BadChecksum => "net/ipv4/tcp_offload.c tcp4_gro_receive skb_gro_checksum_validate; udp_offload.c udp_gro_receive; gre_offload.c gre_gro_receive (all lines)",
+            LengthMismatch => "net/ipv4/af_inet.c inet_gro_receive / ip6_offload.c ipv6_gro_receive: length flush bit, skb passes (all lines)",
+            Malformed => "net/ipv4/tcp_offload.c tcp_gro_pull_header / skb_gro_header_slow: header not present (all lines)",
+            NoPayload => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: len == 0 with mss 1 (all lines)",
+            PshAlone => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: PSH with no held packet (all lines)",
+            FinAlone => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: FIN with no held packet (all lines)",
+            ControlFlags => "net/ipv4/tcp_offload.c tcp_gro_receive out_check_final: SYN, RST or URG (all lines)",
+            CaptureTruncated => "engine model: the capture holds fewer bytes than the packet had",
+            Outgoing => "engine model: a packet leaving the host never meets receive offloads (PACKET_OUTGOING)",
+            UdpZeroChecksum => "net/ipv4/udp_offload.c udp_gro_receive_segment: !uh->check (all lines)",
+            VlanNotOffloaded => "net/8021q/vlan_core.c vlan_gro_receive is registered only with CONFIG_VLAN_8021Q (not on the reference 6.18 build)",
+            NestedTunnel => "net/ipv4/af_inet.c ipip_gro_receive, ip6_offload.c sit_ip6ip6_gro_receive, udp_offload.c udp_gro_receive: NAPI_GRO_CB(skb)->encap_mark (all lines)",
+            GeneveUnsupported => "drivers/net/geneve.c geneve_gro_receive: gh->ver != GENEVE_VER || gh->oam (all lines)",
+            GreUnsupported => "net/ipv4/gre_offload.c gre_gro_receive: greh->flags & ~(GRE_KEY|GRE_CSUM) (all lines)",
         }
     }
 
@@ -258,7 +323,6 @@ impl FlushReason {
                 | TableFull
                 | BadChecksum
                 | LengthMismatch
-                | OuterChecksumMismatch
                 | DatagramLarger
         )
     }
@@ -291,9 +355,20 @@ mod tests {
     }
 
     #[test]
+    fn every_reason_cites_its_kernel_rule() {
+        for r in FlushReason::ALL {
+            let c = r.citation();
+            assert!(
+                c.starts_with("engine model") || c.contains(".c ") || c.contains(".h "),
+                "{r}: {c}"
+            );
+        }
+    }
+
+    #[test]
     fn pass_through_split_is_where_the_enum_says() {
         assert!(FlushReason::NotIp.is_pass_through());
-        assert!(FlushReason::GsoInput.is_pass_through());
+        assert!(FlushReason::GreUnsupported.is_pass_through());
         assert!(!FlushReason::EndOfInput.is_pass_through());
         assert!(!FlushReason::SequenceGap.is_pass_through());
     }

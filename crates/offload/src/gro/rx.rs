@@ -10,12 +10,12 @@
 //! and complete the held packet.
 
 use super::{mac_len, FlushReason, GroEngine, Held, Input, Proto, Verdict};
-use crate::layout::{Layout, OuterLayout};
+use crate::layout::{Encap, Layout, OuterLayout};
 use crate::link::{dissect_l2, L2Info};
 use crate::wire::ethernet;
 use crate::wire::ipv4::{self, Ipv4};
 use crate::wire::ipv6::{self, next_header, Ipv6};
-use crate::wire::{be16, be32, tcp, udp, vxlan, IpVersion, Transport};
+use crate::wire::{be16, be32, ip_proto, tcp, udp, IpVersion, Transport};
 
 /// A frame as the transport layer sees it after L2 and L3.
 #[derive(Debug, Clone, Copy)]
@@ -32,8 +32,6 @@ pub(super) struct Skb<'a> {
     /// `NAPI_GRO_CB(skb)->csum_cnt`: checksums still known good, outermost
     /// first ([`super::RxChecksum`]).
     pub csum_cnt: u16,
-    /// The flow hash ([`flow_hash`]).
-    pub hash: u32,
 }
 
 impl<'a> Skb<'a> {
@@ -48,15 +46,49 @@ impl<'a> Skb<'a> {
     }
 }
 
+/// The protocol after a network header that has a GRO handler
+/// (`inet_offloads[]` / `inet6_offloads[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upper {
+    /// TCP or UDP.
+    L4(Transport),
+    /// An IP header of this version: IPIP (4) and SIT (41) over IPv4,
+    /// IPv4 in IPv6 (4) and IPv6 in IPv6 (41) (`ipip_offload`,
+    /// `sit_offload`, `ip4ip6_offload`, `ip6ip6_offload`).
+    Ip(IpVersion),
+    /// GRE (47, `gre_offload`).
+    Gre,
+}
+
+impl Upper {
+    fn from_protocol(p: u8) -> Option<Upper> {
+        match p {
+            ip_proto::IPIP => Some(Upper::Ip(IpVersion::V4)),
+            ip_proto::IPV6 => Some(Upper::Ip(IpVersion::V6)),
+            ip_proto::GRE => Some(Upper::Gre),
+            p => Transport::from_protocol(p).map(Upper::L4),
+        }
+    }
+
+    /// The statistics bucket of a frame whose outermost header is `ip`.
+    fn proto(self, ip: IpVersion) -> Proto {
+        match self {
+            Upper::L4(t) => Proto::of(ip, Some(t)),
+            Upper::Ip(_) => Proto::IpInIp,
+            Upper::Gre => Proto::Gre,
+        }
+    }
+}
+
 /// What the network layer found at an offset.
 enum L3 {
     /// The frame passes: no GRO for it, held packets untouched.
     Pass(FlushReason, Proto),
-    /// Continue at the transport layer.
+    /// Continue at the next layer, which starts at `next_off`.
     Next {
         ip: IpVersion,
-        l4_off: usize,
-        proto: Transport,
+        next_off: usize,
+        upper: Upper,
         flush: bool,
     },
 }
@@ -69,11 +101,10 @@ fn network_layer(f: &[u8], ethertype: u16, off: usize) -> L3 {
                 return L3::Pass(FlushReason::Malformed, Proto::Other);
             }
             let ip = Ipv4::new_unchecked(&f[off..]);
-            let transport = Transport::from_protocol(ip.protocol());
-            let stat = Proto::of(IpVersion::V4, transport);
-            let Some(proto) = transport else {
-                return L3::Pass(FlushReason::UnsupportedProtocol, stat);
+            let Some(upper) = Upper::from_protocol(ip.protocol()) else {
+                return L3::Pass(FlushReason::UnsupportedProtocol, Proto::Other);
             };
+            let stat = upper.proto(IpVersion::V4);
             let ver_ihl = f[off + ipv4::field::VERSION_IHL];
             if ver_ihl != ipv4::VERSION_IHL_NO_OPTIONS {
                 let reason = if ver_ihl >> 4 == 4 && ip.header_len() > ipv4::MIN_HEADER_LEN {
@@ -96,8 +127,8 @@ fn network_layer(f: &[u8], ethertype: u16, off: usize) -> L3 {
             let flush = ((ip.total_len() as u32 ^ avail) & 0xffff) != 0 || frag & !ipv4::DF != 0;
             L3::Next {
                 ip: IpVersion::V4,
-                l4_off: off + ipv4::MIN_HEADER_LEN,
-                proto,
+                next_off: off + ipv4::MIN_HEADER_LEN,
+                upper,
                 flush,
             }
         }
@@ -112,20 +143,18 @@ fn network_layer(f: &[u8], ethertype: u16, off: usize) -> L3 {
             // Destination Options (no count limit); stop at anything else
             // or at a header that does not fit.
             let chain = ipv6::walk_ext_headers(&f[off..], usize::MAX);
-            let transport = Transport::from_protocol(chain.upper);
-            let stat = Proto::of(IpVersion::V6, transport);
-            let Some(proto) = transport else {
+            let Some(upper) = Upper::from_protocol(chain.upper) else {
                 let reason = match chain.upper {
                     next_header::FRAGMENT => FlushReason::Fragment,
                     p if ipv6::is_skipped_ext(p) => FlushReason::Malformed,
                     _ => FlushReason::UnsupportedProtocol,
                 };
-                return L3::Pass(reason, stat);
+                return L3::Pass(reason, Proto::Other);
             };
             L3::Next {
                 ip: IpVersion::V6,
-                l4_off: off + chain.upper_offset,
-                proto,
+                next_off: off + chain.upper_offset,
+                upper,
                 flush,
             }
         }
@@ -167,24 +196,29 @@ impl GroEngine {
                 return (Verdict::Pass(FlushReason::NotIp), Proto::Other);
             }
         }
-        let (ip, l4_off, proto, flush) = match network_layer(f, l2.ethertype, l2.l3_offset) {
+        let (ip, next_off, upper, flush) = match network_layer(f, l2.ethertype, l2.l3_offset) {
             L3::Pass(r, p) => return (Verdict::Pass(r), p),
             L3::Next {
                 ip,
-                l4_off,
-                proto,
+                next_off,
+                upper,
                 flush,
-            } => (ip, l4_off, proto, flush),
+            } => (ip, next_off, upper, flush),
         };
-        let mut skb = Skb {
+        let stat = upper.proto(ip);
+        let skb = Skb {
             input,
             l2,
             mac_len: mac_len(input.link, &l2),
             lay: Layout {
                 l3_off: l2.l3_offset,
                 ip,
-                l4_off,
-                l4_proto: proto,
+                l4_off: next_off,
+                // Replaced by the inner transport for tunnels.
+                l4_proto: match upper {
+                    Upper::L4(t) => t,
+                    _ => Transport::Udp,
+                },
                 l4_header_len: 0,
                 end: f.len(),
                 jumbo_hbh: false,
@@ -192,55 +226,201 @@ impl GroEngine {
             },
             l3_flush: flush,
             csum_cnt,
-            hash: 0,
         };
-        skb.hash = flow_hash(&skb);
-        let mut stat = skb.proto();
-        if proto == Transport::Udp
-            && f.len() >= l4_off + udp::HEADER_LEN
-            && self
-                .cfg
-                .vxlan_ports
-                .contains(&be16(f, l4_off + udp::field::DST_PORT.start))
-        {
-            stat = Proto::Vxlan;
-        }
-        match proto {
-            Transport::Tcp => (self.tcp_receive(&skb, out), stat),
-            Transport::Udp => (self.udp_receive(&skb, out), stat),
+        match upper {
+            Upper::L4(Transport::Tcp) => (self.tcp_receive(&skb, out), stat),
+            Upper::L4(Transport::Udp) => {
+                let dport = f
+                    .get(next_off + udp::field::DST_PORT.start..next_off + udp::field::DST_PORT.end)
+                    .map(|_| be16(f, next_off + udp::field::DST_PORT.start));
+                let stat = match dport {
+                    Some(p) if self.cfg.vxlan_ports.contains(&p) => Proto::Vxlan,
+                    Some(p) if self.cfg.geneve_ports.contains(&p) => Proto::Geneve,
+                    _ => stat,
+                };
+                (self.udp_receive(&skb, out), stat)
+            }
+            Upper::Ip(inner) => (self.ip_tunnel_receive(&skb, inner, out), stat),
+            Upper::Gre => (self.gre_receive(&skb, out), stat),
         }
     }
 
-    /// `udp_gro_receive` on the tunnel path: VXLAN, inner Ethernet, inner
-    /// IP, then the inner transport. `skb` describes the outer headers.
+    /// `udp_gro_receive` on the tunnel path for VXLAN
+    /// (`vxlan_gro_receive`): the VXLAN header and the inner Ethernet
+    /// header, then the inner packet. `skb` describes the outer headers.
     pub(super) fn vxlan_receive<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
         out: &mut F,
     ) -> Verdict {
-        let f = skb.frame();
         let outer = OuterLayout {
             l3_off: skb.lay.l3_off,
             ip: skb.lay.ip,
-            udp_off: skb.lay.l4_off,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::Vxlan,
         };
-        let inner_eth = outer.inner_eth_off();
-        let inner_l3 = inner_eth + ethernet::HEADER_LEN;
+        let f = skb.frame();
         // vxlan_gro_prepare_receive / eth_gro_receive pull their headers.
-        if f.len() < inner_l3 {
+        if f.len() < outer.inner_l3_off() {
             return Verdict::Pass(FlushReason::Malformed);
         }
-        let inner_type = be16(f, inner_eth + ethernet::field::ETHERTYPE.start);
-        let (ip, l4_off, proto, flush) = match network_layer(f, inner_type, inner_l3) {
+        let inner_type = be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start);
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// `geneve_gro_receive` (`drivers/net/geneve.c`, 4.x to 7.x): version 0
+    /// and no OAM bit, a payload type with a GRO handler (Ethernet, IPv4,
+    /// IPv6); the whole header, options included, is part of the flow
+    /// (`memcmp(gh, gh2, gh_len)`, in [`same_flow`]). `skb` describes the
+    /// outer headers.
+    pub(super) fn geneve_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        use crate::wire::geneve::{self, Geneve};
+        let f = skb.frame();
+        let gh = skb.lay.l4_off + udp::HEADER_LEN;
+        if f.len() < gh + geneve::BASE_LEN {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let g = Geneve::new_unchecked(&f[gh..]);
+        if f.len() < gh + g.header_len() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        if g.version() != 0 || g.oam() {
+            return Verdict::Pass(FlushReason::GeneveUnsupported);
+        }
+        let eth = match g.protocol() {
+            geneve::PROTO_TEB => true,
+            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
+        };
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::Geneve {
+                len: g.header_len() as u16,
+                eth,
+            },
+        };
+        if f.len() < outer.inner_l3_off() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let inner_type = if eth {
+            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
+        } else {
+            g.protocol()
+        };
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// `ipip_gro_receive` / `sit_ip6ip6_gro_receive` / `ip4ip6_gro_receive`
+    /// (`net/ipv4/af_inet.c`, `net/ipv6/ip6_offload.c`, since 4.x): one
+    /// level of encapsulation (`encap_mark`), then the inner IP header at
+    /// once. `skb` describes the outer header.
+    fn ip_tunnel_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        inner: IpVersion,
+        out: &mut F,
+    ) -> Verdict {
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: skb.lay.l4_off,
+            encap: Encap::IpInIp,
+        };
+        self.tunnel_inner(skb, outer, inner.ethertype(), out)
+    }
+
+    /// `gre_gro_receive` (`net/ipv4/gre_offload.c`, unchanged in substance
+    /// from 4.x to 7.x): version 0 with no flag but key and checksum (a
+    /// sequence number makes the packet pass: GSO could not rebuild it);
+    /// a known payload type; a GRE checksum, if present, must verify over
+    /// the GRE header and payload. The flags, the protocol and the key are
+    /// part of the flow (compared in [`same_flow`]).
+    fn gre_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        out: &mut F,
+    ) -> Verdict {
+        use crate::wire::gre::{self, Gre};
+        let f = skb.frame();
+        let at = skb.lay.l4_off;
+        if f.len() < at + gre::BASE_LEN {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let g = Gre::new_unchecked(&f[at..]);
+        if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
+            return Verdict::Pass(FlushReason::GreUnsupported);
+        }
+        let eth = match g.protocol() {
+            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+            ethernet::ethertype::TEB => true,
+            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
+        };
+        let len = g.header_len();
+        if f.len() < at + len {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        if g.has_checksum()
+            && !skb.l3_flush
+            && self.cfg.verify_checksums
+            && crate::checksum::checksum(&f[at..]) != 0
+        {
+            return Verdict::Pass(FlushReason::BadChecksum);
+        }
+        let outer = OuterLayout {
+            l3_off: skb.lay.l3_off,
+            ip: skb.lay.ip,
+            encap_off: at,
+            encap: Encap::Gre {
+                len: len as u16,
+                eth,
+            },
+        };
+        if f.len() < outer.inner_l3_off() {
+            return Verdict::Pass(FlushReason::Malformed);
+        }
+        let inner_type = if eth {
+            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
+        } else {
+            g.protocol()
+        };
+        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// The packet inside a tunnel: `eth_gro_receive` for tunnels that carry
+    /// Ethernet (its header is compared in [`same_flow`]), then
+    /// `inet_gro_receive` / `ipv6_gro_receive` and the transport with
+    /// `encap_mark` set. A second tunnel inside passes (`encap_mark`).
+    fn tunnel_inner<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        outer: OuterLayout,
+        inner_type: u16,
+        out: &mut F,
+    ) -> Verdict {
+        if skb.lay.outer.is_some() {
+            return Verdict::Pass(FlushReason::NestedTunnel);
+        }
+        let f = skb.frame();
+        let inner_l3 = outer.inner_l3_off();
+        let (ip, l4_off, upper, flush) = match network_layer(f, inner_type, inner_l3) {
             L3::Pass(r, _) => return Verdict::Pass(r),
             L3::Next {
                 ip,
-                l4_off,
-                proto,
+                next_off,
+                upper,
                 flush,
-            } => (ip, l4_off, proto, flush),
+            } => (ip, next_off, upper, flush),
         };
-        let mut inner = Skb {
+        let Upper::L4(proto) = upper else {
+            return Verdict::Pass(FlushReason::NestedTunnel);
+        };
+        let inner = Skb {
             lay: Layout {
                 l3_off: inner_l3,
                 ip,
@@ -252,7 +432,6 @@ impl GroEngine {
             l3_flush: skb.l3_flush || flush,
             ..*skb
         };
-        inner.hash = flow_hash(&inner);
         match proto {
             Transport::Tcp => self.tcp_receive(&inner, out),
             Transport::Udp => self.udp_receive(&inner, out),
@@ -266,7 +445,7 @@ impl GroEngine {
     /// of the table's hot line; the full comparison runs for the others.
     pub(super) fn lookup(&self, skb: &Skb<'_>) -> Option<super::table::Slot> {
         let f = skb.frame();
-        self.held.find(skb.hash, |p| same_flow(p, skb, f))
+        self.held.find(flow_hash(skb), |p| same_flow(p, skb, f))
     }
 }
 
@@ -317,11 +496,11 @@ fn word(b: &[u8], at: usize, n: usize) -> u64 {
 
 /// Hashes the bytes that [`same_flow`] requires to be equal: the link
 /// header key, the offsets, the innermost addresses and ports, and for a
-/// tunnel the outer addresses, ports and VXLAN header. Two frames of one
+/// tunnel the outer addresses and UDP ports. Two frames of one
 /// flow always hash alike, so comparing hashes first never hides a match
 /// (`gro_list_prepare` compares `skb_get_hash_raw` first for the same reason).
 #[inline]
-fn flow_hash(skb: &Skb<'_>) -> u32 {
+pub(super) fn flow_hash(skb: &Skb<'_>) -> u32 {
     let f = skb.frame();
     let lay = &skb.lay;
     let mut h = mix(
@@ -355,8 +534,9 @@ fn flow_hash(skb: &Skb<'_>) -> u32 {
     };
     if let Some(o) = lay.outer {
         h = addrs(h, o.l3_off, o.ip);
-        h = mix(h, word(f, o.udp_off + udp::field::PORTS.start, 4));
-        h = mix(h, word(f, o.vxlan_off(), vxlan::HEADER_LEN));
+        if let Some(u) = o.udp_off() {
+            h = mix(h, word(f, u + udp::field::PORTS.start, 4));
+        }
     }
     h = addrs(h, lay.l3_off, lay.ip);
     // The transport ports (`udp_gro_lookup`/`tcp_gro_lookup` compare them).
@@ -366,6 +546,11 @@ fn flow_hash(skb: &Skb<'_>) -> u32 {
     (h >> 32) as u32 ^ h as u32
 }
 
+/// Invariant (relied on by `tcp_flush_term` and `network_flush`, which
+/// slice the held packet at the new frame's offsets): `true` only when
+/// the link key, the tunnel layout and the network and transport header
+/// offsets of `p` and `skb` are equal. Checked first, before any byte is
+/// compared.
 fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
     let (a, b) = (&p.lay, &skb.lay);
     if p.link != skb.input.link
@@ -379,21 +564,45 @@ fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
         return false;
     }
     if let Some(o) = b.outer {
-        let nlen = o.udp_off - o.l3_off;
+        let nlen = o.encap_off - o.l3_off;
         if !same_l3(&p.data[o.l3_off..], &f[o.l3_off..], o.ip, nlen) {
             return false;
         }
-        let (x, y) = (&p.data[o.udp_off..], &f[o.udp_off..]);
-        // Ports, and both checksums zero or both non-zero.
-        let csum = udp::field::CHECKSUM;
-        if be32(x, udp::field::PORTS.start) != be32(y, udp::field::PORTS.start)
-            || (be16(x, csum) == 0) != (be16(y, csum) == 0)
-        {
-            return false;
+        if let Some(u) = o.udp_off() {
+            // `udp_gro_receive`: ports, and both checksums zero or both
+            // non-zero.
+            let (x, y) = (&p.data[u..], &f[u..]);
+            let csum = udp::field::CHECKSUM;
+            if be32(x, udp::field::PORTS.start) != be32(y, udp::field::PORTS.start)
+                || (be16(x, csum) == 0) != (be16(y, csum) == 0)
+            {
+                return false;
+            }
         }
-        let v = o.vxlan_off()..o.vxlan_off() + vxlan::HEADER_AND_INNER_ETH_LEN;
-        if !bytes_eq(&p.data[v.clone()], &f[v]) {
-            return false;
+        if let Encap::Gre { eth, .. } = o.encap {
+            // `gre_gro_receive`: flags and protocol, and the key if
+            // present; never the checksum field.
+            use crate::wire::gre::Gre;
+            let (x, y) = (
+                Gre::new_unchecked(&p.data[o.encap_off..]),
+                Gre::new_unchecked(&f[o.encap_off..]),
+            );
+            if be32(&p.data, o.encap_off) != be32(f, o.encap_off) || x.key() != y.key() {
+                return false;
+            }
+            if eth {
+                let e = o.inner_eth_off()..o.inner_l3_off();
+                if p.data[e.clone()] != f[e] {
+                    return false;
+                }
+            }
+        } else {
+            // VXLAN flags and VNI, the whole Geneve header with its
+            // options, and the inner Ethernet header (`compare_ether_header`).
+            let k = o.key_range();
+            if p.data[k.clone()] != f[k] {
+                return false;
+            }
         }
     }
     let nlen = b.l4_off - b.l3_off;

@@ -3,6 +3,7 @@
 //! `net/ipv6/tcpv6_offload.c`), with the network checks of
 //! `gro_receive_network_flush` (`include/net/gro.h`, 6.18 IP-ID rules).
 
+use super::profile::{self, KernelLine};
 use super::rx::Skb;
 use super::Delivered;
 use super::{max_size, FlushReason, GroEngine, Held, Verdict};
@@ -128,13 +129,21 @@ impl GroEngine {
     ) -> Option<FlushReason> {
         let f = skb.frame();
         let th = skb.lay.l4_off;
+        let line = self.cfg.kernel;
         let p = self.held.get_mut(idx);
         let th2 = p.lay.l4_off;
         let pf = be32(&p.data, th2 + tcp::field::FLAG_WORD.start);
-        if flags & fw::CWR != 0 {
+        // `flush = flags & TCP_FLAG_CWR` (until 7.0).
+        if line.cwr_flushes() && flags & fw::CWR != 0 {
             return Some(FlushReason::CwrSet);
         }
-        let diff = (flags ^ pf) & !FLAG_WORD_IGNORED;
+        // Before 6.18 the mask also left CWR out.
+        let ignored = if line.cwr_ignored_in_flag_word() {
+            FLAG_WORD_IGNORED | fw::CWR
+        } else {
+            FLAG_WORD_IGNORED
+        };
+        let diff = (flags ^ pf) & !ignored;
         if diff != 0 {
             return Some(if diff & fw::DATA_OFFSET != 0 {
                 FlushReason::HeaderLengthChanged
@@ -148,14 +157,22 @@ impl GroEngine {
         if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
+        // Invariants the slicing below relies on (issue 9, item 6):
+        // `same_flow` only pairs packets whose header offsets are equal
+        // (`th == th2`, and the network headers in `network_flush`), and
+        // the flag-word check above has returned unless both TCP headers
+        // have the same length, which the transport layer checked to be
+        // present in `f`. `get` keeps a reordering of these checks (by a
+        // profile) from turning into a panic: it would end the run instead.
+        debug_assert_eq!(th, th2, "same_flow pairs equal offsets");
         let opts = tcp::field::OPTIONS;
-        if !super::rx::bytes_eq(&f[th + opts..th + thlen], &p.data[th2 + opts..th2 + thlen]) {
-            return Some(options_reason(
-                &f[th..th + thlen],
-                &p.data[th2..th2 + thlen],
-            ));
+        let (Some(mine), Some(held)) = (f.get(th..th + thlen), p.data.get(th2..th2 + thlen)) else {
+            return Some(FlushReason::HeaderLengthChanged);
+        };
+        if !super::rx::bytes_eq(&mine[opts..], &held[opts..]) {
+            return Some(options_reason(mine, held));
         }
-        if let Some(r) = network_flush(p, skb) {
+        if let Some(r) = network_flush(p, skb, line) {
             return Some(r);
         }
         if len.wrapping_sub(1) >= p.mss {
@@ -225,32 +242,110 @@ fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
 /// `gro_receive_network_flush`: `inet_gro_flush` (6.18 IP-ID rules) or
 /// `ipv6_gro_flush` on the outer (or only) header, then on the inner
 /// header of an encapsulated packet.
-pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
+pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>, line: KernelLine) -> Option<FlushReason> {
     let f = skb.frame();
-    let (count, fixedid) = (p.count, &mut p.fixedid);
     let lay = &skb.lay;
-    if let Some(o) = lay.outer {
-        let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
-        if let Some(r) = r {
-            return Some(outer_reason(r));
+    match line {
+        KernelLine::V6_18 | KernelLine::V7 => {
+            let (count, fixedid) = (p.count, &mut p.fixedid);
+            if let Some(o) = lay.outer {
+                let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
+                if let Some(r) = r {
+                    return Some(outer_reason(r));
+                }
+                return header_flush(
+                    &f[lay.l3_off..],
+                    &p.data[lay.l3_off..],
+                    lay.ip,
+                    count,
+                    fixedid,
+                    1,
+                );
+            }
+            header_flush(
+                &f[lay.l3_off..],
+                &p.data[lay.l3_off..],
+                lay.ip,
+                count,
+                fixedid,
+                0,
+            )
         }
-        return header_flush(
-            &f[lay.l3_off..],
-            &p.data[lay.l3_off..],
-            lay.ip,
-            count,
-            fixedid,
-            1,
-        );
+        KernelLine::V6_12 => {
+            // `gro_receive_network_flush` of 6.10–6.17: outer header with
+            // `outer = true`, then the inner one; one shared fixed-ID bit.
+            let count = p.count;
+            let one = |a: &[u8], b: &[u8], ip, fixedid: &mut u8, outer| match ip {
+                IpVersion::V4 => profile::inet_flush_6_12(a, b, count, fixedid, outer),
+                IpVersion::V6 => ipv6_flush(a, b),
+            };
+            if let Some(o) = lay.outer {
+                let r = one(
+                    &f[o.l3_off..],
+                    &p.data[o.l3_off..],
+                    o.ip,
+                    &mut p.fixedid,
+                    true,
+                );
+                if let Some(r) = r {
+                    return Some(outer_reason(r));
+                }
+            }
+            one(
+                &f[lay.l3_off..],
+                &p.data[lay.l3_off..],
+                lay.ip,
+                &mut p.fixedid,
+                false,
+            )
+        }
+        KernelLine::V6_1 => {
+            // ≤ 6.9: TTL/TOS/DF and traffic class/hop limit of every
+            // header (`NAPI_GRO_CB(p)->flush`), then the `flush_id` rule.
+            let fixed = |a: &[u8], b: &[u8], ip| match ip {
+                IpVersion::V4 => {
+                    profile::ttl_tos_df(&Ipv4::new_unchecked(a), &Ipv4::new_unchecked(b))
+                }
+                IpVersion::V6 => ipv6_flush(a, b),
+            };
+            let mut hdrs = Vec::with_capacity(2);
+            if let Some(o) = lay.outer {
+                if let Some(r) = fixed(&f[o.l3_off..], &p.data[o.l3_off..], o.ip) {
+                    return Some(outer_reason(r));
+                }
+                hdrs.push((o.l3_off, o.ip));
+            }
+            if let Some(r) = fixed(&f[lay.l3_off..], &p.data[lay.l3_off..], lay.ip) {
+                return Some(r);
+            }
+            hdrs.push((lay.l3_off, lay.ip));
+            let data = std::mem::take(&mut p.data);
+            let hs: Vec<profile::Hdr<'_>> = hdrs
+                .iter()
+                .map(|&(at, ip)| profile::Hdr {
+                    skb: &f[at..],
+                    p: &data[at..],
+                    ip,
+                })
+                .collect();
+            let r = profile::ip_id_flush_6_1(p, &hs);
+            drop(hs);
+            p.data = data;
+            r
+        }
     }
-    header_flush(
-        &f[lay.l3_off..],
-        &p.data[lay.l3_off..],
-        lay.ip,
-        count,
-        fixedid,
-        0,
-    )
+}
+
+/// `ipv6_gro_flush`: traffic class (ECN included) and hop limit.
+fn ipv6_flush(a: &[u8], b: &[u8]) -> Option<FlushReason> {
+    let first = ipv6::field::VERSION_TC_FLOW.start;
+    if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+        return Some(FlushReason::TosChanged);
+    }
+    if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+        return Some(FlushReason::HopLimitChanged);
+    }
+    None
 }
 
 /// The outer-header variant of a network flush reason.

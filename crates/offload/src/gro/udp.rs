@@ -42,7 +42,7 @@ impl GroEngine {
         if self.cfg.vxlan_ports.contains(&dport) {
             // The tunnel path takes one level of encapsulation only.
             if skb.lay.outer.is_some() {
-                return Verdict::Pass(FlushReason::UnsupportedProtocol);
+                return Verdict::Pass(FlushReason::NestedTunnel);
             }
             // The outer checksum used one known-good level (a zero one too:
             // `skb_gro_incr_csum_unnecessary` runs whenever validation
@@ -53,6 +53,12 @@ impl GroEngine {
                 skb.csum_cnt.saturating_sub(1)
             };
             return self.vxlan_receive(&Skb { csum_cnt, ..*skb }, out);
+        }
+        if self.cfg.geneve_ports.contains(&dport) {
+            if skb.lay.outer.is_some() {
+                return Verdict::Pass(FlushReason::NestedTunnel);
+            }
+            return self.geneve_receive(skb, out);
         }
         if !self.cfg.udp.applies_to(dport) {
             return Verdict::Pass(FlushReason::UnsupportedProtocol);
@@ -81,7 +87,7 @@ impl GroEngine {
         };
         let held = self.held.get(idx);
         let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
-        let reason = if let Some(r) = network_flush(self.held.get_mut(idx), skb) {
+        let reason = if let Some(r) = network_flush(self.held.get_mut(idx), skb, self.cfg.kernel) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)

@@ -95,6 +95,7 @@ impl From<WireError> for GsoError {
 }
 
 /// The network layer at `l3` of a packet of type `et`.
+#[derive(Debug, Clone, Copy)]
 struct L3 {
     ip: IpVersion,
     l4_off: usize,
@@ -144,39 +145,42 @@ fn l3_layout(frame: &[u8], et: u16, l3: usize) -> Result<L3, GsoError> {
     }
 }
 
-/// Finds the headers of a TCP or UDP super-packet; UDP to one of
-/// `vxlan_ports` carrying Ethernet + IP is treated as VXLAN.
+/// UDP ports of tunnels the engine knows but does not segment: a
+/// super-packet to one of them is refused (and so copied unchanged by
+/// `offload gso`) rather than cut as plain UDP. VXLAN-GPE (4790),
+/// MPLS over UDP (6635), GUE (5555 is not IANA-assigned; FOU/GUE have no
+/// fixed port and are not listed).
+pub const UNMODELLED_UDP_TUNNEL_PORTS: &[u16] = &[4790, 6635];
+
+/// Finds the headers of a TCP or UDP super-packet, looking through one
+/// tunnel: UDP to one of `vxlan_ports` (VXLAN), UDP to 6081 (Geneve,
+/// `skb_udp_tunnel_segment`), GRE with or without key and checksum
+/// (`gre_gso_segment`), and IP in IP (IPIP, SIT, IPv6 in IPv6, IPv4 in
+/// IPv6: `ipip_gso_segment` / `sit_gso_segment` / `ip6ip6_gso_segment` /
+/// `ip4ip6_gso_segment`). A tunnel it recognises but cannot segment
+/// (GRE with a sequence number, a version other than 0, an unknown
+/// payload; Geneve OAM; VXLAN-GPE, MPLS over UDP) is an error, never
+/// plain UDP or IP.
 pub fn layout(link: LinkKind, frame: &[u8], vxlan_ports: &[u16]) -> Result<Layout, GsoError> {
     let l2 = dissect_l2(link, frame)?;
-    let mut net = l3_layout(frame, l2.ethertype, l2.l3_offset)?;
+    let outer_net = l3_layout(frame, l2.ethertype, l2.l3_offset)?;
+    let mut net = outer_net;
     let mut l3_off = l2.l3_offset;
     let mut outer = None;
-    let l4 = net.l4_off;
-    if net.proto == crate::wire::ip_proto::UDP
-        && frame.len() >= l4 + udp::HEADER_LEN
-        && vxlan_ports.contains(&be16(frame, l4 + udp::field::DST_PORT.start))
-    {
-        let o = OuterLayout {
-            l3_off: l2.l3_offset,
-            ip: net.ip,
-            udp_off: l4,
-        };
-        let inner_eth = o.inner_eth_off();
-        let inner_l3 = inner_eth + crate::wire::ethernet::HEADER_LEN;
-        if frame.len() >= inner_l3 {
-            let et = be16(
-                frame,
-                inner_eth + crate::wire::ethernet::field::ETHERTYPE.start,
-            );
-            if let Ok(inner) = l3_layout(frame, et, inner_l3) {
-                net = inner;
-                l3_off = inner_l3;
-                outer = Some(o);
-            }
+    if let Some((o, inner_type)) = tunnel_of(frame, l2.l3_offset, &outer_net, vxlan_ports)? {
+        let inner_l3 = o.inner_l3_off();
+        if frame.len() < inner_l3 {
+            return Err(GsoError::Unsupported("tunnel header cut short"));
         }
+        net = l3_layout(frame, inner_type, inner_l3)?;
+        l3_off = inner_l3;
+        outer = Some(o);
     }
-    let l4_proto =
-        Transport::from_protocol(net.proto).ok_or(GsoError::Unsupported("not TCP or UDP"))?;
+    let l4_proto = Transport::from_protocol(net.proto).ok_or(if outer.is_some() {
+        GsoError::Unsupported("tunnelled packet is not TCP or UDP")
+    } else {
+        GsoError::Unsupported("not TCP or UDP")
+    })?;
     let l4 = &frame[net.l4_off..net.end.max(net.l4_off)];
     let l4_header_len = match l4_proto {
         Transport::Tcp => tcp::Tcp::new_checked(l4)
@@ -197,6 +201,95 @@ pub fn layout(link: LinkKind, frame: &[u8], vxlan_ports: &[u16]) -> Result<Layou
         jumbo_hbh: net.jumbo_hbh,
         outer,
     })
+}
+
+/// The tunnel after the network header `net` at `l3`, if any, with the
+/// EtherType of its inner network header.
+fn tunnel_of(
+    frame: &[u8],
+    l3: usize,
+    net: &L3,
+    vxlan_ports: &[u16],
+) -> Result<Option<(OuterLayout, u16)>, GsoError> {
+    use crate::layout::Encap;
+    use crate::wire::ethernet;
+    let at = net.l4_off;
+    let outer = |encap| OuterLayout {
+        l3_off: l3,
+        ip: net.ip,
+        encap_off: at,
+        encap,
+    };
+    let eth_type = |o: &OuterLayout| -> Result<u16, GsoError> {
+        let e = o.inner_eth_off() + ethernet::field::ETHERTYPE.start;
+        if frame.len() < e + 2 {
+            return Err(GsoError::Unsupported("tunnel header cut short"));
+        }
+        Ok(be16(frame, e))
+    };
+    match net.proto {
+        crate::wire::ip_proto::IPIP => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV4))),
+        crate::wire::ip_proto::IPV6 => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV6))),
+        crate::wire::ip_proto::GRE => {
+            use crate::wire::gre::{self, Gre};
+            let g = Gre::new_checked(&frame[at.min(frame.len())..]).map_err(|e| e.at(at))?;
+            if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
+                return Err(GsoError::Unsupported(
+                    "GRE with a sequence number or routing (no GSO for it)",
+                ));
+            }
+            let eth = match g.protocol() {
+                ethernet::ethertype::TEB => true,
+                ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+                _ => return Err(GsoError::Unsupported("GRE payload is not IP or Ethernet")),
+            };
+            let o = outer(Encap::Gre {
+                len: g.header_len() as u16,
+                eth,
+            });
+            let t = if eth { eth_type(&o)? } else { g.protocol() };
+            Ok(Some((o, t)))
+        }
+        crate::wire::ip_proto::UDP if frame.len() >= at + udp::HEADER_LEN => {
+            let dport = be16(frame, at + udp::field::DST_PORT.start);
+            if vxlan_ports.contains(&dport) {
+                let o = outer(Encap::Vxlan);
+                // A VXLAN port carrying something else is cut as UDP, as
+                // before (the port may be in use by another protocol).
+                return Ok(eth_type(&o).ok().map(|t| (o, t)));
+            }
+            if dport == crate::wire::geneve::PORT {
+                use crate::wire::geneve::{self, Geneve};
+                let gh = at + udp::HEADER_LEN;
+                let g = Geneve::new_checked(&frame[gh.min(frame.len())..]).map_err(|e| e.at(gh))?;
+                if g.version() != 0 || g.oam() {
+                    return Err(GsoError::Unsupported("Geneve OAM or version other than 0"));
+                }
+                let eth = match g.protocol() {
+                    geneve::PROTO_TEB => true,
+                    ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
+                    _ => {
+                        return Err(GsoError::Unsupported(
+                            "Geneve payload is not IP or Ethernet",
+                        ))
+                    }
+                };
+                let o = outer(Encap::Geneve {
+                    len: g.header_len() as u16,
+                    eth,
+                });
+                let t = if eth { eth_type(&o)? } else { g.protocol() };
+                return Ok(Some((o, t)));
+            }
+            if UNMODELLED_UDP_TUNNEL_PORTS.contains(&dport) {
+                return Err(GsoError::Unsupported(
+                    "a UDP tunnel the engine does not model",
+                ));
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Finds the headers of a TCP super-packet (no tunnel).
@@ -243,6 +336,7 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     if params.mss == 0 {
         return Err(GsoError::ZeroMss);
     }
+    check_layout(frame, lay)?;
     let payload = &frame[lay.payload_off()..lay.end];
     if payload.len() <= params.mss as usize && !lay.jumbo_hbh {
         out(frame);
@@ -349,18 +443,80 @@ pub fn segment_layout<F: FnMut(&[u8])>(
                 outer_id0.wrapping_add(i as u16)
             };
             fix_ip(&mut seg, o.l3_off, o.ip, id);
-            put16(
-                &mut seg,
-                o.udp_off + udp::field::LENGTH.start,
-                (seg_len - o.udp_off) as u16,
-            );
-            if be16(&seg, o.udp_off + udp::field::CHECKSUM) != 0 {
-                fill_l4_checksum(&mut seg, o.l3_off, o.udp_off, o.ip, Transport::Udp);
-            }
+            fix_tunnel(&mut seg, &o);
         }
         out(&seg);
     }
     Ok(n)
+}
+
+/// The invariants `segment_layout` slices by, checked so that a layout
+/// built by hand (not by [`layout`]) is an error, never a panic: headers
+/// in order and inside the frame, each IP header long enough for its
+/// fixed part, a Jumbo HBH only on IPv6 and with room for it.
+fn check_layout(frame: &[u8], lay: &Layout) -> Result<(), GsoError> {
+    let bad = || Err(GsoError::Unsupported("inconsistent layout"));
+    let min_ip = |ip: IpVersion| match ip {
+        IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+        IpVersion::V6 => ipv6::HEADER_LEN,
+    };
+    let min_l4 = match lay.l4_proto {
+        Transport::Tcp => tcp::MIN_HEADER_LEN,
+        Transport::Udp => udp::HEADER_LEN,
+    };
+    let jumbo = if lay.jumbo_hbh {
+        ipv6::JUMBO_HBH_LEN
+    } else {
+        0
+    };
+    if lay.l3_off + min_ip(lay.ip) + jumbo > lay.l4_off
+        || lay.l4_header_len < min_l4
+        || lay.payload_off() > lay.end
+        || lay.end > frame.len()
+        || (lay.jumbo_hbh && lay.ip != IpVersion::V6)
+    {
+        return bad();
+    }
+    if let Some(o) = lay.outer {
+        let tunnel_end = o.inner_l3_off();
+        if o.l3_off + min_ip(o.ip) > o.encap_off
+            || o.tunnel_header_off() < o.encap_off
+            || tunnel_end != lay.l3_off
+            || (o.udp_off().is_some() && o.encap_off + udp::HEADER_LEN > tunnel_end)
+            || (matches!(o.encap, crate::layout::Encap::Gre { .. })
+                && o.encap_off + crate::wire::gre::BASE_LEN + 2 > tunnel_end)
+        {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
+/// The tunnel header of one segment: the outer UDP length and checksum
+/// (VXLAN, Geneve: `__skb_udp_tunnel_segment`, full checksum when the
+/// super-packet's was non-zero, `SKB_GSO_UDP_TUNNEL_CSUM`), or the GRE
+/// checksum (`gre_gso_segment`: over the GRE header and everything after
+/// it). IP in IP has nothing beyond the outer IP header.
+fn fix_tunnel(seg: &mut [u8], o: &OuterLayout) {
+    use crate::layout::Encap;
+    match o.encap {
+        Encap::Vxlan | Encap::Geneve { .. } => {
+            let u = o.encap_off;
+            put16(seg, u + udp::field::LENGTH.start, (seg.len() - u) as u16);
+            if be16(seg, u + udp::field::CHECKSUM) != 0 {
+                fill_l4_checksum(seg, o.l3_off, u, o.ip, Transport::Udp);
+            }
+        }
+        Encap::Gre { .. } => {
+            let g = o.encap_off;
+            if be16(seg, g) & crate::wire::gre::flags::CSUM != 0 {
+                put16(seg, g + 4, 0);
+                let c = checksum::checksum(&seg[g..]);
+                put16(seg, g + 4, c);
+            }
+        }
+        Encap::IpInIp => {}
+    }
 }
 
 /// Sets the IP length of the header at `l3` to the rest of `seg` and, for
@@ -402,3 +558,5 @@ pub(crate) fn fill_l4_checksum(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;

@@ -20,6 +20,8 @@
 //! ```
 
 pub mod ethernet;
+pub mod geneve;
+pub mod gre;
 pub mod ipv4;
 pub mod ipv6;
 pub mod sll;

@@ -2,8 +2,8 @@
 
 use offload::build::{FrameSpec, TcpSpec};
 use offload::GroConfig;
-use offload_analyze::transform::{gro_capture, gso_capture, Control, GsoOptions, MssSource};
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta, LinkType};
+use offload_transform::{gro_capture, gso_capture, Control, GsoOptions, MssSource};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
@@ -205,4 +205,44 @@ fn gso_uses_metadata_from_pcapng_and_infers_fixed_ids_in_pcap() {
     gso_capture(&merged, &split, &opts, &mut ctl).unwrap();
     // Three super-packets with one ID: the flow is fixed-ID.
     assert!(read(&split) == frames, "pcap: fixed-ID inference");
+}
+
+/// The bundled sender-side sample holds checksums left to offload: default
+/// settings must notice, not verify them, and merge.
+#[test]
+fn gro_merges_a_capture_whose_checksums_were_left_to_offload() {
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../samples/healthy-tcp.pcapng"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gro.pcapng");
+    let (cancel, mut prog) = ctl_parts();
+    let mut ctl = Control {
+        on_progress: &mut prog,
+        cancel: &cancel,
+    };
+    let g = gro_capture(Path::new(sample), &out, &GroConfig::default(), &mut ctl).unwrap();
+    let s = g.summary;
+    assert!(s.settings.checksums_offloaded, "{s:?}");
+    assert!(!s.settings.checksum_check);
+    // 453 TCP frames (data and ACKs) became 106 packets; 16 super-packets.
+    assert!(s.merge_ratio > 3.0 && s.super_packets > 10, "{s:?}");
+    assert!(
+        s.flush_reasons.iter().all(|r| r.reason != "bad-checksum"),
+        "{s:?}"
+    );
+    assert_eq!(read(&out).len() as u64, s.packets_out);
+
+    // A capture with valid checksums keeps verification on.
+    let input = dir.path().join("train.pcap");
+    write(&input, &train(8));
+    let g = gro_capture(
+        &input,
+        &dir.path().join("t.pcap"),
+        &GroConfig::default(),
+        &mut ctl,
+    )
+    .unwrap();
+    assert!(g.summary.settings.checksum_check && !g.summary.settings.checksums_offloaded);
 }

@@ -1,0 +1,361 @@
+//! Builds the [`Report`] from the pass: per-flow figures under the kernel
+//! profile (the eras other than the engine's own are applied here, from
+//! `kernel`), the what-if totals, and the findings.
+
+use crate::analysis::PassResult;
+use crate::figures::{FlowWhatIf, ReasonHit, RunTotals};
+use crate::flow::FlowStats;
+use crate::kernel::KernelProfile;
+use crate::options::Options;
+use crate::report::*;
+use offload::gro::FlushReason;
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn reasons_of(w: &FlowWhatIf) -> Vec<ReasonReport> {
+    let mut v: Vec<ReasonReport> = w
+        .reasons
+        .iter()
+        .map(|h| ReasonReport {
+            reason: h.reason.name(),
+            count: h.count,
+            first_frame: h.first_frame,
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
+    v
+}
+
+/// A flow's figures at one size under the profile, with the adjustment
+/// (extra packets) relative to the engine's 6.18 figures.
+fn flow_what_if(
+    f: &FlowStats,
+    i: usize,
+    size: u32,
+    profile: KernelProfile,
+) -> (FlowWhatIfReport, FlowWhatIf, i64) {
+    let base = &f.what_if[i];
+    let mut w = base.clone();
+    let mut estimated = false;
+    let mut healthy = None;
+    if let (Some(_), Some(outer)) = (f.key.tunnel, f.outer.as_ref()) {
+        let fixed_ids = &f.healthy_what_if[i];
+        healthy = Some(fixed_ids.packets);
+        let df_set = outer.df_set > outer.df_clear;
+        let pattern = outer.pattern();
+        let ok = profile.ids_mergeable(pattern, df_set, true);
+        let ok_618 = KernelProfile::V6_18.ids_mergeable(pattern, df_set, true);
+        let inner_ok =
+            profile.ids_mergeable(f.inner.pattern(), f.inner.df_set > f.inner.df_clear, false);
+        if ok && !ok_618 && inner_ok && fixed_ids.frames > 0 {
+            // An older kernel does not check this outer header (DF set):
+            // the tunnel merges as if its IDs were fixed.
+            estimated = true;
+            w = fixed_ids.clone();
+            w.frames = base.frames;
+        } else if !ok && ok_618 {
+            // 6.18 merged fixed outer IDs that this profile rejects.
+            let extra = outer
+                .id_fixed_steps
+                .min(base.frames.saturating_sub(base.packets));
+            if extra > 0 {
+                estimated = true;
+                w.packets += extra;
+                w.super_packets = 0;
+                w.reasons.push(ReasonHit {
+                    reason: FlushReason::OuterIpIdMismatch,
+                    count: extra,
+                    first_frame: f.first_frame,
+                });
+            }
+        }
+    } else if profile != KernelProfile::V6_18 && !f.key.v6 {
+        let df_set = f.inner.df_set > f.inner.df_clear;
+        let pat = f.inner.pattern();
+        if !profile.ids_mergeable(pat, df_set, false)
+            && KernelProfile::V6_18.ids_mergeable(pat, df_set, false)
+        {
+            let extra = f
+                .inner
+                .id_fixed_steps
+                .min(base.frames.saturating_sub(base.packets));
+            if extra > 0 {
+                estimated = true;
+                w.packets += extra;
+                w.super_packets = 0;
+                w.reasons.push(ReasonHit {
+                    reason: FlushReason::IpIdMismatch,
+                    count: extra,
+                    first_frame: f.first_frame,
+                });
+            }
+        }
+    }
+    if profile == KernelProfile::V7 {
+        let cwr = w.count(FlushReason::CwrSet);
+        if cwr > 0 {
+            estimated = true;
+            w.reasons.retain(|h| h.reason != FlushReason::CwrSet);
+            w.packets += cwr;
+            w.reasons.push(ReasonHit {
+                reason: FlushReason::TcpFlagsChanged,
+                count: 2 * cwr,
+                first_frame: base.first(FlushReason::CwrSet).unwrap_or(f.first_frame),
+            });
+        }
+    }
+    let delta = w.packets as i64 - base.packets as i64;
+    (
+        FlowWhatIfReport {
+            gro_max_size: size,
+            frames: w.frames,
+            stack_packets: w.packets,
+            super_packets: w.super_packets,
+            merge_ratio: ratio(w.frames, w.packets),
+            estimated,
+            reasons: reasons_of(&w),
+            healthy_tunnel_packets: healthy,
+        },
+        w,
+        delta,
+    )
+}
+
+/// Builds the report (flows, what-if, findings) from the pass.
+pub fn build(pass: PassResult, opts: &Options) -> Analysis {
+    let files: Vec<String> = pass.files.iter().map(|f| f.path.clone()).collect();
+    let file_name = |i: usize| files.get(i).cloned().unwrap_or_default();
+    let inputs = pass
+        .files
+        .iter()
+        .map(|f| InputReport {
+            path: f.path.clone(),
+            frames: f.frames,
+            bytes: f.bytes,
+            duration_s: match (f.first_ns, f.last_ns) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+                _ => 0.0,
+            },
+            link_types: f.link_types.clone(),
+            unsupported_link_frames: f.unsupported_link,
+            unparsed_frames: f.unparsed,
+            error: f.error.clone(),
+            interrupted: f.interrupted,
+            checksums_offloaded: f.checksums_offloaded,
+            frames_above_snaplen: f.above_snaplen,
+        })
+        .collect();
+    let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();
+
+    let mut flows = Vec::with_capacity(pass.flows.len());
+    let mut adjusted: Vec<Vec<FlowWhatIf>> = Vec::with_capacity(pass.flows.len());
+    let mut deltas = vec![(0i64, Vec::<(FlushReason, i64)>::new()); opts.gro_sizes.len()];
+    for (id, f) in pass.flows.iter().enumerate() {
+        let mut wi = Vec::new();
+        let mut adj = Vec::new();
+        for (i, &size) in opts.gro_sizes.iter().enumerate() {
+            let (r, w, d) = flow_what_if(f, i, size, opts.kernel);
+            if d != 0 || w.reasons != f.what_if[i].reasons {
+                deltas[i].0 += d;
+                for h in &w.reasons {
+                    let before = f.what_if[i].count(h.reason) as i64;
+                    if h.count as i64 != before {
+                        deltas[i].1.push((h.reason, h.count as i64 - before));
+                    }
+                }
+                for h in &f.what_if[i].reasons {
+                    if w.count(h.reason) == 0 {
+                        deltas[i].1.push((h.reason, -(h.count as i64)));
+                    }
+                }
+            }
+            wi.push(r);
+            adj.push(w);
+        }
+        adjusted.push(adj);
+        flows.push(flow_report(
+            id,
+            f,
+            &file_name(f.file),
+            t0.get(f.file).copied().unwrap_or(0),
+            wi,
+        ));
+    }
+
+    let what_if = opts
+        .gro_sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            what_if_report(
+                i,
+                size,
+                opts,
+                &pass.totals[i],
+                &deltas[i],
+                &file_name,
+                pass.files.iter().filter(|f| f.checksums_offloaded).count(),
+            )
+        })
+        .collect();
+    let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
+    let graphs = pass
+        .flows
+        .iter()
+        .map(|f| graphs_of(f, &pass.flows))
+        .collect();
+    Analysis {
+        report: Report {
+            schema: SCHEMA,
+            settings: Settings {
+                kernel: opts.kernel,
+                kernel_verified_live: opts.kernel.verified_live(),
+                gro_max_sizes: opts.gro_sizes.clone(),
+                mtu: opts.mtu,
+                vxlan_ports: opts.vxlan_ports.clone(),
+                verify_checksums: opts.verify_checksums,
+                max_flows: opts.max_flows,
+            },
+            inputs,
+            interrupted: pass.interrupted,
+            flows,
+            other_flows: pass.other,
+            findings,
+            what_if,
+        },
+        graphs,
+    }
+}
+
+fn what_if_report(
+    i: usize,
+    size: u32,
+    opts: &Options,
+    t: &RunTotals,
+    delta: &(i64, Vec<(FlushReason, i64)>),
+    file_name: &dyn Fn(usize) -> String,
+    offloaded_files: usize,
+) -> WhatIfReport {
+    let cfg =
+        crate::whatif::config_for(size, opts.kernel, opts.verify_checksums, &opts.vxlan_ports);
+    type Signed = (FlushReason, i64, Vec<(usize, u64)>);
+    let mut counts: Vec<Signed> = t
+        .reasons
+        .iter()
+        .map(|(r, n, ex)| (*r, *n as i64, ex.clone()))
+        .collect();
+    for (r, d) in &delta.1 {
+        match counts.iter_mut().find(|x| x.0 == *r) {
+            Some(x) => x.1 += d,
+            None => counts.push((*r, *d, Vec::new())),
+        }
+    }
+    let mut flush_reasons: Vec<ReasonTotal> = counts
+        .into_iter()
+        .filter(|x| x.1 > 0)
+        .map(|(r, n, ex)| ReasonTotal {
+            reason: r.name(),
+            count: n as u64,
+            pass_through: r.is_pass_through(),
+            obstacle: r.is_obstacle(),
+            examples: ex
+                .into_iter()
+                .map(|(f, frame)| FrameRef {
+                    file: file_name(f),
+                    frame,
+                })
+                .collect(),
+        })
+        .collect();
+    flush_reasons.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
+    let packets = (t.packets_out as i64 + delta.0).max(0) as u64;
+    let mut notes = Vec::new();
+    if !opts.kernel.verified_live() {
+        notes.push(format!(
+            "kernel {} rules are derived from the kernel source, not verified live; the engine itself runs the 6.18 rules",
+            opts.kernel
+        ));
+    }
+    if offloaded_files > 0 {
+        notes.push(format!(
+            "{offloaded_files} capture(s) carry offloaded checksums (CHECKSUM_PARTIAL): not verified, as the kernel trusts them"
+        ));
+    }
+    if delta.0 != 0 || !delta.1.is_empty() {
+        notes.push("some per-flow figures are estimates from header analysis (see flows[].what_if[].estimated)".into());
+    }
+    let _ = i;
+    WhatIfReport {
+        gro_max_size: size,
+        gro_ipv4_max_size: cfg.gro_ipv4_max_size,
+        kernel: opts.kernel,
+        derived: notes.iter().any(|n| !n.contains("offloaded checksums")),
+        notes,
+        frames_in: t.frames_in,
+        stack_packets: packets,
+        merge_ratio: ratio(t.frames_in, packets),
+        super_packets: t.super_packets,
+        largest_packet: t.largest,
+        flush_reasons,
+    }
+}
+
+/// A flow's graph data; ACKs come from its reverse direction, mapped onto
+/// this flow's sequence numbers and clock.
+fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
+    let max_seq = f
+        .series
+        .points
+        .iter()
+        .map(|p| p.seq + p.len as u64)
+        .max()
+        .unwrap_or(0);
+    let view = |a: &crate::flow::AckPoint, base: u32, shift: f64| AckView {
+        t: a.t + shift,
+        ack: a.ack.wrapping_sub(base) as i64,
+        win: a.win_edge.wrapping_sub(base) as i64,
+        sack: a.sack[..a.nsack as usize]
+            .iter()
+            .map(|(l, r)| (l.wrapping_sub(base) as i64, r.wrapping_sub(base) as i64))
+            .collect(),
+        dup: a.dup,
+        zero_window: a.zero_window,
+    };
+    let mut acks = Vec::new();
+    let mut ack_only = false;
+    if let (Some(t), Some(r)) = (f.tcp.as_ref(), f.reverse.and_then(|r| all.get(r))) {
+        if f.payload_bytes > 0 {
+            let shift = (r.first_ns as f64 - f.first_ns as f64) / 1e9;
+            // ACKs far outside the data's range are from before the
+            // capture's view of this flow (or garbage): left out.
+            let limit = (max_seq + (1 << 30)) as i64;
+            acks = r
+                .acks
+                .points
+                .iter()
+                .map(|a| view(a, t.isn, shift))
+                .filter(|a| a.ack <= limit)
+                .collect();
+        }
+    }
+    if f.payload_bytes == 0 && !f.acks.points.is_empty() {
+        ack_only = true;
+        let base = f.acks.points[0].ack;
+        acks = f.acks.points.iter().map(|a| view(a, base, 0.0)).collect();
+    }
+    FlowGraphs {
+        seq: f.series.points.clone(),
+        acks,
+        ack_only,
+        rtt: f.rtt.points.clone(),
+        bin_ns: f.bins.width_ns,
+        bins: f.bins.bytes.clone(),
+        gro: f.gro.clone(),
+    }
+}

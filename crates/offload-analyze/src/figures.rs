@@ -1,0 +1,120 @@
+//! The what-if's figures: what GRO did to one flow, and to a whole run, at
+//! one `gro_max_size`. Plain data shared by the engine driver (`whatif`),
+//! the pass and the report; no logic beyond adding figures up.
+
+use offload::gro::FlushReason;
+
+/// One reason's count within a flow, with the first frame it hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasonHit {
+    pub reason: FlushReason,
+    pub count: u64,
+    pub first_frame: u64,
+}
+
+/// What GRO did to one flow at one size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowWhatIf {
+    /// Packets the stack sees.
+    pub packets: u64,
+    /// Of those, super-packets (more than one segment).
+    pub super_packets: u64,
+    /// Frames fed.
+    pub frames: u64,
+    pub largest: u32,
+    /// Sparse reason counts: a flow meets few reasons.
+    pub reasons: Vec<ReasonHit>,
+}
+
+impl FlowWhatIf {
+    pub(crate) fn hit(&mut self, reason: FlushReason, frame: u64) {
+        match self.reasons.iter_mut().find(|h| h.reason == reason) {
+            Some(h) => h.count += 1,
+            None => self.reasons.push(ReasonHit {
+                reason,
+                count: 1,
+                first_frame: frame,
+            }),
+        }
+    }
+
+    pub fn count(&self, r: FlushReason) -> u64 {
+        self.reasons
+            .iter()
+            .find(|h| h.reason == r)
+            .map_or(0, |h| h.count)
+    }
+
+    pub fn first(&self, r: FlushReason) -> Option<u64> {
+        self.reasons
+            .iter()
+            .find(|h| h.reason == r)
+            .map(|h| h.first_frame)
+    }
+
+    pub fn merge(&mut self, o: &FlowWhatIf) {
+        self.packets += o.packets;
+        self.super_packets += o.super_packets;
+        self.frames += o.frames;
+        self.largest = self.largest.max(o.largest);
+        for h in &o.reasons {
+            match self.reasons.iter_mut().find(|x| x.reason == h.reason) {
+                Some(x) => {
+                    x.count += h.count;
+                    x.first_frame = x.first_frame.min(h.first_frame);
+                }
+                None => self.reasons.push(*h),
+            }
+        }
+    }
+}
+
+/// A reason's count and its first example `(file, frame)`s.
+pub type ReasonExamples = (FlushReason, u64, Vec<(usize, u64)>);
+
+/// Global figures of one size's run.
+#[derive(Debug, Clone, Default)]
+pub struct RunTotals {
+    pub frames_in: u64,
+    pub packets_out: u64,
+    pub super_packets: u64,
+    pub largest: u32,
+    /// Per reason: count and the first three example `(file, frame)`s.
+    pub reasons: Vec<ReasonExamples>,
+    /// The input file these figures come from (for examples).
+    pub(crate) file: usize,
+}
+
+impl RunTotals {
+    pub(crate) fn hit(&mut self, r: FlushReason, frame: u64) {
+        match self.reasons.iter_mut().find(|x| x.0 == r) {
+            Some(x) => {
+                x.1 += 1;
+                if x.2.len() < 3 {
+                    x.2.push((self.file, frame));
+                }
+            }
+            None => self.reasons.push((r, 1, vec![(self.file, frame)])),
+        }
+    }
+
+    pub fn merge(&mut self, o: &RunTotals) {
+        self.frames_in += o.frames_in;
+        self.packets_out += o.packets_out;
+        self.super_packets += o.super_packets;
+        self.largest = self.largest.max(o.largest);
+        for (r, n, ex) in &o.reasons {
+            match self.reasons.iter_mut().find(|x| x.0 == *r) {
+                Some(x) => {
+                    x.1 += n;
+                    for e in ex {
+                        if x.2.len() < 3 {
+                            x.2.push(*e);
+                        }
+                    }
+                }
+                None => self.reasons.push((*r, *n, ex.clone())),
+            }
+        }
+    }
+}

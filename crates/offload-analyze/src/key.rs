@@ -1,0 +1,101 @@
+//! The identity of a flow: one direction of a TCP connection or UDP
+//! exchange, keyed by the innermost 5-tuple and, for VXLAN, the outer
+//! addresses, ports and VNI (so the inner flow and its tunnel are one key).
+
+use crate::dissect::{self, Parsed};
+
+/// The identity of a flow (one direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub tunnel: Option<TunnelKey>,
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub v6: bool,
+}
+
+/// The outer identity of a tunnelled flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TunnelKey {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub vni: u32,
+    pub v6: bool,
+}
+
+impl FlowKey {
+    pub fn of(p: &Parsed) -> FlowKey {
+        FlowKey {
+            tunnel: p.tunnel.map(|t| TunnelKey {
+                src: t.ip.src,
+                dst: t.ip.dst,
+                sport: t.sport,
+                dport: t.dport,
+                vni: t.vni,
+                v6: t.ip.v6,
+            }),
+            src: p.ip.src,
+            dst: p.ip.dst,
+            sport: p.sport,
+            dport: p.dport,
+            proto: p.ip.proto,
+            v6: p.ip.v6,
+        }
+    }
+
+    /// The other direction of the same conversation.
+    pub fn reverse(&self) -> FlowKey {
+        FlowKey {
+            tunnel: self.tunnel.map(|t| TunnelKey {
+                src: t.dst,
+                dst: t.src,
+                // The reverse tunnel direction picks its own source port
+                // (a hash of the inner flow), so this key finds it only when
+                // both ends use the same port; tunnelled flows then go
+                // without the ACK-based TSO/GRO evidence.
+                sport: t.dport,
+                dport: t.sport,
+                vni: t.vni,
+                v6: t.v6,
+            }),
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            proto: self.proto,
+            v6: self.v6,
+        }
+    }
+
+    pub fn protocol_name(&self) -> &'static str {
+        match self.proto {
+            dissect::PROTO_TCP => "tcp",
+            dissect::PROTO_UDP => "udp",
+            _ => "other",
+        }
+    }
+
+    /// "10.0.0.2:33333 -> 10.0.0.1:80".
+    pub fn describe(&self) -> String {
+        let inner = format!(
+            "{} {} -> {}",
+            self.protocol_name().to_uppercase(),
+            dissect::fmt_endpoint(&self.src, self.v6, self.sport),
+            dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
+        );
+        match self.tunnel {
+            Some(t) => format!(
+                "VXLAN {} -> {} (VNI {}), inner {}",
+                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
+                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
+                t.vni,
+                inner
+            ),
+            None => inner,
+        }
+    }
+}

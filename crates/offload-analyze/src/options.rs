@@ -1,0 +1,65 @@
+//! What `offload analyze` computes: the options every stage reads.
+
+use crate::kernel::KernelProfile;
+use std::path::PathBuf;
+
+/// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
+pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
+
+/// VXLAN's IANA port and the Linux default.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `gro_max_size` values to simulate, in order.
+    pub gro_sizes: Vec<u32>,
+    pub kernel: KernelProfile,
+    /// Path MTU in IP bytes: larger packets are super-packets.
+    pub mtu: u32,
+    /// UDP destination ports read as VXLAN.
+    pub vxlan_ports: Vec<u16>,
+    /// Let the engine verify TCP/UDP checksums (as the kernel does without
+    /// a hardware verdict). Off for captures taken on a sender whose
+    /// checksums are offloaded.
+    pub verify_checksums: bool,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+    /// `--strict`: a captured length above the snapshot length stops the
+    /// read (by default such frames are read and counted, as tshark does).
+    pub strict: bool,
+    /// Write a per-packet CSV table here while reading.
+    pub packet_csv: Option<PathBuf>,
+    /// Write per-packet Parquet files into this directory while reading
+    /// (cargo feature `parquet`; an error without it).
+    pub parquet_dir: Option<PathBuf>,
+    /// Flows kept in detail (over all inputs). Past it, the least recently
+    /// active flows are folded into the report's `other_flows` total, so
+    /// memory stays bounded whatever the flow count.
+    pub max_flows: usize,
+    /// Stream the rows of evicted flows (the `flows.csv` columns, what-if
+    /// columns empty) to this file as they are evicted.
+    pub evicted_csv: Option<PathBuf>,
+}
+
+/// Default for [`Options::max_flows`]: about 4 KB each, so 100,000 flows
+/// stay within about 0.5 GB.
+pub const DEFAULT_MAX_FLOWS: usize = 100_000;
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
+            kernel: KernelProfile::V6_18,
+            mtu: 1500,
+            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            verify_checksums: true,
+            threads: 0,
+            strict: false,
+            packet_csv: None,
+            parquet_dir: None,
+            max_flows: DEFAULT_MAX_FLOWS,
+            evicted_csv: None,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Bounded series for graphs: a fixed-capacity list of points that halves
+//! its resolution when full, keeping the rare points (retransmissions,
+//! duplicate ACKs, GRO flushes with an obstacle) as long as it can.
+
+use offload::gro::FlushReason;
+use serde::Serialize;
+
+/// Which points a full series keeps when it thins out.
+pub trait Keep {
+    /// Rare points (retransmissions, duplicate ACKs...) survive thinning.
+    fn keep(&self) -> bool;
+}
+
+/// A fixed-capacity series that halves its resolution when full.
+#[derive(Debug, Clone)]
+pub struct Decimated<T> {
+    pub points: Vec<T>,
+    stride: u64,
+    seen: u64,
+}
+
+impl<T> Default for Decimated<T> {
+    fn default() -> Self {
+        Decimated {
+            points: Vec::new(),
+            stride: 1,
+            seen: 0,
+        }
+    }
+}
+
+/// Points per series at most.
+pub const SERIES_CAP: usize = 1500;
+
+impl<T: Keep> Decimated<T> {
+    pub fn push(&mut self, p: T) {
+        self.seen += 1;
+        if self.seen % self.stride != 0 && !p.keep() {
+            return;
+        }
+        if self.points.len() >= SERIES_CAP {
+            let mut i = 0;
+            self.points.retain(|q| {
+                i += 1;
+                i % 2 == 0 || q.keep()
+            });
+            self.stride *= 2;
+            if self.points.len() >= SERIES_CAP {
+                // Only rare points left: drop the oldest half.
+                self.points.drain(..SERIES_CAP / 2);
+            }
+        }
+        self.points.push(p);
+    }
+}
+
+/// One packet GRO handed the stack, for the GRO view.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GroPoint {
+    /// Capture timestamp of the delivery, ns.
+    #[serde(skip)]
+    pub t_ns: u64,
+    /// Seconds since the flow's first packet (filled by the report).
+    pub t: f64,
+    pub segments: u32,
+    #[serde(serialize_with = "reason_name")]
+    pub reason: FlushReason,
+}
+
+fn reason_name<S: serde::Serializer>(r: &FlushReason, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(r.name())
+}
+
+impl Keep for GroPoint {
+    fn keep(&self) -> bool {
+        self.reason.is_obstacle()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy)]
+    struct P(u64, bool);
+    impl Keep for P {
+        fn keep(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_series_stays_bounded_and_keeps_rare_points() {
+        let mut d = Decimated::default();
+        for i in 0..100_000u64 {
+            d.push(P(i, i == 77_777));
+        }
+        assert!(d.points.len() <= SERIES_CAP);
+        assert!(d.points.iter().any(|p| p.1 && p.0 == 77_777));
+        // Thinned evenly: the last point is recent.
+        assert!(d.points.last().unwrap().0 > 90_000);
+    }
+}

@@ -1,0 +1,183 @@
+//! `offload inspect`: argument parsing and printing around
+//! `offload_lab::inspect`, `offload_lab::live` and `offload_lab::sample`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use offload_lab::inspect::{self, Inspection};
+use offload_lab::live::{self, LiveReport};
+use offload_lab::sample::{self, SampleOptions, SampleReport};
+use serde::Serialize;
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Devices to inspect (default: every device of the current namespace).
+    pub devices: Vec<String>,
+    /// JSON for programs instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also measure GRO for this long (e.g. 10s): packets into GRO against
+    /// packets into the stack per device, softnet deltas; one line a second.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub live: Option<Duration>,
+    /// Also capture N packets after GRO and analyse which flows do not merge.
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+    /// Keep the sampled packets in this pcap.
+    #[arg(long, value_name = "FILE", requires = "sample")]
+    pub sample_pcap: Option<std::path::PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    inspection: &'a Inspection,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<&'a LiveReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample: Option<&'a SampleReport>,
+}
+
+pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let ins = inspect::inspect(&args.devices).context("inspect")?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    if args.live.is_some() || args.sample.is_some() {
+        let flag = cancel.clone();
+        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    }
+    // Devices measured live: the named ones, else every up device but lo.
+    let watched: Vec<(String, u32)> = ins
+        .devices
+        .iter()
+        .filter(|d| !args.devices.is_empty() || (d.up && d.name != "lo"))
+        .map(|d| (d.name.clone(), d.ifindex))
+        .collect();
+    if !args.json {
+        print!("{}", inspect::render_text(&ins));
+    }
+    let live = match args.live {
+        Some(duration) => {
+            let names: Vec<String> = watched.iter().map(|(n, _)| n.clone()).collect();
+            if !args.json {
+                println!();
+                println!("live, {} s ({}):", duration.as_secs_f64(), names.join(", "));
+            }
+            let json = args.json;
+            let report = live::watch(&names, duration, Duration::from_secs(1), &cancel, |iv| {
+                if json {
+                    return;
+                }
+                let mut line = format!("{:>5.1}s", iv.t);
+                for (name, c) in &iv.devices {
+                    line.push_str(&format!(
+                        "  {name}: gro {} stack {} ratio {}",
+                        c.gro_in,
+                        c.stack,
+                        c.merge_ratio().map_or("-".into(), |r| format!("{r:.1}"))
+                    ));
+                }
+                line.push_str(&format!(
+                    "  softnet +{} drop {} squeeze {}",
+                    iv.softnet_processed, iv.softnet_dropped, iv.softnet_time_squeeze
+                ));
+                println!("{line}");
+                let _ = std::io::stdout().flush();
+            })
+            .context("--live")?;
+            if !json {
+                println!(
+                    "summary over {:.1} s{}:",
+                    report.seconds,
+                    if report.interrupted {
+                        " (interrupted)"
+                    } else {
+                        ""
+                    }
+                );
+                for d in &report.devices {
+                    println!(
+                        "  {:<15} into GRO {:>10}  into stack {:>10}  merge ratio {}",
+                        d.name,
+                        d.gro_in,
+                        d.stack,
+                        d.merge_ratio
+                            .map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}"))
+                    );
+                }
+                for c in &report.softnet {
+                    println!(
+                        "  softnet cpu{}: +{} processed, +{} dropped, +{} time_squeeze",
+                        c.cpu, c.processed, c.dropped, c.time_squeeze
+                    );
+                }
+            }
+            Some(report)
+        }
+        None => None,
+    };
+    let sample = match args.sample {
+        Some(n) => {
+            let opts = SampleOptions {
+                count: n,
+                timeout: args
+                    .live
+                    .unwrap_or(Duration::from_secs(10))
+                    .max(Duration::from_secs(1)),
+                keep: args.sample_pcap.clone(),
+                profiles: Vec::new(),
+            };
+            let report = sample::sample(&watched, &opts, &cancel).context("--sample")?;
+            if !args.json {
+                println!();
+                println!("sample: {} packets after GRO", report.frames);
+                for (dev, s) in &report.devices {
+                    println!(
+                        "  {dev}: {} frames, {} super-packets carrying {} segments, {} single packets",
+                        s.frames, s.super_packets, s.segments_in_super_packets, s.single_packets
+                    );
+                }
+                // Super-packets above the MTU and BIG TCP verdicts describe a
+                // post-GRO capture itself, not a flow that fails to merge.
+                let shown: Vec<_> = report
+                    .analysis
+                    .findings
+                    .iter()
+                    .filter(|f| !matches!(f.kind, "above-mtu" | "big-tcp-gain"))
+                    .collect();
+                if shown.is_empty() {
+                    println!("  analysis: no flow with a reason not to merge");
+                }
+                for f in shown {
+                    println!(
+                        "  [{:?}] {}{}",
+                        f.severity,
+                        f.title,
+                        f.flow
+                            .as_ref()
+                            .map(|fl| format!(" ({})", fl.description))
+                            .unwrap_or_default()
+                    );
+                    println!("      fix: {}", f.fix);
+                }
+            }
+            Some(report)
+        }
+        None => None,
+    };
+    if args.json {
+        let out = Output {
+            inspection: &ins,
+            live: live.as_ref(),
+            sample: sample.as_ref(),
+        };
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &out)?;
+        writeln!(stdout)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

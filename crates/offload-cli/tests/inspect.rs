@@ -1,0 +1,229 @@
+//! `offload inspect` run as a user would, inside namespaces the test builds
+//! (anonymous: the kernel removes them with the test process). Needs root.
+
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output};
+
+use offload_lab::ethtool::Ethtool;
+use offload_lab::rtnl::Rtnl;
+use offload_lab::NetNs;
+
+/// Runs the release binary inside `ns`.
+fn offload_in(ns: &NetNs, args: &[&str]) -> Output {
+    let fd = ns.as_fd().as_raw_fd();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_offload"));
+    cmd.args(args);
+    // SAFETY: between fork and exec the child only calls setns(2), which is
+    // async-signal-safe; `fd` stays open in the parent for the whole call.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().expect("run offload")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "offload failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+fn device<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("no device {name} in {v}"))
+}
+
+#[test]
+fn reads_back_gro_size_and_flags_gro_off() {
+    let ns = NetNs::new_anonymous().unwrap();
+    ns.run(|| {
+        let mut rtnl = Rtnl::open()?;
+        rtnl.create_veth("ofl-big", "ofl-nogro")?;
+        let big = rtnl.link_by_name("ofl-big")?.index;
+        rtnl.set_gro_max_size(big, 185_000)?;
+        // veth starts with GRO off: switch it on at one end, off (again)
+        // at the other.
+        Ethtool::open()?.set_feature("ofl-big", "rx-gro", true)?;
+        Ethtool::open()?.set_feature("ofl-nogro", "rx-gro", false)?;
+        Ok(())
+    })
+    .unwrap();
+    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    let big = device(&v, "ofl-big");
+    assert_eq!(big["gro_max_size"], 185_000);
+    assert_eq!(big["driver"], "veth");
+    assert!(big["mtu"].as_u64().unwrap() >= 1500);
+    for key in [
+        "gso_max_size",
+        "gro_ipv4_max_size",
+        "gso_ipv4_max_size",
+        "tso_max_size",
+        "queues",
+        "irqs",
+    ] {
+        assert!(big.get(key).is_some(), "{key} missing: {big}");
+    }
+    let nogro = device(&v, "ofl-nogro");
+    assert_eq!(nogro["features"]["generic-receive-offload"], false);
+    assert_eq!(nogro["features"]["rx-gro"], false);
+    assert_eq!(nogro["gro_max_size"], 65536);
+    assert!(v["host"]["kernel"].is_string());
+    let findings = v["findings"].as_array().unwrap();
+    let gro_off = findings
+        .iter()
+        .find(|f| f["device"] == "ofl-nogro" && f["kind"] == "gro-off")
+        .unwrap_or_else(|| panic!("no gro-off finding: {findings:?}"));
+    assert_ne!(gro_off["severity"], "info");
+    assert_eq!(gro_off["fix"], "ethtool -K ofl-nogro gro on");
+    assert!(gro_off["title"].is_string() && gro_off["detail"].is_string());
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["device"] == "ofl-big" && f["kind"] == "gro-off"),
+        "GRO is on on ofl-big"
+    );
+    // Naming one device limits the report to it.
+    let v = json(&offload_in(&ns, &["inspect", "--json", "ofl-big"]));
+    assert_eq!(v["devices"].as_array().unwrap().len(), 1);
+    // A device that does not exist is an error naming it.
+    let out = offload_in(&ns, &["inspect", "nosuchdev"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuchdev"));
+}
+
+#[test]
+fn big_tcp_half_done_is_found() {
+    let ns = NetNs::new_anonymous().unwrap();
+    ns.run(|| {
+        let mut rtnl = Rtnl::open()?;
+        rtnl.create_veth("ofl-half", "ofl-peer")?;
+        let i = rtnl.link_by_name("ofl-half")?.index;
+        rtnl.set_gso_max_size(i, 185_000)?;
+        Ok(())
+    })
+    .unwrap();
+    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "big-tcp-half-done")
+        .expect("big-tcp-half-done finding");
+    assert_eq!(f["device"], "ofl-half");
+    assert_eq!(f["fix"], "ip link set dev ofl-half gro_max_size 185000");
+}
+
+/// Two namespaces joined by a veth pair whose sender has TSO off, so the
+/// receiving veth runs GRO; a TCP stream between them must show merging.
+#[test]
+fn live_counts_gro_merging_on_veth() {
+    let a = NetNs::new_anonymous().unwrap();
+    let b = NetNs::new_anonymous().unwrap();
+    let addr_a = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
+    let addr_b = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2));
+    a.run(|| {
+        let mut rtnl = Rtnl::open()?;
+        rtnl.create_veth("ofl-lv-a", "ofl-lv-b")?;
+        let peer = rtnl.link_by_name("ofl-lv-b")?.index;
+        rtnl.move_to_netns(peer, b.as_fd())?;
+        let i = rtnl.link_by_name("ofl-lv-a")?.index;
+        rtnl.add_address(i, addr_a, 24)?;
+        rtnl.set_up(i, true)?;
+        // veth runs GRO only when the sender has no TSO at all
+        // (veth_skb_is_eligible_for_gro: NETIF_F_ALL_TSO).
+        let eth = Ethtool::open()?;
+        for f in [
+            "tx-tcp-segmentation",
+            "tx-tcp-ecn-segmentation",
+            "tx-tcp-mangleid-segmentation",
+            "tx-tcp6-segmentation",
+        ] {
+            eth.set_feature("ofl-lv-a", f, false)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let listener = b
+        .run(|| {
+            let mut rtnl = Rtnl::open()?;
+            let i = rtnl.link_by_name("ofl-lv-b")?.index;
+            rtnl.add_address(i, addr_b, 24)?;
+            rtnl.set_up(i, true)?;
+            Ethtool::open()?.set_feature("ofl-lv-b", "rx-gro", true)?;
+            TcpListener::bind((addr_b, 0)).map_err(|e| offload_lab::Error::Sys {
+                op: "bind".into(),
+                source: e,
+            })
+        })
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while s.read(&mut buf).map(|n| n > 0).unwrap_or(false) {}
+    });
+    let sender = a
+        .run(|| {
+            TcpStream::connect((addr_b, port)).map_err(|e| offload_lab::Error::Sys {
+                op: "connect".into(),
+                source: e,
+            })
+        })
+        .unwrap();
+    let s2 = stop.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut sender = sender;
+        let buf = vec![7u8; 1 << 16];
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            if sender.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let out = offload_in(
+        &b,
+        &[
+            "inspect", "--json", "--live", "2s", "--sample", "200", "ofl-lv-b",
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    reader.join().unwrap();
+    let v = json(&out);
+    let live = &v["live"];
+    let dev = &live["devices"][0];
+    assert_eq!(dev["name"], "ofl-lv-b");
+    let gro_in = dev["gro_in"].as_u64().unwrap();
+    let stack = dev["stack"].as_u64().unwrap();
+    assert!(gro_in > 1000, "too little traffic seen: {live}");
+    assert!(
+        gro_in as f64 > 2.0 * stack as f64,
+        "GRO should merge a TSO-less stream: {live}"
+    );
+    assert!(live["intervals"].as_array().unwrap().len() >= 2);
+    let sample = &v["sample"];
+    assert!(sample["frames"].as_u64().unwrap() > 0, "{sample}");
+    assert!(
+        sample["devices"]["ofl-lv-b"]["super_packets"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the vnet header names super-packets: {sample}"
+    );
+}

@@ -1,0 +1,196 @@
+//! Conformance on three kernel lines: the host's (6.18) and Debian's
+//! packaged 6.1 and 6.12, each booted in a throw-away QEMU guest by
+//! `scripts/kernel-vm.sh` (docs/decisions/0071-vm-kernel-oracle.md).
+//!
+//! [`running_kernel_suite`] is the suite: seeded TCP trains through the
+//! running kernel's GRO, **twice**, then through the engine with the
+//! profile of the running kernel's line. The two kernel runs must agree
+//! train for train before any comparison with the engine is trusted (the
+//! trap of an emulated oracle: a tick inside a train adds flushes); then
+//! the engine must agree with the kernel on every train, byte for byte.
+//!
+//! `kernel_6_1_in_vm` and `kernel_6_12_in_vm` boot the guest and run the
+//! same test binary's `running_kernel_suite` inside it; they fail (never
+//! skip) when the guest cannot be booted. `OFFLOAD_LINE_TRAINS` sets the
+//! trains per run (default 300).
+
+use offload_conformance::generate::{tcp_train, Class};
+use offload_conformance::{compare, engine_gro};
+use offload_lab::oracle::{GroKnobs, KernelGro};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The running kernel's release (`uname -r`).
+fn release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn running_kernel_suite() {
+    let trains = env_u64("OFFLOAD_LINE_TRAINS", 300);
+    let seed0 = env_u64("OFFLOAD_LINE_SEED", 9_000_000);
+    let knobs = GroKnobs {
+        flush_timeout: Duration::from_millis(400),
+        ..GroKnobs::default()
+    };
+    let mut kernel = KernelGro::new(knobs).expect("the kernel oracle needs root and /dev/net/tun");
+    let a = offload_conformance::oracle_addrs(&kernel);
+    let set: Vec<_> = (0..trains)
+        .map(|i| tcp_train(seed0 + i, &a, Class::ALL.get(i as usize).copied()))
+        .collect();
+    let start = Instant::now();
+    let mut runs = [Vec::new(), Vec::new()];
+    let mut unclean = 0;
+    for run in &mut runs {
+        for t in &set {
+            let o = kernel.run_train_detailed(&t.frames).expect("oracle run");
+            unclean += usize::from(!o.clean);
+            run.push(o.frames);
+        }
+    }
+    let unstable: Vec<_> = (0..set.len())
+        .filter(|&i| runs[0][i] != runs[1][i])
+        .collect();
+    let rel = release();
+    eprintln!(
+        "kernel {rel}: {trains} trains run twice in {:.1} s, {} differ between the runs, {unclean} answers not provably clean",
+        start.elapsed().as_secs_f64(),
+        unstable.len()
+    );
+    for &i in unstable.iter().take(5) {
+        let t = &set[i];
+        eprintln!(
+            "  unstable: seed {} class {}: {} vs {} frames",
+            t.seed,
+            t.class.name(),
+            runs[0][i].len(),
+            runs[1][i].len()
+        );
+    }
+    assert!(
+        unstable.is_empty(),
+        "kernel {rel}: the oracle disagreed with itself on {} of {trains} trains",
+        unstable.len()
+    );
+    let cfg = offload_conformance::running_config();
+    let mut per_class: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for (t, k) in set.iter().zip(&runs[0]) {
+        let e = engine_gro(&cfg, &t.frames);
+        let entry = per_class.entry(t.class.name()).or_default();
+        entry.0 += 1;
+        if let Some(diff) = compare(k, &e) {
+            entry.1 += 1;
+            failures.push(format!(
+                "seed {} class {}: {}\n{diff}",
+                t.seed,
+                t.class.name(),
+                t.notes
+            ));
+        }
+    }
+    // The kernel's own selftest cases, every family, through the same
+    // oracle (set up with the GSO metadata capture for them).
+    kernel.set_gso_meta(true).expect("PACKET_VNET_HDR capture");
+    let cases = offload_conformance::selftest::all_cases(&a);
+    for c in &cases {
+        let entry = per_class.entry("selftest").or_default();
+        entry.0 += 1;
+        if let Some(diff) = offload_conformance::compare_case(&mut kernel, c) {
+            entry.1 += 1;
+            failures.push(format!("selftest {} {}:\n{diff}", c.family.name(), c.name));
+        }
+    }
+    // Geneve: only where the kernel has the driver. The guests booted by
+    // scripts/kernel-vm.sh must have it (OFFLOAD_IN_VM is set there); the
+    // host's 6.18 build has no CONFIG_GENEVE.
+    let in_vm = std::env::var_os("OFFLOAD_IN_VM").is_some();
+    let geneve = kernel.set_knobs(GroKnobs {
+        geneve_vni: Some(5),
+        ..kernel.knobs().clone()
+    });
+    if in_vm {
+        geneve.as_ref().expect("a Geneve device in the guest");
+    }
+    if geneve.is_ok() {
+        let gcfg = offload::GroConfig {
+            geneve_ports: vec![offload::wire::geneve::PORT],
+            ..cfg.clone()
+        };
+        use offload_conformance::selftest::{case, case_names, Family};
+        for name in case_names(Family::Geneve) {
+            let c = case(&a, Family::Geneve, name).expect("listed case");
+            let entry = per_class.entry("selftest-geneve").or_default();
+            entry.0 += 1;
+            if let Some(diff) = offload_conformance::compare_case_with(&mut kernel, &c, &gcfg) {
+                entry.1 += 1;
+                failures.push(format!("selftest geneve {name}:\n{diff}"));
+            }
+        }
+    }
+    eprintln!(
+        "geneve cases: {}",
+        if geneve.is_ok() {
+            "run"
+        } else {
+            "not run (no Geneve driver in this kernel)"
+        }
+    );
+    for (c, (n, bad)) in &per_class {
+        if *bad > 0 {
+            eprintln!("  {c:24} {n:4} trains, {bad} mismatches");
+        }
+    }
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "kernel {rel} (profile {}): {} of {trains} trains and {} selftest cases differ from the engine",
+        cfg.kernel,
+        failures.len(),
+        cases.len()
+    );
+    eprintln!(
+        "kernel {rel} (profile {}): {trains} trains and {} selftest cases agree with the engine",
+        cfg.kernel,
+        cases.len()
+    );
+}
+
+/// Boots `line` in a guest and runs [`running_kernel_suite`] there.
+fn in_vm(line: &str) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let exe = std::env::current_exe().expect("test binary path");
+    let status = Command::new(root.join("scripts/kernel-vm.sh"))
+        .args(["run", line])
+        .arg(exe)
+        .args(["--exact", "running_kernel_suite", "--nocapture"])
+        .status()
+        .expect("run scripts/kernel-vm.sh (needs qemu-system-x86: .ci/install)");
+    assert!(
+        status.success(),
+        "the {line} guest's suite failed: {status}"
+    );
+}
+
+#[test]
+fn kernel_6_1_in_vm() {
+    in_vm("6.1");
+}
+
+#[test]
+fn kernel_6_12_in_vm() {
+    in_vm("6.12");
+}

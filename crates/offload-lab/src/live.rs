@@ -1,0 +1,441 @@
+//! Measuring GRO on a running host: tracepoint counters per device, softnet
+//! deltas, and a post-GRO sample.
+//!
+//! Two tracepoints of the `net` subsystem tell how well GRO merges on a
+//! device, with no kprobe and no BPF toolchain:
+//! - `net:napi_gro_receive_entry` fires for every packet handed to GRO
+//!   (`napi_gro_receive`, `net/core/gro.c`);
+//! - `net:netif_receive_skb` fires for every packet entering the stack
+//!   (`__netif_receive_skb_core`, `net/core/dev.c`), merged or not.
+//!
+//! Their ratio is the device's merge ratio. They are counted with
+//! `perf_event_open(PERF_TYPE_TRACEPOINT)`, one counter per CPU, event and
+//! device, each with an ftrace filter `name == "DEV"` so the kernel counts
+//! only that device. Device names are per namespace but tracepoints are
+//! global: a device of the same name in another namespace counts too (the
+//! lab names its devices uniquely for that reason).
+//!
+//! A tracepoint's id lives in tracefs (`events/net/NAME/id`). When tracefs
+//! is not mounted, [`TracepointIds::read`] mounts a *detached* tracefs
+//! (`fsopen("tracefs")`, `fsmount`) that appears in no mount table and goes
+//! away with its fd; only if that fails does it mount tracefs on
+//! `/sys/kernel/tracing` and unmount it as soon as the ids are read.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::inspect::{read_softnet, SoftnetCpu};
+
+/// The tracepoints counted, in `events/net/` order.
+pub const TRACEPOINTS: [&str; 2] = ["napi_gro_receive_entry", "netif_receive_skb"];
+
+/// Ids of the tracepoints in [`TRACEPOINTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracepointIds {
+    /// `net:napi_gro_receive_entry`.
+    pub gro_entry: u64,
+    /// `net:netif_receive_skb`.
+    pub receive_skb: u64,
+}
+
+impl TracepointIds {
+    /// Reads the ids, mounting tracefs (detached) when it is not mounted.
+    pub fn read() -> Result<Self> {
+        for base in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+            if let (Ok(a), Ok(b)) = (
+                std::fs::read_to_string(format!("{base}/events/net/{}/id", TRACEPOINTS[0])),
+                std::fs::read_to_string(format!("{base}/events/net/{}/id", TRACEPOINTS[1])),
+            ) {
+                return Self::parse(&a, &b);
+            }
+        }
+        match Self::read_detached() {
+            Ok(ids) => Ok(ids),
+            Err(detached) => Self::read_mounted().map_err(|e| {
+                Error::sys(
+                    format!("tracefs: detached mount failed ({detached}), and"),
+                    std::io::Error::other(e.to_string()),
+                )
+            }),
+        }
+    }
+
+    fn parse(a: &str, b: &str) -> Result<Self> {
+        let p = |s: &str, name: &str| {
+            s.trim().parse::<u64>().map_err(|_| {
+                Error::sys(
+                    format!("tracepoint id of net:{name}: {s:?}"),
+                    std::io::Error::from(std::io::ErrorKind::InvalidData),
+                )
+            })
+        };
+        Ok(TracepointIds {
+            gro_entry: p(a, TRACEPOINTS[0])?,
+            receive_skb: p(b, TRACEPOINTS[1])?,
+        })
+    }
+
+    fn read_detached() -> Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags};
+        let fs = rustix::mount::fsopen("tracefs", FsOpenFlags::FSOPEN_CLOEXEC)
+            .map_err(|e| Error::sys("fsopen(tracefs)", e.into()))?;
+        rustix::mount::fsconfig_create(&fs)
+            .map_err(|e| Error::sys("fsconfig(tracefs, CMD_CREATE)", e.into()))?;
+        let root = rustix::mount::fsmount(
+            &fs,
+            FsMountFlags::FSMOUNT_CLOEXEC,
+            MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+        )
+        .map_err(|e| Error::sys("fsmount(tracefs)", e.into()))?;
+        let read = |name: &str| -> Result<String> {
+            let rel = format!("events/net/{name}/id");
+            let fd =
+                rustix::fs::openat(&root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                    .map_err(|e| Error::sys(format!("open tracefs {rel}"), e.into()))?;
+            let mut s = String::new();
+            std::fs::File::from(fd)
+                .read_to_string(&mut s)
+                .map_err(|e| Error::sys(format!("read tracefs {rel}"), e))?;
+            Ok(s)
+        };
+        Self::parse(&read(TRACEPOINTS[0])?, &read(TRACEPOINTS[1])?)
+    }
+
+    fn read_mounted() -> Result<Self> {
+        let target = "/sys/kernel/tracing";
+        rustix::mount::mount(
+            "nodev",
+            target,
+            "tracefs",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .map_err(|e| Error::sys(format!("mount tracefs on {target}"), e.into()))?;
+        let ids = (|| {
+            let a = std::fs::read_to_string(format!("{target}/events/net/{}/id", TRACEPOINTS[0]))
+                .map_err(|e| Error::sys("read tracepoint id", e))?;
+            let b = std::fs::read_to_string(format!("{target}/events/net/{}/id", TRACEPOINTS[1]))
+                .map_err(|e| Error::sys("read tracepoint id", e))?;
+            Self::parse(&a, &b)
+        })();
+        // Unmount what we mounted, whatever happened.
+        let _ = rustix::mount::unmount(target, rustix::mount::UnmountFlags::DETACH);
+        ids
+    }
+}
+
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_ATTR_SIZE: u32 = 136;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+/// `_IOW('$', 6, char *)`.
+const PERF_EVENT_IOC_SET_FILTER: libc::Ioctl = 0x4008_2406;
+
+/// One counting perf event (a tracepoint on one CPU, filtered).
+#[derive(Debug)]
+struct Counter {
+    fd: OwnedFd,
+}
+
+impl Counter {
+    fn open(id: u64, cpu: i32, filter: &str) -> Result<Self> {
+        // struct perf_event_attr (PERF_ATTR_SIZE_VER8 = 136 bytes): type at 0,
+        // size at 4, config at 8; everything else zero means "count, enabled
+        // from the start, no sampling".
+        let mut attr = [0u64; (PERF_ATTR_SIZE / 8) as usize];
+        attr[0] = u64::from(PERF_TYPE_TRACEPOINT) | (u64::from(PERF_ATTR_SIZE) << 32);
+        attr[1] = id;
+        // SAFETY: perf_event_open reads `size` bytes of attr from a live
+        // array of exactly that size; the other arguments are integers.
+        let raw = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                attr.as_ptr(),
+                -1 as libc::pid_t,
+                cpu as libc::c_int,
+                -1 as libc::c_int,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(Error::last_os(format!(
+                "perf_event_open(tracepoint {id}, cpu {cpu})"
+            )));
+        }
+        // SAFETY: a fresh fd returned by the kernel, owned once.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+        let c = CString::new(filter).map_err(|_| {
+            Error::sys(
+                format!("filter {filter:?}"),
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )
+        })?;
+        // SAFETY: the ioctl reads a NUL-terminated string that outlives it.
+        let r = unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_FILTER, c.as_ptr()) };
+        if r < 0 {
+            return Err(Error::last_os(format!(
+                "PERF_EVENT_IOC_SET_FILTER {filter:?}"
+            )));
+        }
+        Ok(Counter { fd })
+    }
+
+    fn read(&self) -> u64 {
+        let mut v = [0u8; 8];
+        // SAFETY: read(2) of at most 8 bytes into a live local array.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+        if n == 8 {
+            u64::from_ne_bytes(v)
+        } else {
+            0
+        }
+    }
+}
+
+/// GRO counters of one device: packets into GRO, packets into the stack.
+#[derive(Debug)]
+pub struct DeviceCounters {
+    name: String,
+    gro_entry: Vec<Counter>,
+    receive_skb: Vec<Counter>,
+}
+
+/// A snapshot of one device's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct GroCounts {
+    /// Packets handed to GRO (`napi_gro_receive_entry`).
+    pub gro_in: u64,
+    /// Packets that entered the stack (`netif_receive_skb`).
+    pub stack: u64,
+}
+
+impl GroCounts {
+    /// Packets into GRO per packet into the stack (1 = no merging); `None`
+    /// when nothing reached the stack.
+    pub fn merge_ratio(&self) -> Option<f64> {
+        (self.stack > 0 && self.gro_in > 0).then(|| self.gro_in as f64 / self.stack as f64)
+    }
+
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &GroCounts) -> GroCounts {
+        GroCounts {
+            gro_in: self.gro_in.saturating_sub(earlier.gro_in),
+            stack: self.stack.saturating_sub(earlier.stack),
+        }
+    }
+}
+
+/// Online CPU numbers (`/sys/devices/system/cpu/online`, e.g. `0-1`).
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+                    out.extend(a..=b);
+                }
+            }
+            None => out.extend(part.parse::<i32>().ok()),
+        }
+    }
+    if out.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        out.extend(0..n as i32);
+    }
+    out
+}
+
+impl DeviceCounters {
+    /// Opens the counters of device `name` on every online CPU.
+    pub fn open(ids: &TracepointIds, name: &str) -> Result<Self> {
+        crate::rtnl::check_ifname(name)?;
+        let filter = format!("name == \"{name}\"");
+        let cpus = online_cpus();
+        let mut gro_entry = Vec::new();
+        let mut receive_skb = Vec::new();
+        for &cpu in &cpus {
+            gro_entry.push(Counter::open(ids.gro_entry, cpu, &filter)?);
+            receive_skb.push(Counter::open(ids.receive_skb, cpu, &filter)?);
+        }
+        Ok(DeviceCounters {
+            name: name.to_string(),
+            gro_entry,
+            receive_skb,
+        })
+    }
+
+    /// The device name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Totals since the counters were opened.
+    pub fn read(&self) -> GroCounts {
+        GroCounts {
+            gro_in: self.gro_entry.iter().map(Counter::read).sum(),
+            stack: self.receive_skb.iter().map(Counter::read).sum(),
+        }
+    }
+}
+
+/// One second (or interval) of a live run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveInterval {
+    /// Seconds since the start, at the end of the interval.
+    pub t: f64,
+    /// Per device.
+    pub devices: BTreeMap<String, GroCounts>,
+    /// Softnet packets processed, all CPUs.
+    pub softnet_processed: u64,
+    /// Softnet drops, all CPUs.
+    pub softnet_dropped: u64,
+    /// Time squeezes, all CPUs.
+    pub softnet_time_squeeze: u64,
+}
+
+/// Totals of one device over a live run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveDevice {
+    /// Device name.
+    pub name: String,
+    /// Packets into GRO.
+    pub gro_in: u64,
+    /// Packets into the stack.
+    pub stack: u64,
+    /// `gro_in / stack`, when both are non-zero.
+    pub merge_ratio: Option<f64>,
+}
+
+/// The result of a live run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveReport {
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Per device.
+    pub devices: Vec<LiveDevice>,
+    /// Softnet deltas per CPU.
+    pub softnet: Vec<SoftnetCpu>,
+    /// Per interval.
+    pub intervals: Vec<LiveInterval>,
+    /// Hardware GRO counters: not read (the netdev family's queue
+    /// statistics are reported only by a few NIC drivers; none here).
+    pub hw_gro: Option<String>,
+    /// Stopped early (Ctrl-C).
+    pub interrupted: bool,
+}
+
+/// Counts GRO on `devices` for `duration`, calling `on_interval` once per
+/// `interval`; stops early when `cancel` is set.
+pub fn watch(
+    devices: &[String],
+    duration: Duration,
+    interval: Duration,
+    cancel: &std::sync::atomic::AtomicBool,
+    mut on_interval: impl FnMut(&LiveInterval),
+) -> Result<LiveReport> {
+    let ids = TracepointIds::read()?;
+    let counters: Vec<DeviceCounters> = devices
+        .iter()
+        .map(|d| DeviceCounters::open(&ids, d))
+        .collect::<Result<_>>()?;
+    let start = Instant::now();
+    let soft0 = read_softnet();
+    let mut prev_soft = soft0.clone();
+    let mut prev: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+    let mut intervals = Vec::new();
+    let mut interrupted = false;
+    let mut next = start + interval;
+    loop {
+        let now = Instant::now();
+        let end = start + duration;
+        let until = next.min(end);
+        while Instant::now() < until {
+            if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        let _ = now;
+        let counts: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+        let soft = read_softnet();
+        let sum = |f: fn(&SoftnetCpu) -> u64, a: &[SoftnetCpu], b: &[SoftnetCpu]| {
+            a.iter()
+                .map(f)
+                .sum::<u64>()
+                .saturating_sub(b.iter().map(f).sum::<u64>())
+        };
+        let iv = LiveInterval {
+            t: start.elapsed().as_secs_f64(),
+            devices: counters
+                .iter()
+                .zip(counts.iter().zip(&prev))
+                .map(|(c, (now, before))| (c.name().to_string(), now.since(before)))
+                .collect(),
+            softnet_processed: sum(|c| c.processed, &soft, &prev_soft),
+            softnet_dropped: sum(|c| c.dropped, &soft, &prev_soft),
+            softnet_time_squeeze: sum(|c| c.time_squeeze, &soft, &prev_soft),
+        };
+        on_interval(&iv);
+        intervals.push(iv);
+        prev = counts;
+        prev_soft = soft;
+        next += interval;
+        if interrupted || Instant::now() >= end {
+            break;
+        }
+    }
+    let totals: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+    let soft_end = read_softnet();
+    Ok(LiveReport {
+        seconds: start.elapsed().as_secs_f64(),
+        devices: counters
+            .iter()
+            .zip(totals)
+            .map(|(c, t)| LiveDevice {
+                name: c.name().to_string(),
+                gro_in: t.gro_in,
+                stack: t.stack,
+                merge_ratio: t.merge_ratio(),
+            })
+            .collect(),
+        softnet: softnet_delta(&soft_end, &soft0),
+        intervals,
+        hw_gro: Some(
+            "not read: no driver here reports the netdev family's rx-hw-gro queue statistics"
+                .into(),
+        ),
+        interrupted,
+    })
+}
+
+/// Per-CPU `after - before`.
+pub fn softnet_delta(after: &[SoftnetCpu], before: &[SoftnetCpu]) -> Vec<SoftnetCpu> {
+    after
+        .iter()
+        .map(|a| {
+            let b = before
+                .iter()
+                .find(|b| b.cpu == a.cpu)
+                .copied()
+                .unwrap_or_default();
+            SoftnetCpu {
+                cpu: a.cpu,
+                processed: a.processed.saturating_sub(b.processed),
+                dropped: a.dropped.saturating_sub(b.dropped),
+                time_squeeze: a.time_squeeze.saturating_sub(b.time_squeeze),
+                received_rps: a.received_rps.saturating_sub(b.received_rps),
+                flow_limit_count: a.flow_limit_count.saturating_sub(b.flow_limit_count),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,59 @@
+//! offload-transform: capture-to-capture transforms, `offload gro` and
+//! `offload gso`.
+//!
+//! Both stream the input (constant memory), write every packet they can,
+//! and stop cleanly on a bad frame or on cancellation: everything before
+//! the bad frame is processed and written, the held packets are flushed,
+//! and the error is returned beside the summary so that the caller can
+//! report it and exit non-zero.
+//!
+//! - [`gro`]: coalesce as the kernel's GRO would; super-packets carry their
+//!   GSO metadata ([`GsoMeta`]) into pcapng.
+//! - [`gso`]: segment super-packets as GSO/TSO would, with the MSS from the
+//!   metadata, from `--mss`, or inferred per flow for bare captures.
+#![deny(unsafe_code)]
+
+pub mod csum;
+pub mod gro;
+pub mod gso;
+pub mod mss;
+
+pub use gro::{gro_capture, gro_capture_with, GroSettings, GroSummary, ProtoSummary, ReasonCount};
+pub use gso::{gso_capture, FlowMss, GsoOptions, GsoSummary};
+pub use mss::MssSource;
+pub use offload_capture::{Control, GsoMeta};
+
+use offload_capture::CaptureError;
+
+/// UDP ports read as VXLAN by default: IANA's 4789 and 8472, the Linux
+/// kernel's default when `ip link add ... type vxlan` names no port.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+
+/// How the input is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Stop at a frame whose captured length exceeds the snapshot length
+    /// (by default it is read whole and counted, as tshark does).
+    pub strict: bool,
+}
+
+/// A transform's summary plus the input error that stopped it, if any.
+#[derive(Debug)]
+pub struct Outcome<S> {
+    /// What the run did (also when it stopped early).
+    pub summary: S,
+    /// The input turned out bad at some frame; everything before it was
+    /// processed and written.
+    pub input_error: Option<CaptureError>,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Frames between two progress reports.
+const PROGRESS_EVERY: u64 = 4096;

@@ -1,0 +1,361 @@
+//! MSS inference for captures without GSO metadata (`offload gso` without
+//! `--mss` on a bare receiver-side capture).
+//!
+//! A receiver's capture holds what GRO made of the wire: super-packets of
+//! full-sized segments, the last one possibly shorter (GRO flushes on a
+//! short segment: `tcp_gro_receive` in net/ipv4/tcp_offload.c, all kernels),
+//! and single segments. To cut them back, each flow's segment size is taken
+//! from the first source that holds, in this order:
+//!
+//! 1. [`MssSource::Syn`]: the MSS options of the handshake. The sender's
+//!    segments carry `min(peer's MSS, own MSS) - option bytes` of payload
+//!    (`tcp_current_mss` in net/ipv4/tcp_output.c). Accepted when at least
+//!    half the flow's super-packets are whole multiples of it, or none is
+//!    (a lower path MTU or `TCP_MAXSEG` would show in the payloads).
+//! 2. [`MssSource::SuperPackets`]: the common divisor of the super-packets'
+//!    payload lengths: the largest divisor shared by most of them (a short
+//!    last segment makes a super-packet disagree, not the majority), at
+//!    least as large as every single segment, and refined down to the largest
+//!    single segment or the IP ID estimate when it divides it (a flow whose
+//!    super-packets all hold an even segment count has twice the MSS as common
+//!    divisor).
+//! 3. [`MssSource::ObservedSegment`]: the largest single segment (at most the
+//!    MTU) of the flow.
+//! 4. [`MssSource::IpIdSteps`]: IPv4 ID steps between consecutive
+//!    super-packets (the sender increments the ID per segment, GRO keeps the
+//!    first: `inet_gro_receive` checks the step, net/ipv4/af_inet.c).
+//! 5. [`MssSource::Mtu`]: the MTU minus the headers, last.
+//!
+//! Memory per flow is bounded: a histogram of at most [`MAX_SIZES`]
+//! distinct payload lengths.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Where the MSS of a super-packet came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MssSource {
+    /// `--mss`.
+    Given,
+    /// The GSO metadata `offload gro` stored with the packet (pcapng comment).
+    Metadata,
+    /// The MSS options of the flow's handshake, less the TCP option bytes.
+    Syn,
+    /// The common divisor of the flow's super-packet payload lengths.
+    SuperPackets,
+    /// The largest single-segment payload of the flow.
+    ObservedSegment,
+    /// IPv4 ID steps between consecutive super-packets of the flow gave the
+    /// segment count, and the payload divided evenly.
+    IpIdSteps,
+    /// None of the above: MTU minus the headers.
+    Mtu,
+}
+
+impl MssSource {
+    /// The name used in summaries (`syn`, `super-packets`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            MssSource::Given => "given",
+            MssSource::Metadata => "metadata",
+            MssSource::Syn => "syn",
+            MssSource::SuperPackets => "super-packets",
+            MssSource::ObservedSegment => "observed-segment",
+            MssSource::IpIdSteps => "ip-id-steps",
+            MssSource::Mtu => "mtu",
+        }
+    }
+}
+
+/// Distinct super-packet payload lengths kept per flow.
+pub const MAX_SIZES: usize = 32;
+
+/// The smallest segment size believed (RFC 9293's default MSS is 536; a
+/// divisor below this is an artefact of a few unlucky lengths).
+const MIN_MSS: u32 = 88;
+
+/// The largest segment the payload-based sources believe: a 9216-byte
+/// jumbo MTU (the common Ethernet NIC maximum) less 40 bytes of IPv4 and TCP
+/// headers. Without it a flow whose only super-packet has a short tail would
+/// be taken for one huge segment; larger segments (loopback's 65536 MTU)
+/// still come from the SYN.
+const MAX_INFERRED_MSS: u32 = 9216 - 40;
+
+/// What the first pass learns about one direction of one flow.
+#[derive(Debug, Default, Clone)]
+pub struct FlowEvidence {
+    /// MSS option of this direction's SYN (what this side can receive and,
+    /// from its MTU, the most it sends).
+    pub syn_mss: Option<u32>,
+    /// TCP option bytes of the last data packet (12 with timestamps).
+    pub option_len: u32,
+    /// Largest payload of a packet no longer than the MTU.
+    pub largest_single: u32,
+    /// Payload lengths of packets above the MTU, with counts.
+    sizes: Vec<(u32, u32)>,
+    /// Counts of exact `payload / segments` values from IP ID steps.
+    id_candidates: Vec<(u32, u32)>,
+    /// The previous super-packet's (IP ID, payload), waiting for the next ID.
+    pending: Option<(u16, u32)>,
+    /// The previous packet's IPv4 ID, and how often consecutive packets of
+    /// the flow had equal (fixed) or different IDs.
+    last_id: Option<u16>,
+    same_id: u32,
+    other_id: u32,
+    /// Packets above the MTU.
+    pub super_packets: u64,
+}
+
+fn bump(list: &mut Vec<(u32, u32)>, value: u32) {
+    if let Some(e) = list.iter_mut().find(|e| e.0 == value) {
+        e.1 += 1;
+    } else if list.len() < MAX_SIZES {
+        list.push((value, 1));
+    } else if let Some(e) = list.iter_mut().filter(|e| e.1 == 1).min_by_key(|e| e.0) {
+        // Full: a new length replaces a length seen once, so that a flow
+        // whose first packets were odd sizes still learns its bulk size.
+        *e = (value, 1);
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl FlowEvidence {
+    /// Notes a SYN's MSS option.
+    pub fn note_syn(&mut self, mss: u32) {
+        self.syn_mss = Some(mss);
+    }
+
+    /// Notes a data packet: its payload, whether its IP length exceeds the
+    /// MTU, its TCP option bytes and its IPv4 ID.
+    pub fn note_data(&mut self, payload: u32, above_mtu: bool, option_len: u32, id: Option<u16>) {
+        if let (Some(last), Some(id)) = (self.last_id, id) {
+            if last == id {
+                self.same_id += 1;
+            } else {
+                self.other_id += 1;
+            }
+        }
+        self.last_id = id;
+        if payload == 0 {
+            return;
+        }
+        self.option_len = option_len;
+        if let (Some((prev_id, prev_payload)), Some(id)) = (self.pending.take(), id) {
+            let segs = id.wrapping_sub(prev_id) as u32;
+            if segs > 1 && prev_payload % segs == 0 {
+                bump(&mut self.id_candidates, prev_payload / segs);
+            }
+        }
+        if above_mtu {
+            self.super_packets += 1;
+            bump(&mut self.sizes, payload);
+            if let Some(id) = id {
+                self.pending = Some((id, payload));
+            }
+        } else {
+            self.largest_single = self.largest_single.max(payload);
+        }
+    }
+
+    /// True when the flow's packets keep one IPv4 ID (merged as
+    /// SKB_GSO_TCP_FIXEDID): segments then keep the ID too.
+    pub fn fixed_id(&self) -> bool {
+        self.same_id > 0 && self.same_id > self.other_id
+    }
+
+    /// Super-packets whose payload `m` divides.
+    fn support(&self, m: u32) -> u64 {
+        self.sizes
+            .iter()
+            .filter(|(v, _)| v % m == 0)
+            .map(|(_, n)| *n as u64)
+            .sum()
+    }
+
+    fn id_estimate(&self) -> Option<u32> {
+        self.id_candidates
+            .iter()
+            .max_by_key(|(m, n)| (*n, *m))
+            .map(|(m, _)| *m)
+    }
+
+    /// The common divisor of most super-packets, at least the largest
+    /// single segment.
+    fn common_divisor(&self) -> Option<u32> {
+        let mut top = self.sizes.clone();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        top.truncate(12);
+        let mut candidates: Vec<u32> = Vec::new();
+        for (i, a) in top.iter().enumerate() {
+            candidates.push(a.0);
+            for b in &top[i + 1..] {
+                candidates.push(gcd(a.0, b.0));
+            }
+        }
+        candidates.retain(|c| *c >= MIN_MSS.max(self.largest_single) && *c <= MAX_INFERRED_MSS);
+        let best = candidates.iter().map(|c| self.support(*c)).max()?;
+        if best == 0 {
+            return None;
+        }
+        // The largest divisor nearly as well supported as the best one: a
+        // smaller divisor always divides at least as many lengths.
+        let threshold = best - best / 20;
+        let mut m = candidates
+            .into_iter()
+            .filter(|c| self.support(*c) >= threshold)
+            .max()?;
+        // Super-packets that all hold an even segment count share 2 x MSS:
+        // a single segment or the IP ID estimate that divides it is the MSS.
+        for finer in [Some(self.largest_single), self.id_estimate()]
+            .into_iter()
+            .flatten()
+        {
+            if finer >= MIN_MSS && finer < m && m % finer == 0 {
+                m = finer;
+            }
+        }
+        Some(m)
+    }
+
+    /// The flow's segment size and where it came from; `peer_syn_mss` is
+    /// the MSS option of the other direction's SYN.
+    pub fn infer(&self, peer_syn_mss: Option<u32>) -> Option<(u32, MssSource)> {
+        let syn = match (peer_syn_mss, self.syn_mss) {
+            (Some(p), Some(o)) => Some(p.min(o)),
+            (p, o) => p.or(o),
+        };
+        if let Some(syn) = syn.and_then(|m| m.checked_sub(self.option_len)) {
+            let total = self.super_packets.max(1);
+            let ok = syn >= MIN_MSS
+                && syn >= self.largest_single
+                && (self.sizes.is_empty() || 2 * self.support(syn) >= total);
+            if ok {
+                return Some((syn, MssSource::Syn));
+            }
+        }
+        if let Some(m) = self.common_divisor() {
+            return Some((m, MssSource::SuperPackets));
+        }
+        if (MIN_MSS..=MAX_INFERRED_MSS).contains(&self.largest_single) {
+            return Some((self.largest_single, MssSource::ObservedSegment));
+        }
+        self.id_estimate().map(|m| (m, MssSource::IpIdSteps))
+    }
+}
+
+/// The flows of a capture, by direction key.
+pub type FlowTable<K> = HashMap<K, FlowEvidence>;
+
+/// The MSS option (kind 2, length 4) of a TCP header's options, if any.
+pub fn tcp_mss_option(options: &[u8]) -> Option<u32> {
+    let mut i = 0;
+    while i < options.len() {
+        match options[i] {
+            0 => return None,
+            1 => i += 1,
+            kind => {
+                let len = *options.get(i + 1)? as usize;
+                if len < 2 || i + len > options.len() {
+                    return None;
+                }
+                if kind == 2 && len == 4 {
+                    return Some(u16::from_be_bytes([options[i + 2], options[i + 3]]) as u32);
+                }
+                i += len;
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(sizes: &[(u32, u32)], single: u32) -> FlowEvidence {
+        let mut f = FlowEvidence::default();
+        for &(v, n) in sizes {
+            for _ in 0..n {
+                f.note_data(v, true, 12, None);
+            }
+        }
+        if single > 0 {
+            f.note_data(single, false, 12, None);
+        }
+        f
+    }
+
+    #[test]
+    fn syn_mss_less_options_wins_when_the_payloads_agree() {
+        let f = flow(&[(1448 * 44, 10), (1448 * 3 + 100, 1)], 0);
+        assert_eq!(f.infer(Some(1460)), Some((1448, MssSource::Syn)));
+        // The same flow at MTU 9000.
+        let f = flow(&[(8948 * 7, 10)], 0);
+        assert_eq!(f.infer(Some(8960)), Some((8948, MssSource::Syn)));
+    }
+
+    #[test]
+    fn a_syn_the_payloads_contradict_is_not_used() {
+        // The path clamped the MSS to 1388 (e.g. a tunnel's PMTU).
+        let f = flow(&[(1388 * 40, 8), (1388 * 13, 3)], 1388);
+        assert_eq!(f.infer(Some(1460)), Some((1388, MssSource::SuperPackets)));
+    }
+
+    #[test]
+    fn common_divisor_ignores_short_tails_and_even_counts() {
+        // Mostly full super-packets, a few with a short last segment.
+        let f = flow(&[(8948 * 7, 20), (8948 * 3, 5), (8948 * 2 + 17, 2)], 0);
+        assert_eq!(f.infer(None), Some((8948, MssSource::SuperPackets)));
+        // Every super-packet holds an even count: the single segment decides.
+        let f = flow(&[(1448 * 44, 20), (1448 * 6, 5), (1448 * 4, 3)], 1448);
+        assert_eq!(f.infer(None), Some((1448, MssSource::SuperPackets)));
+        // Without a single segment the even-count flow cannot be told apart
+        // from 2 x MSS; the divisor is then the largest shared one.
+        let f = flow(&[(1448 * 44, 20), (1448 * 6, 5), (1448 * 4, 3)], 0);
+        assert_eq!(f.infer(None), Some((1448 * 2, MssSource::SuperPackets)));
+        // Divisors above a jumbo segment are not believed.
+        let f = flow(&[(1448 * 44, 20), (1448 * 22, 5)], 0);
+        assert_eq!(f.infer(None), None);
+    }
+
+    #[test]
+    fn one_super_packet_with_a_short_tail_is_not_taken_for_a_segment() {
+        assert_eq!(flow(&[(1460 * 11 + 300, 1)], 0).infer(None), None);
+    }
+
+    #[test]
+    fn falls_back_to_single_segments_then_nothing() {
+        let f = flow(&[], 1400);
+        assert_eq!(f.infer(None), Some((1400, MssSource::ObservedSegment)));
+        assert_eq!(flow(&[], 0).infer(None), None);
+    }
+
+    #[test]
+    fn ip_id_steps_give_the_segment_count() {
+        let mut f = FlowEvidence::default();
+        // Super-packets of 5 x 1000 bytes, IDs stepping by 5.
+        for k in 0..4u16 {
+            f.note_data(5000, true, 0, Some(100 + 5 * k));
+        }
+        assert_eq!(f.id_estimate(), Some(1000));
+        assert!(!f.fixed_id());
+    }
+
+    #[test]
+    fn mss_option_parsing() {
+        // NOP, NOP, timestamps (10), MSS 8960.
+        let mut o = vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        o.extend_from_slice(&[2, 4, 0x23, 0x00]);
+        assert_eq!(tcp_mss_option(&o), Some(8960));
+        assert_eq!(tcp_mss_option(&[2, 4, 5]), None);
+        assert_eq!(tcp_mss_option(&[8, 0, 2, 4, 5, 180]), None);
+        assert_eq!(tcp_mss_option(&[0, 2, 4, 5, 180]), None);
+    }
+}

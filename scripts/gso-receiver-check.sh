@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# How much of the wire does `offload gso` give back from a bare receiver-side
+# capture of kernel GRO output?
+#
+# Two namespaces joined by two veth pairs, one at MTU 1500 and one at MTU
+# 9000. The sender has TSO and GSO off (wire-sized segments leave it); the
+# receiver has veth GRO on, so its capture holds the kernel's GRO
+# super-packets, as plain pcap without any GSO metadata. For each pair an
+# IPv4 and an IPv6 transfer run while tcpdump captures on both ends.
+#
+#   wire.pcap      the sender's veths: the frames on the wire (the truth)
+#   receiver.pcap  the receiver's veths: what GRO made of them
+#   gso.pcap       `offload gso receiver.pcap` (no --mss, no --mtu)
+#   gso-nosyn.pcap the same from receiver.pcap without its SYNs (a capture
+#                  joined late: no MSS option to read), scored against the
+#                  wire without its SYNs
+#
+# The score compares TCP frames by (addresses, ports, sequence, payload
+# length, flags, IPv4 ID) with tshark, not with offload's own reader:
+# reproduced = wire frames found in gso.pcap; excess = gso.pcap frames that
+# were never on the wire.
+#
+# Needs root, ip, ethtool, tcpdump, tshark, mergecap, python3 and a release
+# build (cargo build --release -p offload-cli). Everything it creates (two
+# namespaces oflgso-*, their veths) is removed on every exit path.
+#
+# Usage: scripts/gso-receiver-check.sh [OUT_DIR] [BYTES_PER_TRANSFER]
+set -euo pipefail
+
+[ "$(id -u)" = 0 ] || { echo "gso-receiver-check: needs root (network namespaces)" >&2; exit 1; }
+for t in ip tcpdump tshark mergecap ethtool python3; do
+    command -v "$t" >/dev/null || { echo "gso-receiver-check: $t not found" >&2; exit 1; }
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OFFLOAD=${OFFLOAD:-$ROOT/target/release/offload}
+[ -x "$OFFLOAD" ] || { echo "gso-receiver-check: build $OFFLOAD first (cargo build --release -p offload-cli)" >&2; exit 1; }
+OUT=$(realpath -m "${1:-$(mktemp -d)}")
+BYTES=${2:-3000000}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+A="oflgso-a-$$"
+B="oflgso-b-$$"
+PIDS=()
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    ip netns del "$A" 2>/dev/null || true
+    ip netns del "$B" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+inA() { ip netns exec "$A" "$@"; }
+inB() { ip netns exec "$B" "$@"; }
+
+ip netns add "$A"
+ip netns add "$B"
+inA ip link set lo up
+inB ip link set lo up
+# pair 1: MTU 1500 (10.78.1.0/24, fd78:1::/64); pair 2: MTU 9000 (10.78.2.0/24, fd78:2::/64)
+for n in 1 2; do
+    mtu=$([ $n = 1 ] && echo 1500 || echo 9000)
+    ip link add "oflg-a$n" netns "$A" type veth peer name "oflg-b$n" netns "$B"
+    inA ip link set "oflg-a$n" mtu "$mtu"
+    inB ip link set "oflg-b$n" mtu "$mtu"
+    inA ip addr add "10.78.$n.1/24" dev "oflg-a$n"
+    inB ip addr add "10.78.$n.2/24" dev "oflg-b$n"
+    inA ip -6 addr add "fd78:$n::1/64" dev "oflg-a$n" nodad
+    inB ip -6 addr add "fd78:$n::2/64" dev "oflg-b$n" nodad
+    inA ethtool -K "oflg-a$n" tso off gso off >/dev/null
+    inB ethtool -K "oflg-b$n" gro on >/dev/null
+    inA ip link set "oflg-a$n" up
+    inB ip link set "oflg-b$n" up
+done
+
+# tcpdump in namespace $1 on device $2 into $3 (pcap, whole frames).
+start_capture() {
+    local log="$WORK/$(basename "$3").log"
+    ip netns exec "$1" tcpdump -i "$2" -s 0 -B 262144 -U -n --immediate-mode -w "$3" tcp 2>"$log" &
+    PIDS+=($!)
+    for _ in $(seq 50); do
+        grep -q "listening on" "$log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "gso-receiver-check: tcpdump did not start" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+for n in 1 2; do
+    start_capture "$A" "oflg-a$n" "$WORK/wire$n.pcap"
+    start_capture "$B" "oflg-b$n" "$WORK/receiver$n.pcap"
+done
+
+# One transfer of $BYTES from A to address $1.
+transfer() {
+    inB python3 - <<'PY' &
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::", 5202))
+s.listen(1)
+s.settimeout(20)
+c, _ = s.accept()
+while c.recv(1 << 20):
+    pass
+c.close()
+PY
+    local srv=$!
+    sleep 0.3
+    inA python3 - "$1" "$BYTES" <<'PY'
+import socket, sys
+addr, n = sys.argv[1], int(sys.argv[2])
+fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+import time
+deadline = time.monotonic() + 20
+while True:  # the server may still be starting on a loaded machine
+    c = socket.socket(fam, socket.SOCK_STREAM)
+    c.settimeout(20)
+    try:
+        c.connect((addr, 5202))
+        break
+    except ConnectionRefusedError:
+        c.close()
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
+buf = bytes(range(256)) * 1024
+sent = 0
+while sent < n:
+    sent += c.send(buf[: min(len(buf), n - sent)])
+c.shutdown(socket.SHUT_WR)
+c.recv(1)
+c.close()
+PY
+    wait "$srv"
+}
+
+for dst in 10.78.1.2 fd78:1::2 10.78.2.2 fd78:2::2; do transfer "$dst"; done
+sleep 0.5
+for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+PIDS=()
+grep -h "dropped by kernel" "$WORK"/*.log | sed 's/^/tcpdump: /' >&2 || true
+
+mergecap -F pcap -w "$OUT/wire.pcap" "$WORK/wire1.pcap" "$WORK/wire2.pcap"
+mergecap -F pcap -w "$OUT/receiver.pcap" "$WORK/receiver1.pcap" "$WORK/receiver2.pcap"
+"$OFFLOAD" gso "$OUT/receiver.pcap" -o "$OUT/gso.pcap" >"$OUT/gso-summary.txt"
+cat "$OUT/gso-summary.txt"
+# The same capture joined late: no handshake, so no MSS option to read.
+tshark -r "$OUT/receiver.pcap" -Y "not tcp.flags.syn == 1" -F pcap -w "$OUT/receiver-nosyn.pcap"
+"$OFFLOAD" gso "$OUT/receiver-nosyn.pcap" -o "$OUT/gso-nosyn.pcap" >"$OUT/gso-nosyn-summary.txt"
+cat "$OUT/gso-nosyn-summary.txt"
+
+fields() {
+    tshark -r "$1" -Y tcp -T fields -E separator=, \
+        -e ip.src -e ipv6.src -e ip.dst -e ipv6.dst -e tcp.srcport -e tcp.dstport \
+        -e tcp.seq_raw -e tcp.len -e tcp.flags -e ip.id
+}
+fields "$OUT/wire.pcap" >"$WORK/wire.txt"
+fields "$OUT/gso.pcap" >"$WORK/gso.txt"
+fields "$OUT/receiver.pcap" >"$WORK/receiver.txt"
+fields "$OUT/gso-nosyn.pcap" >"$WORK/gso-nosyn.txt"
+python3 - "$WORK/wire.txt" "$WORK/gso.txt" "$WORK/receiver.txt" "$WORK/gso-nosyn.txt" <<'PY'
+import collections, sys
+wire, gso, rx, nosyn = (collections.Counter(open(p).read().split("\n")[:-1]) for p in sys.argv[1:5])
+def score(name, got):
+    hit = sum((wire & got).values())
+    total, n = sum(wire.values()), sum(got.values())
+    print(f"{name:<14} frames {n:>7}  wire frames reproduced {hit}/{total} = {100 * hit / max(total, 1):.1f}%  excess {n - hit}")
+score("receiver.pcap", rx)
+score("gso.pcap", gso)
+# Without the handshake: score against the wire minus its SYNs.
+wire = collections.Counter({k: n for k, n in wire.items() if k.split(",")[8] not in ("0x0002", "0x0012")})
+score("gso-nosyn.pcap", nosyn)
+PY
+echo "captures in $OUT"
