@@ -84,7 +84,7 @@ impl KernelProfile {
     }
 
     /// The engine's profile was compared with a live kernel of this line:
-    /// 6.18 on the host, 6.1 booted in a VM (decision 0071).
+    /// 6.18 on the host, 6.1 booted in a VM (decision 0072).
     pub fn verified_live(self) -> bool {
         matches!(self, KernelProfile::V6_18 | KernelProfile::V6_1)
     }
