@@ -1,5 +1,6 @@
 //! The `offload` binary: argument parsing and printing only. Every piece of
 //! logic a library user could want lives in the library crates.
+#![deny(unsafe_code)]
 
 mod analyze;
 mod bench;
@@ -82,6 +83,7 @@ fn error_chain(err: &anyhow::Error) -> String {
 
 /// Dies quietly on a closed pipe (`offload ... | head`) like other Unix
 /// tools, instead of panicking in `println!`.
+#[allow(unsafe_code)] // one libc call, see SAFETY below
 fn reset_sigpipe() {
     // SAFETY: called first thing in main, before any thread exists; it only
     // restores the default disposition of SIGPIPE, which Rust's runtime set

@@ -6,6 +6,7 @@
 //! [`offload_lab::oracle::KernelGro`] and through [`offload::GroEngine`]
 //! configured alike; a mismatch prints the seed, the perturbation class,
 //! and both answers, so it can be replayed and turned into a named test.
+#![forbid(unsafe_code)]
 
 pub mod generate;
 pub mod generate_udp;

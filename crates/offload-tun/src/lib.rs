@@ -23,12 +23,15 @@
 //! between two namespaces.
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 mod coalesce;
 mod device;
 mod error;
 mod offloads;
 mod read;
+// The ioctl and syscall layer: the only unsafe code of the crate.
+#[allow(unsafe_code)]
 pub mod sys;
 
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};

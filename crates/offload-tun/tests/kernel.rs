@@ -154,7 +154,23 @@ fn write_stream_in(
     let (sport, isn) = (40000u16, 7_000_000u32);
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> io::Result<Vec<u8>> {
-            let (mut c, _) = listener.accept()?;
+            // Bounded: a handshake lost on a loaded machine fails the
+            // test instead of hanging it in accept(2).
+            listener.set_nonblocking(true)?;
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let (mut c, _) = loop {
+                match listener.accept() {
+                    Ok(x) => break x,
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            c.set_nonblocking(false)?;
             c.set_read_timeout(Some(Duration::from_secs(20)))?;
             let mut v = Vec::new();
             c.read_to_end(&mut v)?;
