@@ -14,7 +14,7 @@
 # inside the guest (busybox modprobe loads tun, vxlan, geneve, ipip, …).
 # Nothing is installed on the host: the packages are fetched with
 # `apt-get download` and unpacked with `dpkg-deb -x` under
-# target/kernels/<line>/ (docs/decisions/0071-vm-kernel-oracle.md).
+# target/kernels/<line>/ (docs/decisions/0072-vm-kernel-oracle.md).
 #
 # Timing (the trap of kernels.md): the guest runs under TCG with
 # `-icount shift=0,sleep=off`: its clocks advance with the instructions it

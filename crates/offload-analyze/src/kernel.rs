@@ -83,7 +83,7 @@ impl KernelProfile {
     }
 
     /// The engine's profile was compared with a live kernel of this line:
-    /// 6.18 on the host, 6.1 and 6.12 booted in a VM (decision 0071,
+    /// 6.18 on the host, 6.1 and 6.12 booted in a VM (decision 0072,
     /// `crates/offload-conformance/tests/kernel_lines.rs`).
     pub fn verified_live(self) -> bool {
         self != KernelProfile::V7

@@ -180,7 +180,7 @@ fn fixed_outer_ids_merge_on_6_18_but_not_on_6_1() {
             ..Options::default()
         },
     );
-    // 6.1 is checked against Debian's 6.1 booted in a VM (decision 0071).
+    // 6.1 is checked against Debian's 6.1 booted in a VM (decision 0072).
     assert!(old.report.settings.kernel_verified_live);
     let top = &old.report.findings[0];
     assert_eq!(top.kind, "ip-id-rule");

@@ -109,6 +109,28 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                             .map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}"))
                     );
                 }
+                for h in &report.hw_offload {
+                    for (what, prefix) in [
+                        ("hardware GRO", "rx-hw-gro-"),
+                        ("hardware GSO", "tx-hw-gso-"),
+                    ] {
+                        let shown: Vec<String> = h
+                            .counters
+                            .iter()
+                            .filter(|(k, _)| k.starts_with(prefix))
+                            .map(|(k, v)| format!("{k} +{v}"))
+                            .collect();
+                        if shown.is_empty() {
+                            println!(
+                                "  {:<15} {what}: {}",
+                                h.name,
+                                h.note.as_deref().unwrap_or("not reported by this driver")
+                            );
+                        } else {
+                            println!("  {:<15} {what}: {}", h.name, shown.join(", "));
+                        }
+                    }
+                }
                 for c in &report.softnet {
                     println!(
                         "  softnet cpu{}: +{} processed, +{} dropped, +{} time_squeeze",

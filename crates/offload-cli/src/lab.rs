@@ -68,6 +68,13 @@ pub struct RunArgs {
     /// Pairs of runs per comparison (each arm runs this many times).
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
+    /// many-flows only: the flow counts of the curve, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,10,100,1000,10000,30000"
+    )]
+    pub flows: Vec<u32>,
 }
 
 /// A scenario's description.
@@ -322,20 +329,52 @@ struct ServerInNs {
 
 impl ServerInNs {
     fn start(ns: &NetNs, ip: IpAddr) -> anyhow::Result<Self> {
-        let server = ns
-            .run(|| Ok(Server::bind(SocketAddr::new(ip, 0))))?
-            .context("bench server")?
-            .echo_log(false);
-        let addr = server.local_addr()?;
-        let stop = server.stop_flag();
         // The serving thread joins the namespace so that the data sockets
-        // it creates for each test are there too.
+        // it creates for each test are there too, and takes a descriptor
+        // table of its own before it binds, so that the flows it accepts do
+        // not count against the table the in-process client fills.
+        let (tx, rx) = std::sync::mpsc::channel();
         let thread = ns.spawn("ofl-lab-server", move || {
-            server.serve().map_err(|e| offload_lab::Error::Sys {
-                op: "bench server".into(),
-                source: std::io::Error::other(e.to_string()),
-            })
+            let sys_err = |op: &str, e: std::io::Error| offload_lab::Error::Sys {
+                op: op.into(),
+                source: e,
+            };
+            let bound = offload_bench::sys::unshare_fd_table()
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    Server::bind(SocketAddr::new(ip, 0))
+                        .map(|s| s.echo_log(false))
+                        .map_err(|e| e.to_string())
+                })
+                .and_then(|s| {
+                    let addr = s.local_addr().map_err(|e| e.to_string())?;
+                    Ok((s, addr))
+                });
+            let server = match bound {
+                Ok((server, addr)) => {
+                    let _ = tx.send(Ok((addr, server.stop_flag())));
+                    server
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.clone()));
+                    return Err(sys_err("bench server", std::io::Error::other(e)));
+                }
+            };
+            server
+                .serve()
+                .map_err(|e| sys_err("bench server", std::io::Error::other(e.to_string())))
         })?;
+        let (addr, stop) = match rx.recv() {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                bail!("bench server: {e}");
+            }
+            Err(_) => {
+                let _ = thread.join();
+                bail!("bench server thread ended before binding");
+            }
+        };
         Ok(ServerInNs {
             addr,
             stop,
@@ -358,6 +397,21 @@ fn bench_in(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
     let cfg = cfg.clone();
     ns.run(move || Ok(offload_bench::run_once(&cfg, &mut |_| {})))?
         .map_err(|e| anyhow!("bench: {e}"))
+}
+
+/// Runs one bench client inside `ns` on a thread whose descriptor table is
+/// its own, so that its flows do not count against the table the
+/// in-process server fills.
+fn bench_private_table(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
+    let cfg = cfg.clone();
+    ns.run(move || {
+        offload_bench::sys::unshare_fd_table().map_err(|e| offload_lab::Error::Sys {
+            op: "unshare(CLONE_FILES)".into(),
+            source: e,
+        })?;
+        Ok(offload_bench::run_once(&cfg, &mut |_| {}))
+    })?
+    .map_err(|e| anyhow!("bench: {e}"))
 }
 
 /// Counts GRO on `devices` around `f`.
@@ -832,18 +886,20 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
 }
 
 fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result<Outcome> {
-    const WANTED: [u32; 6] = [1, 10, 100, 1000, 10_000, 30_000];
-    // Client and server share this process: each flow costs two fds.
-    let fd_limit = offload_bench::sys::raise_fd_limit(1 << 20).unwrap_or(1024);
-    let max_flows = (fd_limit.saturating_sub(512) / 2) as u32;
-    let mut flow_levels: Vec<u32> = WANTED.iter().copied().filter(|&f| f <= max_flows).collect();
-    let capped = flow_levels.len() < WANTED.len();
-    if capped && flow_levels.last().is_some_and(|&l| l < max_flows) {
-        flow_levels.push(max_flows / 100 * 100);
+    let mut flow_levels = args.flows.clone();
+    flow_levels.sort_unstable();
+    flow_levels.dedup();
+    if flow_levels.first() == Some(&0) || flow_levels.is_empty() {
+        bail!("--flows takes flow counts of at least 1");
     }
+    // Client and server share this process. Each side holds its flows in a
+    // descriptor table of its own (ServerInNs and bench_private_table), and
+    // past RLIMIT_NOFILE offload-bench gives each worker a table (its
+    // decision 0034), so the hard limit bounds a worker's share, not the
+    // curve.
+    let fd_limit = offload_bench::sys::raise_fd_limit(1 << 20).unwrap_or(1024);
     let pair = VethPair::new("m")?;
     let ids = TracepointIds::read()?;
-    let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
     let mut arms: Vec<Arm> = flow_levels
         .iter()
         .map(|f| {
@@ -857,40 +913,42 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
     // Flow counts run in rising order once per pass: the curve, not a
     // pairwise test, is the result; passes repeat it.
     let mut interrupted = false;
+    let mut notes: Vec<String> = Vec::new();
     'outer: for pass in 0..args.runs.min(2) {
         for (i, flows) in flow_levels.iter().enumerate() {
             if cancelled(cancel) {
                 interrupted = true;
                 break 'outer;
             }
+            // A fresh server per level: its thread's descriptor table then
+            // holds no sockets of the previous level still being torn
+            // down, which a worker's private copy would inherit.
+            let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
             let mut cfg = ClientConfig::new(TestKind::TcpRr, server.addr);
             cfg.spec.flows = *flows;
             cfg.threads = (*flows).min(2);
             cfg.spec.server_threads = (*flows).min(2);
             cfg.duration = args.duration.min(Duration::from_secs(3));
             cfg.warmup = Duration::from_secs(1);
-            let (r, counts) = counted(&ids, &devices, || bench_in(&pair.client.ns, &cfg))?;
+            let (r, counts) = counted(&ids, &devices, || {
+                bench_private_table(&pair.client.ns, &cfg)
+            })?;
+            for note in &r.settings.notes {
+                if !notes.contains(note) {
+                    notes.push(note.clone());
+                }
+            }
+            drop(server);
             let f = figures(&r, &counts, None);
             log_run(progress, &arms[i].name, pass, &f);
             arms[i].runs.push(f);
         }
     }
-    drop(server);
     let groups = offload_lab::inspect::btf_has_cacheline_groups();
     let mut extra = BTreeMap::new();
     extra.insert("cacheline_groups_6_8".into(), json!(groups));
     extra.insert("fd_limit".into(), json!(fd_limit));
-    if capped {
-        extra.insert(
-            "flows_capped".into(),
-            json!(format!(
-                "RLIMIT_NOFILE is {fd_limit} and may not be raised here: {} flows need about {} fds with client and server in one process; the curve stops at {}",
-                WANTED[WANTED.len() - 1],
-                2 * WANTED[WANTED.len() - 1] + 512,
-                flow_levels.last().copied().unwrap_or(0)
-            )),
-        );
-    }
+    extra.insert("bench_notes".into(), json!(notes));
     let curve: Vec<Value> = arms
         .iter()
         .map(|a| {
@@ -1066,14 +1124,160 @@ fn html_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Two-sided 95% Student t quantile for `df` degrees of freedom (exact to
+/// three decimals up to 10, then an approximation within 1% of the table).
+fn t95(df: usize) -> f64 {
+    const TABLE: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::NAN,
+        1..=10 => TABLE[df - 1],
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+/// One arm's bar in a chart: the mean of a metric over its runs, the 95%
+/// confidence interval (two runs or more) and the number of runs.
+struct Bar {
+    name: String,
+    mean: f64,
+    ci: Option<(f64, f64)>,
+    n: usize,
+}
+
+/// Mean and 95% confidence interval of one metric over an arm's runs.
+fn arm_interval(arm: &Value, metric: &str) -> Option<Bar> {
+    let v: Vec<f64> = arm["runs"]
+        .as_array()?
+        .iter()
+        .filter_map(|r| r[metric].as_f64())
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let ci = (n >= 2).then(|| {
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = t95(n - 1) * (var / n as f64).sqrt();
+        (mean - half, mean + half)
+    });
+    Some(Bar {
+        name: arm["name"].as_str().unwrap_or("").to_string(),
+        mean,
+        ci,
+        n,
+    })
+}
+
+/// One metric as an inline SVG bar chart: a bar per arm at its mean, a
+/// whisker for its 95% CI over the runs.
+fn svg_bars(metric: &str, rows: &[Bar]) -> String {
+    const LABEL: f64 = 150.0;
+    const PLOT: f64 = 420.0;
+    const ROW: f64 = 26.0;
+    let top = rows
+        .iter()
+        .map(|b| b.ci.map_or(b.mean, |c| c.1).max(b.mean))
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let x = |v: f64| LABEL + (v.max(0.0) / top) * PLOT;
+    let height = ROW * rows.len() as f64 + 24.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"{m}\">\
+         <text x=\"0\" y=\"14\" font-size=\"13\" font-weight=\"bold\">{m}</text>",
+        w = LABEL + PLOT + 110.0,
+        m = html_escape(metric)
+    );
+    for (i, Bar { name, mean, ci, n }) in rows.iter().enumerate() {
+        let y = 22.0 + ROW * i as f64;
+        svg.push_str(&format!(
+            "<text x=\"0\" y=\"{ty}\" font-size=\"12\">{name}</text>\
+             <rect x=\"{LABEL}\" y=\"{y}\" width=\"{bw:.1}\" height=\"{bh}\" fill=\"#4a7fb5\"/>",
+            ty = y + 14.0,
+            name = html_escape(name),
+            bw = x(*mean) - LABEL,
+            bh = ROW - 8.0
+        ));
+        if let Some((lo, hi)) = ci {
+            let cy = y + (ROW - 8.0) / 2.0;
+            svg.push_str(&format!(
+                "<line x1=\"{a:.1}\" x2=\"{b:.1}\" y1=\"{cy}\" y2=\"{cy}\" stroke=\"#000\"/>\
+                 <line x1=\"{a:.1}\" x2=\"{a:.1}\" y1=\"{t}\" y2=\"{u}\" stroke=\"#000\"/>\
+                 <line x1=\"{b:.1}\" x2=\"{b:.1}\" y1=\"{t}\" y2=\"{u}\" stroke=\"#000\"/>",
+                a = x(*lo),
+                b = x(*hi),
+                t = cy - 5.0,
+                u = cy + 5.0
+            ));
+        }
+        let label = match ci {
+            Some((lo, hi)) => format!(
+                "{} [{}, {}] n={n}",
+                fmt_num(&json!(mean)),
+                fmt_num(&json!(lo)),
+                fmt_num(&json!(hi))
+            ),
+            None => format!("{} n={n}", fmt_num(&json!(mean))),
+        };
+        svg.push_str(&format!(
+            "<text x=\"{tx:.1}\" y=\"{ty}\" font-size=\"11\">{label}</text>",
+            tx = x(ci.map_or(*mean, |c| c.1).max(*mean)) + 4.0,
+            ty = y + 14.0,
+            label = html_escape(&label)
+        ));
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A self-contained page: the claim, a bar chart per metric with per-arm
+/// 95% CIs (inline SVG, nothing fetched), settings read back, limits, the
+/// text report and the JSON.
 fn render_html(r: &Value) -> String {
+    let text = |k: &str| html_escape(r[k].as_str().unwrap_or(""));
+    let arms = r["arms"].as_array().cloned().unwrap_or_default();
+    let mut charts = String::new();
+    for metric in METRICS {
+        let rows: Vec<Bar> = arms
+            .iter()
+            .filter_map(|a| arm_interval(a, metric))
+            .collect();
+        if !rows.is_empty() {
+            charts.push_str(&format!("<figure>{}</figure>", svg_bars(metric, &rows)));
+        }
+    }
+    let mut settings = String::new();
+    for a in &arms {
+        settings.push_str(&format!(
+            "<tr><td>{}</td><td><code>{}</code></td></tr>",
+            html_escape(a["name"].as_str().unwrap_or("")),
+            html_escape(&a["settings"].to_string())
+        ));
+    }
+    let limits: String = r["limits"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|x| format!("<li>{}</li>", html_escape(x.as_str().unwrap_or(""))))
+                .collect()
+        })
+        .unwrap_or_default();
     format!(
-        "<!doctype html><meta charset=utf-8><title>offload lab {}</title>\
-         <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style>\
-         <h1>offload lab: {}</h1><pre>{}</pre><h2>JSON</h2><pre>{}</pre>",
-        html_escape(r["scenario"].as_str().unwrap_or("")),
-        html_escape(r["scenario"].as_str().unwrap_or("")),
-        html_escape(&render_text(r)),
-        html_escape(&serde_json::to_string_pretty(r).unwrap_or_default())
+        "<!doctype html><html lang=en><meta charset=utf-8><title>offload lab {name}</title>\
+         <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}\
+         td{{padding:.2em .6em;vertical-align:top}}figure{{margin:1em 0}}</style>\
+         <h1>offload lab: {name}</h1><p><b>Claim:</b> {claim}</p><p><b>Source:</b> {source}</p>\
+         <h2>Figures</h2><p>Bars: mean over each arm's runs; whiskers: 95% t interval over those runs \
+         (paired differences are in the report below).</p>{charts}\
+         <h2>Settings read back</h2><table>{settings}</table>\
+         <h2>What this setup cannot reproduce</h2><ul>{limits}</ul>\
+         <h2>Report</h2><pre>{report}</pre><h2>JSON</h2><pre>{json}</pre></html>",
+        name = text("scenario"),
+        claim = text("claim"),
+        source = text("source"),
+        report = html_escape(&render_text(r)),
+        json = html_escape(&serde_json::to_string_pretty(r).unwrap_or_default())
     )
 }

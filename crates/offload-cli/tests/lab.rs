@@ -294,3 +294,57 @@ fn list_names_every_scenario() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("big-tcp"));
 }
+
+/// many-flows goes past RLIMIT_NOFILE: client and server share the
+/// process, so 12,000 flows on each end (24,000 descriptors) exceed a
+/// 20,000 hard limit unless each side holds its flows in a table of its
+/// own. Every requested level must come back with a CPU cost per
+/// transaction, and the host must be left as it was.
+#[test]
+fn many_flows_reaches_every_requested_level() {
+    let _serial = serial();
+    let before = host_state();
+    let html = std::env::temp_dir().join(format!("offload-lab-{}.html", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args([
+            "lab",
+            "run",
+            "many-flows",
+            "--flows",
+            "1,12000",
+            "--runs",
+            "1",
+            "--duration",
+            "1s",
+            "--json",
+            "--html",
+        ])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let curve = report["details"]["curve"].as_array().expect("curve");
+    let flows: Vec<u64> = curve.iter().filter_map(|p| p["flows"].as_u64()).collect();
+    assert_eq!(flows, [1, 12000], "{stderr}");
+    for p in curve {
+        let cpu = p["cpu_us_per_transaction"]
+            .as_f64()
+            .expect("cpu per transaction");
+        assert!(cpu > 0.0, "{p}");
+        assert!(p["transactions_per_sec"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    // The page stands alone: a chart per metric, the claim, the limits,
+    // and nothing to fetch.
+    let page = std::fs::read_to_string(&html).unwrap();
+    let _ = std::fs::remove_file(&html);
+    assert!(page.matches("<svg").count() >= 4, "{page}");
+    assert!(page.contains("cpu_us_per_transaction"), "{page}");
+    assert!(page.contains(report["claim"].as_str().unwrap()), "{page}");
+    assert!(page.contains("What this setup cannot reproduce"), "{page}");
+    for fetch in ["src=", "href=", "@import", "url("] {
+        assert!(!page.contains(fetch), "{fetch} in {page}");
+    }
+    assert_same(&before, &host_state());
+}

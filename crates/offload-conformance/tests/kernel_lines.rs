@@ -1,6 +1,6 @@
 //! Conformance on three kernel lines: the host's (6.18) and Debian's
 //! packaged 6.1 and 6.12, each booted in a throw-away QEMU guest by
-//! `scripts/kernel-vm.sh` (docs/decisions/0071-vm-kernel-oracle.md).
+//! `scripts/kernel-vm.sh` (docs/decisions/0072-vm-kernel-oracle.md).
 //!
 //! [`running_kernel_suite`] is the suite: seeded TCP trains through the
 //! running kernel's GRO, **twice**, then through the engine with the

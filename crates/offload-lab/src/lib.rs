@@ -32,6 +32,7 @@ pub mod inspect;
 pub mod live;
 pub mod netns;
 pub mod oracle;
+pub mod qstats;
 pub mod relay;
 pub mod rtnl;
 pub mod sample;

@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::inspect::{read_softnet, SoftnetCpu};
+use crate::qstats::{self, HwOffloadStats};
 
 /// The tracepoints counted, in `events/net/` order.
 pub const TRACEPOINTS: [&str; 2] = ["napi_gro_receive_entry", "netif_receive_skb"];
@@ -315,6 +316,87 @@ pub struct LiveDevice {
     pub merge_ratio: Option<f64>,
 }
 
+/// One device's hardware GRO/GSO counters over a live run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveHwOffload {
+    /// Device name.
+    pub name: String,
+    /// Counter increases over the run, by netdev-spec name
+    /// (`rx-hw-gro-packets`, `tx-hw-gso-wire-packets`, ...): only those
+    /// the driver reports.
+    pub counters: BTreeMap<String, u64>,
+    /// `rx-hw-gro-wire-packets / rx-hw-gro-packets` over the run.
+    pub hw_gro_ratio: Option<f64>,
+    /// Why counters are missing: "not reported by this driver", or the
+    /// kernel's lack of the netdev family or error.
+    pub note: Option<String>,
+}
+
+/// Hardware offload counters of `devices`, as `qstats-get` reports them.
+fn read_hw(devices: &[String]) -> std::result::Result<Vec<Option<HwOffloadStats>>, String> {
+    let all = match qstats::read_all() {
+        Ok(Some(all)) => all,
+        Ok(None) => {
+            return Err("this kernel has no netdev generic-netlink family (before 6.5)".into())
+        }
+        Err(e) => return Err(format!("netdev qstats-get: {e}")),
+    };
+    Ok(devices
+        .iter()
+        .map(|d| {
+            let index = std::fs::read_to_string(format!("/sys/class/net/{d}/ifindex"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())?;
+            all.get(&index).cloned()
+        })
+        .collect())
+}
+
+fn hw_delta(
+    devices: &[String],
+    before: &std::result::Result<Vec<Option<HwOffloadStats>>, String>,
+    after: &std::result::Result<Vec<Option<HwOffloadStats>>, String>,
+) -> Vec<LiveHwOffload> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut out = LiveHwOffload {
+                name: name.clone(),
+                counters: BTreeMap::new(),
+                hw_gro_ratio: None,
+                note: None,
+            };
+            match (before, after) {
+                (Err(e), _) | (_, Err(e)) => out.note = Some(e.clone()),
+                (Ok(b), Ok(a)) => match (b.get(i).cloned().flatten(), a.get(i).cloned().flatten()) {
+                    (Some(b), Some(a)) => {
+                        let mut delta = HwOffloadStats {
+                            qstats_supported: true,
+                            ..Default::default()
+                        };
+                        for (k, v) in &a.counters {
+                            let was = b.counters.get(k).copied().unwrap_or(0);
+                            delta.counters.insert(k.clone(), v.saturating_sub(was));
+                        }
+                        out.hw_gro_ratio = delta.hw_gro_ratio();
+                        if delta.counters.is_empty() {
+                            out.note = Some("not reported by this driver (it reports queue statistics, but no hardware GRO/GSO counters)".into());
+                        }
+                        out.counters = delta.counters;
+                    }
+                    _ => {
+                        out.note = Some(
+                            "not reported by this driver (no netdev queue statistics)".into(),
+                        )
+                    }
+                },
+            }
+            out
+        })
+        .collect()
+}
+
 /// The result of a live run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LiveReport {
@@ -326,9 +408,9 @@ pub struct LiveReport {
     pub softnet: Vec<SoftnetCpu>,
     /// Per interval.
     pub intervals: Vec<LiveInterval>,
-    /// Hardware GRO counters: not read (the netdev family's queue
-    /// statistics are reported only by a few NIC drivers; none here).
-    pub hw_gro: Option<String>,
+    /// Hardware GRO/GSO counters over the run, per device, from the netdev
+    /// family's queue statistics ([`crate::qstats`]).
+    pub hw_offload: Vec<LiveHwOffload>,
     /// Stopped early (Ctrl-C).
     pub interrupted: bool,
 }
@@ -347,6 +429,7 @@ pub fn watch(
         .iter()
         .map(|d| DeviceCounters::open(&ids, d))
         .collect::<Result<_>>()?;
+    let hw0 = read_hw(devices);
     let start = Instant::now();
     let soft0 = read_softnet();
     let mut prev_soft = soft0.clone();
@@ -410,10 +493,7 @@ pub fn watch(
             .collect(),
         softnet: softnet_delta(&soft_end, &soft0),
         intervals,
-        hw_gro: Some(
-            "not read: no driver here reports the netdev family's rx-hw-gro queue statistics"
-                .into(),
-        ),
+        hw_offload: hw_delta(devices, &hw0, &read_hw(devices)),
         interrupted,
     })
 }

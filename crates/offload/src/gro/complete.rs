@@ -4,6 +4,7 @@
 //! `tcp4/6_gro_complete` or `udp_gro_complete_segment`, in kernel order
 //! (outer headers first, with the lengths as they are at that moment).
 
+use super::buf::PacketBuf;
 use super::{gso_type, Held, KernelLine};
 use crate::checksum;
 use crate::layout::Encap;
@@ -23,7 +24,7 @@ pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
             Encap::Vxlan | Encap::Geneve { .. } => {
                 // `udp4/6_gro_complete` → `udp_gro_complete`.
                 let udp = o.encap_off;
-                let len = p.data.len() - udp;
+                let len = p.data.total_len() - udp;
                 let csum = udp + udp::field::CHECKSUM;
                 if be16(&p.data, csum) != 0 {
                     let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
@@ -59,7 +60,7 @@ pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
     let shift = complete_l3(p, p.lay.l3_off, p.lay.ip, line);
     p.lay.l4_off += shift;
     let (l3, l4, ip) = (p.lay.l3_off, p.lay.l4_off, p.lay.ip);
-    let len = (p.data.len() - l4) as u32;
+    let len = (p.data.total_len() - l4) as u32;
     if p.lay.l4_proto == Transport::Udp {
         let csum = l4 + udp::field::CHECKSUM;
         if be16(&p.data, csum) != 0 {
@@ -102,7 +103,7 @@ pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
 fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usize {
     match ip {
         IpVersion::V6 => {
-            let payload_len = p.data.len() - l3 - ipv6::HEADER_LEN;
+            let payload_len = p.data.total_len() - l3 - ipv6::HEADER_LEN;
             if payload_len > 65535 && !line.ipv6_jumbo_hbh() {
                 // 7.0 `ipv6_gro_complete`: payload length 0, no HBH.
                 Ipv6::new_unchecked(&mut p.data[l3..]).set_payload_len(0);
@@ -116,7 +117,7 @@ fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usiz
             0
         }
         IpVersion::V4 => {
-            let tot = p.data.len() - l3;
+            let tot = p.data.total_len() - l3;
             // `iph_set_totlen`: 0 above 64 KiB (BIG TCP), checksum patched
             // incrementally (`csum_replace2`).
             let field = if tot > 0xffff { 0 } else { tot as u16 };
@@ -132,11 +133,13 @@ fn pseudo_at(data: &[u8], l3: usize, ip: IpVersion, proto: Transport, len: u32) 
 
 /// Inserts the 8-byte Hop-by-Hop Jumbo Payload header right after the
 /// fixed IPv6 header at `l3` (5.19–6.19 `ipv6_gro_complete`).
-fn insert_jumbo_hbh(data: &mut Vec<u8>, l3: usize, payload_len: u32) {
+/// The headers before it move back into the buffer's headroom; the
+/// payload does not move.
+fn insert_jumbo_hbh(data: &mut PacketBuf, l3: usize, payload_len: u32) {
     let at = l3 + ipv6::HEADER_LEN;
     let next = data[l3 + ipv6::field::NEXT_HEADER];
     let hbh = ipv6::jumbo_hbh(next, payload_len + ipv6::JUMBO_HBH_LEN as u32);
-    data.splice(at..at, hbh);
+    data.insert(at, &hbh);
     let mut h = Ipv6::new_unchecked(&mut data[l3..]);
     h.set_next_header(ipv6::next_header::HOP_BY_HOP);
     h.set_payload_len(0);

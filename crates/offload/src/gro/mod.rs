@@ -20,10 +20,12 @@
 //! the capture shows an idle gap longer than the flush timeout, and no
 //! jiffy boundaries inside a burst.
 
+mod buf;
 mod complete;
 mod profile;
 mod reason;
 mod rx;
+mod table;
 mod tcp;
 #[cfg(test)]
 mod tests;
@@ -31,6 +33,7 @@ mod tests;
 mod tunnel_tests;
 mod udp;
 
+pub use buf::Frag;
 pub use profile::KernelLine;
 pub use reason::FlushReason;
 pub use udp::UDP_GRO_CNT_MAX;
@@ -311,6 +314,34 @@ pub struct Delivered<'a> {
     pub last_frame: u64,
     /// Its statistics bucket.
     pub proto: Proto,
+    /// Payload ranges that follow `data` and stayed in their input frames
+    /// (zero-copy delivery, [`GroEngine::set_zero_copy`]); empty otherwise.
+    /// The packet is `data` followed by these ranges, in order; the headers
+    /// in `data` already describe the whole packet.
+    pub frags: &'a [Frag],
+}
+
+impl Delivered<'_> {
+    /// The packet's length, frags included.
+    pub fn len(&self) -> usize {
+        self.data.len() + self.frags.iter().map(|f| f.len as usize).sum::<usize>()
+    }
+
+    /// True for an empty packet (never delivered by the engine).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the whole packet to `out`, copying each frag from the frame
+    /// `frame_bytes(number)` returns (the caller kept the input frames).
+    pub fn copy_to<'f>(&self, mut frame_bytes: impl FnMut(u64) -> &'f [u8], out: &mut Vec<u8>) {
+        out.reserve(self.len());
+        out.extend_from_slice(self.data);
+        for f in self.frags {
+            let at = f.offset as usize;
+            out.extend_from_slice(&frame_bytes(f.frame)[at..at + f.len as usize]);
+        }
+    }
 }
 
 /// Counters of a GRO run.
@@ -347,7 +378,7 @@ impl GroStats {
 /// A held packet: the head of a super-packet in the making.
 #[derive(Debug)]
 pub(crate) struct Held {
-    pub data: Vec<u8>,
+    pub data: buf::PacketBuf,
     pub link: LinkKind,
     /// Bytes of link header that form the flow key.
     pub l2_key_len: usize,
@@ -375,7 +406,7 @@ pub(crate) struct Held {
 impl Held {
     /// `p->len`: the packet's length from the kernel's `skb->data`.
     pub(crate) fn skb_len(&self) -> usize {
-        self.data.len() - self.mac_len
+        self.data.total_len() - self.mac_len
     }
 }
 
@@ -385,11 +416,13 @@ pub struct GroEngine {
     cfg: GroConfig,
     /// Held packets, oldest first (the kernel keeps youngest first and
     /// completes from the tail; the order is the same).
-    held: Vec<Held>,
+    held: table::Table,
     last_ts: Option<u64>,
     stats: GroStats,
     /// Recycled buffers, so the per-packet path does not allocate.
-    pool: Vec<Vec<u8>>,
+    pool: Vec<buf::PacketBuf>,
+    /// Merged payloads stay in their input frames ([`Delivered::frags`]).
+    zero_copy: bool,
 }
 
 impl GroEngine {
@@ -397,11 +430,23 @@ impl GroEngine {
     pub fn new(cfg: GroConfig) -> Self {
         GroEngine {
             cfg,
-            held: Vec::with_capacity(MAX_GRO_SKBS + 1),
+            held: table::Table::new(),
             last_ts: None,
             stats: GroStats::new(),
             pool: Vec::new(),
+            zero_copy: false,
         }
+    }
+
+    /// Zero-copy coalescing: the payload of every merged segment after the
+    /// first stays in its input frame and is delivered as a [`Frag`] of
+    /// [`Delivered::frags`] (the kernel's `frags`), instead of being copied
+    /// after the head's bytes. The caller must keep every frame it passed
+    /// in available until the packet containing it has been delivered
+    /// (frame numbers identify them). Off by default: `data` then holds
+    /// the whole packet.
+    pub fn set_zero_copy(&mut self, on: bool) {
+        self.zero_copy = on;
     }
 
     /// The configuration it runs with.
@@ -456,8 +501,7 @@ impl GroEngine {
 
     /// Completes every held packet, oldest first (`__gro_flush`).
     pub fn flush_all<F: FnMut(&Delivered<'_>)>(&mut self, reason: FlushReason, out: &mut F) {
-        while !self.held.is_empty() {
-            let p = self.held.remove(0);
+        while let Some(p) = self.held.pop_oldest() {
             self.complete(p, reason, out);
         }
     }
@@ -489,6 +533,7 @@ impl GroEngine {
             first_frame: input.frame,
             last_frame: input.frame,
             proto,
+            frags: &[],
         });
     }
 
@@ -517,15 +562,14 @@ impl GroEngine {
             first_frame: p.first_frame,
             last_frame: p.last_frame,
             proto: p.proto,
+            frags: p.data.frags(),
         });
-        let mut buf = p.data;
-        buf.clear();
         if self.pool.len() < 2 * MAX_GRO_SKBS {
-            self.pool.push(buf);
+            self.pool.push(p.data);
         }
     }
 
-    fn take_buffer(&mut self) -> Vec<u8> {
+    fn take_buffer(&mut self) -> buf::PacketBuf {
         self.pool.pop().unwrap_or_default()
     }
 
@@ -534,32 +578,36 @@ impl GroEngine {
     /// `payload` becomes the run's `gso_size`.
     fn hold<F: FnMut(&Delivered<'_>)>(&mut self, skb: &rx::Skb<'_>, payload: u32, out: &mut F) {
         if self.held.len() >= MAX_GRO_SKBS {
-            let oldest = self.held.remove(0);
-            self.complete(oldest, FlushReason::TableFull, out);
+            if let Some(oldest) = self.held.pop_oldest() {
+                self.complete(oldest, FlushReason::TableFull, out);
+            }
         }
         let mut data = self.take_buffer();
-        data.extend_from_slice(skb.frame());
+        data.reset(skb.frame());
         let proto = match skb.lay.outer {
             Some(o) => Proto::of_encap(o.encap),
             None => skb.proto(),
         };
-        self.held.push(Held {
-            data,
-            link: skb.input.link,
-            l2_key_len: skb.l2.key_len,
-            mac_len: skb.mac_len,
-            outer_protocol: skb.l2.outer_protocol,
-            lay: skb.lay,
-            proto,
-            count: 1,
-            mss: payload,
-            fixedid: 0,
-            atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
-            payload,
-            first_frame: skb.input.frame,
-            last_frame: skb.input.frame,
-            last_ts: skb.input.timestamp_ns,
-        });
+        self.held.push(
+            rx::flow_hash(skb),
+            Held {
+                data,
+                link: skb.input.link,
+                l2_key_len: skb.l2.key_len,
+                mac_len: skb.mac_len,
+                outer_protocol: skb.l2.outer_protocol,
+                lay: skb.lay,
+                proto,
+                count: 1,
+                mss: payload,
+                fixedid: 0,
+                atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
+                payload,
+                first_frame: skb.input.frame,
+                last_frame: skb.input.frame,
+                last_ts: skb.input.timestamp_ns,
+            },
+        );
     }
 }
 

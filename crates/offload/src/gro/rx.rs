@@ -441,10 +441,109 @@ impl GroEngine {
     /// The first held packet of the same flow: `gro_list_prepare` (link
     /// header), the network layers' same-flow loops, the tunnel layers'
     /// port/checksum/VNI/inner-Ethernet checks and the transport ports.
-    pub(super) fn lookup(&self, skb: &Skb<'_>) -> Option<usize> {
+    /// Held packets whose flow hash differs are rejected with one compare
+    /// of the table's hot line; the full comparison runs for the others.
+    pub(super) fn lookup(&self, skb: &Skb<'_>) -> Option<super::table::Slot> {
         let f = skb.frame();
-        self.held.iter().position(|p| same_flow(p, skb, f))
+        self.held.find(flow_hash(skb), |p| same_flow(p, skb, f))
     }
+}
+
+/// Compares two short byte strings (header fields, a few tens of bytes)
+/// 8 bytes at a time, inline, without a `memcmp` call: the XOR of every
+/// word pair is OR-ed and tested once.
+#[inline(always)]
+pub(super) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    if n < 8 {
+        return a == b;
+    }
+    let w = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let mut diff = 0u64;
+    let mut at = 0;
+    while at + 8 <= n {
+        diff |= w(a, at) ^ w(b, at);
+        at += 8;
+    }
+    // The tail as one overlapping word.
+    diff |= w(a, n - 8) ^ w(b, n - 8);
+    diff == 0
+}
+
+/// Mixes one 64-bit word into a hash (a multiply-xorshift step).
+#[inline(always)]
+fn mix(h: u64, w: u64) -> u64 {
+    (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+}
+
+/// Reads up to 8 bytes of `b` from `at` as a little-endian word (the hash
+/// only needs equal bytes to give equal words).
+#[inline(always)]
+fn word(b: &[u8], at: usize, n: usize) -> u64 {
+    if n == 8 {
+        return u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    }
+    if n == 4 {
+        return u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as u64;
+    }
+    let mut w = [0u8; 8];
+    w[..n].copy_from_slice(&b[at..at + n]);
+    u64::from_le_bytes(w)
+}
+
+/// Hashes the bytes that [`same_flow`] requires to be equal: the link
+/// header key, the offsets, the innermost addresses and ports, and for a
+/// tunnel the outer addresses and UDP ports. Two frames of one
+/// flow always hash alike, so comparing hashes first never hides a match
+/// (`gro_list_prepare` compares `skb_get_hash_raw` first for the same reason).
+#[inline]
+pub(super) fn flow_hash(skb: &Skb<'_>) -> u32 {
+    let f = skb.frame();
+    let lay = &skb.lay;
+    let mut h = mix(
+        0,
+        (skb.input.link as u64) << 48
+            | (skb.l2.key_len as u64) << 32
+            | (lay.l3_off as u64) << 16
+            | lay.l4_off as u64,
+    );
+    let key = &f[..skb.l2.key_len];
+    if key.len() >= 8 {
+        let mut at = 0;
+        while at + 8 <= key.len() {
+            h = mix(h, word(key, at, 8));
+            at += 8;
+        }
+        // The tail as one overlapping word.
+        h = mix(h, word(key, key.len() - 8, 8));
+    } else {
+        h = mix(h, word(key, 0, key.len()));
+    }
+    let addrs = |h: u64, l3: usize, ip: IpVersion| match ip {
+        IpVersion::V4 => mix(h, word(f, l3 + ipv4::field::ADDRS.start, 8)),
+        IpVersion::V6 => {
+            let a = l3 + ipv6::field::ADDRS.start;
+            let h = mix(h, word(f, a, 8));
+            let h = mix(h, word(f, a + 8, 8));
+            let h = mix(h, word(f, a + 16, 8));
+            mix(h, word(f, a + 24, 8))
+        }
+    };
+    if let Some(o) = lay.outer {
+        h = addrs(h, o.l3_off, o.ip);
+        if let Some(u) = o.udp_off() {
+            h = mix(h, word(f, u + udp::field::PORTS.start, 4));
+        }
+    }
+    h = addrs(h, lay.l3_off, lay.ip);
+    // The transport ports (`udp_gro_lookup`/`tcp_gro_lookup` compare them).
+    if f.len() >= lay.l4_off + 4 {
+        h = mix(h, word(f, lay.l4_off, 4));
+    }
+    (h >> 32) as u32 ^ h as u32
 }
 
 /// Invariant (relied on by `tcp_flush_term` and `network_flush`, which
@@ -456,7 +555,7 @@ fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
     let (a, b) = (&p.lay, &skb.lay);
     if p.link != skb.input.link
         || p.l2_key_len != skb.l2.key_len
-        || p.data[..p.l2_key_len] != f[..skb.l2.key_len]
+        || !bytes_eq(&p.data[..p.l2_key_len], &f[..skb.l2.key_len])
         || a.outer != b.outer
         || a.ip != b.ip
         || a.l3_off != b.l3_off
@@ -521,14 +620,15 @@ fn same_l3(a: &[u8], b: &[u8], ip: IpVersion, nlen: usize) -> bool {
         IpVersion::V6 => {
             let mask = ipv6::first_word::VERSION | ipv6::first_word::FLOW_LABEL;
             (be32(a, 0) ^ be32(b, 0)) & mask == 0
-                && a[ipv6::field::ADDRS] == b[ipv6::field::ADDRS]
+                && bytes_eq(&a[ipv6::field::ADDRS], &b[ipv6::field::ADDRS])
                 && a[ipv6::field::NEXT_HEADER] == b[ipv6::field::NEXT_HEADER]
                 && (nlen <= ipv6::HEADER_LEN
-                    || a.get(ipv6::HEADER_LEN..nlen) == Some(&b[ipv6::HEADER_LEN..nlen]))
+                    || a.get(ipv6::HEADER_LEN..nlen)
+                        .is_some_and(|x| bytes_eq(x, &b[ipv6::HEADER_LEN..nlen])))
         }
         IpVersion::V4 => {
             a[ipv4::field::PROTOCOL] == b[ipv4::field::PROTOCOL]
-                && a[ipv4::field::ADDRS] == b[ipv4::field::ADDRS]
+                && bytes_eq(&a[ipv4::field::ADDRS], &b[ipv4::field::ADDRS])
         }
     }
 }

@@ -51,8 +51,9 @@ impl GroEngine {
         match not_merged {
             None => {
                 // skb_gro_receive succeeded.
-                let p = &mut self.held[idx];
-                p.data.extend_from_slice(&f[th + thlen..]);
+                let zero_copy = self.zero_copy;
+                let p = self.held.get_mut(idx);
+                p.data.append(f, th + thlen, skb.input.frame, zero_copy);
                 p.count += 1;
                 p.payload += len;
                 p.last_frame = skb.input.frame;
@@ -129,7 +130,7 @@ impl GroEngine {
         let f = skb.frame();
         let th = skb.lay.l4_off;
         let line = self.cfg.kernel;
-        let p = &mut self.held[idx];
+        let p = self.held.get_mut(idx);
         let th2 = p.lay.l4_off;
         let pf = be32(&p.data, th2 + tcp::field::FLAG_WORD.start);
         // `flush = flags & TCP_FLAG_CWR` (until 7.0).
@@ -168,7 +169,7 @@ impl GroEngine {
         let (Some(mine), Some(held)) = (f.get(th..th + thlen), p.data.get(th2..th2 + thlen)) else {
             return Some(FlushReason::HeaderLengthChanged);
         };
-        if mine[opts..] != held[opts..] {
+        if !super::rx::bytes_eq(&mine[opts..], &held[opts..]) {
             return Some(options_reason(mine, held));
         }
         if let Some(r) = network_flush(p, skb, line) {

@@ -85,16 +85,16 @@ impl GroEngine {
             self.hold(skb, len, out);
             return Verdict::Consumed;
         };
-        let held = &self.held[idx];
+        let held = self.held.get(idx);
         let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
-        let reason = if let Some(r) = network_flush(&mut self.held[idx], skb, self.cfg.kernel) {
+        let reason = if let Some(r) = network_flush(self.held.get_mut(idx), skb, self.cfg.kernel) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)
         } else if skb.l3_flush {
             Some(FlushReason::IncomingLengthMismatch)
         } else {
-            let p = &self.held[idx];
+            let p = self.held.get(idx);
             let grown = p.skb_len() as u64 + len as u64;
             if grown >= max_size(&self.cfg, p.outer_protocol) as u64
                 || grown >= GRO_LEGACY_MAX_SIZE as u64
@@ -113,8 +113,10 @@ impl GroEngine {
             self.hold(skb, len, out);
             return Verdict::Consumed;
         }
-        let p = &mut self.held[idx];
-        p.data.extend_from_slice(&f[uh + udp::HEADER_LEN..]);
+        let zero_copy = self.zero_copy;
+        let p = self.held.get_mut(idx);
+        p.data
+            .append(f, uh + udp::HEADER_LEN, skb.input.frame, zero_copy);
         p.count += 1;
         p.payload += len;
         p.last_frame = skb.input.frame;

@@ -1,0 +1,137 @@
+//! The buffer of a held packet: headroom, the contiguous part, and (when
+//! the engine runs zero-copy) the payload ranges left in later input
+//! frames, like the kernel's `frags` / `frag_list`.
+
+use core::ops::{Deref, DerefMut};
+
+/// Bytes kept free before a held packet, so that completion can insert the
+/// 8-byte Hop-by-Hop Jumbo header (IPv6 BIG TCP, `ipv6_gro_complete`) by
+/// moving the headers back instead of the payload forward.
+pub(super) const HEADROOM: usize = 16;
+
+/// A payload range of a delivered super-packet that stayed in its input
+/// frame (zero-copy delivery, [`crate::GroEngine::set_zero_copy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frag {
+    /// The frame's number, as given in [`crate::Input::frame`].
+    pub frame: u64,
+    /// Offset of the range in that frame.
+    pub offset: u32,
+    /// Length of the range.
+    pub len: u32,
+}
+
+/// A held packet's bytes.
+#[derive(Debug, Default)]
+pub(crate) struct PacketBuf {
+    buf: Vec<u8>,
+    head: usize,
+    frags: Vec<Frag>,
+    frag_bytes: usize,
+}
+
+impl PacketBuf {
+    /// Starts a packet with `frame`, recycling the allocations.
+    pub(super) fn reset(&mut self, frame: &[u8]) {
+        self.buf.clear();
+        self.buf.resize(HEADROOM, 0);
+        self.buf.extend_from_slice(frame);
+        self.head = HEADROOM;
+        self.frags.clear();
+        self.frag_bytes = 0;
+    }
+
+    /// Appends a merged segment's payload: a copy, or a reference to
+    /// `frame[offset..]` when zero-copy.
+    #[inline]
+    pub(super) fn append(&mut self, frame: &[u8], offset: usize, frame_no: u64, zero_copy: bool) {
+        let payload = &frame[offset..];
+        if zero_copy {
+            self.frags.push(Frag {
+                frame: frame_no,
+                offset: offset as u32,
+                len: payload.len() as u32,
+            });
+            self.frag_bytes += payload.len();
+        } else {
+            self.buf.extend_from_slice(payload);
+        }
+    }
+
+    /// The packet's length: contiguous part and frags (`skb->len` from the MAC header).
+    #[inline]
+    pub(super) fn total_len(&self) -> usize {
+        self.buf.len() - self.head + self.frag_bytes
+    }
+
+    /// The ranges left in input frames.
+    #[inline]
+    pub(super) fn frags(&self) -> &[Frag] {
+        &self.frags
+    }
+
+    /// Inserts `bytes` at `at` (within the contiguous part): the bytes
+    /// before `at` move back into the headroom; the payload stays put.
+    pub(super) fn insert(&mut self, at: usize, bytes: &[u8]) {
+        let n = bytes.len();
+        if self.head >= n {
+            let old = self.head;
+            self.buf.copy_within(old..old + at, old - n);
+            self.head -= n;
+            self.buf[old + at - n..old + at].copy_from_slice(bytes);
+        } else {
+            let at = self.head + at;
+            self.buf.splice(at..at, bytes.iter().copied());
+        }
+    }
+}
+
+impl Deref for PacketBuf {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.head..]
+    }
+}
+
+impl DerefMut for PacketBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.head..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_uses_headroom_and_keeps_payload_in_place() {
+        let mut b = PacketBuf::default();
+        b.reset(&[1, 2, 3, 4, 5, 6]);
+        let payload_addr = b[4..].as_ptr();
+        b.insert(2, &[9, 9]);
+        assert_eq!(&b[..], &[1, 2, 9, 9, 3, 4, 5, 6]);
+        assert_eq!(b[6..].as_ptr(), payload_addr);
+        b.insert(0, &[7; HEADROOM]);
+        assert_eq!(b.len(), 8 + HEADROOM);
+        assert_eq!(&b[HEADROOM..], &[1, 2, 9, 9, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn zero_copy_appends_record_ranges() {
+        let mut b = PacketBuf::default();
+        b.reset(&[0; 10]);
+        b.append(&[5; 30], 20, 7, true);
+        b.append(&[5; 30], 20, 8, false);
+        assert_eq!(b.total_len(), 10 + 10 + 10);
+        assert_eq!(
+            b.frags(),
+            &[Frag {
+                frame: 7,
+                offset: 20,
+                len: 10
+            }]
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! The GRO table: at most [`MAX_GRO_SKBS`] held packets, laid out for the
+//! cache (the way Linux 6.8 regrouped `struct net_device` and
+//! `napi_struct` fields by use).
+//!
+//! Every frame is compared with every held packet, so what that comparison
+//! reads sits together in one 64-byte line ([`Hot`]): the flow hash of each
+//! slot (a frame whose hash differs is rejected with one `u32` compare, as
+//! `gro_list_prepare` rejects by `skb_get_hash_raw` first), the age order
+//! and the occupancy. Everything else about a held packet ([`Held`]: its
+//! buffer, offsets, counters, frame numbers and timestamps) is read only
+//! for the one slot whose hash matched, and lives apart in slots that never
+//! move: completing the oldest packet or one in the middle shifts at most
+//! seven order bytes, never a packet.
+
+use super::{Held, MAX_GRO_SKBS};
+
+/// The per-frame line: slot hashes, age order, occupancy.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(super) struct Hot {
+    /// Flow hash of each occupied slot.
+    hashes: [u32; MAX_GRO_SKBS],
+    /// Occupied slots, oldest first (`order[..len]`).
+    order: [u8; MAX_GRO_SKBS],
+    /// Number of held packets.
+    len: u8,
+    /// Bit `i` set when slot `i` is occupied.
+    used: u8,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<Hot>() == 64);
+    assert!(core::mem::offset_of!(Hot, hashes) == 0);
+    assert!(core::mem::offset_of!(Hot, order) == 32);
+    assert!(core::mem::offset_of!(Hot, len) == 40);
+    assert!(core::mem::offset_of!(Hot, used) == 41);
+    assert!(MAX_GRO_SKBS <= 8, "occupancy is a u8 bitmap");
+};
+
+/// Held packets in fixed slots, with their hot line.
+#[derive(Debug)]
+pub(super) struct Table {
+    hot: Hot,
+    slots: [Option<Held>; MAX_GRO_SKBS],
+}
+
+/// A slot number.
+pub(super) type Slot = usize;
+
+impl Table {
+    pub(super) fn new() -> Self {
+        Table {
+            hot: Hot {
+                hashes: [0; MAX_GRO_SKBS],
+                order: [0; MAX_GRO_SKBS],
+                len: 0,
+                used: 0,
+            },
+            slots: Default::default(),
+        }
+    }
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.hot.len as usize
+    }
+
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.hot.len == 0
+    }
+
+    /// The first held packet, oldest first, whose hash is `hash` and for
+    /// which `same` holds.
+    #[inline]
+    pub(super) fn find(&self, hash: u32, mut same: impl FnMut(&Held) -> bool) -> Option<Slot> {
+        let hot = &self.hot;
+        for &s in &hot.order[..hot.len as usize] {
+            let s = s as usize;
+            if hot.hashes[s] == hash {
+                if let Some(p) = &self.slots[s] {
+                    if same(p) {
+                        return Some(s);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, s: Slot) -> &mut Held {
+        self.slots[s].as_mut().expect("occupied slot")
+    }
+
+    #[inline]
+    pub(super) fn get(&self, s: Slot) -> &Held {
+        self.slots[s].as_ref().expect("occupied slot")
+    }
+
+    /// Takes a held packet out of the table.
+    pub(super) fn remove(&mut self, s: Slot) -> Held {
+        let hot = &mut self.hot;
+        let len = hot.len as usize;
+        let at = hot.order[..len]
+            .iter()
+            .position(|&o| o as usize == s)
+            .expect("slot in the order");
+        hot.order.copy_within(at + 1..len, at);
+        hot.len -= 1;
+        hot.used &= !(1 << s);
+        self.slots[s].take().expect("occupied slot")
+    }
+
+    /// Takes the oldest held packet out of the table.
+    pub(super) fn pop_oldest(&mut self) -> Option<Held> {
+        if self.is_empty() {
+            return None;
+        }
+        let s = self.hot.order[0] as usize;
+        Some(self.remove(s))
+    }
+
+    /// Holds a packet as the youngest; the table must have room.
+    pub(super) fn push(&mut self, hash: u32, p: Held) {
+        let hot = &mut self.hot;
+        let s = (!hot.used).trailing_zeros() as usize;
+        debug_assert!(s < MAX_GRO_SKBS && (hot.len as usize) < MAX_GRO_SKBS);
+        hot.hashes[s] = hash;
+        hot.order[hot.len as usize] = s as u8;
+        hot.len += 1;
+        hot.used |= 1 << s;
+        self.slots[s] = Some(p);
+    }
+}
