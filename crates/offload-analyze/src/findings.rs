@@ -197,7 +197,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            KernelProfile::V6_1 | KernelProfile::V6_6 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            KernelProfile::V6_1 | KernelProfile::V6_12 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
