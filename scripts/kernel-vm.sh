@@ -111,7 +111,6 @@ o=trans=virtio,version=9p2000.L,msize=1048576
 mount -t 9p -o $o,ro,cache=loose host /newroot
 rel=$(uname -r)
 eval "$(tr ' ' '\n' </proc/cmdline | grep '^offload_' | tr , ' ' | sed 's/=\(.*\)/="\1"/')"
-mount -t 9p -o $o,cache=mmap out /newroot$offload_out
 # The package's modules, loaded here (the host root has no /lib/modules
 # of this release, and is read-only).
 mkdir -p /lib/modules/$rel
@@ -122,6 +121,11 @@ mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mount -t tmpfs tmp /newroot/tmp
 mount -t tmpfs run /newroot/run
+# The repository and its target/ after the tmpfs mounts: a checkout under
+# /tmp (a CI clone, say) would otherwise be hidden by them.
+mkdir -p /newroot$offload_root 2>/dev/null
+mount -t 9p -o $o,ro,cache=loose repo /newroot$offload_root
+mount -t 9p -o $o,cache=mmap out /newroot$offload_out
 chroot /newroot /bin/sh $offload_out/$offload_job/run.sh
 echo "offload-vm-exit=$?" >/newroot$offload_out/$offload_job/rc
 sync
@@ -158,9 +162,11 @@ run() {
   qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m "$MEM" \
     -icount "$ICOUNT" -display none -no-reboot -nodefaults -serial "file:$out/$job/console" \
     -kernel "$dir/root/boot/vmlinuz-$rel" -initrd "$dir/initramfs.gz" \
-    -append "console=ttyS0 quiet loglevel=1 panic=-1 nokaslr mitigations=off offload_out=$out offload_job=$job offload_modules=$GUEST_MODULES" \
+    -append "console=ttyS0 quiet loglevel=1 panic=-1 nokaslr mitigations=off offload_root=$ROOT offload_out=$out offload_job=$job offload_modules=$GUEST_MODULES" \
     -fsdev "local,id=h,path=/,security_model=none,readonly=on,multidevs=remap" \
     -device virtio-9p-pci,fsdev=h,mount_tag=host \
+    -fsdev "local,id=r,path=$ROOT,security_model=none,readonly=on,multidevs=remap" \
+    -device virtio-9p-pci,fsdev=r,mount_tag=repo \
     -fsdev "local,id=o,path=$out,security_model=none" \
     -device virtio-9p-pci,fsdev=o,mount_tag=out \
     -fsdev "local,id=m,path=$modroot,security_model=none,readonly=on" \
