@@ -409,8 +409,9 @@ impl FrameSpec {
             return;
         }
         let seg_len = (out.len() - l4) as u32;
-        let pseudo =
-            checksum::pseudo_header(&out[l3..], self.ip_version(), transport.protocol(), seg_len);
+        let pseudo = self
+            .ip_version()
+            .pseudo_header(&out[l3..], transport.protocol(), seg_len);
         let mut c = !checksum::fold(checksum::sum_bytes(pseudo, &out[l4..]));
         if transport == Transport::Udp && c == 0 {
             c = 0xffff; // RFC 768: a computed zero is sent as all ones

@@ -11,8 +11,6 @@
 //! ones' complement addition is byte-order independent, so this matches the
 //! kernel's native-endian arithmetic bit for bit.
 
-use crate::wire::{ipv4, ipv6, IpVersion};
-
 /// Adds `data` to a 64-bit ones' complement accumulator.
 ///
 /// Long buffers go through [`wide::sum_words`], which adds 32-bit
@@ -170,22 +168,6 @@ pub fn pseudo_ipv6(src: &[u8; 16], dst: &[u8; 16], proto: u8, l4_len: u32) -> u6
     acc = sum_bytes(acc, dst);
     acc = sum_u32(acc, l4_len);
     sum_u32(acc, proto as u32)
-}
-
-/// The pseudo-header sum for a transport segment of `l4_len` bytes under
-/// the IP header at the start of `ip_header` (its addresses are read).
-#[inline]
-pub fn pseudo_header(ip_header: &[u8], version: IpVersion, proto: u8, l4_len: u32) -> u64 {
-    match version {
-        IpVersion::V4 => {
-            let (src, dst) = ipv4::addrs(ip_header);
-            pseudo_ipv4(src, dst, proto, l4_len)
-        }
-        IpVersion::V6 => {
-            let (src, dst) = ipv6::addrs(ip_header);
-            pseudo_ipv6(src, dst, proto, l4_len)
-        }
-    }
 }
 
 /// True when the L4 segment `l4` (header with its checksum field, plus

@@ -165,7 +165,7 @@ proptest! {
                 (IpVersion::V6, l3 + chain.upper_offset, chain.upper)
             }
         };
-        let pseudo = checksum::pseudo_header(&f[l3..], version, proto, (f.len() - l4) as u32);
+        let pseudo = version.pseudo_header(&f[l3..], proto, (f.len() - l4) as u32);
         let ok = checksum::verify(pseudo, &f[l4..]);
         match &s.l4 {
             L4Spec::Tcp(t) => {

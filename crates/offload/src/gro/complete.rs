@@ -128,7 +128,7 @@ fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usiz
 }
 
 fn pseudo_at(data: &[u8], l3: usize, ip: IpVersion, proto: Transport, len: u32) -> u64 {
-    checksum::pseudo_header(&data[l3..], ip, proto.protocol(), len)
+    ip.pseudo_header(&data[l3..], proto.protocol(), len)
 }
 
 /// Inserts the 8-byte Hop-by-Hop Jumbo Payload header right after the

@@ -437,6 +437,6 @@ pub(super) fn l4_checksum_ok_at(
     proto: Transport,
 ) -> bool {
     let seg = &f[l4..];
-    let pseudo = checksum::pseudo_header(&f[l3..], ip, proto.protocol(), seg.len() as u32);
+    let pseudo = ip.pseudo_header(&f[l3..], proto.protocol(), seg.len() as u32);
     checksum::verify(pseudo, seg)
 }

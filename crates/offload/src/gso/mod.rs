@@ -548,7 +548,7 @@ pub(crate) fn fill_l4_checksum(
     let field = l4 + proto.checksum_offset();
     put16(seg, field, 0);
     let len = (seg.len() - l4) as u32;
-    let pseudo = checksum::pseudo_header(&seg[l3..], ip, proto.protocol(), len);
+    let pseudo = ip.pseudo_header(&seg[l3..], proto.protocol(), len);
     let mut c = !checksum::fold(checksum::sum_bytes(pseudo, &seg[l4..]));
     if proto == Transport::Udp && c == 0 {
         c = 0xffff; // CSUM_MANGLED_0

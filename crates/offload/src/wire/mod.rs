@@ -70,6 +70,24 @@ pub enum IpVersion {
 }
 
 impl IpVersion {
+    /// The pseudo-header sum for a transport segment of `l4_len` bytes under
+    /// the IP header of this version at the start of `ip_header` (its
+    /// addresses are read). Here rather than in `checksum`, so that the
+    /// checksum arithmetic stays a leaf that the views build on.
+    #[inline]
+    pub fn pseudo_header(self, ip_header: &[u8], proto: u8, l4_len: u32) -> u64 {
+        match self {
+            IpVersion::V4 => {
+                let (src, dst) = ipv4::addrs(ip_header);
+                crate::checksum::pseudo_ipv4(src, dst, proto, l4_len)
+            }
+            IpVersion::V6 => {
+                let (src, dst) = ipv6::addrs(ip_header);
+                crate::checksum::pseudo_ipv6(src, dst, proto, l4_len)
+            }
+        }
+    }
+
     /// The version from an EtherType, if it names IPv4 or IPv6.
     #[inline]
     pub fn from_ethertype(et: u16) -> Option<Self> {
