@@ -1,11 +1,10 @@
 //! Builds the [`Report`] from the pass: per-flow figures under the kernel
-//! profile (the eras other than the engine's own are applied here, from
-//! `kernel`), the what-if totals, and the findings.
+//! profile (the engine ran that line's rules), the what-if totals, and
+//! the findings.
 
 use crate::analysis::PassResult;
-use crate::figures::{FlowWhatIf, ReasonHit, RunTotals};
+use crate::figures::{FlowWhatIf, RunTotals};
 use crate::flow::FlowStats;
-use crate::kernel::KernelProfile;
 use crate::options::Options;
 use crate::report::*;
 use offload::gro::FlushReason;
@@ -32,84 +31,18 @@ fn reasons_of(w: &FlowWhatIf) -> Vec<ReasonReport> {
     v
 }
 
-/// A flow's figures at one size under the profile, with the adjustment
-/// (extra packets) relative to the engine's 6.18 figures.
-fn flow_what_if(
-    f: &FlowStats,
-    i: usize,
-    size: u32,
-    profile: KernelProfile,
-) -> (FlowWhatIfReport, FlowWhatIf, i64) {
+/// A flow's figures at one size. The engine ran with the profile's own
+/// kernel line (`whatif::config_for`): its IP ID, outer-ID, CWR and size
+/// rules are chosen per packet there, so nothing is re-classified here.
+/// The healthy-tunnel figure (outer IDs normalised) is attached to tunnels.
+fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWhatIf, i64) {
     let base = &f.what_if[i];
-    let mut w = base.clone();
-    let mut estimated = false;
-    let mut healthy = None;
-    if let (Some(_), Some(outer)) = (f.key.tunnel, f.outer.as_ref()) {
-        let fixed_ids = &f.healthy_what_if[i];
-        healthy = Some(fixed_ids.packets);
-        let df_set = outer.df_set > outer.df_clear;
-        let pattern = outer.pattern();
-        let ok = profile.ids_mergeable(pattern, df_set, true);
-        let ok_618 = KernelProfile::V6_18.ids_mergeable(pattern, df_set, true);
-        let inner_ok =
-            profile.ids_mergeable(f.inner.pattern(), f.inner.df_set > f.inner.df_clear, false);
-        if ok && !ok_618 && inner_ok && fixed_ids.frames > 0 {
-            // An older kernel does not check this outer header (DF set):
-            // the tunnel merges as if its IDs were fixed.
-            estimated = true;
-            w = fixed_ids.clone();
-            w.frames = base.frames;
-        } else if !ok && ok_618 {
-            // 6.18 merged fixed outer IDs that this profile rejects.
-            let extra = outer
-                .id_fixed_steps
-                .min(base.frames.saturating_sub(base.packets));
-            if extra > 0 {
-                estimated = true;
-                w.packets += extra;
-                w.super_packets = 0;
-                w.reasons.push(ReasonHit {
-                    reason: FlushReason::OuterIpIdMismatch,
-                    count: extra,
-                    first_frame: f.first_frame,
-                });
-            }
-        }
-    } else if profile != KernelProfile::V6_18 && !f.key.v6 {
-        let df_set = f.inner.df_set > f.inner.df_clear;
-        let pat = f.inner.pattern();
-        if !profile.ids_mergeable(pat, df_set, false)
-            && KernelProfile::V6_18.ids_mergeable(pat, df_set, false)
-        {
-            let extra = f
-                .inner
-                .id_fixed_steps
-                .min(base.frames.saturating_sub(base.packets));
-            if extra > 0 {
-                estimated = true;
-                w.packets += extra;
-                w.super_packets = 0;
-                w.reasons.push(ReasonHit {
-                    reason: FlushReason::IpIdMismatch,
-                    count: extra,
-                    first_frame: f.first_frame,
-                });
-            }
-        }
-    }
-    if profile == KernelProfile::V7 {
-        let cwr = w.count(FlushReason::CwrSet);
-        if cwr > 0 {
-            estimated = true;
-            w.reasons.retain(|h| h.reason != FlushReason::CwrSet);
-            w.packets += cwr;
-            w.reasons.push(ReasonHit {
-                reason: FlushReason::TcpFlagsChanged,
-                count: 2 * cwr,
-                first_frame: base.first(FlushReason::CwrSet).unwrap_or(f.first_frame),
-            });
-        }
-    }
+    let w = base.clone();
+    let estimated = false;
+    let healthy = match (f.key.tunnel, f.outer.as_ref()) {
+        (Some(_), Some(_)) => Some(f.healthy_what_if[i].packets),
+        _ => None,
+    };
     let delta = w.packets as i64 - base.packets as i64;
     (
         FlowWhatIfReport {
@@ -160,7 +93,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
         let mut wi = Vec::new();
         let mut adj = Vec::new();
         for (i, &size) in opts.gro_sizes.iter().enumerate() {
-            let (r, w, d) = flow_what_if(f, i, size, opts.kernel);
+            let (r, w, d) = flow_what_if(f, i, size);
             if d != 0 || w.reasons != f.what_if[i].reasons {
                 deltas[i].0 += d;
                 for h in &w.reasons {
@@ -278,7 +211,7 @@ fn what_if_report(
     let mut notes = Vec::new();
     if !opts.kernel.verified_live() {
         notes.push(format!(
-            "kernel {} rules are derived from the kernel source, not verified live; the engine itself runs the 6.18 rules",
+            "kernel {} rules are derived from the kernel source, not verified against a live kernel",
             opts.kernel
         ));
     }

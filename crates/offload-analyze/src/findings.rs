@@ -197,7 +197,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            KernelProfile::V6_1 | KernelProfile::V6_6 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            KernelProfile::V6_1 | KernelProfile::V6_12 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
@@ -250,6 +250,15 @@ fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) 
         return;
     }
     let n = w.count(FlushReason::IpIdMismatch) + w.count(FlushReason::DfChanged);
+    // A capture after GRO (or before TSO) holds super-packets whose ID is
+    // their first segment's, so consecutive ones step by the previous one's
+    // segment count. The what-if engine, fed those already-merged packets,
+    // flushes at each such step (it expects +1 per held packet, as
+    // `inet_gro_flush` in net/ipv4/af_inet.c, 6.10+, does), yet the wire
+    // segments they were made of were one ID apart and merged: those
+    // flushes are the capture point's, not the sender's IDs'. Only the
+    // flushes beyond them count against the IP ID rule.
+    let n = n.saturating_sub(f.inner.super_packet_id_steps);
     if n == 0 || (n as f64) < 0.05 * w.frames as f64 {
         return;
     }

@@ -38,6 +38,12 @@ pub struct HeaderTrack {
     /// Consecutive ID steps that the 6.18 rule rejects (neither
     /// incrementing nor the same).
     pub id_breaks: u64,
+    /// ID steps of more than one right after a packet above the MTU, within
+    /// the segments it may stand for: the step a capture after GRO (or
+    /// before TSO) shows between super-packets, whose ID is their first
+    /// segment's. GRO never sees these steps (it sees the segments, one ID
+    /// apart), so they say nothing against the sender's IDs.
+    pub super_packet_id_steps: u64,
     /// Steps with an unchanged ID (fixed-ID).
     pub id_fixed_steps: u64,
     v6: bool,
@@ -96,6 +102,9 @@ impl HeaderTrack {
                 ok = true;
             } else if d <= max_segs {
                 self.inc += 1;
+                if d > 1 {
+                    self.super_packet_id_steps += 1;
+                }
                 ok = true;
             } else {
                 if d < 1024 {

@@ -1,12 +1,12 @@
 //! Kernel eras of GRO: which header states each kernel line merges.
 //!
-//! The engine runs the 6.18 rules (verified against the live kernel); the
-//! other profiles are derived from the kernel source
-//! (`gro-gso-reference.md` §4.1, §3.1, §10, §15) and applied to the
-//! engine's figures by the report. This module is the one place that says
-//! what differs between eras, so that it can be swapped for an engine-side
-//! profile when the engine gains one.
+//! The what-if runs the engine with the profile's [`KernelLine`]
+//! (`offload::gro::profile`), which chooses every rule that changed
+//! between the lines per packet. [`KernelProfile::ids_mergeable`] remains
+//! for the findings' wording (which advice fits which line); it is not
+//! applied to the figures.
 
+use offload::gro::KernelLine;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -47,8 +47,8 @@ impl IdPattern {
 pub enum KernelProfile {
     #[serde(rename = "6.1")]
     V6_1,
-    #[serde(rename = "6.6")]
-    V6_6,
+    #[serde(rename = "6.12")]
+    V6_12,
     #[serde(rename = "6.18")]
     V6_18,
     #[serde(rename = "7.x")]
@@ -58,7 +58,7 @@ pub enum KernelProfile {
 impl KernelProfile {
     pub const ALL: [KernelProfile; 4] = [
         KernelProfile::V6_1,
-        KernelProfile::V6_6,
+        KernelProfile::V6_12,
         KernelProfile::V6_18,
         KernelProfile::V7,
     ];
@@ -66,33 +66,34 @@ impl KernelProfile {
     pub fn name(self) -> &'static str {
         match self {
             KernelProfile::V6_1 => "6.1",
-            KernelProfile::V6_6 => "6.6",
+            KernelProfile::V6_12 => "6.12",
             KernelProfile::V6_18 => "6.18",
             KernelProfile::V7 => "7.x",
         }
     }
 
-    /// The engine's kernel profile for this line (6.6 follows the rules
-    /// of every kernel up to 6.9, the engine's 6.1 profile).
-    pub fn engine_line(self) -> offload::gro::KernelLine {
-        use offload::gro::KernelLine;
+    /// The engine's kernel line.
+    pub fn engine_line(self) -> KernelLine {
         match self {
-            KernelProfile::V6_1 | KernelProfile::V6_6 => KernelLine::V6_1,
+            KernelProfile::V6_1 => KernelLine::V6_1,
+            KernelProfile::V6_12 => KernelLine::V6_12,
             KernelProfile::V6_18 => KernelLine::V6_18,
             KernelProfile::V7 => KernelLine::V7,
         }
     }
 
     /// The engine's profile was compared with a live kernel of this line:
-    /// 6.18 on the host, 6.1 booted in a VM (decision 0072).
+    /// 6.18 on the host, 6.1 and 6.12 booted in a VM (decision 0072,
+    /// `crates/offload-conformance/tests/kernel_lines.rs`).
     pub fn verified_live(self) -> bool {
-        matches!(self, KernelProfile::V6_18 | KernelProfile::V6_1)
+        self != KernelProfile::V7
     }
 
-    /// IP ID rule before 6.10: a fixed ID is accepted only with DF set,
-    /// and a tunnel's outer header with DF set is not checked.
+    /// IP ID rule before 6.18: a fixed ID is accepted only with DF set,
+    /// and a tunnel's outer header with DF set is not checked
+    /// (`inet_gro_flush` up to 6.17; the `flush_id` logic before 6.10).
     fn legacy_ip_id(self) -> bool {
-        matches!(self, KernelProfile::V6_1 | KernelProfile::V6_6)
+        matches!(self, KernelProfile::V6_1 | KernelProfile::V6_12)
     }
 
     /// IPv4 BIG TCP (`gro_ipv4_max_size`) arrived in 6.3.
@@ -118,20 +119,24 @@ impl fmt::Display for KernelProfile {
     }
 }
 
+impl From<KernelLine> for KernelProfile {
+    fn from(line: KernelLine) -> Self {
+        match line {
+            KernelLine::V6_1 => KernelProfile::V6_1,
+            KernelLine::V6_12 => KernelProfile::V6_12,
+            KernelLine::V6_18 => KernelProfile::V6_18,
+            KernelLine::V7 => KernelProfile::V7,
+        }
+    }
+}
+
+/// Exactly the names `offload gro --kernel` takes (`KernelLine::parse`).
 impl FromStr for KernelProfile {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim() {
-            "6.1" | "6.1.y" => KernelProfile::V6_1,
-            "6.6" | "6.6.y" => KernelProfile::V6_6,
-            "6.18" | "6.18.y" => KernelProfile::V6_18,
-            "7" | "7.x" | "7.0" | "7.1" | "7.2" => KernelProfile::V7,
-            other => {
-                return Err(format!(
-                    "unknown kernel profile {other:?}: use 6.1, 6.6, 6.18 or 7.x"
-                ))
-            }
-        })
+        KernelLine::parse(s)
+            .map(KernelProfile::from)
+            .ok_or_else(|| format!("`{s}` is not a kernel line (6.1, 6.12, 6.18 or 7.x)"))
     }
 }
 
@@ -141,14 +146,18 @@ mod tests {
     use crate::whatif::config_for;
 
     #[test]
-    fn profiles_parse_and_only_6_18_is_verified_live() {
+    fn profiles_parse_as_the_engine_lines_and_only_7_is_unverified() {
         for p in KernelProfile::ALL {
             assert_eq!(p.name().parse::<KernelProfile>(), Ok(p));
+            assert_eq!(KernelProfile::from(p.engine_line()), p);
+            assert_eq!(p.engine_line().name(), p.name());
         }
-        assert_eq!("7.1".parse::<KernelProfile>(), Ok(KernelProfile::V7));
+        assert_eq!("7".parse::<KernelProfile>(), Ok(KernelProfile::V7));
         assert!("5.4".parse::<KernelProfile>().is_err());
+        assert!("6.6".parse::<KernelProfile>().is_err());
         assert!(KernelProfile::V6_18.verified_live());
-        assert!(!KernelProfile::V6_6.verified_live());
+        assert!(KernelProfile::V6_12.verified_live());
+        assert!(!KernelProfile::V7.verified_live());
     }
 
     #[test]
@@ -158,11 +167,11 @@ mod tests {
         assert!(V6_18.ids_mergeable(IdPattern::Fixed, false, true));
         assert!(!V6_18.ids_mergeable(IdPattern::Random, true, true));
         // Before 6.10: fixed needs DF; an outer header with DF is not checked.
-        assert!(!V6_6.ids_mergeable(IdPattern::FixedZero, false, false));
-        assert!(V6_6.ids_mergeable(IdPattern::FixedZero, true, false));
+        assert!(!V6_12.ids_mergeable(IdPattern::FixedZero, false, false));
+        assert!(V6_12.ids_mergeable(IdPattern::FixedZero, true, false));
         assert!(V6_1.ids_mergeable(IdPattern::Random, true, true));
         assert!(!V6_1.ids_mergeable(IdPattern::Random, true, false));
-        assert!(!V6_1.ipv4_big_tcp() && V6_6.ipv4_big_tcp());
+        assert!(!V6_1.ipv4_big_tcp() && V6_12.ipv4_big_tcp());
         assert_eq!(config_for(185000, V6_1, true, &[]).gro_ipv4_max_size, 65536);
         assert_eq!(
             config_for(185000, V6_18, true, &[]).gro_ipv4_max_size,

@@ -1,17 +1,13 @@
 //! The GRO what-if: what a receiver running a given kernel, with a given
 //! `gro_max_size`, would have handed its stack for this capture.
 //!
-//! The engine ([`offload::GroEngine`]) implements the 6.18 rules, verified
-//! against the live kernel. Other kernel profiles are applied here as a
-//! post-classification, derived from the kernel source as summarised in
-//! `gro-gso-reference.md` (§4.1, §3.1, §10, §15) and marked as such in
-//! every report:
-//!
-//! | profile | difference from 6.18 | how it is applied |
-//! |---|---|---|
-//! | 6.1 | no IPv4 BIG TCP; IP ID rules of ≤ 6.9 | `gro_ipv4_max_size` capped at 64 KiB in the engine; flows whose merges relied on fixed IDs with DF=0 (or a tunnel outer header with DF=0 and fixed IDs) are counted unmerged |
-//! | 6.6 | IP ID rules of ≤ 6.9 | as 6.1, with IPv4 BIG TCP |
-//! | 7.x | CWR is part of the flag word, no separate CWR flush | each `cwr-set` flush becomes `tcp-flags-changed` and costs one more packet (the next non-CWR segment flushes again) |
+//! The engine ([`offload::GroEngine`]) runs with the profile's kernel
+//! line (`GroConfig::kernel`, see [`config_for`]): every rule that changed
+//! between 6.1, 6.12, 6.18 and 7.x (IP ID rules for DF=0 and fixed IDs,
+//! outer IDs, CWR and AccECN, IPv4 BIG TCP, IPv6 BIG TCP without HBH) is
+//! chosen per packet there, so the figures need no per-flow correction.
+//! The 6.1, 6.12 and 6.18 lines are checked against live kernels; 7.x is
+//! derived from the source and marked as such in every report.
 //!
 //! Tunnelled (VXLAN) flows: the engine runs VXLAN GRO itself (outer and
 //! inner headers, `vxlan_gro_receive`), so a tunnel's figure is the
@@ -22,11 +18,6 @@
 //! so that figure can never be worse than the real one (tested), and the
 //! gap between the two is what the IP ID rule costs.
 //!
-//! Kernel eras other than the engine's own are applied afterwards, in
-//! [`KernelProfile`] (which header states merge) and in the report's
-//! per-flow adjustment; they are the one place to swap when the engine
-//! gains per-era profiles of its own.
-
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
 pub use crate::kernel::KernelProfile;

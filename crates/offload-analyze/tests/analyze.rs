@@ -681,3 +681,39 @@ fn a_flow_cap_evicts_the_least_recently_active_into_other_flows_and_streams_thei
     let text_report = offload_analyze::text::render(r, 5);
     assert!(text_report.contains("other flows"), "{text_report}");
 }
+
+/// A flow seen after GRO: super-packets of 4 segments whose IDs step by 4
+/// (each carries its first segment's ID) draw no IP ID finding; the same
+/// super-packets among wire-sized segments with random IDs and DF clear
+/// (a sender GRO cannot merge) still do.
+#[test]
+fn super_packet_id_steps_are_not_blamed_but_random_ids_beside_them_are() {
+    let (_d, p) = tmp("after-gro.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..100u32)
+        .map(|i| {
+            (
+                1_000_000 + i as u64 * 4000,
+                seg(1 + i * 4 * 1448, 4 * 1448, (500 + 4 * i) as u16, true),
+            )
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    assert!(a.report.findings.iter().any(|f| f.kind == "above-mtu"));
+    assert!(!named(&a, "40000"), "{:?}", a.report.findings);
+
+    let (_d, p) = tmp("after-gro-random.pcap");
+    let mut seq = 1;
+    let frames: Vec<(u64, Vec<u8>)> = (0..200u32)
+        .map(|i| {
+            let len = if i % 10 == 0 { 4 * 1448 } else { 1448 };
+            let f = seg(seq, len, random_id(i, 5), false);
+            seq += len as u32;
+            (1_000_000 + i as u64 * 1000, f)
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    assert!(a.report.findings.iter().any(|f| f.kind == "above-mtu"));
+    assert!(named(&a, "40000"), "{:?}", a.report.findings);
+}

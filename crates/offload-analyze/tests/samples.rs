@@ -135,3 +135,41 @@ fn html_report_of_the_samples_is_self_contained_with_graph_data() {
     assert!(html.contains("\"segments\":"));
     assert!(html.contains("GRO cannot merge"));
 }
+
+/// A capture taken after the receiver's GRO, at full snap length, made by
+/// Linux 6.18 in two namespaces (sender `va`: TSO/GSO off; receiver `vb`:
+/// GRO on, `gro_max_size 8000` to keep the file small; `tcpdump -i any -s 0
+/// -c 80` in the receiver's namespace during `offload bench tcp-stream`).
+/// Each super-packet's IPv4 ID is its first segment's, so consecutive IDs
+/// step by the previous packet's segment count (57859, 57864, ...): the
+/// sender's IDs are healthy and the packets are already merged, so no IP ID
+/// finding may blame them (it did, as in `offload inspect --sample`).
+#[test]
+fn capture_after_gro_does_not_blame_the_ip_id_rule() {
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/veth-gro-receiver-full.pcap");
+    let a = analyze(&[path], &Options::default(), &mut ctl).unwrap();
+    let f = main_flow(&a);
+    assert_eq!(f.above_mtu.interpretation, BigPacketSide::ReceiverGro);
+    assert!(f.above_mtu.packets > 40, "{}", f.above_mtu.packets);
+    let kinds: Vec<_> = a
+        .report
+        .findings
+        .iter()
+        .map(|x| (x.kind, &x.title))
+        .collect();
+    assert!(
+        a.report.findings.iter().all(|x| x.kind != "ip-id-rule"),
+        "{kinds:?}"
+    );
+    assert!(
+        a.report.findings.iter().any(|x| x.kind == "above-mtu"),
+        "{kinds:?}"
+    );
+}

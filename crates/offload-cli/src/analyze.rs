@@ -49,9 +49,9 @@ pub struct AnalyzeArgs {
     /// gro_max_size values to simulate (comma-separated or repeated).
     #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_gro_size)]
     pub gro_max_size: Vec<u32>,
-    /// Kernel whose GRO rules apply: 6.18 (verified live), or 6.1, 6.6, 7.x (derived from source).
-    #[arg(long, default_value = "6.18")]
-    pub kernel: KernelProfile,
+    /// Kernel line whose GRO rules the what-if runs: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
+    #[arg(long)]
+    pub kernel: Option<KernelProfile>,
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
@@ -140,7 +140,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         } else {
             args.gro_max_size.clone()
         },
-        kernel: args.kernel,
+        kernel: args
+            .kernel
+            .unwrap_or_else(|| crate::capture::running_kernel_line().into()),
         mtu: args.mtu,
         vxlan_ports: args.capture.vxlan_ports(),
         strict: args.capture.strict,

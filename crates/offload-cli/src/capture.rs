@@ -101,6 +101,9 @@ pub struct GsoArgs {
     pub mtu: u32,
     #[command(flatten)]
     pub capture: CaptureOpts,
+    /// Kernel line whose GSO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
+    #[arg(long, value_parser = parse_kernel)]
+    pub kernel: Option<KernelLine>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -303,6 +306,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         read: ReadOptions {
             strict: args.capture.strict,
         },
+        kernel: args.kernel.unwrap_or_else(running_kernel_line),
     };
     let outcome = with_progress(&args.input, "offload gso", |ctl| {
         transform::gso_capture(&args.input, &args.output, &opts, ctl)
@@ -312,7 +316,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(s)?)?;
     } else {
-        writeln!(out, "{} -> {}", s.input, s.output)?;
+        writeln!(out, "{} -> {}  (kernel {})", s.input, s.output, s.kernel)?;
         writeln!(
             out,
             "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",

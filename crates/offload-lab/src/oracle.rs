@@ -442,46 +442,15 @@ impl KernelGro {
     }
 
     /// Creates (or replaces) the Geneve device, up, so that its UDP socket
-    /// on port 6081 exists. Made with iproute2's `ip` run inside the
-    /// namespace (the netlink attributes of a Geneve link are iproute2's
-    /// business; the device is gone with the namespace).
+    /// on port 6081 exists (rtnetlink; the device is gone with the
+    /// namespace).
     fn create_geneve(&mut self, vni: u32) -> Result<()> {
-        let ip = |args: Vec<String>| -> Result<()> {
-            let what = format!("ip {}", args.join(" "));
-            let out = std::process::Command::new("ip")
-                .args(&args)
-                .output()
-                .map_err(|e| Error::sys(what.clone(), e))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(Error::sys(
-                    what,
-                    std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-                ))
-            }
-        };
-        let remote = PEER_IPV4.to_string();
-        self.netns.run(move || {
-            let _ = ip(vec!["link".into(), "del".into(), GENEVE_NAME.into()]);
-            ip(vec![
-                "link".into(),
-                "add".into(),
-                GENEVE_NAME.into(),
-                "type".into(),
-                "geneve".into(),
-                "id".into(),
-                vni.to_string(),
-                "remote".into(),
-                remote,
-            ])?;
-            ip(vec![
-                "link".into(),
-                "set".into(),
-                GENEVE_NAME.into(),
-                "up".into(),
-            ])
-        })
+        if let Ok(old) = self.rtnl.link_by_name(GENEVE_NAME) {
+            self.rtnl.delete_link(old.index)?;
+        }
+        self.rtnl.create_geneve(GENEVE_NAME, vni, PEER_IPV4)?;
+        let index = self.rtnl.link_by_name(GENEVE_NAME)?.index;
+        self.rtnl.set_up(index, true)
     }
 
     /// Runs `frames` through the kernel's GRO and returns what it delivered.

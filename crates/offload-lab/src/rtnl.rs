@@ -19,7 +19,8 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoGeneve, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
+    LinkMessage,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -473,6 +474,32 @@ impl Rtnl {
             vec![
                 LinkInfo::Kind(InfoKind::Vxlan),
                 LinkInfo::Data(InfoData::Vxlan(data)),
+            ],
+        )
+    }
+
+    /// Creates a Geneve device with `vni` sending to `remote` on the IANA
+    /// port 6081 (`ip link add NAME type geneve id VNI remote REMOTE`).
+    /// Bringing it up opens the UDP socket whose GRO handler
+    /// (`geneve_gro_receive`, drivers/net/geneve.c) coalesces Geneve.
+    pub fn create_geneve(&mut self, name: &str, vni: u32, remote: Ipv4Addr) -> Result<()> {
+        if vni >= 1 << 24 {
+            return Err(Error::OutOfRange {
+                knob: "geneve vni",
+                value: u64::from(vni),
+                range: "0..16777216",
+            });
+        }
+        let op = format!("RTM_NEWLINK {name} type geneve id {vni} remote {remote}");
+        self.new_link(
+            &op,
+            name,
+            vec![
+                LinkInfo::Kind(InfoKind::Geneve),
+                LinkInfo::Data(InfoData::Geneve(vec![
+                    InfoGeneve::Id(vni),
+                    InfoGeneve::Remote(remote),
+                ])),
             ],
         )
     }

@@ -31,6 +31,8 @@ pub struct ReasonCount {
 /// The configuration a GRO run used, echoed in reports.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct GroSettings {
+    /// The kernel line whose GRO rules ran (`6.1`, `6.12`, `6.18`, `7.x`).
+    pub kernel: String,
     pub gro_max_size: u32,
     pub gro_ipv4_max_size: u32,
     pub flush_timeout_ns: u64,
@@ -269,6 +271,7 @@ pub fn gro_capture_with(
             input: offload_capture::stdio::input_name(input),
             output: offload_capture::stdio::output_name(output),
             settings: GroSettings {
+                kernel: cfg.kernel.name().to_string(),
                 gro_max_size: cfg.gro_max_size,
                 gro_ipv4_max_size: cfg.gro_ipv4_max_size,
                 flush_timeout_ns: cfg.flush_timeout_ns,

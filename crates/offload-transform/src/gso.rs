@@ -3,6 +3,7 @@
 pub use crate::mss::MssSource;
 use crate::mss::{tcp_mss_option, FlowEvidence};
 use crate::{Control, Outcome, ReadOptions, DEFAULT_VXLAN_PORTS, PROGRESS_EVERY};
+use offload::gro::KernelLine;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
 use offload::wire::Transport;
 use offload::LinkKind;
@@ -24,6 +25,8 @@ pub struct GsoOptions {
     pub vxlan_ports: Vec<u16>,
     /// How the input is read.
     pub read: ReadOptions,
+    /// The kernel line whose GSO rules apply ([`GsoParams::on_line`]).
+    pub kernel: KernelLine,
 }
 
 impl Default for GsoOptions {
@@ -33,6 +36,7 @@ impl Default for GsoOptions {
             mtu: 1500,
             vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
             read: ReadOptions::default(),
+            kernel: KernelLine::default(),
         }
     }
 }
@@ -59,6 +63,8 @@ pub const LISTED_FLOWS: usize = 64;
 pub struct GsoSummary {
     pub input: String,
     pub output: String,
+    /// The kernel line whose GSO rules were applied (`6.1`, `6.12`, `6.18`, `7.x`).
+    pub kernel: String,
     pub frames_in: u64,
     pub frames_out: u64,
     /// Input packets larger than one segment that were split.
@@ -266,7 +272,8 @@ pub fn gso_capture(
                 fixed_id: flow.is_some_and(|d| d.fixed_id),
                 ..GsoParams::new(mss)
             },
-        };
+        }
+        .on_line(opts.kernel, lay.outer.is_some());
         if lay.payload_len() as u32 <= mss && !lay.jumbo_hbh {
             writer.write_frame(&meta, frame.data)?;
             continue;
@@ -318,6 +325,7 @@ pub fn gso_capture(
         summary: GsoSummary {
             input: spooled.name().to_string(),
             output: offload_capture::stdio::output_name(output),
+            kernel: opts.kernel.name().to_string(),
             frames_in,
             frames_out: stats.frames,
             super_packets,

@@ -117,6 +117,14 @@ impl KernelLine {
         self < KernelLine::V6_18
     }
 
+    /// GRO marks a packet with CWR `SKB_GSO_TCP_ACCECN`, so GSO of it
+    /// keeps CWR on every segment (the lines where
+    /// `cwr_is_classic_ecn` is false).
+    #[inline]
+    pub fn marks_accecn(self) -> bool {
+        !self.cwr_is_classic_ecn()
+    }
+
     /// `ipv6_gro_complete` inserts a Hop-by-Hop Jumbo header above 64 KiB
     /// (5.19–6.19; 7.0 writes payload length 0 alone).
     #[inline]

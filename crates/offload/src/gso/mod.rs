@@ -63,6 +63,33 @@ impl GsoParams {
             accecn: gso_type & g::TCP_ACCECN != 0,
         }
     }
+
+    /// These parameters as a kernel of `line` applies them to a packet
+    /// (`tunnelled`: the layout has an outer header). Up to 6.17
+    /// `inet_gso_segment` (`net/ipv4/af_inet.c`) knows one fixed-ID bit,
+    /// `SKB_GSO_TCP_FIXEDID`, and applies it to the innermost IPv4 header
+    /// only, so a tunnel's outer ID always increments; 6.18 split it into
+    /// `SKB_GSO_TCP_FIXEDID` (outer, or the only header) and
+    /// `SKB_GSO_TCP_FIXEDID_INNER`. `SKB_GSO_TCP_ACCECN` (CWR kept on every
+    /// segment, `tcp_gso_segment` in `net/ipv4/tcp_offload.c`) exists only
+    /// on the lines whose GRO sets it ([`KernelLine::marks_accecn`]).
+    /// Every other GSO rule is the same on the four lines.
+    ///
+    /// [`KernelLine::marks_accecn`]: crate::gro::KernelLine::marks_accecn
+    pub fn on_line(self, line: crate::gro::KernelLine, tunnelled: bool) -> Self {
+        use crate::gro::KernelLine;
+        let one_fixedid_bit = line < KernelLine::V6_18;
+        GsoParams {
+            fixed_id: self.fixed_id && !(one_fixedid_bit && tunnelled),
+            fixed_id_inner: if one_fixedid_bit && tunnelled {
+                self.fixed_id || self.fixed_id_inner
+            } else {
+                self.fixed_id_inner
+            },
+            accecn: self.accecn && line.marks_accecn(),
+            ..self
+        }
+    }
 }
 
 /// Why a frame could not be segmented.

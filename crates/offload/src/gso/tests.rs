@@ -206,3 +206,23 @@ fn exact_multiple_udp_gso_keeps_the_last_datagram_length() {
         assert_eq!(u16::from_be_bytes([f[14 + 40 + 4], f[14 + 40 + 5]]), 1008);
     }
 }
+
+/// Up to 6.17 the one fixed-ID bit applies to the innermost header only
+/// (a tunnel's outer ID increments); 6.18 has a bit per header; ACCECN
+/// exists only where GRO sets it.
+#[test]
+fn gso_params_per_kernel_line() {
+    use crate::gro::KernelLine;
+    let p = GsoParams {
+        fixed_id: true,
+        accecn: true,
+        ..GsoParams::new(1448)
+    };
+    let old = p.on_line(KernelLine::V6_12, true);
+    assert!(!old.fixed_id && old.fixed_id_inner && !old.accecn);
+    let plain = p.on_line(KernelLine::V6_1, false);
+    assert!(plain.fixed_id && !plain.fixed_id_inner);
+    let new = p.on_line(KernelLine::V6_18, true);
+    assert!(new.fixed_id && !new.fixed_id_inner && new.accecn);
+    assert_eq!(p.on_line(KernelLine::V7, true), new);
+}
