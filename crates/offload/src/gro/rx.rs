@@ -305,15 +305,7 @@ impl GroEngine {
                 eth,
             },
         };
-        if f.len() < outer.inner_l3_off() {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        let inner_type = if eth {
-            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
-        } else {
-            g.protocol()
-        };
-        self.tunnel_inner(skb, outer, inner_type, out)
+        self.encapsulated(skb, outer, eth, g.protocol(), out)
     }
 
     /// `ipip_gro_receive` / `sit_ip6ip6_gro_receive` / `ip4ip6_gro_receive`
@@ -381,13 +373,28 @@ impl GroEngine {
                 eth,
             },
         };
+        self.encapsulated(skb, outer, eth, g.protocol(), out)
+    }
+
+    /// After a Geneve or GRE header: the inner Ethernet header's type when
+    /// the tunnel carries Ethernet (`eth`), else the tunnel header's own
+    /// protocol field (`protocol`), then [`Self::tunnel_inner`].
+    fn encapsulated<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        outer: OuterLayout,
+        eth: bool,
+        protocol: u16,
+        out: &mut F,
+    ) -> Verdict {
+        let f = skb.frame();
         if f.len() < outer.inner_l3_off() {
             return Verdict::Pass(FlushReason::Malformed);
         }
         let inner_type = if eth {
             be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
         } else {
-            g.protocol()
+            protocol
         };
         self.tunnel_inner(skb, outer, inner_type, out)
     }
