@@ -11,10 +11,10 @@
 
 pub mod seeds;
 
-use offload::gro::UdpGro;
+use offload::gro::{KernelLine, UdpGro};
 use offload::gso::{self, GsoParams};
 use offload::link::{self, LinkKind};
-use offload::wire::{ethernet, ipv4, ipv6, sll, tcp, udp};
+use offload::wire::{ethernet, ipv4, ipv6, sll, tcp, udp, IpVersion, Transport};
 use offload::{Delivered, GroConfig, GroEngine, Input};
 use offload_capture::{CaptureReader, MAX_FRAME_LEN};
 
@@ -178,8 +178,9 @@ fn touch_views(b: &[u8]) {
 ///
 /// `a`: bit 0 verify checksums, bit 1 VLAN GRO, bits 2–3 flush timeout
 /// (0, 50 µs, ∞), bits 4–5 size limit (64 KiB, 185 000, `GRO_MAX_SIZE`),
-/// bit 6 IPv4 limit 64 KiB whatever the IPv6 one. `b`: bits 0–1 UDP GRO
-/// (off, a few ports, all), bit 2 no VXLAN port, bit 3 a small size limit
+/// bit 6 IPv4 limit 64 KiB whatever the IPv6 one, bit 7 with `b`'s bit 7
+/// the kernel line (6.18, 6.1, 6.12, 7.x). `b`: bits 0–1 UDP GRO
+/// (off, a few ports, all), bit 2 no VXLAN or Geneve port, bit 3 a small size limit
 /// (4 000 + 1 000 × `b >> 4` bytes) so that short inputs reach the size
 /// check too.
 pub fn config_from(a: u8, b: u8) -> GroConfig {
@@ -208,6 +209,15 @@ pub fn config_from(a: u8, b: u8) -> GroConfig {
             _ => UdpGro::AllPorts,
         },
         vxlan_ports: if b & 4 != 0 { vec![] } else { vec![4789] },
+        geneve_ports: if b & 4 != 0 { vec![] } else { vec![6081] },
+        // Every kernel line's rules, so that no profile can reorder the
+        // per-packet checks into a panic; 0 is the reference line.
+        kernel: [
+            KernelLine::V6_18,
+            KernelLine::V6_1,
+            KernelLine::V6_12,
+            KernelLine::V7,
+        ][usize::from(a >> 7) | usize::from((b >> 6) & 2)],
     }
 }
 
@@ -288,7 +298,7 @@ pub fn expand(r: &Record<'_>, vxlan_ports: &[u16]) -> Vec<Vec<u8>> {
     let step = lay.payload_len() as u32;
     for i in 1..r.copies {
         let mut f = r.data.to_vec();
-        if lay.l4_proto == 6 && f.len() >= lay.l4_off + 8 {
+        if lay.l4_proto == Transport::Tcp && f.len() >= lay.l4_off + 8 {
             let at = lay.l4_off + 4;
             let seq = u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
             let seq = seq.wrapping_add(step.wrapping_mul(i as u32));
@@ -303,10 +313,10 @@ pub fn expand(r: &Record<'_>, vxlan_ports: &[u16]) -> Vec<Vec<u8>> {
                 ip.fill_header_checksum();
             }
         };
-        if !lay.v6 {
+        if !lay.is_v6() {
             bump_id(lay.l3_off);
         }
-        if let Some(o) = lay.outer.filter(|o| !o.v6) {
+        if let Some(o) = lay.outer.filter(|o| o.ip == IpVersion::V4) {
             bump_id(o.l3_off);
         }
         out.push(f);
