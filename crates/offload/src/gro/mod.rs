@@ -29,8 +29,6 @@ mod table;
 mod tcp;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tunnel_tests;
 mod udp;
 
 pub use buf::Frag;

@@ -3,10 +3,11 @@
 //! in `crates/offload-conformance` (selftest cases over IPIP, IPv6 in IPv6
 //! and GRE; 6.1 and 6.12 in a VM).
 
-use super::*;
 use crate::build::{FrameSpec, L2Spec, TcpSpec};
 use crate::checksum;
+use crate::gro::*;
 use crate::gso::{self, GsoParams};
+use crate::link::LinkKind;
 use crate::wire::tcp::flags as tf;
 
 const A: [u8; 4] = [10, 0, 0, 2];
@@ -434,7 +435,11 @@ fn short_tcp_header_is_malformed_and_outgoing_frames_pass() {
 /// a new reason without a test that expects it fails here).
 #[test]
 fn every_reason_has_a_producing_test() {
-    let tests = [include_str!("tests.rs"), include_str!("tunnel_tests.rs")].concat();
+    let tests = [
+        include_str!("gro/tests.rs"),
+        include_str!("tunnel_tests.rs"),
+    ]
+    .concat();
     for r in FlushReason::ALL {
         let name = format!("FlushReason::{r:?}");
         let named = tests
