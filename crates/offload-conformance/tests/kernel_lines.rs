@@ -147,6 +147,77 @@ fn running_kernel_suite() {
             "not run (no Geneve driver in this kernel)"
         }
     );
+    // 802.1Q / 802.1ad: only where the 8021q module registered
+    // `vlan_gro_receive` (net/8021q/vlan_core.c, vlan_offload_init). The
+    // guests load it (scripts/kernel-vm.sh); the host's 6.18 build has no
+    // CONFIG_VLAN_8021Q, and tests/kernel_tcp.rs checks that it passes
+    // tagged frames untouched.
+    let vlan = std::path::Path::new("/sys/module/8021q").exists();
+    if in_vm {
+        assert!(vlan, "the guest must have the 8021q module loaded");
+    }
+    let vlan_trains = if vlan {
+        env_u64("OFFLOAD_LINE_VLAN_TRAINS", 96)
+    } else {
+        0
+    };
+    let mut vlan_unstable = 0;
+    let (mut vlan_in, mut vlan_out) = (0usize, 0usize);
+    if vlan {
+        let vcfg = offload::GroConfig {
+            vlan_gro: true,
+            ..cfg.clone()
+        };
+        for i in 0..vlan_trains {
+            let seed = seed0 + 500_000 + i;
+            let (t, tags, frames) = vlan_train(seed, i, &a);
+            // Twice through the kernel: the two answers (bytes and GSO
+            // metadata) must agree before the engine is judged.
+            let first = kernel.run_train_detailed(&frames).expect("oracle run");
+            let second = kernel.run_train_detailed(&frames).expect("oracle run");
+            let (m1, m2) = (
+                offload_conformance::kernel_meta(&first),
+                offload_conformance::kernel_meta(&second),
+            );
+            vlan_in += frames.len();
+            vlan_out += first.frames.len();
+            let entry = per_class.entry("vlan").or_default();
+            entry.0 += 1;
+            if first.frames != second.frames || m1 != m2 {
+                vlan_unstable += 1;
+                entry.1 += 1;
+                failures.push(format!(
+                    "vlan seed {seed} {tags}: the kernel disagreed with itself ({} vs {} frames)",
+                    first.frames.len(),
+                    second.frames.len()
+                ));
+                continue;
+            }
+            let e = offload_conformance::engine_gro_meta(&vcfg, &frames);
+            if let Some(diff) = offload_conformance::compare_with_meta(&first.frames, &m1, &e) {
+                entry.1 += 1;
+                failures.push(format!(
+                    "vlan seed {seed} {tags} class {}: {}\n{diff}",
+                    t.class.name(),
+                    t.notes
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "vlan trains: {}",
+        if vlan {
+            format!("{vlan_trains} run twice, {vlan_unstable} differ between the runs, {vlan_in} frames in, the kernel delivered {vlan_out}")
+        } else {
+            "not run (no 8021q module in this kernel)".to_string()
+        }
+    );
+    // Tagged frames that merely pass would make the VLAN trains vacuous.
+    assert!(
+        !vlan || vlan_out < vlan_in,
+        "kernel {}: VLAN GRO merged nothing; is the 8021q module loaded?",
+        release()
+    );
     for (c, (n, bad)) in &per_class {
         if *bad > 0 {
             eprintln!("  {c:24} {n:4} trains, {bad} mismatches");
@@ -163,10 +234,58 @@ fn running_kernel_suite() {
         cases.len()
     );
     eprintln!(
-        "kernel {rel} (profile {}): {trains} trains and {} selftest cases agree with the engine",
+        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases and {vlan_trains} VLAN trains agree with the engine",
         cfg.kernel,
         cases.len()
     );
+}
+
+/// The `i`-th VLAN train: a seeded TCP train (class cycling) with in-band
+/// tags, by `i % 4`: one 802.1Q tag, one 802.1ad tag, QinQ (802.1ad outer,
+/// 802.1Q inner), two 802.1Q tags. Every fifth train changes the
+/// (innermost) VID half-way, which must split the flow
+/// (`vlan_gro_receive` compares the whole 4-byte tag).
+fn vlan_train(
+    seed: u64,
+    i: u64,
+    a: &offload_conformance::generate::Addrs,
+) -> (offload_conformance::generate::Train, String, Vec<Vec<u8>>) {
+    use offload_conformance::generate::vlan_tagged;
+    let t = tcp_train(
+        seed,
+        a,
+        Class::ALL.get(i as usize % Class::ALL.len()).copied(),
+    );
+    let change_at = if i % 5 == 0 {
+        t.frames.len() / 2
+    } else {
+        usize::MAX
+    };
+    let kind = ["802.1Q", "802.1ad", "QinQ", "802.1Q-802.1Q"][(i % 4) as usize];
+    let frames = t
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(n, f)| {
+            let vid = if n >= change_at { 101 } else { 100 };
+            let tags: &[(u16, u16)] = match i % 4 {
+                0 => &[(0x8100, vid)],
+                1 => &[(0x88a8, vid)],
+                2 => &[(0x88a8, 7), (0x8100, vid)],
+                _ => &[(0x8100, 7), (0x8100, vid)],
+            };
+            vlan_tagged(f, tags)
+        })
+        .collect();
+    let desc = format!(
+        "{kind}{}",
+        if change_at == usize::MAX {
+            ""
+        } else {
+            " vid-change"
+        }
+    );
+    (t, desc, frames)
 }
 
 /// Boots `line` in a guest and runs [`running_kernel_suite`] there.
