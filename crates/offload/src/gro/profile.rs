@@ -132,6 +132,21 @@ impl KernelLine {
         self < KernelLine::V7
     }
 
+    /// The outer UDP checksum of a UDP tunnel (VXLAN, Geneve) gets the
+    /// pseudo-header of the addresses at `ip_hdr(skb)` / `ipv6_hdr(skb)`:
+    /// `udp4_gro_complete` / `udp6_gro_complete`
+    /// (`net/ipv4/udp_offload.c`, `net/ipv6/udp_offload.c`) read the
+    /// network header, which `inet_gro_receive` / `ipv6_gro_receive` set
+    /// last for the *innermost* IP header, through the outer header's
+    /// layout. Fixed by "net: gro: fix udp bad offset in socket lookup by
+    /// adding {inner_}network_offset to napi_gro_cb" (2024, the 6.8–6.9
+    /// window: `NAPI_GRO_CB(skb)->network_offsets[skb->encapsulation]`).
+    /// Seen on Debian's 6.1.192 (the VM suite), not on 6.12.117.
+    #[inline]
+    pub(super) fn udp_tunnel_csum_from_inner_header(self) -> bool {
+        self < KernelLine::V6_12
+    }
+
     /// `gro_ipv4_max_size` exists (6.3); before it IPv4 is bound by
     /// `gro_max_size` and by 64 KiB.
     #[inline]
