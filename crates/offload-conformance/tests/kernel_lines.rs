@@ -9,6 +9,12 @@
 //! trap of an emulated oracle: a tick inside a train adds flushes); then
 //! the engine must agree with the kernel on every train, byte for byte.
 //!
+//! Then, with the same two-runs rule and the GSO metadata compared too:
+//! VLAN trains where the `8021q` module is loaded (the guests; the host's
+//! 6.18 has no `CONFIG_VLAN_8021Q`), and the UDP and VXLAN trains of
+//! `tests/kernel_udp.rs` (UDP to a `UDP_GRO` socket, forwarded, VXLAN
+//! over IPv4 and IPv6) on every line.
+//!
 //! `kernel_6_1_in_vm` and `kernel_6_12_in_vm` boot the guest and run the
 //! same test binary's `running_kernel_suite` inside it; they fail (never
 //! skip) when the guest cannot be booted. `OFFLOAD_LINE_TRAINS` sets the
@@ -212,6 +218,18 @@ fn running_kernel_suite() {
             "not run (no 8021q module in this kernel)".to_string()
         }
     );
+    // UDP (to a UDP_GRO socket, forwarded) and VXLAN (outer IPv4 and
+    // IPv6): the trains of tests/kernel_udp.rs, on every line.
+    let udp = udp_and_vxlan_trains(&mut kernel, &a, seed0, &mut per_class, &mut failures);
+    eprintln!(
+        "udp/vxlan trains: {} run twice, {} differ between the runs, {} frames in, the kernel delivered {}",
+        udp.trains, udp.unstable, udp.frames_in, udp.frames_out
+    );
+    assert!(
+        udp.frames_out < udp.frames_in,
+        "kernel {}: UDP/VXLAN GRO merged nothing; is the oracle set up?",
+        release()
+    );
     // Tagged frames that merely pass would make the VLAN trains vacuous.
     assert!(
         !vlan || vlan_out < vlan_in,
@@ -234,10 +252,135 @@ fn running_kernel_suite() {
         cases.len()
     );
     eprintln!(
-        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases and {vlan_trains} VLAN trains agree with the engine",
+        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases, {vlan_trains} VLAN trains and {} UDP/VXLAN trains agree with the engine",
         cfg.kernel,
-        cases.len()
+        cases.len(),
+        udp.trains
     );
+}
+
+/// What [`udp_and_vxlan_trains`] ran.
+struct UdpRun {
+    trains: u64,
+    unstable: u64,
+    frames_in: usize,
+    frames_out: usize,
+}
+
+/// The UDP and VXLAN trains of `tests/kernel_udp.rs` through the running
+/// kernel, each twice (bytes and GSO metadata must agree between the two
+/// runs), then through the engine configured as the oracle
+/// (`engine_config`, the running line's profile). Five cases:
+/// `OFFLOAD_LINE_UDP_TRAINS` trains each (default 60).
+fn udp_and_vxlan_trains(
+    kernel: &mut KernelGro,
+    a: &offload_conformance::generate::Addrs,
+    seed0: u64,
+    per_class: &mut BTreeMap<&'static str, (u32, u32)>,
+    failures: &mut Vec<String>,
+) -> UdpRun {
+    use offload_conformance::generate_udp::{udp_train, vxlan_train, UdpTrain};
+    use offload_lab::oracle::VxlanConf;
+    let per_case = env_u64("OFFLOAD_LINE_UDP_TRAINS", 60);
+    let base = |size: u32| GroKnobs {
+        gro_max_size: size,
+        gro_ipv4_max_size: size,
+        flush_timeout: Duration::from_millis(400),
+        ..GroKnobs::default()
+    };
+    let vxlan = Some(VxlanConf {
+        vni: 42,
+        port: 4789,
+    });
+    type Make = fn(u64, &offload_conformance::generate::Addrs) -> UdpTrain;
+    let cases: [(&'static str, GroKnobs, Make); 5] = [
+        (
+            "udp-socket",
+            GroKnobs {
+                udp_gro_ports: vec![5555],
+                ..base(65536)
+            },
+            |seed, a| udp_train(seed, a, 5555, None),
+        ),
+        (
+            "udp-forwarded",
+            GroKnobs {
+                udp_gro_forwarding: true,
+                ..base(185_000)
+            },
+            |seed, a| udp_train(seed, a, 6666, None),
+        ),
+        (
+            "vxlan-ipv4",
+            GroKnobs {
+                vxlan,
+                ..base(65536)
+            },
+            |seed, a| vxlan_train(seed, a, 4789, 42, false),
+        ),
+        (
+            "vxlan-ipv4-185000",
+            GroKnobs {
+                vxlan,
+                ..base(185_000)
+            },
+            |seed, a| vxlan_train(seed, a, 4789, 42, false),
+        ),
+        (
+            "vxlan-ipv6",
+            GroKnobs {
+                vxlan,
+                vxlan_ipv6: true,
+                ..base(65536)
+            },
+            |seed, a| vxlan_train(seed, a, 4789, 42, true),
+        ),
+    ];
+    let mut run = UdpRun {
+        trains: 0,
+        unstable: 0,
+        frames_in: 0,
+        frames_out: 0,
+    };
+    for (ci, (name, knobs, make)) in cases.into_iter().enumerate() {
+        kernel.set_knobs(knobs.clone()).expect("oracle knobs");
+        let cfg = offload_conformance::engine_config(&knobs);
+        for i in 0..per_case {
+            let seed = seed0 + 700_000 + ci as u64 * 10_000 + i;
+            let t = make(seed, a);
+            let first = kernel.run_train_detailed(&t.frames).expect("oracle run");
+            let second = kernel.run_train_detailed(&t.frames).expect("oracle run");
+            let (m1, m2) = (
+                offload_conformance::kernel_meta(&first),
+                offload_conformance::kernel_meta(&second),
+            );
+            run.trains += 1;
+            run.frames_in += t.frames.len();
+            run.frames_out += first.frames.len();
+            let entry = per_class.entry(name).or_default();
+            entry.0 += 1;
+            if first.frames != second.frames || m1 != m2 {
+                run.unstable += 1;
+                entry.1 += 1;
+                failures.push(format!(
+                    "{name} seed {seed} class {}: the kernel disagreed with itself ({} vs {} frames)",
+                    t.class,
+                    first.frames.len(),
+                    second.frames.len()
+                ));
+                continue;
+            }
+            let e = offload_conformance::engine_gro_meta(&cfg, &t.frames);
+            if let Some(diff) = offload_conformance::compare_with_meta(&first.frames, &m1, &e) {
+                entry.1 += 1;
+                failures.push(format!(
+                    "{name} seed {seed} class {}: {}\n{diff}",
+                    t.class, t.notes
+                ));
+            }
+        }
+    }
+    run
 }
 
 /// The `i`-th VLAN train: a seeded TCP train (class cycling) with in-band
