@@ -587,14 +587,20 @@ fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
             }
         }
         if let Encap::Gre { eth, .. } = o.encap {
-            // `gre_gro_receive`: flags and protocol, and the key if
-            // present; never the checksum field.
             use crate::wire::gre::Gre;
-            let (x, y) = (
-                Gre::new_unchecked(&p.data[o.encap_off..]),
-                Gre::new_unchecked(&f[o.encap_off..]),
-            );
-            if be32(&p.data, o.encap_off) != be32(f, o.encap_off) || x.key() != y.key() {
+            // `gre_gro_receive` (net/ipv4/gre_offload.c, every line
+            // since 3.x): flags and protocol, and when the key flag is
+            // set, "the key" as `*(__be32 *)(greh + 1)`: the word right
+            // after the base header. With the checksum flag also set that
+            // word is the checksum and reserved field, not the key: the
+            // key is never compared and packets whose GRE checksums differ
+            // (their inner lengths differ: a valid inner IP and TCP header
+            // fold to the pseudo-header) are different flows.
+            let word = crate::wire::gre::BASE_LEN;
+            if be32(&p.data, o.encap_off) != be32(f, o.encap_off)
+                || (Gre::new_unchecked(&f[o.encap_off..]).has_key()
+                    && be32(&p.data, o.encap_off + word) != be32(f, o.encap_off + word))
+            {
                 return false;
             }
             if eth {
