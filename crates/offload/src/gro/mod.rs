@@ -75,7 +75,8 @@ pub mod gso_type {
     pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
     /// UDP segmentation (USO / UDP GRO).
     pub const UDP_L4: u32 = 1 << 17;
-    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    /// AccECN: CWR is kept on every segment (`include/linux/skbuff.h` since
+    /// 6.15, 023af5a72ab1; set by `tcp_gro_complete` since 6.15, 4e4f7cefb130).
     pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
