@@ -220,9 +220,16 @@ fn running_kernel_suite() {
     );
     // UDP (to a UDP_GRO socket, forwarded) and VXLAN (outer IPv4 and
     // IPv6): the trains of tests/kernel_udp.rs, on every line.
-    let udp = udp_and_vxlan_trains(&mut kernel, &a, seed0, &mut per_class, &mut failures);
+    let udp = udp_and_vxlan_trains(
+        &mut kernel,
+        &a,
+        seed0,
+        geneve.is_ok(),
+        &mut per_class,
+        &mut failures,
+    );
     eprintln!(
-        "udp/vxlan trains: {} run twice, {} differ between the runs, {} frames in, the kernel delivered {}",
+        "udp/vxlan/geneve trains: {} run twice, {} differ between the runs, {} frames in, the kernel delivered {}",
         udp.trains, udp.unstable, udp.frames_in, udp.frames_out
     );
     assert!(
@@ -252,7 +259,7 @@ fn running_kernel_suite() {
         cases.len()
     );
     eprintln!(
-        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases, {vlan_trains} VLAN trains and {} UDP/VXLAN trains agree with the engine",
+        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases, {vlan_trains} VLAN trains and {} UDP/VXLAN/Geneve trains agree with the engine",
         cfg.kernel,
         cases.len(),
         udp.trains
@@ -270,16 +277,18 @@ struct UdpRun {
 /// The UDP and VXLAN trains of `tests/kernel_udp.rs` through the running
 /// kernel, each twice (bytes and GSO metadata must agree between the two
 /// runs), then through the engine configured as the oracle
-/// (`engine_config`, the running line's profile). Five cases:
+/// (`engine_config`, the running line's profile). Five cases, six with
+/// Geneve trains where the kernel has the driver (the guests):
 /// `OFFLOAD_LINE_UDP_TRAINS` trains each (default 60).
 fn udp_and_vxlan_trains(
     kernel: &mut KernelGro,
     a: &offload_conformance::generate::Addrs,
     seed0: u64,
+    with_geneve: bool,
     per_class: &mut BTreeMap<&'static str, (u32, u32)>,
     failures: &mut Vec<String>,
 ) -> UdpRun {
-    use offload_conformance::generate_udp::{udp_train, vxlan_train, UdpTrain};
+    use offload_conformance::generate_udp::{geneve_train, udp_train, vxlan_train, UdpTrain};
     use offload_lab::oracle::VxlanConf;
     let per_case = env_u64("OFFLOAD_LINE_UDP_TRAINS", 60);
     let base = |size: u32| GroKnobs {
@@ -293,7 +302,7 @@ fn udp_and_vxlan_trains(
         port: 4789,
     });
     type Make = fn(u64, &offload_conformance::generate::Addrs) -> UdpTrain;
-    let cases: [(&'static str, GroKnobs, Make); 5] = [
+    let mut cases: Vec<(&'static str, GroKnobs, Make)> = vec![
         (
             "udp-socket",
             GroKnobs {
@@ -336,6 +345,16 @@ fn udp_and_vxlan_trains(
             |seed, a| vxlan_train(seed, a, 4789, 42, true),
         ),
     ];
+    if with_geneve {
+        cases.push((
+            "geneve",
+            GroKnobs {
+                geneve_vni: Some(5),
+                ..base(65536)
+            },
+            |seed, a| geneve_train(seed, a, offload::wire::geneve::PORT, 5),
+        ));
+    }
     let mut run = UdpRun {
         trains: 0,
         unstable: 0,
