@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod generate;
+pub mod generate_tunnel;
 pub mod generate_udp;
 pub mod selftest;
 

@@ -13,7 +13,9 @@
 //! VLAN trains where the `8021q` module is loaded (the guests; the host's
 //! 6.18 has no `CONFIG_VLAN_8021Q`), and the UDP and VXLAN trains of
 //! `tests/kernel_udp.rs` (UDP to a `UDP_GRO` socket, forwarded, VXLAN
-//! over IPv4 and IPv6) on every line.
+//! over IPv4 and IPv6, Geneve where the driver exists) and IP-tunnel
+//! trains (IPIP/SIT over IPv4, IP in IPv6, GRE with every flag
+//! combination GRO takes, gretap) on every line.
 //!
 //! `kernel_6_1_in_vm` and `kernel_6_12_in_vm` boot the guest and run the
 //! same test binary's `running_kernel_suite` inside it; they fail (never
@@ -237,6 +239,17 @@ fn running_kernel_suite() {
         "kernel {}: UDP/VXLAN GRO merged nothing; is the oracle set up?",
         release()
     );
+    // IP in IP and GRE (every flag combination GRO takes, gretap).
+    let tun = ip_tunnel_trains(&mut kernel, &a, seed0, &mut per_class, &mut failures);
+    eprintln!(
+        "ip-tunnel/gre trains: {} run twice, {} differ between the runs, {} frames in, the kernel delivered {}",
+        tun.trains, tun.unstable, tun.frames_in, tun.frames_out
+    );
+    assert!(
+        tun.frames_out < tun.frames_in,
+        "kernel {}: IP-tunnel GRO merged nothing",
+        release()
+    );
     // Tagged frames that merely pass would make the VLAN trains vacuous.
     assert!(
         !vlan || vlan_out < vlan_in,
@@ -259,15 +272,17 @@ fn running_kernel_suite() {
         cases.len()
     );
     eprintln!(
-        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases, {vlan_trains} VLAN trains and {} UDP/VXLAN/Geneve trains agree with the engine",
+        "kernel {rel} (profile {}): {trains} TCP trains, {} selftest cases, {vlan_trains} VLAN trains, {} UDP/VXLAN/Geneve trains and {} IP-tunnel/GRE trains agree with the engine",
         cfg.kernel,
         cases.len(),
-        udp.trains
+        udp.trains,
+        tun.trains
     );
 }
 
-/// What [`udp_and_vxlan_trains`] ran.
-struct UdpRun {
+/// What a family of trains ran: trains, trains whose two kernel runs
+/// differed, frames in and frames the kernel delivered.
+struct Tally {
     trains: u64,
     unstable: u64,
     frames_in: usize,
@@ -287,7 +302,7 @@ fn udp_and_vxlan_trains(
     with_geneve: bool,
     per_class: &mut BTreeMap<&'static str, (u32, u32)>,
     failures: &mut Vec<String>,
-) -> UdpRun {
+) -> Tally {
     use offload_conformance::generate_udp::{geneve_train, udp_train, vxlan_train, UdpTrain};
     use offload_lab::oracle::VxlanConf;
     let per_case = env_u64("OFFLOAD_LINE_UDP_TRAINS", 60);
@@ -355,7 +370,7 @@ fn udp_and_vxlan_trains(
             |seed, a| geneve_train(seed, a, offload::wire::geneve::PORT, 5),
         ));
     }
-    let mut run = UdpRun {
+    let mut run = Tally {
         trains: 0,
         unstable: 0,
         frames_in: 0,
@@ -367,37 +382,108 @@ fn udp_and_vxlan_trains(
         for i in 0..per_case {
             let seed = seed0 + 700_000 + ci as u64 * 10_000 + i;
             let t = make(seed, a);
-            let first = kernel.run_train_detailed(&t.frames).expect("oracle run");
-            let second = kernel.run_train_detailed(&t.frames).expect("oracle run");
-            let (m1, m2) = (
-                offload_conformance::kernel_meta(&first),
-                offload_conformance::kernel_meta(&second),
-            );
-            run.trains += 1;
-            run.frames_in += t.frames.len();
-            run.frames_out += first.frames.len();
-            let entry = per_class.entry(name).or_default();
-            entry.0 += 1;
-            if first.frames != second.frames || m1 != m2 {
-                run.unstable += 1;
-                entry.1 += 1;
-                failures.push(format!(
-                    "{name} seed {seed} class {}: the kernel disagreed with itself ({} vs {} frames)",
-                    t.class,
-                    first.frames.len(),
-                    second.frames.len()
-                ));
-                continue;
-            }
-            let e = offload_conformance::engine_gro_meta(&cfg, &t.frames);
-            if let Some(diff) = offload_conformance::compare_with_meta(&first.frames, &m1, &e) {
-                entry.1 += 1;
-                failures.push(format!(
-                    "{name} seed {seed} class {}: {}\n{diff}",
-                    t.class, t.notes
-                ));
-            }
+            judge(kernel, &cfg, name, &t, &mut run, per_class, failures);
         }
+    }
+    run
+}
+
+/// One train through the kernel twice (the answers, bytes and GSO
+/// metadata, must agree) and through the engine with `cfg`; counts into
+/// `run` and `per_class[name]`, reports into `failures`.
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    kernel: &mut KernelGro,
+    cfg: &offload::GroConfig,
+    name: &'static str,
+    t: &offload_conformance::generate_udp::UdpTrain,
+    run: &mut Tally,
+    per_class: &mut BTreeMap<&'static str, (u32, u32)>,
+    failures: &mut Vec<String>,
+) {
+    let first = kernel.run_train_detailed(&t.frames).expect("oracle run");
+    let second = kernel.run_train_detailed(&t.frames).expect("oracle run");
+    let (m1, m2) = (
+        offload_conformance::kernel_meta(&first),
+        offload_conformance::kernel_meta(&second),
+    );
+    run.trains += 1;
+    run.frames_in += t.frames.len();
+    run.frames_out += first.frames.len();
+    let entry = per_class.entry(name).or_default();
+    entry.0 += 1;
+    if first.frames != second.frames || m1 != m2 {
+        run.unstable += 1;
+        entry.1 += 1;
+        failures.push(format!(
+            "{name} seed {} class {}: the kernel disagreed with itself ({} vs {} frames)",
+            t.seed,
+            t.class,
+            first.frames.len(),
+            second.frames.len()
+        ));
+        return;
+    }
+    let e = offload_conformance::engine_gro_meta(cfg, &t.frames);
+    if let Some(diff) = offload_conformance::compare_with_meta(&first.frames, &m1, &e) {
+        entry.1 += 1;
+        failures.push(format!(
+            "{name} seed {} class {}: {}\n{diff}",
+            t.seed, t.class, t.notes
+        ));
+    }
+}
+
+/// IP-in-IP and GRE trains (`generate_tunnel`): every carrier,
+/// `OFFLOAD_LINE_TUNNEL_TRAINS` trains each (default 30), each judged by
+/// [`judge`].
+fn ip_tunnel_trains(
+    kernel: &mut KernelGro,
+    a: &offload_conformance::generate::Addrs,
+    seed0: u64,
+    per_class: &mut BTreeMap<&'static str, (u32, u32)>,
+    failures: &mut Vec<String>,
+) -> Tally {
+    use offload_conformance::generate_tunnel::{ip_tunnel_train, Carrier};
+    let per_carrier = env_u64("OFFLOAD_LINE_TUNNEL_TRAINS", 30);
+    let knobs = GroKnobs {
+        flush_timeout: Duration::from_millis(400),
+        ..GroKnobs::default()
+    };
+    kernel.set_knobs(knobs.clone()).expect("oracle knobs");
+    let cfg = offload_conformance::engine_config(&knobs);
+    let mut run = Tally {
+        trains: 0,
+        unstable: 0,
+        frames_in: 0,
+        frames_out: 0,
+    };
+    for (ci, carrier) in Carrier::ALL.into_iter().enumerate() {
+        let (in0, out0) = (run.frames_in, run.frames_out);
+        for i in 0..per_carrier {
+            let seed = seed0 + 800_000 + ci as u64 * 10_000 + i;
+            let t = ip_tunnel_train(seed, a, carrier);
+            judge(
+                kernel,
+                &cfg,
+                carrier.name(),
+                &t,
+                &mut run,
+                per_class,
+                failures,
+            );
+        }
+        // Every carrier must merge something, or its trains prove nothing.
+        let (fin, fout) = (run.frames_in - in0, run.frames_out - out0);
+        eprintln!(
+            "  {:24} {fin:5} frames in, {fout:5} delivered",
+            carrier.name()
+        );
+        assert!(
+            per_carrier == 0 || fout < fin,
+            "{}: the kernel merged nothing",
+            carrier.name()
+        );
     }
     run
 }
