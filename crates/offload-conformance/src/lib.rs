@@ -254,8 +254,9 @@ pub fn running_config() -> GroConfig {
 }
 
 /// Runs a selftest case through the kernel (part by part: everything held
-/// is flushed between parts, as the selftest's sleeps do) and through the
-/// engine; `None` when bytes and GSO metadata agree, else a report.
+/// is flushed between parts, as the selftest's sleeps do), twice, and
+/// through the engine; `None` when the two kernel runs agree with each
+/// other and bytes and GSO metadata agree with the engine, else a report.
 pub fn compare_case(
     kernel: &mut offload_lab::oracle::KernelGro,
     case: &selftest::Case,
@@ -272,8 +273,18 @@ pub fn compare_case_with(
     let mut k_frames = Vec::new();
     let mut k_meta = Vec::new();
     let mut e = Vec::new();
-    for part in &case.parts {
+    for (i, part) in case.parts.iter().enumerate() {
         let o = kernel.run_train_detailed(part).expect("oracle run");
+        // Determinism first (decision 0072): a second run must answer
+        // the same, bytes and metadata.
+        let again = kernel.run_train_detailed(part).expect("oracle run");
+        if again.frames != o.frames || kernel_meta(&again) != kernel_meta(&o) {
+            return Some(format!(
+                "part {i}: the kernel disagreed with itself ({} vs {} frames)",
+                o.frames.len(),
+                again.frames.len()
+            ));
+        }
         k_meta.extend(kernel_meta(&o));
         k_frames.extend(o.frames);
         e.extend(engine_gro_meta(cfg, part));
