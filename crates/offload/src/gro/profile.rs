@@ -145,10 +145,13 @@ impl KernelLine {
     /// (`net/ipv4/udp_offload.c`, `net/ipv6/udp_offload.c`) read the
     /// network header, which `inet_gro_receive` / `ipv6_gro_receive` set
     /// last for the *innermost* IP header, through the outer header's
-    /// layout. Fixed by "net: gro: fix udp bad offset in socket lookup by
-    /// adding {inner_}network_offset to napi_gro_cb" (2024, the 6.8–6.9
-    /// window: `NAPI_GRO_CB(skb)->network_offsets[skb->encapsulation]`).
-    /// Seen on Debian's 6.1.192 (the VM suite), not on 6.12.117.
+    /// layout. Fixed by 5ef31ea5d053 "net: gro: fix udp bad offset in
+    /// socket lookup by adding {inner_}network_offset to napi_gro_cb" (net
+    /// tree, May 2024: v6.9; backported to 6.6.y, not to 6.1.y), which reads
+    /// `NAPI_GRO_CB(skb)->network_offsets[skb->encapsulation]`. Seen on
+    /// Debian's 6.1.192 (the VM suite), not on 6.12.117. (6.6.y kernels,
+    /// mapped to the 6.1 profile, have the fix: the profile is exact for
+    /// 6.1.y here.)
     #[inline]
     pub(super) fn udp_tunnel_csum_from_inner_header(self) -> bool {
         self < KernelLine::V6_12
