@@ -1,7 +1,7 @@
 //! Seeded IP-tunnel trains: the inner TCP flows of a [`tcp_train`]
 //! (IPv4 and IPv6, every inner class) carried by IP in IP (IPIP and SIT
 //! over IPv4, IPv4 and IPv6 in IPv6) or by GRE over IPv4 (no option, key,
-//! checksum, checksum and key; IP or Ethernet payload), with one outer
+//! checksum, checksum and key; IP or Ethernet payload) or IPv6, with one outer
 //! perturbation: IPv4 ID patterns and DF, TTL or hop limit, TOS or traffic
 //! class, flow label, the GRE key.
 //!
@@ -25,11 +25,14 @@ pub enum Carrier {
     /// GRE over IPv4 with these flags (0, key 0x2000, checksum 0x8000 or
     /// both); `teb`: the payload is an Ethernet frame (gretap).
     Gre { flags: u16, teb: bool },
+    /// GRE over IPv6 (`gre_gro_receive` is registered for both:
+    /// `gre_offload_init`), these flags, IP payload.
+    Gre6 { flags: u16 },
 }
 
 impl Carrier {
     /// Every carrier the suite runs.
-    pub const ALL: [Carrier; 7] = [
+    pub const ALL: [Carrier; 9] = [
         Carrier::IpInIpv4,
         Carrier::IpInIpv6,
         Carrier::Gre {
@@ -52,6 +55,8 @@ impl Carrier {
             flags: 0x2000,
             teb: true,
         },
+        Carrier::Gre6 { flags: 0x2000 },
+        Carrier::Gre6 { flags: 0xa000 },
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +68,8 @@ impl Carrier {
             Carrier::Gre { flags: 0x2000, .. } => "gre-key",
             Carrier::Gre { flags: 0x8000, .. } => "gre-csum",
             Carrier::Gre { .. } => "gre-csum-key",
+            Carrier::Gre6 { flags: 0x2000 } => "gre6-key",
+            Carrier::Gre6 { .. } => "gre6-csum-key",
         }
     }
 }
@@ -136,6 +143,14 @@ pub fn ip_tunnel_train(seed: u64, a: &Addrs, carrier: Carrier) -> UdpTrain {
                 };
                 (gre(flags, teb, inner_v6, key, f), 47)
             }
+            Carrier::Gre6 { flags } => {
+                let key = if outer == Outer::KeyChange && changed {
+                    43
+                } else {
+                    42
+                };
+                (gre(flags, false, inner_v6, key, f), 47)
+            }
         };
         let ttl = if outer == Outer::TtlChange && changed {
             17
@@ -150,7 +165,7 @@ pub fn ip_tunnel_train(seed: u64, a: &Addrs, carrier: Carrier) -> UdpTrain {
         let mut frame = Vec::with_capacity(14 + 40 + payload.len());
         frame.extend_from_slice(&a.dst_mac);
         frame.extend_from_slice(&a.src_mac);
-        if carrier == Carrier::IpInIpv6 {
+        if matches!(carrier, Carrier::IpInIpv6 | Carrier::Gre6 { .. }) {
             frame.extend_from_slice(&[0x86, 0xdd]);
             let label: u32 = if outer == Outer::FlowLabelChange && changed {
                 0xbeef
