@@ -12,6 +12,7 @@
 //! move: completing the oldest packet or one in the middle shifts at most
 //! seven order bytes, never a packet.
 
+use super::fast::Template;
 use super::{Held, MAX_GRO_SKBS};
 
 /// The per-frame line: slot hashes, age order, occupancy.
@@ -42,6 +43,9 @@ const _: () = {
 pub(super) struct Table {
     hot: Hot,
     slots: [Option<Held>; MAX_GRO_SKBS],
+    /// The fast path's header template of each slot (`fast.rs`); kept
+    /// apart from `slots` so that holding and completing never move it.
+    templates: [Template; MAX_GRO_SKBS],
 }
 
 /// A slot number.
@@ -57,6 +61,7 @@ impl Table {
                 used: 0,
             },
             slots: Default::default(),
+            templates: [Template::NONE; MAX_GRO_SKBS],
         }
     }
 
@@ -86,6 +91,39 @@ impl Table {
             }
         }
         None
+    }
+
+    /// The oldest occupied slot whose hash is `hash`.
+    #[inline(always)]
+    pub(super) fn first_with_hash(&self, hash: u32) -> Option<Slot> {
+        let hot = &self.hot;
+        let mut hits = 0u32;
+        for (s, &h) in hot.hashes.iter().enumerate() {
+            hits |= ((h == hash) as u32) << s;
+        }
+        hits &= hot.used as u32;
+        if hits == 0 {
+            return None;
+        }
+        if hits & (hits - 1) == 0 {
+            return Some(hits.trailing_zeros() as Slot);
+        }
+        hot.order[..hot.len as usize]
+            .iter()
+            .map(|&s| s as Slot)
+            .find(|&s| hits & (1 << s) != 0)
+    }
+
+    /// The fast-path template of an occupied slot.
+    #[inline(always)]
+    pub(super) fn template(&self, s: Slot) -> &Template {
+        &self.templates[s]
+    }
+
+    /// Sets the fast-path template of an occupied slot.
+    #[inline]
+    pub(super) fn set_template(&mut self, s: Slot, t: Template) {
+        self.templates[s] = t;
     }
 
     #[inline]
@@ -122,7 +160,7 @@ impl Table {
     }
 
     /// Holds a packet as the youngest; the table must have room.
-    pub(super) fn push(&mut self, hash: u32, p: Held) {
+    pub(super) fn push(&mut self, hash: u32, p: Held) -> Slot {
         let hot = &mut self.hot;
         let s = (!hot.used).trailing_zeros() as usize;
         debug_assert!(s < MAX_GRO_SKBS && (hot.len as usize) < MAX_GRO_SKBS);
@@ -131,5 +169,7 @@ impl Table {
         hot.len += 1;
         hot.used |= 1 << s;
         self.slots[s] = Some(p);
+        self.templates[s].clear();
+        s
     }
 }
