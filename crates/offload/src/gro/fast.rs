@@ -56,6 +56,9 @@ pub(super) struct Template {
     nwords: u8,
     /// Header length: link header + IP + TCP with options.
     hl: u8,
+    /// The word holding the TCP ports (and the end of the addresses):
+    /// compared alone first to reject another flow's template cheaply.
+    key: u8,
     l3: u8,
     ip: IpVersion,
     link: LinkKind,
@@ -75,6 +78,7 @@ impl Template {
         mask: [0; WORDS],
         nwords: 0,
         hl: 0,
+        key: 0,
         l3: 0,
         ip: IpVersion::V4,
         link: LinkKind::Ethernet,
@@ -82,6 +86,12 @@ impl Template {
         pseudo: 0,
         seq: 0,
     };
+
+    /// True when the slot has a template (the fast path serves it).
+    #[inline]
+    pub(super) fn is_on(&self) -> bool {
+        self.nwords != 0
+    }
 
     /// Marks the slot as served by the full path only.
     #[inline]
@@ -146,6 +156,7 @@ impl Template {
         let mut t = Template {
             nwords: nwords as u8,
             hl: hl as u8,
+            key: (l4 / 8) as u8,
             l3: l3 as u8,
             ip,
             link,
@@ -164,6 +175,19 @@ impl Template {
         t
     }
 
+    /// True when the word holding the ports equals the template's: a
+    /// cheap first test that tells flows apart.
+    #[inline(always)]
+    fn key_matches(&self, f: &[u8]) -> bool {
+        let k = self.key as usize;
+        if self.nwords == 0 {
+            return false;
+        }
+        f.get(8 * k..8 * k + 8).is_some_and(|c| {
+            u64::from_ne_bytes(c.try_into().expect("8 bytes")) & self.mask[k] == self.words[k]
+        })
+    }
+
     /// True when `f`'s header equals the template's wherever it must.
     #[inline(always)]
     fn matches(&self, f: &[u8]) -> bool {
@@ -178,6 +202,15 @@ impl Template {
         }
         diff == 0
     }
+}
+
+/// The hint-table index of a frame whose transport header is at `l4`: a
+/// multiplicative hash of the ports and the last four address bytes
+/// before them (the end of the destination address).
+#[inline(always)]
+pub(super) fn hint_index(f: &[u8], l4: usize) -> usize {
+    let w = u64::from_ne_bytes(f[l4 - 4..l4 + 4].try_into().expect("8 bytes"));
+    (w.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
 }
 
 /// Where the network and transport headers would be if `f` were a plain
@@ -275,9 +308,21 @@ impl GroEngine {
         if f.len() < l4 + tcp::MIN_HEADER_LEN {
             return false;
         }
-        let hash = flow_hash_parts(f, input.link, l3, l3, l4, ip, None);
-        let Some(slot) = self.held.first_with_hash(hash) else {
-            return false;
+        // The slot this flow's segment went to last, found without hashing
+        // (a hint table indexed by the ports), else the oldest slot with the
+        // frame's flow hash. Either way a full template match means the
+        // same flow, and a flow has at most one held packet, so this is the
+        // slot the full path's lookup would find.
+        let hint = hint_index(f, l4);
+        let slot = match self.held.hinted(hint) {
+            Some(s) if self.held.template(s).key_matches(f) => s,
+            _ => {
+                let hash = flow_hash_parts(f, input.link, l3, l3, l4, ip, None);
+                let Some(slot) = self.held.first_with_hash(hash) else {
+                    return false;
+                };
+                slot
+            }
         };
         let t = self.held.template(slot);
         if t.nwords == 0 || t.link != input.link || t.l3 as usize != l3 || t.ip != ip {
@@ -353,6 +398,7 @@ impl GroEngine {
         p.fixedid = fixedid;
         p.atomic = atomic;
         let word = (tflags as u32) << 16;
+        self.held.hint(hint, slot);
         self.merge_tcp(slot, f, hl, input, len, word, out);
         true
     }

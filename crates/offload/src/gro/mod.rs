@@ -645,6 +645,7 @@ pub(crate) enum Verdict {
 }
 
 /// The maximum merged size for a held packet (`netif_get_gro_max_size`).
+#[inline]
 fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
     if outer_protocol == ethertype::IPV6 {
         cfg.gro_max_size

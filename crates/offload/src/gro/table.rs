@@ -46,7 +46,15 @@ pub(super) struct Table {
     /// The fast path's header template of each slot (`fast.rs`); kept
     /// apart from `slots` so that holding and completing never move it.
     templates: [Template; MAX_GRO_SKBS],
+    /// Which slot a flow used last, indexed by a hash of its ports and
+    /// the end of its addresses ([`super::fast`]'s `hint_index`): a hint
+    /// only, checked against the slot's template before use, so a stale
+    /// or colliding entry costs a lookup, never a wrong answer.
+    hints: [u8; HINTS],
 }
+
+/// Entries of the fast path's flow-to-slot hint table (one byte each).
+pub(super) const HINTS: usize = 256;
 
 /// A slot number.
 pub(super) type Slot = usize;
@@ -62,6 +70,7 @@ impl Table {
             },
             slots: Default::default(),
             templates: [Template::NONE; MAX_GRO_SKBS],
+            hints: [0; HINTS],
         }
     }
 
@@ -112,6 +121,19 @@ impl Table {
             .iter()
             .map(|&s| s as Slot)
             .find(|&s| hits & (1 << s) != 0)
+    }
+
+    /// The slot hinted for hint index `k`, if occupied.
+    #[inline(always)]
+    pub(super) fn hinted(&self, k: usize) -> Option<Slot> {
+        let s = self.hints[k % HINTS] as Slot;
+        (self.hot.used & (1 << s) != 0).then_some(s)
+    }
+
+    /// Hints slot `s` for hint index `k`.
+    #[inline(always)]
+    pub(super) fn hint(&mut self, k: usize, s: Slot) {
+        self.hints[k % HINTS] = s as u8;
     }
 
     /// The fast-path template of an occupied slot.

@@ -144,6 +144,10 @@ impl GroEngine {
                 lay.ip,
                 thlen,
             );
+            if t.is_on() {
+                self.held
+                    .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
+            }
             self.held.set_template(slot, t);
         }
         Verdict::Consumed
