@@ -87,22 +87,20 @@ impl Template {
         seq: 0,
     };
 
-    /// True when the slot has a template (the fast path serves it).
-    #[inline]
-    pub(super) fn is_on(&self) -> bool {
-        self.nwords != 0
-    }
-
     /// Marks the slot as served by the full path only.
     #[inline]
     pub(super) fn clear(&mut self) {
         self.nwords = 0;
     }
 
-    /// The template of a TCP head just held (`f` its frame, `l3`/`l4` its
-    /// network and transport offsets, `thlen` its TCP header length), if
-    /// its shape is one the fast path serves.
-    pub(super) fn build(
+    /// Fills the template of a TCP head just held (`f` its frame,
+    /// `l3`/`l4` its network and transport offsets, `thlen` its TCP header
+    /// length) if its shape is one the fast path serves; else marks the
+    /// slot as served by the full path. Returns whether it is on. Runs for
+    /// every held packet, so it writes only the words it will compare.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fill(
+        &mut self,
         f: &[u8],
         link: LinkKind,
         key_len: usize,
@@ -110,69 +108,76 @@ impl Template {
         l4: usize,
         ip: IpVersion,
         thlen: usize,
-    ) -> Template {
+    ) -> bool {
         let hl = l4 + thlen;
-        let plain = match link {
-            LinkKind::Ethernet => l3 == ethernet::HEADER_LEN,
-            LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6 => l3 == 0,
-            _ => false,
+        let layout = match (link, l3) {
+            (LinkKind::Ethernet, ethernet::HEADER_LEN) => 0,
+            (LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6, 0) => 2,
+            _ => usize::MAX,
         };
         let l4_expected = l3
             + match ip {
                 IpVersion::V4 => ipv4::MIN_HEADER_LEN,
                 IpVersion::V6 => ipv6::HEADER_LEN,
             };
-        if !plain || key_len != l3 || l4 != l4_expected || hl > MAX_HEADER || f.len() < hl {
-            return Template::NONE;
+        if layout == usize::MAX
+            || key_len != l3
+            || l4 != l4_expected
+            || hl > MAX_HEADER
+            || f.len() < hl
+        {
+            self.nwords = 0;
+            return false;
         }
-        let mut bytes = [0u8; MAX_HEADER];
-        let mut mask = [0u8; MAX_HEADER];
-        bytes[..hl].copy_from_slice(&f[..hl]);
-        mask[..hl].fill(0xff);
-        let mut free = |r: core::ops::Range<usize>| mask[r].fill(0);
-        let (ip_sum, pseudo) = match ip {
-            IpVersion::V4 => {
-                free(l3 + ipv4::field::TOTAL_LEN.start..l3 + ipv4::field::IDENT.end);
-                free(l3 + ipv4::field::CHECKSUM.start..l3 + ipv4::field::CHECKSUM.end);
-                let mut h = [0u8; ipv4::MIN_HEADER_LEN];
-                h.copy_from_slice(&f[l3..l4]);
-                h[ipv4::field::TOTAL_LEN.start..ipv4::field::IDENT.end].fill(0);
-                h[ipv4::field::CHECKSUM].fill(0);
-                let sum = checksum::sum_bytes_scalar(0, &h);
-                (
-                    sum,
-                    ip.pseudo_header(&f[l3..], crate::wire::ip_proto::TCP, 0),
-                )
-            }
-            IpVersion::V6 => {
-                free(l3 + ipv6::field::PAYLOAD_LEN.start..l3 + ipv6::field::PAYLOAD_LEN.end);
-                (0, ip.pseudo_header(&f[l3..], crate::wire::ip_proto::TCP, 0))
-            }
-        };
-        free(l4 + tcp::field::SEQ.start..l4 + tcp::field::SEQ.end);
-        free(l4 + tcp::field::CHECKSUM..l4 + tcp::field::CHECKSUM + 2);
-        mask[l4 + tcp::field::FLAGS] = !(flags::FIN | flags::PSH);
+        let base = &MASKS[layout + (ip == IpVersion::V6) as usize];
         let nwords = hl.div_ceil(8);
-        let mut t = Template {
-            nwords: nwords as u8,
-            hl: hl as u8,
-            key: (l4 / 8) as u8,
-            l3: l3 as u8,
-            ip,
-            link,
-            ip_sum,
-            pseudo,
-            seq: be32(f, l4 + tcp::field::SEQ.start),
-            ..Template::NONE
-        };
-        for i in 0..WORDS {
-            let w = |b: &[u8; MAX_HEADER]| {
-                u64::from_ne_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"))
-            };
-            t.mask[i] = w(&mask);
-            t.words[i] = w(&bytes) & t.mask[i];
+        let n = nwords * 8;
+        if f.len() >= n {
+            let pairs = self.words.iter_mut().zip(self.mask.iter_mut());
+            for ((w, m), (c, b)) in pairs.zip(f[..n].chunks_exact(8).zip(base)) {
+                *m = *b;
+                *w = u64::from_ne_bytes(c.try_into().expect("8 bytes")) & b;
+            }
+        } else {
+            // A frame ending inside the last word: zero-padded.
+            let mut b = [0u8; MAX_HEADER];
+            b[..f.len().min(n)].copy_from_slice(&f[..f.len().min(n)]);
+            for i in 0..nwords {
+                self.mask[i] = base[i];
+                let c: [u8; 8] = b[8 * i..8 * i + 8].try_into().expect("8 bytes");
+                self.words[i] = u64::from_ne_bytes(c) & base[i];
+            }
         }
-        t
+        let keep = hl % 8;
+        if keep != 0 {
+            // Bytes past the header are not compared.
+            let tail = u64::from_ne_bytes((u64::MAX >> (64 - 8 * keep)).to_le_bytes());
+            self.mask[nwords - 1] &= tail;
+            self.words[nwords - 1] &= tail;
+        }
+        // The TCP header's own mask byte depends on nothing but the layout;
+        // the ones' complement sums of the fixed fields are taken once.
+        let h = &f[l3..];
+        self.ip_sum = match ip {
+            IpVersion::V4 => {
+                let mut acc =
+                    checksum::sum_u32(0, be32(h, 0) & 0xff00_0000 | be32(h, 0) & 0x00ff_0000);
+                acc = checksum::sum_u32(acc, be32(h, 4) & 0x0000_ffff);
+                acc = checksum::sum_u32(acc, be32(h, 8) & 0xffff_0000);
+                acc = checksum::sum_u32(acc, be32(h, 12));
+                checksum::sum_u32(acc, be32(h, 16))
+            }
+            IpVersion::V6 => 0,
+        };
+        self.pseudo = ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
+        self.nwords = nwords as u8;
+        self.hl = hl as u8;
+        self.key = (l4 / 8) as u8;
+        self.l3 = l3 as u8;
+        self.ip = ip;
+        self.link = link;
+        self.seq = be32(f, l4 + tcp::field::SEQ.start);
+        true
     }
 
     /// True when the word holding the ports equals the template's: a
@@ -202,6 +207,58 @@ impl Template {
         }
         diff == 0
     }
+}
+
+/// The compare masks of the four plain layouts (Ethernet or raw IP, IPv4
+/// or IPv6), all bytes of a maximal header: 0xff where the held head and
+/// the next segment must be equal, 0 in the fields that may differ.
+static MASKS: [[u64; WORDS]; 4] = [
+    base_mask(ethernet::HEADER_LEN, false),
+    base_mask(ethernet::HEADER_LEN, true),
+    base_mask(0, false),
+    base_mask(0, true),
+];
+
+const fn base_mask(l3: usize, v6: bool) -> [u64; WORDS] {
+    let mut b = [0xffu8; MAX_HEADER];
+    let l4 = if v6 {
+        // Payload length.
+        b[l3 + 4] = 0;
+        b[l3 + 5] = 0;
+        l3 + ipv6::HEADER_LEN
+    } else {
+        // Total length, ID, header checksum.
+        let mut i = 2;
+        while i < 6 {
+            b[l3 + i] = 0;
+            i += 1;
+        }
+        b[l3 + 10] = 0;
+        b[l3 + 11] = 0;
+        l3 + ipv4::MIN_HEADER_LEN
+    };
+    // Sequence number, checksum; FIN and PSH may differ.
+    let mut i = 4;
+    while i < 8 {
+        b[l4 + i] = 0;
+        i += 1;
+    }
+    b[l4 + 16] = 0;
+    b[l4 + 17] = 0;
+    b[l4 + 13] = !(flags::FIN | flags::PSH);
+    let mut w = [0u64; WORDS];
+    let mut i = 0;
+    while i < WORDS {
+        let mut x = [0u8; 8];
+        let mut j = 0;
+        while j < 8 {
+            x[j] = b[8 * i + j];
+            j += 1;
+        }
+        w[i] = u64::from_ne_bytes(x);
+        i += 1;
+    }
+    w
 }
 
 /// The hint-table index of a frame whose transport header is at `l4`: a

@@ -601,6 +601,17 @@ impl GroEngine {
         payload: u32,
         out: &mut F,
     ) -> table::Slot {
+        self.hold_hashed(skb, rx::flow_hash(skb), payload, out)
+    }
+
+    /// [`Self::hold`] for a frame whose flow hash is already known.
+    fn hold_hashed<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &rx::Skb<'_>,
+        hash: u32,
+        payload: u32,
+        out: &mut F,
+    ) -> table::Slot {
         if self.held.len() >= MAX_GRO_SKBS {
             if let Some(oldest) = self.held.pop_oldest() {
                 self.complete(oldest, FlushReason::TableFull, out);
@@ -613,7 +624,7 @@ impl GroEngine {
             None => skb.proto(),
         };
         self.held.push(
-            rx::flow_hash(skb),
+            hash,
             Held {
                 data,
                 link: skb.input.link,

@@ -451,8 +451,16 @@ impl GroEngine {
     /// Held packets whose flow hash differs are rejected with one compare
     /// of the table's hot line; the full comparison runs for the others.
     pub(super) fn lookup(&self, skb: &Skb<'_>) -> Option<super::table::Slot> {
+        self.lookup_hashed(skb).0
+    }
+
+    /// [`Self::lookup`], also returning the frame's flow hash, so that
+    /// holding the frame next does not hash it again.
+    #[inline]
+    pub(super) fn lookup_hashed(&self, skb: &Skb<'_>) -> (Option<super::table::Slot>, u32) {
         let f = skb.frame();
-        self.held.find(flow_hash(skb), |p| same_flow(p, skb, f))
+        let hash = flow_hash(skb);
+        (self.held.find(hash, |p| same_flow(p, skb, f)), hash)
     }
 }
 

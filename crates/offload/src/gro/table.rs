@@ -142,10 +142,10 @@ impl Table {
         &self.templates[s]
     }
 
-    /// Sets the fast-path template of an occupied slot.
+    /// The fast-path template of an occupied slot, to fill.
     #[inline]
-    pub(super) fn set_template(&mut self, s: Slot, t: Template) {
-        self.templates[s] = t;
+    pub(super) fn template_mut(&mut self, s: Slot) -> &mut Template {
+        &mut self.templates[s]
     }
 
     #[inline]

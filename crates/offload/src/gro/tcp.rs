@@ -42,9 +42,9 @@ impl GroEngine {
         let len = (f.len() - th - thlen) as u32;
         let flags = be32(f, th + tcp::field::FLAG_WORD.start);
 
-        let found = self.lookup(skb);
+        let (found, hash) = self.lookup_hashed(skb);
         let Some(idx) = found else {
-            return self.pass_or_hold(skb, thlen, len, flags, out);
+            return self.pass_or_hold(skb, hash, thlen, len, flags, out);
         };
 
         let not_merged = self.tcp_flush_term(idx, skb, thlen, len, flags);
@@ -58,7 +58,7 @@ impl GroEngine {
                 // p is completed (pp = p), then skb passes or is held.
                 let p = self.held.remove(idx);
                 self.complete(p, reason, out);
-                self.pass_or_hold(skb, thlen, len, flags, out)
+                self.pass_or_hold(skb, hash, thlen, len, flags, out)
             }
         }
     }
@@ -118,6 +118,7 @@ impl GroEngine {
     fn pass_or_hold<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
+        hash: u32,
         thlen: usize,
         len: u32,
         flags: u32,
@@ -132,10 +133,10 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        let slot = self.hold(skb, len, out);
+        let slot = self.hold_hashed(skb, hash, len, out);
         let lay = &skb.lay;
         if lay.outer.is_none() {
-            let t = super::fast::Template::build(
+            let on = self.held.template_mut(slot).fill(
                 skb.frame(),
                 skb.input.link,
                 skb.l2.key_len,
@@ -144,11 +145,10 @@ impl GroEngine {
                 lay.ip,
                 thlen,
             );
-            if t.is_on() {
+            if on {
                 self.held
                     .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
             }
-            self.held.set_template(slot, t);
         }
         Verdict::Consumed
     }
