@@ -30,7 +30,6 @@
 //! paths over perturbed trains for every kernel line.
 
 use super::profile::KernelLine;
-use super::rx::flow_hash_parts;
 use super::{max_size, GroEngine, Input, Proto, RxChecksum};
 use crate::checksum;
 use crate::link::LinkKind;
@@ -261,13 +260,16 @@ const fn base_mask(l3: usize, v6: bool) -> [u64; WORDS] {
     w
 }
 
-/// The hint-table index of a frame whose transport header is at `l4`: a
-/// multiplicative hash of the ports and the last four address bytes
-/// before them (the end of the destination address).
+/// The two hint-table indices of a frame whose transport header is at
+/// `l4`: two bytes of a multiplicative hash of the ports and the last four
+/// address bytes before them (the end of the destination address). A
+/// flow is hinted under both, so two flows that collide on one index are
+/// still told apart by the other.
 #[inline(always)]
-pub(super) fn hint_index(f: &[u8], l4: usize) -> usize {
+pub(super) fn hint_index(f: &[u8], l4: usize) -> (usize, usize) {
     let w = u64::from_ne_bytes(f[l4 - 4..l4 + 4].try_into().expect("8 bytes"));
-    (w.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
+    let h = w.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((h >> 56) as usize, (h >> 48) as u8 as usize)
 }
 
 /// Where the network and transport headers would be if `f` were a plain
@@ -366,20 +368,18 @@ impl GroEngine {
             return false;
         }
         // The slot this flow's segment went to last, found without hashing
-        // (a hint table indexed by the ports), else the oldest slot with the
-        // frame's flow hash. Either way a full template match means the
-        // same flow, and a flow has at most one held packet, so this is the
-        // slot the full path's lookup would find.
+        // the whole flow key (a hint table indexed by the ports and address
+        // ends). A full template match means the same flow, and a flow has
+        // at most one held packet, so this is the slot the full path's
+        // lookup would find. A frame without a hint (a new flow, a rare
+        // collision) takes the full path, which hashes it once.
         let hint = hint_index(f, l4);
-        let slot = match self.held.hinted(hint) {
+        let slot = match self.held.hinted(hint.0) {
             Some(s) if self.held.template(s).key_matches(f) => s,
-            _ => {
-                let hash = flow_hash_parts(f, input.link, l3, l3, l4, ip, None);
-                let Some(slot) = self.held.first_with_hash(hash) else {
-                    return false;
-                };
-                slot
-            }
+            _ => match self.held.hinted(hint.1) {
+                Some(s) if self.held.template(s).key_matches(f) => s,
+                _ => return false,
+            },
         };
         let t = self.held.template(slot);
         if t.nwords == 0 || t.link != input.link || t.l3 as usize != l3 || t.ip != ip {

@@ -102,27 +102,6 @@ impl Table {
         None
     }
 
-    /// The oldest occupied slot whose hash is `hash`.
-    #[inline(always)]
-    pub(super) fn first_with_hash(&self, hash: u32) -> Option<Slot> {
-        let hot = &self.hot;
-        let mut hits = 0u32;
-        for (s, &h) in hot.hashes.iter().enumerate() {
-            hits |= ((h == hash) as u32) << s;
-        }
-        hits &= hot.used as u32;
-        if hits == 0 {
-            return None;
-        }
-        if hits & (hits - 1) == 0 {
-            return Some(hits.trailing_zeros() as Slot);
-        }
-        hot.order[..hot.len as usize]
-            .iter()
-            .map(|&s| s as Slot)
-            .find(|&s| hits & (1 << s) != 0)
-    }
-
     /// The slot hinted for hint index `k`, if occupied.
     #[inline(always)]
     pub(super) fn hinted(&self, k: usize) -> Option<Slot> {
@@ -130,10 +109,11 @@ impl Table {
         (self.hot.used & (1 << s) != 0).then_some(s)
     }
 
-    /// Hints slot `s` for hint index `k`.
+    /// Hints slot `s` under both hint indices `k`.
     #[inline(always)]
-    pub(super) fn hint(&mut self, k: usize, s: Slot) {
-        self.hints[k % HINTS] = s as u8;
+    pub(super) fn hint(&mut self, k: (usize, usize), s: Slot) {
+        self.hints[k.0 % HINTS] = s as u8;
+        self.hints[k.1 % HINTS] = s as u8;
     }
 
     /// The fast-path template of an occupied slot.
