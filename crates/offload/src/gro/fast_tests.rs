@@ -201,11 +201,9 @@ fn train(c: &Case) -> Vec<(Vec<u8>, u32)> {
                 let t = s.tcp_mut();
                 t.seq = t.seq.wrapping_add(*o)
             }
-            Mutation::TsVal(v) => {
-                if c.timestamps {
-                    let o = crate::build::timestamp_option(*v, 900);
-                    s.tcp_mut().options = o.to_vec();
-                }
+            Mutation::TsVal(v) if c.timestamps => {
+                let o = crate::build::timestamp_option(*v, 900);
+                s.tcp_mut().options = o.to_vec();
             }
             Mutation::Padding(p) => s.trailer = vec![0; *p],
             Mutation::BadTcpChecksum => s.tcp_mut().corrupt_checksum = true,

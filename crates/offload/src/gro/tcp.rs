@@ -68,6 +68,7 @@ impl GroEngine {
     /// carried onto the head's flag word (`flags`: the segment's), and a
     /// FIN, a PSH or a segment shorter than `gso_size` ends the run.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn merge_tcp<F: FnMut(&Delivered<'_>)>(
         &mut self,
         idx: usize,
