@@ -11,6 +11,12 @@
 //! for the one slot whose hash matched, and lives apart in slots that never
 //! move: completing the oldest packet or one in the middle shifts at most
 //! seven order bytes, never a packet.
+//!
+//! Beside the slots sit the fast path's per-slot header templates and a
+//! 256-byte hint table from a flow's ports to its slot (`fast.rs`,
+//! decision 0076): a bulk flow's next segment finds its slot and is
+//! checked against its head without hashing the flow or touching the other
+//! slots.
 
 use super::fast::Template;
 use super::{Held, MAX_GRO_SKBS};
