@@ -67,7 +67,7 @@ impl GroEngine {
     /// its payload (from `payload_off` in `f`) is appended, FIN and PSH
     /// carried onto the head's flag word (`flags`: the segment's), and a
     /// FIN, a PSH or a segment shorter than `gso_size` ends the run.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn merge_tcp<F: FnMut(&Delivered<'_>)>(
         &mut self,
