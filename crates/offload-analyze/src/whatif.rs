@@ -150,12 +150,17 @@ impl WhatIfWorker {
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    GroEngine::new(config_for(
+                    let mut e = GroEngine::new(config_for(
                         *s,
                         profile,
                         verify_checksums && i == 0,
                         &vxlan_ports,
-                    ))
+                    ));
+                    // The what-if counts packets and reads only their
+                    // headers: merged payloads stay in the capture's
+                    // frames (never read back), so no payload is copied.
+                    e.set_zero_copy(true);
+                    e
                 })
                 .collect::<Vec<_>>()
         };
@@ -472,6 +477,9 @@ impl Pending {
         ring: &Ring,
     ) -> Pending {
         let slot = ring.get(d.first_frame);
+        // Zero-copy: `data` is the first segment (all headers), `len()`
+        // the whole packet.
+        let len = d.len() as u32;
         Pending {
             i,
             healthy,
@@ -480,7 +488,7 @@ impl Pending {
             reason: d.reason,
             frame: culprit(d, current),
             segs: d.segments,
-            len: d.data.len() as u32,
+            len,
             ts: d.timestamp_ns,
         }
     }
