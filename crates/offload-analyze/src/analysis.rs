@@ -16,7 +16,7 @@ use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
 pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
 use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader, Control};
+use offload_capture::{CaptureError, CaptureInput, Control, SpooledInput};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -115,19 +115,36 @@ pub fn run_pass(
             crate::columnar::ColumnarError::NotBuilt,
         ));
     }
-    // Open every file first so that a wrong path fails before minutes of work.
+    // Each input is opened once, here, so that a wrong path fails before
+    // minutes of work; every reader below (the checksum probe, the jobs)
+    // reads that one open file from its own position. A stream (`-`, a
+    // FIFO) is copied to a temporary file first (read once, too).
+    let mut spools = Vec::new();
+    let mut opened = Vec::with_capacity(inputs.len());
     for p in inputs {
-        CaptureReader::open(p).map_err(AnalyzeError::Open)?;
+        let input = if offload_capture::stdio::is_rereadable(p) {
+            CaptureInput::open(p)
+        } else {
+            let s = SpooledInput::new(p).map_err(AnalyzeError::Open)?;
+            let i = CaptureInput::open_as(s.path(), s.name().to_string());
+            spools.push(s);
+            i
+        }
+        .map_err(AnalyzeError::Open)?;
+        // The file header, now.
+        input.reader().map_err(AnalyzeError::Open)?;
+        opened.push(input);
     }
+    let opened = &opened;
     let threads = if opts.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         opts.threads
     };
     let jobs = plan(inputs.len(), opts.gro_sizes.len(), threads);
-    let offloaded: Vec<bool> = inputs
+    let offloaded: Vec<bool> = opened
         .iter()
-        .map(|p| opts.verify_checksums && checksums_offloaded(p, &opts.vxlan_ports))
+        .map(|i| opts.verify_checksums && probe_offloaded(i, &opts.vxlan_ports))
         .collect();
     let next = AtomicUsize::new(0);
     let progress = AtomicU64::new(0);
@@ -171,6 +188,7 @@ pub fn run_pass(
                     .map(|d| crate::columnar::packets_path(d, job.file, inputs.len()));
                 match run_job(
                     &inputs[job.file],
+                    &opened[job.file],
                     job,
                     opts,
                     verify,
@@ -297,7 +315,12 @@ const CSUM_PROBE_FRAMES: usize = 2000;
 /// (the pseudo-header sum only): a capture on a sending host, or on a
 /// virtual link that passes packets with CHECKSUM_PARTIAL (veth, tap).
 pub fn checksums_offloaded(path: &Path, vxlan_ports: &[u16]) -> bool {
-    let Ok(mut r) = CaptureReader::open(path) else {
+    CaptureInput::open(path).is_ok_and(|i| probe_offloaded(&i, vxlan_ports))
+}
+
+/// [`checksums_offloaded`] on an opened input (a reader of its own).
+fn probe_offloaded(input: &CaptureInput, vxlan_ports: &[u16]) -> bool {
+    let Ok(mut r) = input.reader() else {
         return false;
     };
     for _ in 0..CSUM_PROBE_FRAMES {
@@ -325,6 +348,7 @@ pub fn checksums_offloaded(path: &Path, vxlan_ports: &[u16]) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn run_job(
     path: &Path,
+    input: &CaptureInput,
     job: &Job,
     opts: &Options,
     verify: bool,
@@ -335,7 +359,7 @@ fn run_job(
     nfiles: usize,
     evicted: Option<&Path>,
 ) -> Result<JobResult, AnalyzeError> {
-    let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    let mut reader = input.reader().map_err(AnalyzeError::Open)?;
     reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
