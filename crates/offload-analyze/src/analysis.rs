@@ -556,6 +556,9 @@ impl Spill {
 #[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
+    /// The previous frame's flow: a bulk transfer sends runs of segments
+    /// of one flow, which then skip the hash lookup.
+    last: Option<(FlowKey, u32)>,
     pub flows: Vec<FlowStats>,
     cap: usize,
     next_serial: u64,
@@ -573,6 +576,7 @@ impl FlowTable {
     pub fn with_capacity(cap: usize) -> Self {
         FlowTable {
             index: FxHashMap::default(),
+            last: None,
             flows: Vec::new(),
             cap: cap.max(1),
             next_serial: 0,
@@ -584,6 +588,7 @@ impl FlowTable {
     /// Evicts the least recently active flows, keeping the others' order
     /// and their links to their reverse direction.
     fn evict(&mut self) {
+        self.last = None;
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
         let mut kept = 0u32;
@@ -616,6 +621,22 @@ impl FlowTable {
         });
     }
 
+    /// The slot of `key`, a new flow (evicting first when full) if unseen.
+    fn lookup(&mut self, key: FlowKey, number: u64, ts: u64, sizes: usize, file: usize) -> usize {
+        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
+            self.evict();
+        }
+        let flows = &mut self.flows;
+        let serial = &mut self.next_serial;
+        *self.index.entry(key).or_insert_with(|| {
+            let mut f = FlowStats::new(key, file, number, ts, sizes);
+            f.serial = *serial;
+            *serial += 1;
+            flows.push(f);
+            (flows.len() - 1) as u32
+        }) as usize
+    }
+
     /// Adds a frame; returns its flow's serial (order of first appearance).
     #[allow(clippy::too_many_arguments)]
     pub fn update(
@@ -629,19 +650,11 @@ impl FlowTable {
         file: usize,
     ) -> usize {
         let key = FlowKey::of(p);
-        let sizes = opts.gro_sizes.len();
-        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
-            self.evict();
-        }
-        let flows = &mut self.flows;
-        let serial = &mut self.next_serial;
-        let idx = *self.index.entry(key).or_insert_with(|| {
-            let mut f = FlowStats::new(key, file, number, ts, sizes);
-            f.serial = *serial;
-            *serial += 1;
-            flows.push(f);
-            (flows.len() - 1) as u32
-        }) as usize;
+        let idx = match self.last {
+            Some((k, i)) if k == key => i as usize,
+            _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
+        };
+        self.last = Some((key, idx as u32));
         self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {

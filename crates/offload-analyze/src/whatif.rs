@@ -91,6 +91,8 @@ pub struct WhatIfWorker {
     /// Scratch copy of the frame being normalised for the healthy engines.
     healthy_buf: Vec<u8>,
     index: FxHashMap<FlowKey, u32>,
+    /// The previous frame's flow and slot (runs of one flow skip the hash).
+    last: Option<(FlowKey, u32)>,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
     ring: RingBox,
@@ -177,6 +179,7 @@ impl WhatIfWorker {
             ],
             sizes,
             index: FxHashMap::default(),
+            last: None,
             flows: Vec::new(),
             ring: RingBox(Ring::new()),
             vxlan_ports,
@@ -189,6 +192,7 @@ impl WhatIfWorker {
     /// ring entries of evicted flows point nowhere, the others follow their
     /// flow's new slot.
     fn evict(&mut self) {
+        self.last = None;
         let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![EVICTED; evict.len()];
         let mut kept = 0u32;
@@ -215,6 +219,18 @@ impl WhatIfWorker {
     }
 
     fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
+        if let Some((k, s)) = self.last {
+            if k == key {
+                self.flows[s as usize].last_frame = frame;
+                return s;
+            }
+        }
+        let s = self.lookup(key, frame);
+        self.last = Some((key, s));
+        s
+    }
+
+    fn lookup(&mut self, key: FlowKey, frame: u64) -> u32 {
         let n = self.sizes.len();
         if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
             self.evict();
