@@ -237,3 +237,27 @@ fn live_counts_gro_merging_on_veth() {
         "the vnet header names super-packets: {sample}"
     );
 }
+
+/// Knobs that exist only in the initial namespace (netdev_budget,
+/// busy_read, ...) are read from there when inspect runs inside another
+/// one, as `ip netns exec` users do; they used to print "-". The test
+/// process is the launching "shell": its namespace is the host's.
+#[test]
+fn host_only_sysctls_are_read_from_inside_a_namespace() {
+    let ns = NetNs::new_anonymous().unwrap();
+    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    for key in [
+        "netdev_budget",
+        "netdev_budget_usecs",
+        "netdev_max_backlog",
+        "busy_read",
+        "busy_poll",
+    ] {
+        let host = std::fs::read_to_string(format!("/proc/sys/net/core/{key}")).unwrap();
+        assert_eq!(
+            v["host"]["sysctls"][format!("net.core.{key}")],
+            host.trim(),
+            "net.core.{key} read inside the namespace"
+        );
+    }
+}

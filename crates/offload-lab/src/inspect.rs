@@ -621,14 +621,14 @@ fn read_host(private_sysfs: bool) -> HostState {
     }
 }
 
-/// Reads a sysctl as the initial network namespace (that of pid 1) sees it,
-/// from a helper thread that joins it; `None` when it cannot.
+/// Reads a sysctl as the initial network namespace sees it, from a helper
+/// thread that joins it; `None` when no way in is open to us.
 fn read_sysctl_initial_ns(key: &str) -> Option<String> {
+    let ns = open_initial_net_ns()?;
     let key = key.to_string();
     std::thread::spawn(move || {
-        let f = std::fs::File::open("/proc/1/ns/net").ok()?;
         rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&f),
+            std::os::fd::AsFd::as_fd(&ns),
             Some(rustix::thread::LinkNameSpaceType::Network),
         )
         .ok()?;
@@ -637,6 +637,44 @@ fn read_sysctl_initial_ns(key: &str) -> Option<String> {
     .join()
     .ok()
     .flatten()
+}
+
+/// Opens the network namespace of pid 1 or, where pid 1's is closed to us
+/// (containers and sandboxes deny it even to root), that of our highest
+/// readable ancestor: `ip netns exec`, `unshare -n` and `nsenter` all leave
+/// the launching shell in the namespace the host's knobs live in. `None`
+/// when only our own namespace is reachable.
+fn open_initial_net_ns() -> Option<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let own = std::fs::metadata("/proc/self/ns/net").ok()?.ino();
+    let mut chain = Vec::new();
+    let mut pid = std::process::id();
+    // Bounded: a pid chain cannot loop, but a racing exit could make
+    // /proc lie for a moment.
+    for _ in 0..64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name may hold spaces and parentheses: the fields
+        // after the last ')' are "state ppid ...".
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        if ppid == 0 {
+            break;
+        }
+        chain.push(ppid);
+        pid = ppid;
+    }
+    let topmost_first = std::iter::once(1).chain(chain.into_iter().rev());
+    // The topmost readable one stands for the host; if that is our own,
+    // we are in the host's namespace already (or cannot see past ours).
+    let top = topmost_first
+        .filter_map(|pid| std::fs::File::open(format!("/proc/{pid}/ns/net")).ok())
+        .next()?;
+    (top.metadata().ok()?.ino() != own).then_some(top)
 }
 
 /// Looks for `__cacheline_group_begin__` in the kernel's BTF: present on
@@ -910,7 +948,7 @@ fn softnet_findings(host: &HostState, out: &mut Vec<Finding>) {
     let squeezed: u64 = host.softnet.iter().map(|c| c.time_squeeze).sum();
     let processed: u64 = host.softnet.iter().map(|c| c.processed).sum();
     if dropped > 0 {
-        let backlog = sysctl_u64(host, "net.core.netdev_max_backlog").unwrap_or(1000);
+        let (backlog, note) = sysctl_or_default(host, "net.core.netdev_max_backlog", 1000);
         out.push(Finding {
             rank: 0,
             severity: Severity::High,
@@ -919,7 +957,7 @@ fn softnet_findings(host: &HostState, out: &mut Vec<Finding>) {
             title: format!("{dropped} packets dropped at the backlog since boot"),
             detail: format!(
                 "/proc/net/softnet_stat: {dropped} drops over {processed} packets ({}): the per-CPU \
-                 backlog exceeded netdev_max_backlog = {backlog}",
+                 backlog exceeded netdev_max_backlog = {backlog}{note}",
                 per_cpu(host, |c| c.dropped)
             ),
             fix: format!("sysctl -w net.core.netdev_max_backlog={}", (backlog * 2).max(2000)),
@@ -927,8 +965,8 @@ fn softnet_findings(host: &HostState, out: &mut Vec<Finding>) {
         });
     }
     if squeezed > 0 {
-        let budget = sysctl_u64(host, "net.core.netdev_budget").unwrap_or(300);
-        let usecs = sysctl_u64(host, "net.core.netdev_budget_usecs").unwrap_or(2000);
+        let (budget, budget_note) = sysctl_or_default(host, "net.core.netdev_budget", 300);
+        let (usecs, usecs_note) = sysctl_or_default(host, "net.core.netdev_budget_usecs", 2000);
         out.push(Finding {
             rank: 0,
             severity: Severity::Info,
@@ -937,7 +975,8 @@ fn softnet_findings(host: &HostState, out: &mut Vec<Finding>) {
             title: format!("net_rx_action ran out of budget {squeezed} times"),
             detail: format!(
                 "/proc/net/softnet_stat time_squeeze {squeezed} ({}): softirq receive stopped with work \
-                 left (netdev_budget = {budget}, netdev_budget_usecs = {usecs}); the rest waits for the \
+                 left (netdev_budget = {budget}{budget_note}, netdev_budget_usecs = {usecs}{usecs_note}); \
+                 the rest waits for the \
                  next softirq or ksoftirqd",
                 per_cpu(host, |c| c.time_squeeze)
             ),
@@ -948,6 +987,18 @@ fn softnet_findings(host: &HostState, out: &mut Vec<Finding>) {
             ),
             kernel: None,
         });
+    }
+}
+
+/// A host sysctl's value, or the kernel's default with a note saying so
+/// when it could not be read (a namespace with no way to the host's).
+fn sysctl_or_default(host: &HostState, key: &str, default: u64) -> (u64, &'static str) {
+    match sysctl_u64(host, key) {
+        Some(v) => (v, ""),
+        None => (
+            default,
+            " (kernel default: not readable from this namespace)",
+        ),
     }
 }
 
