@@ -1,11 +1,16 @@
 //! The streaming pass: files in, flow statistics and GRO what-ifs out.
 //!
-//! Work is split into jobs, each reading one input file on its own: one job
-//! per file computes the flow statistics (and the first what-if size), and
-//! the other what-if sizes get jobs of their own. Jobs run on up to
-//! `threads` threads (the machine's cores by default), so a single large
-//! capture uses two cores: one for statistics, one for the engine. Each job
-//! keeps constant memory per flow; nothing holds frames.
+//! Each input is opened once ([`CaptureInput`]); work is split into jobs,
+//! each reading one file from its beginning through that open file. By
+//! default a file is one job (statistics and every what-if size, each
+//! checksum verified once) and jobs run on up to one thread per core, so
+//! several files use several cores. With `--threads N` (`Options::threads`)
+//! a lone file is split: one job computes the flow statistics and the
+//! what-if sizes get jobs of their own, so that one capture uses N cores, at
+//! the price of reading and dissecting it once per job (about 1.5x the CPU
+//! time on a real capture: worth it only on an otherwise idle machine; see
+//! docs/performance.md). Each job keeps constant memory per flow; nothing
+//! holds frames.
 //!
 //! Ctrl-C (the `cancel` flag) stops every job at its next frame; what was
 //! counted so far is still reported, marked `interrupted`.
@@ -141,7 +146,16 @@ pub fn run_pass(
     } else {
         opts.threads
     };
-    let jobs = plan(inputs.len(), opts.gro_sizes.len(), threads);
+    // Splitting a file over jobs reads and dissects it once per job: it
+    // costs about 1.5x the CPU for a shorter wall time on an idle machine
+    // only. So by default (0) each file is one job and the cores share the
+    // files; asking for threads (`--threads N`) splits a lone file.
+    let jobs = plan(
+        inputs.len(),
+        opts.gro_sizes.len(),
+        threads,
+        opts.threads != 0,
+    );
     let offloaded: Vec<bool> = opened
         .iter()
         .map(|i| opts.verify_checksums && probe_offloaded(i, &opts.vxlan_ports))
@@ -253,13 +267,14 @@ fn jobs_per_file(jobs: &[Job], files: usize) -> u64 {
     (jobs.len() / files.max(1)).max(1) as u64
 }
 
-/// One job per file when there are at least as many files as threads;
-/// otherwise each file gets a statistics job and its what-if sizes are dealt
-/// round-robin over `threads - 1` engine jobs, so that every core has work.
-/// (Keeping all sizes of a file in one job lets it verify each checksum once.)
-fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
+/// One job per file when there are at least as many files as threads, or
+/// when `split` is off; otherwise each file gets a statistics job and its
+/// what-if sizes are dealt round-robin over `threads - 1` engine jobs, so
+/// that every core has work. (Keeping all sizes of a file in one job lets
+/// it verify each checksum once.)
+fn plan(files: usize, sizes: usize, threads: usize, split: bool) -> Vec<Job> {
     let mut jobs = Vec::new();
-    let split = files < threads && sizes > 0;
+    let split = split && files < threads && sizes > 0;
     for f in 0..files {
         if split {
             jobs.push(Job {
