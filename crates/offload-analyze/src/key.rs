@@ -55,7 +55,9 @@ impl std::hash::Hash for FlowKey {
             let (d0, d1) = words(&t.dst);
             h.write_u64(s0 ^ s1.rotate_left(32) ^ d0.rotate_left(16) ^ d1.rotate_left(48));
             h.write_u64(
-                (t.vni as u64) << 32 | (t.sport as u64) << 16 | t.dport as u64 ^ (t.v6 as u64) << 63,
+                (t.vni as u64) << 32
+                    | (t.sport as u64) << 16
+                    | t.dport as u64 ^ (t.v6 as u64) << 63,
             );
         }
     }

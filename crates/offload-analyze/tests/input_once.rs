@@ -67,7 +67,11 @@ fn a_file_is_opened_once_and_a_fifo_gives_the_same_report() {
     };
     let before = offload_capture::inputs_opened();
     let from_file = run(&file, &opts);
-    assert_eq!(offload_capture::inputs_opened() - before, 1, "opens of {file:?}");
+    assert_eq!(
+        offload_capture::inputs_opened() - before,
+        1,
+        "opens of {file:?}"
+    );
     assert_eq!(from_file.report.flows.len(), 4);
     assert_eq!(from_file.report.what_if[0].frames_in, 400);
 

@@ -117,11 +117,7 @@ impl CaptureInput {
             };
             return CaptureReader::from_source(Box::new(src), self.name.clone(), self.len);
         }
-        let taken = self
-            .stream
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let taken = self.stream.lock().unwrap_or_else(|e| e.into_inner()).take();
         match taken {
             Some(f) => CaptureReader::from_source(Box::new(f), self.name.clone(), None),
             None => Err(CaptureError::from(ErrorDetail {
