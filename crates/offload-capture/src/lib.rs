@@ -10,6 +10,9 @@
 //!   `if_tsoffset`; Enhanced, Simple and obsolete Packet blocks; other blocks
 //!   skipped). It keeps one reusable buffer and returns zero-copy [`Frame`]s:
 //!   no allocation per frame, constant memory.
+//! * [`CaptureInput`] opens an input once and gives any number of readers
+//!   of it (positioned reads on the one open file), for commands that read a
+//!   capture more than once without opening its path again.
 //! * [`CaptureWriter`] writes pcap or pcapng (chosen from the extension with
 //!   [`CaptureFormat::from_path`]) with nanosecond timestamps and frames up to
 //!   [`MAX_FRAME_LEN`], lossless by default; see [`Oversize`] for files that
