@@ -11,26 +11,13 @@
 //! [`SpooledInput`](crate::SpooledInput) to read it more than once.
 
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
+use crate::open_count::note_open;
 use crate::reader::CaptureReader;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Paths opened for reading by this crate since the process started
-/// ([`CaptureReader::open`], [`CaptureInput::open`], spooling): lets tests
-/// check that a command opens its input exactly once.
-pub fn inputs_opened() -> u64 {
-    OPENED.load(Ordering::Relaxed)
-}
-
-static OPENED: AtomicU64 = AtomicU64::new(0);
-
-pub(crate) fn note_open() {
-    OPENED.fetch_add(1, Ordering::Relaxed);
-}
 
 /// One opened capture input. See the module documentation.
 #[derive(Debug)]

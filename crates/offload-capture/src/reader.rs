@@ -273,7 +273,7 @@ impl CaptureReader {
             let f = crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?;
             return CaptureReader::build(Box::new(f), name, None);
         }
-        crate::input::note_open();
+        crate::open_count::note_open();
         let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.
