@@ -125,8 +125,9 @@ pub struct CoalesceStats {
     pub gso_rejected: u64,
     /// Segments written instead of refused (or unrepresentable) super-packets.
     pub fallback_segments: u64,
-    /// Super-packets written as head plus borrowed payload ranges, with one
-    /// vectored write (zero-copy).
+    /// Super-packets delivered zero-copy (head plus payload ranges borrowed
+    /// from the arena) and written with one vectored write; past `IOV_MAX`
+    /// ranges such a packet is assembled first, and still counted here.
     pub vectored_writes: u64,
 }
 
