@@ -497,11 +497,7 @@ fn segment_core(
                 seq0.wrapping_add((i * mss) as u32),
             );
         } else {
-            put16(
-                seg,
-                l4 + udp::field::LENGTH.start,
-                (seg_len - l4) as u16,
-            );
+            put16(seg, l4 + udp::field::LENGTH.start, (seg_len - l4) as u16);
         }
         let id = if inner_fixed {
             id0

@@ -48,14 +48,18 @@ fn gso_all(delivered: &[(Vec<u8>, u32, u32, u32)]) -> Vec<Vec<u8>> {
         let lay = layout(LinkKind::Ethernet, data, &[4789]).unwrap();
         let mut arena = vec![0xa5; 7];
         let mut ranges = Vec::new();
-        let m = segment_layout_into(data, &lay, &params, &mut arena, &mut |r| ranges.push(r))
-            .unwrap();
+        let m =
+            segment_layout_into(data, &lay, &params, &mut arena, &mut |r| ranges.push(r)).unwrap();
         assert_eq!(m, n);
         assert_eq!(&arena[..7], &[0xa5; 7]);
         assert_eq!(ranges.first().map(|r| r.start), Some(7));
         assert_eq!(ranges.last().map(|r| r.end), Some(arena.len()));
         let from_arena: Vec<Vec<u8>> = ranges.iter().map(|r| arena[r.clone()].to_vec()).collect();
-        assert_eq!(from_arena, out[first..], "arena segments equal the copied ones");
+        assert_eq!(
+            from_arena,
+            out[first..],
+            "arena segments equal the copied ones"
+        );
     }
     out
 }
