@@ -318,6 +318,25 @@ impl CaptureWriter {
         }
     }
 
+    /// Writes the first `caplen` bytes of `parts`, joined.
+    fn put_parts(
+        &mut self,
+        parts: &[&[u8]],
+        caplen: usize,
+        frame: Option<u64>,
+    ) -> Result<(), CaptureError> {
+        let mut left = caplen;
+        for p in parts {
+            if left == 0 {
+                break;
+            }
+            let take = p.len().min(left);
+            self.put(&p[..take], frame)?;
+            left -= take;
+        }
+        Ok(())
+    }
+
     /// Declares an interface and returns its id for [`FrameMeta::interface`].
     /// pcapng writes its IDB now; pcap accepts one link type only.
     pub fn add_interface(&mut self, desc: &InterfaceDesc) -> Result<u32, CaptureError> {
@@ -448,6 +467,21 @@ impl CaptureWriter {
         data: &[u8],
         comment: Option<&str>,
     ) -> Result<(), CaptureError> {
+        self.write_frame_parts(meta, &[data], comment)
+    }
+
+    /// Writes one frame made of `parts`, in order, without assembling it:
+    /// a GRO super-packet delivered zero-copy (rewritten headers, then the
+    /// payload ranges it borrows from the input frames) goes straight into
+    /// the output buffer. The record is byte for byte what
+    /// [`CaptureWriter::write_frame_with_comment`] writes for the parts
+    /// joined (truncation with [`Oversize::Truncate`] included).
+    pub fn write_frame_parts(
+        &mut self,
+        meta: &FrameMeta,
+        parts: &[&[u8]],
+        comment: Option<&str>,
+    ) -> Result<(), CaptureError> {
         let number = self.stats.frames + 1;
         let nf = Some(number);
         if meta.timestamp_ns < 0 {
@@ -460,7 +494,7 @@ impl CaptureWriter {
                 },
             ));
         }
-        let mut caplen = data.len();
+        let mut caplen: usize = parts.iter().map(|p| p.len()).sum();
         if let Oversize::Truncate(n) = self.oversize {
             if caplen > n as usize {
                 caplen = n as usize;
@@ -478,7 +512,6 @@ impl CaptureWriter {
                 },
             ));
         }
-        let data = &data[..caplen];
         let caplen32 = caplen as u32;
         let orig_len = meta.orig_len.max(caplen32);
         match self.format {
@@ -513,7 +546,7 @@ impl CaptureWriter {
                 h[8..12].copy_from_slice(&caplen32.to_le_bytes());
                 h[12..16].copy_from_slice(&orig_len.to_le_bytes());
                 self.put(&h, nf)?;
-                self.put(data, nf)?;
+                self.put_parts(parts, caplen, nf)?;
             }
             CaptureFormat::PcapNg => {
                 let id = self.interface_for(meta, nf)?;
@@ -532,7 +565,7 @@ impl CaptureWriter {
                 h[20..24].copy_from_slice(&caplen32.to_le_bytes());
                 h[24..28].copy_from_slice(&orig_len.to_le_bytes());
                 self.put(&h, nf)?;
-                self.put(data, nf)?;
+                self.put_parts(parts, caplen, nf)?;
                 self.put(&[0u8; 3][..pad], nf)?;
                 if let Some(c) = comment {
                     let mut oh = [0u8; 4];

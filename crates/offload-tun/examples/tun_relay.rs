@@ -30,9 +30,16 @@
 //! Checksums: GRO verifies every checksum nobody vouched for, and none
 //! twice: the segments' checksums the relay has just computed, completed
 //! partial checksums and packets the kernel marked `DATA_VALID` go in with
-//! `RxChecksum::Unnecessary` (`read_packets_with_checksum` →
-//! `push_with_checksum`). `--verify` distrusts them all and verifies every
-//! packet again (the cost of not passing verdicts).
+//! `RxChecksum::Unnecessary`. `--verify` distrusts them all and verifies
+//! every packet again (the cost of not passing verdicts).
+//!
+//! Zero-copy (the default): each super-packet read is segmented straight
+//! into the coalescer's arena (`TunDevice::read_into`), GRO merges the
+//! segments without copying their payloads, and each merged super-packet
+//! is written with one `writev` of vnet header, head and payload ranges
+//! (`Coalescer::push_staged`). `--copy` runs the copying path instead
+//! (`read_packets_with_checksum` → `push_with_checksum` with
+//! `zero_copy: false`), for comparison.
 //!
 //! Clean-up on every exit path: the namespaces are anonymous and held only
 //! by fds of this process and of its iperf3 children; the children are
@@ -50,7 +57,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use offload::RxChecksum;
 use offload_lab::rtnl::Rtnl;
 use offload_lab::sysfs::write_sysctl;
 use offload_lab::NetNs;
@@ -84,6 +90,7 @@ struct Args {
     runs: u32,
     seconds: u32,
     verify: bool,
+    copy: bool,
     iperf: String,
 }
 
@@ -115,6 +122,7 @@ fn parse_args() -> Result<Args, BoxErr> {
         runs: 3,
         seconds: 5,
         verify: false,
+        copy: false,
         iperf: "iperf3".into(),
     };
     let mut it = std::env::args().skip(1);
@@ -136,9 +144,10 @@ fn parse_args() -> Result<Args, BoxErr> {
             "--seconds" => a.seconds = val()?.parse()?,
             "--iperf" => a.iperf = val()?,
             "--verify" => a.verify = true,
+            "--copy" => a.copy = true,
             "-h" | "--help" => {
                 println!(
-                    "tun_relay [--mode on|off|pass|both|goal|all] [--runs N] [--seconds S] [--verify] [--iperf PATH]"
+                    "tun_relay [--mode on|off|pass|both|goal|all] [--runs N] [--seconds S] [--verify] [--copy] [--iperf PATH]"
                 );
                 std::process::exit(0);
             }
@@ -163,9 +172,10 @@ fn run() -> Result<(), BoxErr> {
         return Err("needs root (namespaces and TUN devices)".into());
     }
     println!(
-        "# tun_relay: iperf3 TCP, {} s per run, {} runs per mode, GRO verifies {}",
+        "# tun_relay: iperf3 TCP, {} s per run, {} runs per mode, {} path, GRO verifies {}",
         args.seconds,
         args.runs,
+        if args.copy { "copying" } else { "zero-copy" },
         if args.verify {
             "every checksum (--verify)"
         } else {
@@ -246,11 +256,12 @@ fn run() -> Result<(), BoxErr> {
                 .map(|x| format!("{:.0}%", x * 100.0))
                 .collect();
             println!(
-                "mode {:<4} / pass: {:.0}% (median of per-run ratios; runs: {}); ratio of medians {:.0}%",
+                "mode {:<4} / pass: {:.0}% (median of per-run ratios; runs: {}); ratio of medians {:.0}%; relay CPU per GB {:.2}x pass's",
                 mode.name(),
                 median(&per_run) * 100.0,
                 list.join(", "),
-                medians[i] / medians[p].max(f64::MIN_POSITIVE) * 100.0
+                medians[i] / medians[p].max(f64::MIN_POSITIVE) * 100.0,
+                median(&cpu[i]) / median(&cpu[p]).max(f64::MIN_POSITIVE)
             );
         }
     }
@@ -388,12 +399,21 @@ fn relay(
     mut src: TunDevice,
     mut dst: TunDevice,
     verify: bool,
+    copy: bool,
     pass: bool,
     stop: Arc<AtomicBool>,
 ) -> Result<DirStats, String> {
     src.set_nonblocking(true).map_err(|e| e.to_string())?;
-    // Verification stays on: what is not vouched for is verified.
-    let opts = CoalescerOptions::default();
+    // Verification stays on: what is not vouched for is verified;
+    // `--verify` distrusts every verdict. `--copy`: the copying path
+    // (segments to a scratch buffer, GRO merging by copy, contiguous
+    // writes) instead of the zero-copy one (segments into the coalescer's
+    // arena, merged without copying, written with one writev each).
+    let opts = CoalescerOptions {
+        trust_verdicts: !verify,
+        zero_copy: !copy,
+        ..CoalescerOptions::default()
+    };
     let mut co = Coalescer::for_device(&dst, opts);
     let mut st = DirStats::default();
     let (wall0, cpu0) = (Instant::now(), thread_cpu_ns());
@@ -409,15 +429,25 @@ fn relay(
             continue;
         }
         for _ in 0..64 {
-            let mut errors = 0;
-            let r = src.read_packets_with_checksum(&mut |p: &[u8], csum| {
-                st.segments += 1;
-                let csum = if verify { RxChecksum::None } else { csum };
-                if co.push_with_checksum(p, csum, &mut dst).is_err() {
-                    errors += 1;
+            let r = if copy {
+                let mut errors = 0;
+                let r = src.read_packets_with_checksum(&mut |p: &[u8], csum| {
+                    st.segments += 1;
+                    if co.push_with_checksum(p, csum, &mut dst).is_err() {
+                        errors += 1;
+                    }
+                });
+                st.errors += errors;
+                r
+            } else {
+                let before = co.arena_mut().len();
+                let r = src.read_into(co.arena_mut());
+                st.segments += (co.arena_mut().len() - before) as u64;
+                if co.push_staged(&mut dst).is_err() {
+                    st.errors += 1;
                 }
-            });
-            st.errors += errors;
+                r
+            };
             match r {
                 Ok(None) => break,
                 Ok(Some(split)) => {
@@ -484,18 +514,18 @@ fn one_run(mode: Mode, args: &Args) -> Result<RunResult, BoxErr> {
         threads: Vec::new(),
     };
     let (a2, b2) = (tun_a.try_clone()?, tun_b.try_clone()?);
-    let verify = args.verify;
+    let (verify, copy) = (args.verify, args.copy);
     let s1 = stop.clone();
     guard.threads.push(
         std::thread::Builder::new()
             .name("ofl-relay-ab".into())
-            .spawn(move || relay(tun_a, tun_b, verify, pass, s1))?,
+            .spawn(move || relay(tun_a, tun_b, verify, copy, pass, s1))?,
     );
     let s2 = stop.clone();
     guard.threads.push(
         std::thread::Builder::new()
             .name("ofl-relay-ba".into())
-            .spawn(move || relay(b2, a2, verify, pass, s2))?,
+            .spawn(move || relay(b2, a2, verify, copy, pass, s2))?,
     );
     let _server = spawn_in(
         &ns_b,

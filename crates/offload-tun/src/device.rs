@@ -19,9 +19,10 @@ use std::time::Duration;
 use offload::vnet::{VnetHdr, HDR_LEN, HDR_LEN_V1};
 use offload::{LinkKind, RxChecksum};
 
+use crate::arena::FrameArena;
 use crate::error::{Result, TunError};
 use crate::offloads::{negotiate, Negotiation, Offloads};
-use crate::read::{split_packet, split_packet_with_checksum, RawPacket, Split};
+use crate::read::{split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split};
 use crate::sys;
 
 /// Largest packet read: 64 KiB (TUN's `tso_max_size`) plus headers.
@@ -257,6 +258,19 @@ impl TunDevice {
         split_packet_with_checksum(&self.name, vnet.as_ref(), self.link, packet, out).map(Some)
     }
 
+    /// [`TunDevice::read_packets_with_checksum`] into `arena`: a
+    /// super-packet is segmented straight into it (see
+    /// [`crate::split_packet_into`]), ready for a zero-copy
+    /// [`crate::Coalescer`] ([`crate::Coalescer::arena_mut`],
+    /// [`crate::Coalescer::push_staged`]).
+    pub fn read_into(&mut self, arena: &mut FrameArena) -> Result<Option<Split>> {
+        let Some((vnet, n)) = self.read_one()? else {
+            return Ok(None);
+        };
+        let packet = &mut self.buf[self.vnet_hdr_len..n];
+        split_packet_into(&self.name, vnet.as_ref(), self.link, packet, arena).map(Some)
+    }
+
     /// Reads into the buffer: the decoded header and the bytes read.
     fn read_one(&mut self) -> Result<Option<(Option<VnetHdr>, usize)>> {
         let n = loop {
@@ -302,6 +316,54 @@ impl TunDevice {
         }
         loop {
             match sys::write2(self.fd.as_fd(), &hdr[..h], packet) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl TunDevice {
+    /// Writes one packet made of `parts`, in order, with one `writev(2)`:
+    /// the vnet header (as in [`TunDevice::write_packet`]) and then the
+    /// parts, so that a super-packet held as rewritten headers plus payload
+    /// ranges borrowed from other buffers (GRO's zero-copy delivery) is
+    /// never assembled in userspace; the kernel copies each range once,
+    /// into the skb. At most [`sys::IOV_MAX`]` - 1` parts (`EINVAL`
+    /// otherwise, before any system call).
+    pub fn write_vectored(
+        &self,
+        vnet: Option<&VnetHdr>,
+        parts: &[io::IoSlice<'_>],
+    ) -> io::Result<()> {
+        let mut hdr = [0u8; 24];
+        let h = self.vnet_hdr_len.min(hdr.len());
+        match vnet {
+            Some(v) if h != 0 => v.encode(&mut hdr[..h]),
+            Some(_) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+            None => {}
+        }
+        let skip = usize::from(h == 0);
+        // The iovec list on the stack for up to 63 parts (a 64 KiB TCP
+        // super-packet of 1448-byte segments has 46), on the heap above.
+        const ON_STACK: usize = 64;
+        let mut stack = [io::IoSlice::new(&[]); ON_STACK];
+        let mut heap = Vec::new();
+        let iov: &[io::IoSlice<'_>] = if parts.len() < ON_STACK {
+            stack[0] = io::IoSlice::new(&hdr[..h]);
+            stack[1..=parts.len()].copy_from_slice(parts);
+            &stack[skip..=parts.len()]
+        } else {
+            heap.reserve(parts.len() + 1);
+            if h != 0 {
+                heap.push(io::IoSlice::new(&hdr[..h]));
+            }
+            heap.extend_from_slice(parts);
+            &heap
+        };
+        loop {
+            match sys::writev(self.fd.as_fd(), iov) {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),

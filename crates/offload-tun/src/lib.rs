@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+mod arena;
 mod coalesce;
 mod device;
 mod error;
@@ -34,11 +35,12 @@ mod read;
 #[allow(unsafe_code)]
 pub mod sys;
 
+pub use arena::FrameArena;
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};
 pub use device::{TunDevice, TunOptions};
 pub use error::{Result, TunError};
 pub use offloads::{negotiate, Negotiation, Offloads};
-pub use read::{split_packet, split_packet_with_checksum, RawPacket, Split};
+pub use read::{split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split};
 
 /// The request half of [`TunOptions`]: which offloads to try.
 pub type OffloadRequest = Offloads;

@@ -209,3 +209,29 @@ pub fn write2(fd: BorrowedFd<'_>, a: &[u8], b: &[u8]) -> io::Result<usize> {
         Ok(n as usize)
     }
 }
+
+/// Most iovecs one `writev(2)` takes (`UIO_MAXIOV`); more is `EINVAL`.
+pub const IOV_MAX: usize = 1024;
+
+/// `writev(2)` of `parts` as one packet (at most [`IOV_MAX`] of them).
+pub fn writev(fd: BorrowedFd<'_>, parts: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    if parts.len() > IOV_MAX {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `IoSlice` is ABI-compatible with `struct iovec` on Unix (the
+    // standard library guarantees it); writev(2) only reads the
+    // `parts.len()` iovecs and the bytes they point at, all borrowed for
+    // the duration of the call.
+    let n = unsafe {
+        libc::writev(
+            fd.as_raw_fd(),
+            parts.as_ptr().cast::<libc::iovec>(),
+            parts.len() as libc::c_int,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}

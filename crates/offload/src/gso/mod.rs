@@ -360,13 +360,60 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     params: &GsoParams,
     out: &mut F,
 ) -> Result<usize, GsoError> {
+    let mut seg = Vec::with_capacity(lay.payload_off() + params.mss as usize);
+    segment_core(frame, lay, params, &mut seg, &mut |buf, start| {
+        out(&buf[start..]);
+        buf.truncate(start);
+    })
+}
+
+/// [`segment_layout`] into a caller-owned arena: each segment is appended
+/// to `arena`, back to back, and its byte range in `arena` goes to `out`.
+/// Nothing is allocated per segment and the segments stay where they are
+/// until the caller clears the arena, so that a consumer can keep borrowing
+/// them (GRO's zero-copy delivery refers to their payloads; see
+/// `offload_tun::FrameArena`). A packet that fits in one segment is copied
+/// in unchanged, as [`segment_layout`] hands it on unchanged. On error the
+/// arena holds the segments appended before it, if any (none: every
+/// check comes before the first byte is written).
+pub fn segment_layout_into(
+    frame: &[u8],
+    lay: &Layout,
+    params: &GsoParams,
+    arena: &mut Vec<u8>,
+    out: &mut impl FnMut(core::ops::Range<usize>),
+) -> Result<usize, GsoError> {
+    // Room for every segment at once (one growth at most per ordinary
+    // super-packet), bounded so that a hand-made layout cannot ask for more
+    // than the segments could need; Vec's doubling does the rest.
+    let payload = lay.end.min(frame.len()).saturating_sub(lay.payload_off());
+    let segs = payload.div_ceil(params.mss.max(1) as usize).max(1);
+    let need = segs.saturating_mul(lay.payload_off().min(frame.len()));
+    arena.reserve(need.saturating_add(payload).min(1 << 22));
+    segment_core(frame, lay, params, arena, &mut |buf, start| {
+        out(start..buf.len())
+    })
+}
+
+/// The segmentation both entry points share: each segment is built at the
+/// end of `buf` (from `start`), then `emit(buf, start)` takes it (and may
+/// truncate `buf` back to `start` to reuse the space).
+fn segment_core(
+    frame: &[u8],
+    lay: &Layout,
+    params: &GsoParams,
+    buf: &mut Vec<u8>,
+    emit: &mut dyn FnMut(&mut Vec<u8>, usize),
+) -> Result<usize, GsoError> {
     if params.mss == 0 {
         return Err(GsoError::ZeroMss);
     }
     check_layout(frame, lay)?;
     let payload = &frame[lay.payload_off()..lay.end];
     if payload.len() <= params.mss as usize && !lay.jumbo_hbh {
-        out(frame);
+        let start = buf.len();
+        buf.extend_from_slice(frame);
+        emit(buf, start);
         return Ok(1);
     }
     // Every segment is a plain (non-BIG) packet: its IP length field must
@@ -429,11 +476,11 @@ pub fn segment_layout<F: FnMut(&[u8])>(
     };
     let mss = params.mss as usize;
     let n = payload.len().div_ceil(mss).max(1);
-    let mut seg = Vec::with_capacity(hdr.len() + mss);
     for (i, chunk) in payload.chunks(mss).enumerate() {
-        seg.clear();
-        seg.extend_from_slice(&hdr);
-        seg.extend_from_slice(chunk);
+        let start = buf.len();
+        buf.extend_from_slice(&hdr);
+        buf.extend_from_slice(chunk);
+        let seg = &mut buf[start..];
         let seg_len = seg.len();
         if is_tcp {
             let mut fl = orig_flags;
@@ -445,34 +492,30 @@ pub fn segment_layout<F: FnMut(&[u8])>(
             }
             seg[l4 + tcp::field::FLAGS] = fl;
             put32(
-                &mut seg,
+                seg,
                 l4 + tcp::field::SEQ.start,
                 seq0.wrapping_add((i * mss) as u32),
             );
         } else {
-            put16(
-                &mut seg,
-                l4 + udp::field::LENGTH.start,
-                (seg_len - l4) as u16,
-            );
+            put16(seg, l4 + udp::field::LENGTH.start, (seg_len - l4) as u16);
         }
         let id = if inner_fixed {
             id0
         } else {
             id0.wrapping_add(i as u16)
         };
-        fix_ip(&mut seg, l3, lay.ip, id);
-        fill_l4_checksum(&mut seg, l3, l4, lay.ip, lay.l4_proto);
+        fix_ip(seg, l3, lay.ip, id);
+        fill_l4_checksum(seg, l3, l4, lay.ip, lay.l4_proto);
         if let Some(o) = lay.outer {
             let id = if params.fixed_id {
                 outer_id0
             } else {
                 outer_id0.wrapping_add(i as u16)
             };
-            fix_ip(&mut seg, o.l3_off, o.ip, id);
-            fix_tunnel(&mut seg, &o);
+            fix_ip(seg, o.l3_off, o.ip, id);
+            fix_tunnel(seg, &o);
         }
-        out(&seg);
+        emit(buf, start);
     }
     Ok(n)
 }

@@ -32,15 +32,34 @@ fn gso_all(delivered: &[(Vec<u8>, u32, u32, u32)]) -> Vec<Vec<u8>> {
             out.push(data.clone());
             continue;
         }
+        let params = GsoParams::from_gso(*size, *ty);
+        let first = out.len();
         let n = segment(
             LinkKind::Ethernet,
             data,
-            &GsoParams::from_gso(*size, *ty),
+            &params,
             &[4789],
             &mut |s: &[u8]| out.push(s.to_vec()),
         )
         .unwrap();
         assert_eq!(n as u32, *segs);
+        // The arena path gives the same segments, back to back after
+        // whatever the arena held, and leaves that untouched.
+        let lay = layout(LinkKind::Ethernet, data, &[4789]).unwrap();
+        let mut arena = vec![0xa5; 7];
+        let mut ranges = Vec::new();
+        let m =
+            segment_layout_into(data, &lay, &params, &mut arena, &mut |r| ranges.push(r)).unwrap();
+        assert_eq!(m, n);
+        assert_eq!(&arena[..7], &[0xa5; 7]);
+        assert_eq!(ranges.first().map(|r| r.start), Some(7));
+        assert_eq!(ranges.last().map(|r| r.end), Some(arena.len()));
+        let from_arena: Vec<Vec<u8>> = ranges.iter().map(|r| arena[r.clone()].to_vec()).collect();
+        assert_eq!(
+            from_arena,
+            out[first..],
+            "arena segments equal the copied ones"
+        );
     }
     out
 }
