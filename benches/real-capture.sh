@@ -10,6 +10,13 @@
 #
 # Usage: benches/real-capture.sh OUT.pcap [MEGABYTES]   (root; default 500 MB)
 # The namespaces (ofl-rc-<pid>-a/b) are removed on every exit path.
+#
+# COMPARE=1 then runs the peers side by side on that capture (warm page
+# cache, best wall time of RUNS=5 runs, with its user+system CPU time) and
+# prints the table of docs/performance.md: offload analyze with one thread,
+# the default and --threads 2, `tcptrace -l`, `tshark -q -z conv,tcp`.
+# OFFLOAD=path/to/offload (default target/release/offload). Run it under the
+# shared lock: flock /tmp/offload-bench.lock nice env COMPARE=1 benches/real-capture.sh ...
 set -euo pipefail
 
 OUT=${1:?usage: real-capture.sh OUT.pcap [MEGABYTES]}
@@ -66,3 +73,43 @@ kill -INT "${PIDS[2]}"
 wait "${PIDS[2]}" 2>/dev/null || true
 cat "$OUT.tcpdump.log" >&2
 rm -f "$OUT.tcpdump.log"
+
+[ -n "${COMPARE:-}" ] || exit 0
+# The capture is done: stop the namespaces before measuring.
+cleanup
+trap - EXIT
+OFFLOAD=${OFFLOAD:-$(dirname "$0")/../target/release/offload}
+RUNS=${RUNS:-5}
+T=$(mktemp -d /tmp/ofl-rc-cmp.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cat "$OUT" >/dev/null
+BYTES=$(stat -c %s "$OUT")
+best_of() {
+    local best_wall="" best_cpu=""
+    for _ in $(seq "$RUNS"); do
+        /usr/bin/time -f "%e %U %S" -o "$T/time" "$@" >/dev/null 2>"$T/err" || {
+            echo "real-capture: failed: $*" >&2; cat "$T/err" >&2; exit 1; }
+        read -r wall user sys <"$T/time"
+        cpu=$(printf '%.3f' "$(echo "$user + $sys" | bc -l)")
+        if [ -z "$best_wall" ] || [ "$(echo "$wall < $best_wall" | bc -l)" = 1 ]; then
+            best_wall=$wall; best_cpu=$cpu
+        fi
+    done
+    echo "$best_wall $best_cpu"
+}
+read -r a1w a1c < <(best_of "$OFFLOAD" analyze "$OUT" --json --threads 1)
+read -r adw adc < <(best_of "$OFFLOAD" analyze "$OUT" --json)
+read -r a2w a2c < <(best_of "$OFFLOAD" analyze "$OUT" --json --threads 2)
+read -r tw tc < <(best_of tcptrace -l "$OUT")
+read -r sw sc < <(best_of tshark -q -z conv,tcp -r "$OUT")
+mbps() { printf '%.0f' "$(echo "$BYTES / 1000000 / $1" | bc -l)"; }
+ratio() { printf '%.1f' "$(echo "$1 / $2" | bc -l)"; }
+echo "capture: $BYTES bytes; $(date -u '+%Y-%m-%d %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg); best of $RUNS"
+echo
+echo "| tool | wall s | CPU s (user+sys) | MB per CPU-second | CPU / offload analyze --threads 1 |"
+echo "|---|---|---|---|---|"
+echo "| offload analyze --threads 1 | $a1w | $a1c | $(mbps "$a1c") | 1.0 |"
+echo "| offload analyze (default) | $adw | $adc | $(mbps "$adc") | $(ratio "$adc" "$a1c") |"
+echo "| offload analyze --threads 2 | $a2w | $a2c | $(mbps "$a2c") | $(ratio "$a2c" "$a1c") |"
+echo "| tcptrace -l | $tw | $tc | $(mbps "$tc") | $(ratio "$tc" "$a1c") |"
+echo "| tshark -q -z conv,tcp | $sw | $sc | $(mbps "$sc") | $(ratio "$sc" "$a1c") |"

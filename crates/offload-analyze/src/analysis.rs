@@ -1,11 +1,16 @@
 //! The streaming pass: files in, flow statistics and GRO what-ifs out.
 //!
-//! Work is split into jobs, each reading one input file on its own: one job
-//! per file computes the flow statistics (and the first what-if size), and
-//! the other what-if sizes get jobs of their own. Jobs run on up to
-//! `threads` threads (the machine's cores by default), so a single large
-//! capture uses two cores: one for statistics, one for the engine. Each job
-//! keeps constant memory per flow; nothing holds frames.
+//! Each input is opened once ([`CaptureInput`]); work is split into jobs,
+//! each reading one file from its beginning through that open file. By
+//! default a file is one job (statistics and every what-if size, each
+//! checksum verified once) and jobs run on up to one thread per core, so
+//! several files use several cores. With `--threads N` (`Options::threads`)
+//! a lone file is split: one job computes the flow statistics and the
+//! what-if sizes get jobs of their own, so that one capture uses N cores, at
+//! the price of reading and dissecting it once per job (about 1.5x the CPU
+//! time on a real capture: worth it only on an otherwise idle machine; see
+//! docs/performance.md). Each job keeps constant memory per flow; nothing
+//! holds frames.
 //!
 //! Ctrl-C (the `cancel` flag) stops every job at its next frame; what was
 //! counted so far is still reported, marked `interrupted`.
@@ -16,7 +21,7 @@ use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
 pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
 use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
-use offload_capture::{CaptureError, CaptureReader, Control};
+use offload_capture::{CaptureError, CaptureInput, Control, SpooledInput};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -115,19 +120,45 @@ pub fn run_pass(
             crate::columnar::ColumnarError::NotBuilt,
         ));
     }
-    // Open every file first so that a wrong path fails before minutes of work.
+    // Each input is opened once, here, so that a wrong path fails before
+    // minutes of work; every reader below (the checksum probe, the jobs)
+    // reads that one open file from its own position. A stream (`-`, a
+    // FIFO) is copied to a temporary file first (read once, too).
+    let mut spools = Vec::new();
+    let mut opened = Vec::with_capacity(inputs.len());
     for p in inputs {
-        CaptureReader::open(p).map_err(AnalyzeError::Open)?;
+        let input = if offload_capture::stdio::is_rereadable(p) {
+            CaptureInput::open(p)
+        } else {
+            let s = SpooledInput::new(p).map_err(AnalyzeError::Open)?;
+            let i = CaptureInput::open_as(s.path(), s.name().to_string());
+            spools.push(s);
+            i
+        }
+        .map_err(AnalyzeError::Open)?;
+        // The file header, now.
+        input.reader().map_err(AnalyzeError::Open)?;
+        opened.push(input);
     }
+    let opened = &opened;
     let threads = if opts.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         opts.threads
     };
-    let jobs = plan(inputs.len(), opts.gro_sizes.len(), threads);
-    let offloaded: Vec<bool> = inputs
+    // Splitting a file over jobs reads and dissects it once per job: it
+    // costs about 1.5x the CPU for a shorter wall time on an idle machine
+    // only. So by default (0) each file is one job and the cores share the
+    // files; asking for threads (`--threads N`) splits a lone file.
+    let jobs = plan(
+        inputs.len(),
+        opts.gro_sizes.len(),
+        threads,
+        opts.threads != 0,
+    );
+    let offloaded: Vec<bool> = opened
         .iter()
-        .map(|p| opts.verify_checksums && checksums_offloaded(p, &opts.vxlan_ports))
+        .map(|i| opts.verify_checksums && probe_offloaded(i, &opts.vxlan_ports))
         .collect();
     let next = AtomicUsize::new(0);
     let progress = AtomicU64::new(0);
@@ -171,6 +202,7 @@ pub fn run_pass(
                     .map(|d| crate::columnar::packets_path(d, job.file, inputs.len()));
                 match run_job(
                     &inputs[job.file],
+                    &opened[job.file],
                     job,
                     opts,
                     verify,
@@ -235,13 +267,14 @@ fn jobs_per_file(jobs: &[Job], files: usize) -> u64 {
     (jobs.len() / files.max(1)).max(1) as u64
 }
 
-/// One job per file when there are at least as many files as threads;
-/// otherwise each file gets a statistics job and its what-if sizes are dealt
-/// round-robin over `threads - 1` engine jobs, so that every core has work.
-/// (Keeping all sizes of a file in one job lets it verify each checksum once.)
-fn plan(files: usize, sizes: usize, threads: usize) -> Vec<Job> {
+/// One job per file when there are at least as many files as threads, or
+/// when `split` is off; otherwise each file gets a statistics job and its
+/// what-if sizes are dealt round-robin over `threads - 1` engine jobs, so
+/// that every core has work. (Keeping all sizes of a file in one job lets
+/// it verify each checksum once.)
+fn plan(files: usize, sizes: usize, threads: usize, split: bool) -> Vec<Job> {
     let mut jobs = Vec::new();
-    let split = files < threads && sizes > 0;
+    let split = split && files < threads && sizes > 0;
     for f in 0..files {
         if split {
             jobs.push(Job {
@@ -297,7 +330,12 @@ const CSUM_PROBE_FRAMES: usize = 2000;
 /// (the pseudo-header sum only): a capture on a sending host, or on a
 /// virtual link that passes packets with CHECKSUM_PARTIAL (veth, tap).
 pub fn checksums_offloaded(path: &Path, vxlan_ports: &[u16]) -> bool {
-    let Ok(mut r) = CaptureReader::open(path) else {
+    CaptureInput::open(path).is_ok_and(|i| probe_offloaded(&i, vxlan_ports))
+}
+
+/// [`checksums_offloaded`] on an opened input (a reader of its own).
+fn probe_offloaded(input: &CaptureInput, vxlan_ports: &[u16]) -> bool {
+    let Ok(mut r) = input.reader() else {
         return false;
     };
     for _ in 0..CSUM_PROBE_FRAMES {
@@ -325,6 +363,7 @@ pub fn checksums_offloaded(path: &Path, vxlan_ports: &[u16]) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn run_job(
     path: &Path,
+    input: &CaptureInput,
     job: &Job,
     opts: &Options,
     verify: bool,
@@ -335,7 +374,7 @@ fn run_job(
     nfiles: usize,
     evicted: Option<&Path>,
 ) -> Result<JobResult, AnalyzeError> {
-    let mut reader = CaptureReader::open(path).map_err(AnalyzeError::Open)?;
+    let mut reader = input.reader().map_err(AnalyzeError::Open)?;
     reader.set_snaplen_check(opts.strict);
     let mut facts = FileFacts {
         path: path.display().to_string(),
@@ -532,6 +571,9 @@ impl Spill {
 #[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
+    /// The previous frame's flow: a bulk transfer sends runs of segments
+    /// of one flow, which then skip the hash lookup.
+    last: Option<(FlowKey, u32)>,
     pub flows: Vec<FlowStats>,
     cap: usize,
     next_serial: u64,
@@ -549,6 +591,7 @@ impl FlowTable {
     pub fn with_capacity(cap: usize) -> Self {
         FlowTable {
             index: FxHashMap::default(),
+            last: None,
             flows: Vec::new(),
             cap: cap.max(1),
             next_serial: 0,
@@ -560,6 +603,7 @@ impl FlowTable {
     /// Evicts the least recently active flows, keeping the others' order
     /// and their links to their reverse direction.
     fn evict(&mut self) {
+        self.last = None;
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
         let mut kept = 0u32;
@@ -592,6 +636,22 @@ impl FlowTable {
         });
     }
 
+    /// The slot of `key`, a new flow (evicting first when full) if unseen.
+    fn lookup(&mut self, key: FlowKey, number: u64, ts: u64, sizes: usize, file: usize) -> usize {
+        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
+            self.evict();
+        }
+        let flows = &mut self.flows;
+        let serial = &mut self.next_serial;
+        *self.index.entry(key).or_insert_with(|| {
+            let mut f = FlowStats::new(key, file, number, ts, sizes);
+            f.serial = *serial;
+            *serial += 1;
+            flows.push(f);
+            (flows.len() - 1) as u32
+        }) as usize
+    }
+
     /// Adds a frame; returns its flow's serial (order of first appearance).
     #[allow(clippy::too_many_arguments)]
     pub fn update(
@@ -605,19 +665,11 @@ impl FlowTable {
         file: usize,
     ) -> usize {
         let key = FlowKey::of(p);
-        let sizes = opts.gro_sizes.len();
-        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
-            self.evict();
-        }
-        let flows = &mut self.flows;
-        let serial = &mut self.next_serial;
-        let idx = *self.index.entry(key).or_insert_with(|| {
-            let mut f = FlowStats::new(key, file, number, ts, sizes);
-            f.serial = *serial;
-            *serial += 1;
-            flows.push(f);
-            (flows.len() - 1) as u32
-        }) as usize;
+        let idx = match self.last {
+            Some((k, i)) if k == key => i as usize,
+            _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
+        };
+        self.last = Some((key, idx as u32));
         self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {

@@ -5,7 +5,7 @@
 use crate::dissect::{self, Parsed};
 
 /// The identity of a flow (one direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
     pub tunnel: Option<TunnelKey>,
     pub src: [u8; 16],
@@ -25,6 +25,42 @@ pub struct TunnelKey {
     pub dport: u16,
     pub vni: u32,
     pub v6: bool,
+}
+
+/// Hashed as a few machine words (the derived hash feeds every field and
+/// array length separately; flow lookups run several times per frame).
+/// Equal keys hash equally: every field goes in.
+impl std::hash::Hash for FlowKey {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let words = |a: &[u8; 16]| {
+            let (x, y) = a.split_at(8);
+            (
+                u64::from_ne_bytes(x.try_into().unwrap_or_default()),
+                u64::from_ne_bytes(y.try_into().unwrap_or_default()),
+            )
+        };
+        let (s0, s1) = words(&self.src);
+        let (d0, d1) = words(&self.dst);
+        h.write_u64(s0 ^ s1.rotate_left(32));
+        h.write_u64(d0 ^ d1.rotate_left(32));
+        h.write_u64(
+            (self.sport as u64) << 32
+                | (self.dport as u64) << 16
+                | (self.proto as u64) << 8
+                | self.v6 as u64,
+        );
+        if let Some(t) = &self.tunnel {
+            let (s0, s1) = words(&t.src);
+            let (d0, d1) = words(&t.dst);
+            h.write_u64(s0 ^ s1.rotate_left(32) ^ d0.rotate_left(16) ^ d1.rotate_left(48));
+            h.write_u64(
+                (t.vni as u64) << 32
+                    | (t.sport as u64) << 16
+                    | t.dport as u64 ^ (t.v6 as u64) << 63,
+            );
+        }
+    }
 }
 
 impl FlowKey {

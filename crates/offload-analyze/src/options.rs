@@ -23,7 +23,9 @@ pub struct Options {
     /// a hardware verdict). Off for captures taken on a sender whose
     /// checksums are offloaded.
     pub verify_checksums: bool,
-    /// Worker threads; 0 = one per core.
+    /// Worker threads. 0: one per core, each file one job (no file is read
+    /// twice). N: also splits a lone file over N jobs (statistics, what-if
+    /// sizes), each reading it: shorter wall time, about 1.5x the CPU.
     pub threads: usize,
     /// `--strict`: a captured length above the snapshot length stops the
     /// read (by default such frames are read and counted, as tshark does).

@@ -91,6 +91,8 @@ pub struct WhatIfWorker {
     /// Scratch copy of the frame being normalised for the healthy engines.
     healthy_buf: Vec<u8>,
     index: FxHashMap<FlowKey, u32>,
+    /// The previous frame's flow and slot (runs of one flow skip the hash).
+    last: Option<(FlowKey, u32)>,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
     ring: RingBox,
@@ -150,12 +152,17 @@ impl WhatIfWorker {
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    GroEngine::new(config_for(
+                    let mut e = GroEngine::new(config_for(
                         *s,
                         profile,
                         verify_checksums && i == 0,
                         &vxlan_ports,
-                    ))
+                    ));
+                    // The what-if counts packets and reads only their
+                    // headers: merged payloads stay in the capture's
+                    // frames (never read back), so no payload is copied.
+                    e.set_zero_copy(true);
+                    e
                 })
                 .collect::<Vec<_>>()
         };
@@ -172,6 +179,7 @@ impl WhatIfWorker {
             ],
             sizes,
             index: FxHashMap::default(),
+            last: None,
             flows: Vec::new(),
             ring: RingBox(Ring::new()),
             vxlan_ports,
@@ -184,6 +192,7 @@ impl WhatIfWorker {
     /// ring entries of evicted flows point nowhere, the others follow their
     /// flow's new slot.
     fn evict(&mut self) {
+        self.last = None;
         let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![EVICTED; evict.len()];
         let mut kept = 0u32;
@@ -210,6 +219,18 @@ impl WhatIfWorker {
     }
 
     fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
+        if let Some((k, s)) = self.last {
+            if k == key {
+                self.flows[s as usize].last_frame = frame;
+                return s;
+            }
+        }
+        let s = self.lookup(key, frame);
+        self.last = Some((key, s));
+        s
+    }
+
+    fn lookup(&mut self, key: FlowKey, frame: u64) -> u32 {
         let n = self.sizes.len();
         if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
             self.evict();
@@ -472,6 +493,9 @@ impl Pending {
         ring: &Ring,
     ) -> Pending {
         let slot = ring.get(d.first_frame);
+        // Zero-copy: `data` is the first segment (all headers), `len()`
+        // the whole packet.
+        let len = d.len() as u32;
         Pending {
             i,
             healthy,
@@ -480,7 +504,7 @@ impl Pending {
             reason: d.reason,
             frame: culprit(d, current),
             segs: d.segments,
-            len: d.data.len() as u32,
+            len,
             ts: d.timestamp_ns,
         }
     }

@@ -10,6 +10,9 @@
 //!   `if_tsoffset`; Enhanced, Simple and obsolete Packet blocks; other blocks
 //!   skipped). It keeps one reusable buffer and returns zero-copy [`Frame`]s:
 //!   no allocation per frame, constant memory.
+//! * [`CaptureInput`] opens an input once and gives any number of readers
+//!   of it (positioned reads on the one open file), for commands that read a
+//!   capture more than once without opening its path again.
 //! * [`CaptureWriter`] writes pcap or pcapng (chosen from the extension with
 //!   [`CaptureFormat::from_path`]) with nanosecond timestamps and frames up to
 //!   [`MAX_FRAME_LEN`], lossless by default; see [`Oversize`] for files that
@@ -52,6 +55,7 @@ mod control;
 mod error;
 mod format;
 mod gso_meta;
+mod input;
 mod linktype;
 mod reader;
 pub mod stdio;
@@ -61,6 +65,7 @@ pub use control::Control;
 pub use error::{CaptureError, ErrorDetail, ErrorKind};
 pub use format::{CaptureFormat, MAX_FRAME_LEN, WIRESHARK_MAX_CAPLEN};
 pub use gso_meta::GsoMeta;
+pub use input::{inputs_opened, CaptureInput};
 pub use linktype::LinkType;
 pub use reader::{CaptureReader, Frame, Interface, TsResolution};
 pub use stdio::SpooledInput;

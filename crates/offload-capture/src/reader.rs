@@ -273,6 +273,7 @@ impl CaptureReader {
             let f = crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?;
             return CaptureReader::build(Box::new(f), name, None);
         }
+        crate::input::note_open();
         let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.
@@ -287,6 +288,16 @@ impl CaptureReader {
         name: impl Into<String>,
     ) -> Result<CaptureReader, CaptureError> {
         CaptureReader::build(Box::new(src), name.into(), None)
+    }
+
+    /// A reader over `src` (for [`crate::CaptureInput`]), with the file's
+    /// size when known.
+    pub(crate) fn from_source(
+        src: Box<dyn Read + Send>,
+        name: String,
+        file_len: Option<u64>,
+    ) -> Result<CaptureReader, CaptureError> {
+        CaptureReader::build(src, name, file_len)
     }
 
     fn build(

@@ -99,6 +99,7 @@ impl SpooledInput {
         let mut src = if is_stdio(path) {
             stdin_file().map_err(|e| err("open", e))?
         } else {
+            crate::input::note_open();
             File::open(path).map_err(|e| err("open", e))?
         };
         let tmp = std::env::temp_dir().join(format!(

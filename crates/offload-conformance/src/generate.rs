@@ -499,3 +499,16 @@ fn perturb(rng: &mut ChaCha8Rng, class: Class, f: &mut Flow) {
         }
     }
 }
+
+/// `frame` with in-band VLAN tags `(tpid, tci)` inserted after the MAC
+/// addresses, outermost first.
+pub fn vlan_tagged(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame.len() + 4 * tags.len());
+    out.extend_from_slice(&frame[..12]);
+    for (tpid, tci) in tags {
+        out.extend_from_slice(&tpid.to_be_bytes());
+        out.extend_from_slice(&tci.to_be_bytes());
+    }
+    out.extend_from_slice(&frame[12..]);
+    out
+}

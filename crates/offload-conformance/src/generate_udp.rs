@@ -4,7 +4,8 @@
 //! port, with one perturbation. VXLAN trains: inner TCP flows (IPv4 or
 //! IPv6) carried in VXLAN over outer IPv4 to the VXLAN port, with inner or
 //! outer perturbations (outer IP ID patterns and DF, outer checksum zero or
-//! not, VNI, outer TTL, inner TCP classes).
+//! not, VNI, outer TTL, inner TCP classes). Geneve trains: the same, with a
+//! Geneve header carrying one option.
 
 use crate::generate::{tcp_train, Addrs, Class};
 use offload::build::{vxlan_payload, FrameSpec, IpSpec};
@@ -189,7 +190,39 @@ classes! {
 /// A VXLAN train: inner TCP flows (a TCP train's frames) encapsulated to
 /// the VXLAN `port` with VNI `vni`.
 pub fn vxlan_train(seed: u64, a: &Addrs, port: u16, vni: u32, outer_v6: bool) -> UdpTrain {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5678);
+    udp_tunnel_train(seed, 0x5678, a, port, vni, outer_v6, vxlan_payload)
+}
+
+/// The Geneve header of [`geneve_train`]'s packets: version 0, one 8-byte
+/// option (class 0x0102, type 0x80, 4 bytes of data), Ethernet payload.
+fn geneve_payload(vni: u32, inner_frame: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x02, 0x00, 0x65, 0x58];
+    p.extend_from_slice(&(vni << 8).to_be_bytes());
+    p.extend_from_slice(&[0x01, 0x02, 0x80, 0x01, 0xde, 0xad, 0xbe, 0xef]);
+    p.extend_from_slice(inner_frame);
+    p
+}
+
+/// A Geneve train: as [`vxlan_train`], with a Geneve header (one option)
+/// instead of the VXLAN header, to `port` (6081 for the kernel's Geneve
+/// device), outer IPv4.
+pub fn geneve_train(seed: u64, a: &Addrs, port: u16, vni: u32) -> UdpTrain {
+    udp_tunnel_train(seed, 0x6081, a, port, vni, false, geneve_payload)
+}
+
+/// Inner TCP flows in a UDP tunnel whose header `encap(vni, inner frame)`
+/// builds, with one outer perturbation class (or an inner one). `salt`
+/// keeps the outer choices of different tunnels apart for one seed.
+fn udp_tunnel_train(
+    seed: u64,
+    salt: u64,
+    a: &Addrs,
+    port: u16,
+    vni: u32,
+    outer_v6: bool,
+    encap: fn(u32, &[u8]) -> Vec<u8>,
+) -> UdpTrain {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ salt);
     let oclass = OuterClass::ALL[rng.random_range(0..OuterClass::ALL.len())];
     let inner_class = if oclass == OuterClass::InnerPerturbed {
         // Inner classes that keep frames VXLAN-carriable.
@@ -235,7 +268,7 @@ pub fn vxlan_train(seed: u64, a: &Addrs, port: u16, vni: u32, outer_v6: bool) ->
         } else {
             FrameSpec::udp4(a.src4, a.dst4, sport, port)
         }
-        .payload(vxlan_payload(this_vni, f));
+        .payload(encap(this_vni, f));
         set_macs(&mut o, a);
         match &mut o.ip {
             IpSpec::V4(v) => {

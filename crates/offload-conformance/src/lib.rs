@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod generate;
+pub mod generate_tunnel;
 pub mod generate_udp;
 pub mod selftest;
 
@@ -253,8 +254,9 @@ pub fn running_config() -> GroConfig {
 }
 
 /// Runs a selftest case through the kernel (part by part: everything held
-/// is flushed between parts, as the selftest's sleeps do) and through the
-/// engine; `None` when bytes and GSO metadata agree, else a report.
+/// is flushed between parts, as the selftest's sleeps do), twice, and
+/// through the engine; `None` when the two kernel runs agree with each
+/// other and bytes and GSO metadata agree with the engine, else a report.
 pub fn compare_case(
     kernel: &mut offload_lab::oracle::KernelGro,
     case: &selftest::Case,
@@ -271,29 +273,56 @@ pub fn compare_case_with(
     let mut k_frames = Vec::new();
     let mut k_meta = Vec::new();
     let mut e = Vec::new();
-    for part in &case.parts {
+    for (i, part) in case.parts.iter().enumerate() {
         let o = kernel.run_train_detailed(part).expect("oracle run");
-        k_meta.extend(
-            o.gso
-                .iter()
-                .map(|m| m.map(|m| (m.gso_type, m.gso_size)))
-                .chain(std::iter::repeat(None))
-                .take(o.frames.len()),
-        );
+        // Determinism first (decision 0072): a second run must answer
+        // the same, bytes and metadata.
+        let again = kernel.run_train_detailed(part).expect("oracle run");
+        if again.frames != o.frames || kernel_meta(&again) != kernel_meta(&o) {
+            return Some(format!(
+                "part {i}: the kernel disagreed with itself ({} vs {} frames)",
+                o.frames.len(),
+                again.frames.len()
+            ));
+        }
+        k_meta.extend(kernel_meta(&o));
         k_frames.extend(o.frames);
         e.extend(engine_gro_meta(cfg, part));
     }
+    compare_with_meta(&k_frames, &k_meta, &e)
+}
+
+/// The kernel's GSO metadata of an oracle answer, one entry per frame,
+/// `(gso_type, gso_size)` (`None` where the kernel gave none).
+pub fn kernel_meta(o: &offload_lab::oracle::TrainOutcome) -> Vec<Option<(u8, u16)>> {
+    o.gso
+        .iter()
+        .map(|m| m.map(|m| (m.gso_type, m.gso_size)))
+        .chain(std::iter::repeat(None))
+        .take(o.frames.len())
+        .collect()
+}
+
+/// Compares the kernel's frames and GSO metadata (`k_meta[i]` belongs to
+/// `k_frames[i]`) with the engine's deliveries: bytes flow by flow first,
+/// then the metadata frame by frame in each flow's order. `None` when
+/// they agree, else a report.
+pub fn compare_with_meta(
+    k_frames: &[Vec<u8>],
+    k_meta: &[Option<(u8, u16)>],
+    e: &[(Vec<u8>, (u8, u16))],
+) -> Option<String> {
     let e_frames: Vec<Vec<u8>> = e.iter().map(|(f, _)| f.clone()).collect();
-    let mut report = compare(&k_frames, &e_frames).unwrap_or_default();
+    let mut report = compare(k_frames, &e_frames).unwrap_or_default();
     if report.is_empty() {
         // Same frames per flow: compare the metadata frame by frame in
         // each flow's order.
         let mut km: BTreeMap<Vec<u8>, Vec<Option<(u8, u16)>>> = BTreeMap::new();
-        for (f, m) in k_frames.iter().zip(&k_meta) {
+        for (f, m) in k_frames.iter().zip(k_meta) {
             km.entry(flow_key(f)).or_default().push(*m);
         }
         let mut em: BTreeMap<Vec<u8>, Vec<(u8, u16)>> = BTreeMap::new();
-        for (f, m) in &e {
+        for (f, m) in e {
             em.entry(flow_key(f)).or_default().push(*m);
         }
         for (key, ks) in &km {

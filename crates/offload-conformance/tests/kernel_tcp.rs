@@ -7,7 +7,7 @@
 //! the two sizes give 2000 trains); `OFFLOAD_CONFORMANCE_SEED` the first seed.
 
 use offload::GroConfig;
-use offload_conformance::generate::{tcp_train, Addrs, Class};
+use offload_conformance::generate::{tcp_train, vlan_tagged, Addrs, Class};
 use offload_conformance::{compare, engine_gro};
 use offload_lab::oracle::{GroKnobs, KernelGro};
 use std::collections::BTreeMap;
@@ -122,17 +122,6 @@ fn oracle_merges_and_comparison_detects_a_wrong_engine() {
     assert!(compare(&k, &never_holds).is_some());
 }
 
-/// Inserts VLAN tags `(tpid, tci)` after the MAC addresses.
-fn tag(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
-    let mut out = frame[..12].to_vec();
-    for (tpid, tci) in tags {
-        out.extend_from_slice(&tpid.to_be_bytes());
-        out.extend_from_slice(&tci.to_be_bytes());
-    }
-    out.extend_from_slice(&frame[12..]);
-    out
-}
-
 /// 802.1Q and QinQ tagged TCP trains (in-band tags), with a tag change
 /// inside some trains. The reference kernel is built without
 /// CONFIG_VLAN_8021Q, so it has no `vlan_gro_receive`: tagged frames pass
@@ -172,9 +161,9 @@ fn vlan_tagged_tcp_trains_match_the_kernel() {
                 .map(|(i, f)| {
                     let vid = if i >= change_at { 101 } else { 100 };
                     if qinq {
-                        tag(f, &[(0x88a8, 7), (0x8100, vid)])
+                        vlan_tagged(f, &[(0x88a8, 7), (0x8100, vid)])
                     } else {
-                        tag(f, &[(0x8100, vid)])
+                        vlan_tagged(f, &[(0x8100, vid)])
                     }
                 })
                 .collect();

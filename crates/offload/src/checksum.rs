@@ -63,12 +63,17 @@ pub mod wide {
 
     /// The sum of `data` (a multiple of [`BLOCK`] bytes) as little-endian
     /// 32-bit words, each added into a 64-bit total without end-around
-    /// carry (no overflow below 2^32 words). Dispatches at run time to the
-    /// AVX2 build of [`sum_words_portable`] on x86_64 CPUs that have it.
+    /// carry (no overflow below 2^32 words). Dispatches at run time: on
+    /// x86_64 CPUs with AVX-512 to a hand-written kernel (`avx512`), with
+    /// AVX2 to the AVX2 build of [`sum_words_portable`], else the portable
+    /// build.
     #[inline]
     pub fn sum_words(data: &[u8]) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return avx512::sum_words(data);
+            }
             if std::arch::is_x86_feature_detected!("avx2") {
                 return avx2::sum_words(data);
             }
@@ -113,6 +118,63 @@ pub mod wide {
             // returned true on this CPU; the function reads `data` through
             // safe slice code only.
             unsafe { sum_words_avx2(data) }
+        }
+    }
+
+    /// The AVX-512 kernel: each 32 bytes are loaded and zero-extended from
+    /// eight 32-bit words to eight 64-bit lanes in one instruction
+    /// (`vpmovzxdq`) and added; four accumulators keep four loads in
+    /// flight. Measured on the project's machine (AMD EPYC, Zen 5) over
+    /// 1472 bytes in L2: 13.4 ns, against 17.7–19.5 ns for the AVX2 build
+    /// of the portable loop and 15–18 ns for and/shift variants (`docs/performance.md`).
+    /// The compiler's own AVX-512 build of the portable loop was 5× slower,
+    /// hence intrinsics here.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    mod avx512 {
+        use core::arch::x86_64::{
+            __m256i, _mm256_loadu_si256, _mm512_add_epi64, _mm512_cvtepu32_epi64,
+            _mm512_reduce_add_epi64, _mm512_setzero_si512,
+        };
+
+        #[target_feature(enable = "avx512f")]
+        fn sum_words_avx512(data: &[u8]) -> u64 {
+            let load = |c: &[u8], at: usize| {
+                let c: &[u8; 32] = c[at..at + 32].try_into().expect("32 bytes");
+                // SAFETY: `c` is a 32-byte array; `loadu` reads exactly 32
+                // bytes from it with no alignment requirement.
+                _mm512_cvtepu32_epi64(unsafe { _mm256_loadu_si256(c.as_ptr().cast::<__m256i>()) })
+            };
+            let mut acc = [_mm512_setzero_si512(); 4];
+            let mut blocks = data.chunks_exact(128);
+            for c in &mut blocks {
+                acc[0] = _mm512_add_epi64(acc[0], load(c, 0));
+                acc[1] = _mm512_add_epi64(acc[1], load(c, 32));
+                acc[2] = _mm512_add_epi64(acc[2], load(c, 64));
+                acc[3] = _mm512_add_epi64(acc[3], load(c, 96));
+            }
+            let mut rest = blocks.remainder().chunks_exact(32);
+            for c in &mut rest {
+                acc[0] = _mm512_add_epi64(acc[0], load(c, 0));
+            }
+            let sum = _mm512_add_epi64(
+                _mm512_add_epi64(acc[0], acc[1]),
+                _mm512_add_epi64(acc[2], acc[3]),
+            );
+            let mut total = _mm512_reduce_add_epi64(sum) as u64;
+            for w in rest.remainder().chunks(4) {
+                let mut b = [0u8; 4];
+                b[..w.len()].copy_from_slice(w);
+                total = total.wrapping_add(u32::from_le_bytes(b) as u64);
+            }
+            total
+        }
+
+        #[inline]
+        pub(super) fn sum_words(data: &[u8]) -> u64 {
+            // SAFETY: only called after `is_x86_feature_detected!("avx512f")`
+            // returned true on this CPU.
+            unsafe { sum_words_avx512(data) }
         }
     }
 }
@@ -224,6 +286,9 @@ mod tests {
         fn dispatched_bulk_sum_equals_portable(blocks in prop::collection::vec(any::<u8>(), 0..4096usize)) {
             let n = blocks.len() - blocks.len() % wide::BLOCK;
             prop_assert_eq!(wide::sum_words(&blocks[..n]), wide::sum_words_portable(&blocks[..n]));
+            // Any length, unaligned start: every kernel sums the remainder too.
+            let d = &blocks[blocks.len().min(3)..];
+            prop_assert_eq!(wide::sum_words(d), wide::sum_words_portable(d));
         }
     }
 

@@ -98,6 +98,21 @@ pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
     match link {
         LinkKind::Ethernet => {
             let eth = Ethernet::new_checked(frame)?;
+            let et = eth.ethertype();
+            if !ethernet::is_vlan_tpid(et) {
+                // Untagged, nearly every frame: what `from_tags` gives for
+                // no tag, without building the tag arrays (measured: the
+                // walk was a tenth of `offload analyze`'s CPU).
+                return Ok(L2Info {
+                    l3_offset: ethernet::HEADER_LEN,
+                    ethertype: et,
+                    outer_protocol: et,
+                    vlan_tags: 0,
+                    key_len: ethernet::HEADER_LEN,
+                    outgoing: false,
+                    vlan_tpids_offloaded: true,
+                });
+            }
             let tags = eth.walk_tags()?;
             Ok(L2Info::from_tags(&tags, eth.ethertype(), false))
         }

@@ -33,8 +33,14 @@ pub(crate) struct PacketBuf {
 impl PacketBuf {
     /// Starts a packet with `frame`, recycling the allocations.
     pub(super) fn reset(&mut self, frame: &[u8]) {
-        self.buf.clear();
-        self.buf.resize(HEADROOM, 0);
+        // The headroom's bytes are never read (only written by `insert`),
+        // so a recycled buffer keeps them as they are.
+        if self.buf.len() >= HEADROOM {
+            self.buf.truncate(HEADROOM);
+        } else {
+            self.buf.clear();
+            self.buf.resize(HEADROOM, 0);
+        }
         self.buf.extend_from_slice(frame);
         self.head = HEADROOM;
         self.frags.clear();

@@ -27,7 +27,11 @@ pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
                 let len = p.data.total_len() - udp;
                 let csum = udp + udp::field::CHECKSUM;
                 if be16(&p.data, csum) != 0 {
-                    let pseudo = pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32);
+                    let pseudo = if line.udp_tunnel_csum_from_inner_header() {
+                        inner_as_outer_pseudo(&p.data, p.lay.l3_off, o.ip, len as u32)
+                    } else {
+                        pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32)
+                    };
                     put16(&mut p.data, csum, checksum::fold(pseudo));
                     gso |= gso_type::UDP_TUNNEL_CSUM;
                 } else {
@@ -125,6 +129,22 @@ fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usiz
             0
         }
     }
+}
+
+/// The pseudo-header sum of a tunnel's outer UDP checksum as lines
+/// before 6.9 compute it (`KernelLine::udp_tunnel_csum_from_inner_header`):
+/// the addresses are read at the innermost IP header (`inner_l3`, still as
+/// the first segment had it: the inner headers are completed after the
+/// outer ones) with the layout of the outer header's version `outer_ip`.
+/// Bytes past the end of the packet read as zero (a kernel would read
+/// whatever follows; no such packet reaches here, an inner IPv4 header
+/// plus a TCP or UDP header is at least 28 bytes and GRO holds only
+/// packets with payload).
+fn inner_as_outer_pseudo(data: &[u8], inner_l3: usize, outer_ip: IpVersion, len: u32) -> u64 {
+    let mut hdr = [0u8; 40];
+    let avail = data.len().saturating_sub(inner_l3).min(hdr.len());
+    hdr[..avail].copy_from_slice(&data[inner_l3..inner_l3 + avail]);
+    outer_ip.pseudo_header(&hdr, Transport::Udp.protocol(), len)
 }
 
 fn pseudo_at(data: &[u8], l3: usize, ip: IpVersion, proto: Transport, len: u32) -> u64 {

@@ -22,6 +22,9 @@
 
 mod buf;
 mod complete;
+mod fast;
+#[cfg(test)]
+mod fast_tests;
 mod profile;
 mod reason;
 mod rx;
@@ -75,7 +78,8 @@ pub mod gso_type {
     pub const UDP_TUNNEL_CSUM: u32 = 1 << 11;
     /// UDP segmentation (USO / UDP GRO).
     pub const UDP_L4: u32 = 1 << 17;
-    /// AccECN: CWR is kept on every segment (6.18 `tcp_gro_complete`).
+    /// AccECN: CWR is kept on every segment (`include/linux/skbuff.h` since
+    /// 6.15, 023af5a72ab1; set by `tcp_gro_complete` since 6.15, 4e4f7cefb130).
     pub const TCP_ACCECN: u32 = 1 << 19;
     /// Outer (or only) IPv4 header kept a fixed ID (6.18: bit 30).
     pub const TCP_FIXEDID: u32 = 1 << 30;
@@ -421,6 +425,10 @@ pub struct GroEngine {
     pool: Vec<buf::PacketBuf>,
     /// Merged payloads stay in their input frames ([`Delivered::frags`]).
     zero_copy: bool,
+    /// The "same flow, next segment" path (`fast.rs`) is tried first.
+    /// Always on outside the differential tests, which turn it off to
+    /// compare both paths.
+    fast_path: bool,
 }
 
 impl GroEngine {
@@ -433,6 +441,7 @@ impl GroEngine {
             stats: GroStats::new(),
             pool: Vec::new(),
             zero_copy: false,
+            fast_path: true,
         }
     }
 
@@ -445,6 +454,13 @@ impl GroEngine {
     /// the whole packet.
     pub fn set_zero_copy(&mut self, on: bool) {
         self.zero_copy = on;
+    }
+
+    /// Turns the "same flow, next segment" fast path off (tests compare
+    /// both paths; the answers are the same by design).
+    #[cfg(test)]
+    pub(crate) fn set_fast_path(&mut self, on: bool) {
+        self.fast_path = on;
     }
 
     /// The configuration it runs with.
@@ -487,6 +503,12 @@ impl GroEngine {
         }
         self.last_ts = Some(input.timestamp_ns);
 
+        if self.fast_merge(&input, csum, out) {
+            if self.cfg.flush_timeout_ns == 0 {
+                self.flush_all(FlushReason::Timeout, out);
+            }
+            return;
+        }
         let (verdict, proto) = self.classify(&input, csum.csum_cnt(), out);
         self.stats.proto_in[proto as usize] += 1;
         if let Verdict::Pass(reason) = verdict {
@@ -574,7 +596,23 @@ impl GroEngine {
     /// Holds `skb` as the head of a new run (`dev_gro_receive`: after
     /// completing the bucket's oldest packet if the bucket is full).
     /// `payload` becomes the run's `gso_size`.
-    fn hold<F: FnMut(&Delivered<'_>)>(&mut self, skb: &rx::Skb<'_>, payload: u32, out: &mut F) {
+    fn hold<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &rx::Skb<'_>,
+        payload: u32,
+        out: &mut F,
+    ) -> table::Slot {
+        self.hold_hashed(skb, rx::flow_hash(skb), payload, out)
+    }
+
+    /// [`Self::hold`] for a frame whose flow hash is already known.
+    fn hold_hashed<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &rx::Skb<'_>,
+        hash: u32,
+        payload: u32,
+        out: &mut F,
+    ) -> table::Slot {
         if self.held.len() >= MAX_GRO_SKBS {
             if let Some(oldest) = self.held.pop_oldest() {
                 self.complete(oldest, FlushReason::TableFull, out);
@@ -587,7 +625,7 @@ impl GroEngine {
             None => skb.proto(),
         };
         self.held.push(
-            rx::flow_hash(skb),
+            hash,
             Held {
                 data,
                 link: skb.input.link,
@@ -605,7 +643,7 @@ impl GroEngine {
                 last_frame: skb.input.frame,
                 last_ts: skb.input.timestamp_ns,
             },
-        );
+        )
     }
 }
 
@@ -619,6 +657,7 @@ pub(crate) enum Verdict {
 }
 
 /// The maximum merged size for a held packet (`netif_get_gro_max_size`).
+#[inline]
 fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
     if outer_protocol == ethertype::IPV6 {
         cfg.gro_max_size

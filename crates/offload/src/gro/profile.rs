@@ -19,7 +19,13 @@
 //! `gro_receive_network_flush` (6.10–6.17: `bool outer`, one
 //! `ip_fixedid` bit; 6.18: two bits, "only merge packets with incrementing
 //! or fixed outer ids"); `tcp_gro_receive` / `tcp_gro_complete` (the CWR
-//! mask and `SKB_GSO_TCP_ECN`, read in the 6.1.y and 6.12.y trees; 7.0:
+//! mask and `SKB_GSO_TCP_ECN`, read in the 6.1.y and 6.12.y trees; 6.15:
+//! "gro: prevent ACE field corruption & better AccECN handling",
+//! 4e4f7cefb130, compares CWR in the flag word and marks
+//! `SKB_GSO_TCP_ACCECN`, the bit `include/linux/skbuff.h` got from "gso:
+//! AccECN support", 023af5a72ab1, in the same series, net-next March
+//! 2025; so the 6.12 column is exact for 6.10–6.14 on these two rows, and
+//! 6.15–6.17 kernels, mapped to it, follow the 6.18 column there; 7.0:
 //! "gro: flushing when CWR is set negatively affects AccECN");
 //! `net/ipv6/ip6_offload.c` `ipv6_gro_complete` (7.0: "BIG TCP without HBH
 //! in IPv6"); `net/core/gro.c` `skb_gro_receive` (6.3: IPv4 BIG TCP,
@@ -104,14 +110,15 @@ impl KernelLine {
     }
 
     /// CWR is left out of the flag-word comparison
-    /// (`~(TCP_FLAG_CWR | TCP_FLAG_FIN | TCP_FLAG_PSH)` before 6.18).
+    /// (`~(TCP_FLAG_CWR | TCP_FLAG_FIN | TCP_FLAG_PSH)` before 6.15,
+    /// 4e4f7cefb130; the 6.12 profile stands for 6.10–6.17).
     #[inline]
     pub(super) fn cwr_ignored_in_flag_word(self) -> bool {
         self < KernelLine::V6_18
     }
 
     /// `tcp_gro_complete` marks a packet with CWR `SKB_GSO_TCP_ECN`
-    /// (before 6.18) rather than `SKB_GSO_TCP_ACCECN`.
+    /// rather than `SKB_GSO_TCP_ACCECN` (before 6.15, 4e4f7cefb130).
     #[inline]
     pub(super) fn cwr_is_classic_ecn(self) -> bool {
         self < KernelLine::V6_18
@@ -130,6 +137,24 @@ impl KernelLine {
     #[inline]
     pub(super) fn ipv6_jumbo_hbh(self) -> bool {
         self < KernelLine::V7
+    }
+
+    /// The outer UDP checksum of a UDP tunnel (VXLAN, Geneve) gets the
+    /// pseudo-header of the addresses at `ip_hdr(skb)` / `ipv6_hdr(skb)`:
+    /// `udp4_gro_complete` / `udp6_gro_complete`
+    /// (`net/ipv4/udp_offload.c`, `net/ipv6/udp_offload.c`) read the
+    /// network header, which `inet_gro_receive` / `ipv6_gro_receive` set
+    /// last for the *innermost* IP header, through the outer header's
+    /// layout. Fixed by 5ef31ea5d053 "net: gro: fix udp bad offset in
+    /// socket lookup by adding {inner_}network_offset to napi_gro_cb" (net
+    /// tree, May 2024: v6.9; backported to 6.6.y, not to 6.1.y), which reads
+    /// `NAPI_GRO_CB(skb)->network_offsets[skb->encapsulation]`. Seen on
+    /// Debian's 6.1.192 (the VM suite), not on 6.12.117. (6.6.y kernels,
+    /// mapped to the 6.1 profile, have the fix: the profile is exact for
+    /// 6.1.y here.)
+    #[inline]
+    pub(super) fn udp_tunnel_csum_from_inner_header(self) -> bool {
+        self < KernelLine::V6_12
     }
 
     /// `gro_ipv4_max_size` exists (6.3); before it IPv4 is bound by

@@ -451,8 +451,16 @@ impl GroEngine {
     /// Held packets whose flow hash differs are rejected with one compare
     /// of the table's hot line; the full comparison runs for the others.
     pub(super) fn lookup(&self, skb: &Skb<'_>) -> Option<super::table::Slot> {
+        self.lookup_hashed(skb).0
+    }
+
+    /// [`Self::lookup`], also returning the frame's flow hash, so that
+    /// holding the frame next does not hash it again.
+    #[inline]
+    pub(super) fn lookup_hashed(&self, skb: &Skb<'_>) -> (Option<super::table::Slot>, u32) {
         let f = skb.frame();
-        self.held.find(flow_hash(skb), |p| same_flow(p, skb, f))
+        let hash = flow_hash(skb);
+        (self.held.find(hash, |p| same_flow(p, skb, f)), hash)
     }
 }
 
@@ -480,10 +488,12 @@ pub(super) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-/// Mixes one 64-bit word into a hash (a multiply-xorshift step).
+/// One word's term of the flow hash: the word, made position-dependent,
+/// times an odd constant. Terms are independent of each other (added, not
+/// chained), so the multiplies of a frame's words run in parallel.
 #[inline(always)]
-fn mix(h: u64, w: u64) -> u64 {
-    (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+fn term(w: u64, i: u64) -> u64 {
+    (w ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd)
 }
 
 /// Reads up to 8 bytes of `b` from `at` as a little-endian word (the hash
@@ -508,47 +518,66 @@ fn word(b: &[u8], at: usize, n: usize) -> u64 {
 /// (`gro_list_prepare` compares `skb_get_hash_raw` first for the same reason).
 #[inline]
 pub(super) fn flow_hash(skb: &Skb<'_>) -> u32 {
-    let f = skb.frame();
     let lay = &skb.lay;
-    let mut h = mix(
+    flow_hash_parts(
+        skb.frame(),
+        skb.input.link,
+        skb.l2.key_len,
+        lay.l3_off,
+        lay.l4_off,
+        lay.ip,
+        lay.outer,
+    )
+}
+
+/// [`flow_hash`] from its parts (the fast path computes it before any
+/// classification, for the layout a plain TCP frame has).
+#[inline(always)]
+pub(super) fn flow_hash_parts(
+    f: &[u8],
+    link: crate::link::LinkKind,
+    key_len: usize,
+    l3_off: usize,
+    l4_off: usize,
+    ip: IpVersion,
+    outer: Option<OuterLayout>,
+) -> u32 {
+    let mut h = term(
+        (link as u64) << 48 | (key_len as u64) << 32 | (l3_off as u64) << 16 | l4_off as u64,
         0,
-        (skb.input.link as u64) << 48
-            | (skb.l2.key_len as u64) << 32
-            | (lay.l3_off as u64) << 16
-            | lay.l4_off as u64,
     );
-    let key = &f[..skb.l2.key_len];
+    let key = &f[..key_len];
     if key.len() >= 8 {
         let mut at = 0;
         while at + 8 <= key.len() {
-            h = mix(h, word(key, at, 8));
+            h = h.wrapping_add(term(word(key, at, 8), 1 + at as u64));
             at += 8;
         }
         // The tail as one overlapping word.
-        h = mix(h, word(key, key.len() - 8, 8));
+        h = h.wrapping_add(term(word(key, key.len() - 8, 8), 17));
     } else {
-        h = mix(h, word(key, 0, key.len()));
+        h = h.wrapping_add(term(word(key, 0, key.len()), 1));
     }
-    let addrs = |h: u64, l3: usize, ip: IpVersion| match ip {
-        IpVersion::V4 => mix(h, word(f, l3 + ipv4::field::ADDRS.start, 8)),
+    let addrs = |h: u64, l3: usize, ip: IpVersion, i: u64| match ip {
+        IpVersion::V4 => h.wrapping_add(term(word(f, l3 + ipv4::field::ADDRS.start, 8), i)),
         IpVersion::V6 => {
             let a = l3 + ipv6::field::ADDRS.start;
-            let h = mix(h, word(f, a, 8));
-            let h = mix(h, word(f, a + 8, 8));
-            let h = mix(h, word(f, a + 16, 8));
-            mix(h, word(f, a + 24, 8))
+            h.wrapping_add(term(word(f, a, 8), i))
+                .wrapping_add(term(word(f, a + 8, 8), i + 1))
+                .wrapping_add(term(word(f, a + 16, 8), i + 2))
+                .wrapping_add(term(word(f, a + 24, 8), i + 3))
         }
     };
-    if let Some(o) = lay.outer {
-        h = addrs(h, o.l3_off, o.ip);
+    if let Some(o) = outer {
+        h = addrs(h, o.l3_off, o.ip, 20);
         if let Some(u) = o.udp_off() {
-            h = mix(h, word(f, u + udp::field::PORTS.start, 4));
+            h = h.wrapping_add(term(word(f, u + udp::field::PORTS.start, 4), 24));
         }
     }
-    h = addrs(h, lay.l3_off, lay.ip);
+    h = addrs(h, l3_off, ip, 30);
     // The transport ports (`udp_gro_lookup`/`tcp_gro_lookup` compare them).
-    if f.len() >= lay.l4_off + 4 {
-        h = mix(h, word(f, lay.l4_off, 4));
+    if f.len() >= l4_off + 4 {
+        h = h.wrapping_add(term(word(f, l4_off, 4), 40));
     }
     (h >> 32) as u32 ^ h as u32
 }
@@ -587,14 +616,20 @@ fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
             }
         }
         if let Encap::Gre { eth, .. } = o.encap {
-            // `gre_gro_receive`: flags and protocol, and the key if
-            // present; never the checksum field.
             use crate::wire::gre::Gre;
-            let (x, y) = (
-                Gre::new_unchecked(&p.data[o.encap_off..]),
-                Gre::new_unchecked(&f[o.encap_off..]),
-            );
-            if be32(&p.data, o.encap_off) != be32(f, o.encap_off) || x.key() != y.key() {
+            // `gre_gro_receive` (net/ipv4/gre_offload.c, every line
+            // since 3.x): flags and protocol, and when the key flag is
+            // set, "the key" as `*(__be32 *)(greh + 1)`: the word right
+            // after the base header. With the checksum flag also set that
+            // word is the checksum and reserved field, not the key: the
+            // key is never compared and packets whose GRE checksums differ
+            // (their inner lengths differ: a valid inner IP and TCP header
+            // fold to the pseudo-header) are different flows.
+            let word = crate::wire::gre::BASE_LEN;
+            if be32(&p.data, o.encap_off) != be32(f, o.encap_off)
+                || (Gre::new_unchecked(&f[o.encap_off..]).has_key()
+                    && be32(&p.data, o.encap_off + word) != be32(f, o.encap_off + word))
+            {
                 return false;
             }
             if eth {

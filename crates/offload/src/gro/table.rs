@@ -11,7 +11,14 @@
 //! for the one slot whose hash matched, and lives apart in slots that never
 //! move: completing the oldest packet or one in the middle shifts at most
 //! seven order bytes, never a packet.
+//!
+//! Beside the slots sit the fast path's per-slot header templates and a
+//! 256-byte hint table from a flow's ports to its slot (`fast.rs`,
+//! decision 0076): a bulk flow's next segment finds its slot and is
+//! checked against its head without hashing the flow or touching the other
+//! slots.
 
+use super::fast::Template;
 use super::{Held, MAX_GRO_SKBS};
 
 /// The per-frame line: slot hashes, age order, occupancy.
@@ -42,7 +49,18 @@ const _: () = {
 pub(super) struct Table {
     hot: Hot,
     slots: [Option<Held>; MAX_GRO_SKBS],
+    /// The fast path's header template of each slot (`fast.rs`); kept
+    /// apart from `slots` so that holding and completing never move it.
+    templates: [Template; MAX_GRO_SKBS],
+    /// Which slot a flow used last, indexed by a hash of its ports and
+    /// the end of its addresses ([`super::fast`]'s `hint_index`): a hint
+    /// only, checked against the slot's template before use, so a stale
+    /// or colliding entry costs a lookup, never a wrong answer.
+    hints: [u8; HINTS],
 }
+
+/// Entries of the fast path's flow-to-slot hint table (one byte each).
+pub(super) const HINTS: usize = 256;
 
 /// A slot number.
 pub(super) type Slot = usize;
@@ -57,6 +75,8 @@ impl Table {
                 used: 0,
             },
             slots: Default::default(),
+            templates: [Template::NONE; MAX_GRO_SKBS],
+            hints: [0; HINTS],
         }
     }
 
@@ -86,6 +106,32 @@ impl Table {
             }
         }
         None
+    }
+
+    /// The slot hinted for hint index `k`, if occupied.
+    #[inline(always)]
+    pub(super) fn hinted(&self, k: usize) -> Option<Slot> {
+        let s = self.hints[k % HINTS] as Slot;
+        (self.hot.used & (1 << s) != 0).then_some(s)
+    }
+
+    /// Hints slot `s` under both hint indices `k`.
+    #[inline(always)]
+    pub(super) fn hint(&mut self, k: (usize, usize), s: Slot) {
+        self.hints[k.0 % HINTS] = s as u8;
+        self.hints[k.1 % HINTS] = s as u8;
+    }
+
+    /// The fast-path template of an occupied slot.
+    #[inline(always)]
+    pub(super) fn template(&self, s: Slot) -> &Template {
+        &self.templates[s]
+    }
+
+    /// The fast-path template of an occupied slot, to fill.
+    #[inline]
+    pub(super) fn template_mut(&mut self, s: Slot) -> &mut Template {
+        &mut self.templates[s]
     }
 
     #[inline]
@@ -122,7 +168,7 @@ impl Table {
     }
 
     /// Holds a packet as the youngest; the table must have room.
-    pub(super) fn push(&mut self, hash: u32, p: Held) {
+    pub(super) fn push(&mut self, hash: u32, p: Held) -> Slot {
         let hot = &mut self.hot;
         let s = (!hot.used).trailing_zeros() as usize;
         debug_assert!(s < MAX_GRO_SKBS && (hot.len as usize) < MAX_GRO_SKBS);
@@ -131,5 +177,7 @@ impl Table {
         hot.len += 1;
         hot.used |= 1 << s;
         self.slots[s] = Some(p);
+        self.templates[s].clear();
+        s
     }
 }

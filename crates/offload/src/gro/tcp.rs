@@ -42,47 +42,67 @@ impl GroEngine {
         let len = (f.len() - th - thlen) as u32;
         let flags = be32(f, th + tcp::field::FLAG_WORD.start);
 
-        let found = self.lookup(skb);
+        let (found, hash) = self.lookup_hashed(skb);
         let Some(idx) = found else {
-            return self.pass_or_hold(skb, len, flags, out);
+            return self.pass_or_hold(skb, hash, thlen, len, flags, out);
         };
 
         let not_merged = self.tcp_flush_term(idx, skb, thlen, len, flags);
         match not_merged {
             None => {
                 // skb_gro_receive succeeded.
-                let zero_copy = self.zero_copy;
-                let p = self.held.get_mut(idx);
-                p.data.append(f, th + thlen, skb.input.frame, zero_copy);
-                p.count += 1;
-                p.payload += len;
-                p.last_frame = skb.input.frame;
-                p.last_ts = skb.input.timestamp_ns;
-                let th2 = p.lay.l4_off;
-                let word = th2 + tcp::field::FLAG_WORD.start;
-                let merged_flags = be32(&p.data, word) | (flags & (fw::FIN | fw::PSH));
-                put32(&mut p.data, word, merged_flags);
-                let end = if flags & fw::FIN != 0 {
-                    Some(FlushReason::FinFlag)
-                } else if flags & fw::PSH != 0 {
-                    Some(FlushReason::PshFlag)
-                } else if len < p.mss {
-                    Some(FlushReason::ShortSegment)
-                } else {
-                    None
-                };
-                if let Some(r) = end {
-                    let p = self.held.remove(idx);
-                    self.complete(p, r, out);
-                }
+                self.merge_tcp(idx, f, th + thlen, skb.input, len, flags, out);
                 Verdict::Consumed
             }
             Some(reason) => {
                 // p is completed (pp = p), then skb passes or is held.
                 let p = self.held.remove(idx);
                 self.complete(p, reason, out);
-                self.pass_or_hold(skb, len, flags, out)
+                self.pass_or_hold(skb, hash, thlen, len, flags, out)
             }
+        }
+    }
+
+    /// `skb_gro_receive` for a segment that merges into held packet `idx`:
+    /// its payload (from `payload_off` in `f`) is appended, FIN and PSH
+    /// carried onto the head's flag word (`flags`: the segment's), and a
+    /// FIN, a PSH or a segment shorter than `gso_size` ends the run.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn merge_tcp<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        idx: usize,
+        f: &[u8],
+        payload_off: usize,
+        input: &super::Input<'_>,
+        len: u32,
+        flags: u32,
+        out: &mut F,
+    ) {
+        let zero_copy = self.zero_copy;
+        let p = self.held.get_mut(idx);
+        p.data.append(f, payload_off, input.frame, zero_copy);
+        p.count += 1;
+        p.payload += len;
+        p.last_frame = input.frame;
+        p.last_ts = input.timestamp_ns;
+        let end = if flags & (fw::FIN | fw::PSH) != 0 {
+            let word = p.lay.l4_off + tcp::field::FLAG_WORD.start;
+            let merged_flags = be32(&p.data, word) | (flags & (fw::FIN | fw::PSH));
+            put32(&mut p.data, word, merged_flags);
+            Some(if flags & fw::FIN != 0 {
+                FlushReason::FinFlag
+            } else {
+                FlushReason::PshFlag
+            })
+        } else if len < p.mss {
+            Some(FlushReason::ShortSegment)
+        } else {
+            None
+        };
+        if let Some(r) = end {
+            let p = self.held.remove(idx);
+            self.complete(p, r, out);
         }
     }
 
@@ -99,6 +119,8 @@ impl GroEngine {
     fn pass_or_hold<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
+        hash: u32,
+        thlen: usize,
         len: u32,
         flags: u32,
         out: &mut F,
@@ -112,7 +134,23 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        self.hold(skb, len, out);
+        let slot = self.hold_hashed(skb, hash, len, out);
+        let lay = &skb.lay;
+        if lay.outer.is_none() {
+            let on = self.held.template_mut(slot).fill(
+                skb.frame(),
+                skb.input.link,
+                skb.l2.key_len,
+                lay.l3_off,
+                lay.l4_off,
+                lay.ip,
+                thlen,
+            );
+            if on {
+                self.held
+                    .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
+            }
+        }
         Verdict::Consumed
     }
 

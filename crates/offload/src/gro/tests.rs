@@ -741,6 +741,38 @@ fn vxlan_outer_df0_incrementing_ids_merge() {
     assert_eq!(inner.total_len() as usize, 20 + 20 + 20 * 1350);
 }
 
+/// Up to 6.8 `udp4_gro_complete` sums the outer UDP pseudo-header over
+/// the addresses of `ip_hdr(skb)`, the *inner* IPv4 header (observed on
+/// Debian's 6.1.192); 6.12 uses the outer addresses
+/// (`KernelLine::udp_tunnel_csum_from_inner_header`).
+#[test]
+fn vxlan_outer_udp_checksum_pseudo_header_per_line() {
+    let frames = build((0..4).map(|i| {
+        let mut f = vxlan(i, 500 + i as u16, true);
+        f.udp_mut().zero_checksum = false;
+        f
+    }));
+    for (line, src, dst) in [
+        (KernelLine::V6_1, [192, 168, 0, 2], [192, 168, 0, 1]),
+        (KernelLine::V6_12, A, B),
+        (KernelLine::V6_18, A, B),
+    ] {
+        let o = run_cfg(
+            GroConfig {
+                flush_timeout_ns: 10_000_000,
+                kernel: line,
+                ..GroConfig::default()
+            },
+            &frames,
+        );
+        assert_eq!(o.len(), 1, "{line}");
+        let f = &o[0].data;
+        let udp_len = (f.len() - 34) as u32;
+        let want = crate::checksum::fold(crate::checksum::pseudo_ipv4(src, dst, 17, udp_len));
+        assert_eq!(u16::from_be_bytes([f[40], f[41]]), want, "{line}");
+    }
+}
+
 #[test]
 fn vxlan_different_vni_is_another_flow() {
     let a = vxlan(0, 1, true);

@@ -38,7 +38,7 @@ pub struct GsoParams {
     pub fixed_id: bool,
     /// Keep the inner IPv4 ID fixed (`SKB_GSO_TCP_FIXEDID_INNER`).
     pub fixed_id_inner: bool,
-    /// Keep CWR on every segment (`SKB_GSO_TCP_ACCECN`, 7.0+).
+    /// Keep CWR on every segment (`SKB_GSO_TCP_ACCECN`, 6.15+: 023af5a72ab1).
     pub accecn: bool,
 }
 

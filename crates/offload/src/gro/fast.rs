@@ -1,0 +1,462 @@
+//! "Same flow, next segment": the fast path of TCP GRO.
+//!
+//! In a bulk TCP flow almost every segment is the next one of the packet
+//! held for its flow, and its headers differ from the held head's only in
+//! the fields a sender changes per segment. The kernel's own rules say so:
+//! `tcp_gro_receive` (`net/ipv4/tcp_offload.c`) merges only when the flag
+//! word (but FIN and PSH), the ACK number, the window and every option
+//! byte equal the head's; `inet_gro_flush` / `ipv6_gro_flush`
+//! (`include/net/gro.h`) only when TTL, TOS, DF, or traffic class and hop
+//! limit do; `gro_list_prepare` and the network layers' same-flow loops
+//! only when the link header, the addresses and the ports do.
+//!
+//! So for each held plain TCP packet (no tunnel, no VLAN, no IPv4 options,
+//! no IPv6 extension header) the engine keeps a [`Template`]: the head's
+//! header bytes, link header to the last TCP option, with a mask of the
+//! bytes that may differ (IPv4 total length, ID and header checksum, IPv6
+//! payload length, TCP sequence number, checksum, and the FIN and PSH
+//! bits). A frame whose masked header equals the template is by
+//! construction of the same flow, with the same TTL, TOS, flags, ACK,
+//! window and options; what is left is arithmetic on the varying fields:
+//! the IP length matches the bytes, the IPv4 header checksum verifies, the
+//! IPv4 ID follows the rule of the configured kernel line, the sequence
+//! number is the expected one, the size stays under the limits, the TCP
+//! checksum verifies when it must. If all of that holds the segment
+//! merges, exactly as the full path would merge it (same state changes,
+//! same delivery and reason when FIN, PSH or a short segment ends the
+//! run). If anything does not hold, nothing has been changed and the frame
+//! takes the full path, which finds the same held packet and names the
+//! reason. The differential property test in `fast_tests.rs` runs both
+//! paths over perturbed trains for every kernel line.
+
+use super::profile::KernelLine;
+use super::{max_size, GroEngine, Input, Proto, RxChecksum};
+use crate::checksum;
+use crate::link::LinkKind;
+use crate::wire::ethernet::{self, ethertype};
+use crate::wire::tcp::{self, flags};
+use crate::wire::{be16, be32, ipv4, ipv6, IpVersion};
+
+/// Longest header the template covers: 14 (Ethernet) + 40 (IPv6) + 60
+/// (TCP with 40 option bytes) = 114, rounded to whole words.
+pub(super) const MAX_HEADER: usize = 128;
+const WORDS: usize = MAX_HEADER / 8;
+
+/// The held head's headers, masked, for one table slot.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Template {
+    /// Header bytes AND mask, as native-endian words.
+    words: [u64; WORDS],
+    /// 0xff for every byte that must be equal, 0 for those that may differ
+    /// and for bytes past the header.
+    mask: [u64; WORDS],
+    /// Words compared (header length rounded up to 8 bytes); 0 when this
+    /// slot has no template (tunnels, VLANs, options, UDP...).
+    nwords: u8,
+    /// Header length: link header + IP + TCP with options.
+    hl: u8,
+    /// The word holding the TCP ports (and the end of the addresses):
+    /// compared alone first to reject another flow's template cheaply.
+    key: u8,
+    l3: u8,
+    ip: IpVersion,
+    link: LinkKind,
+    /// IPv4: the ones' complement sum of the head's IP header without
+    /// total length, ID and checksum (the three may differ).
+    ip_sum: u64,
+    /// The pseudo-header sum without the length: addresses and protocol.
+    pseudo: u64,
+    /// The head's sequence number.
+    seq: u32,
+}
+
+impl Template {
+    /// No template: the slot is served by the full path only.
+    pub(super) const NONE: Template = Template {
+        words: [0; WORDS],
+        mask: [0; WORDS],
+        nwords: 0,
+        hl: 0,
+        key: 0,
+        l3: 0,
+        ip: IpVersion::V4,
+        link: LinkKind::Ethernet,
+        ip_sum: 0,
+        pseudo: 0,
+        seq: 0,
+    };
+
+    /// Marks the slot as served by the full path only.
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        self.nwords = 0;
+    }
+
+    /// Fills the template of a TCP head just held (`f` its frame,
+    /// `l3`/`l4` its network and transport offsets, `thlen` its TCP header
+    /// length) if its shape is one the fast path serves; else marks the
+    /// slot as served by the full path. Returns whether it is on. Runs for
+    /// every held packet, so it writes only the words it will compare.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fill(
+        &mut self,
+        f: &[u8],
+        link: LinkKind,
+        key_len: usize,
+        l3: usize,
+        l4: usize,
+        ip: IpVersion,
+        thlen: usize,
+    ) -> bool {
+        let hl = l4 + thlen;
+        let layout = match (link, l3) {
+            (LinkKind::Ethernet, ethernet::HEADER_LEN) => 0,
+            (LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6, 0) => 2,
+            _ => usize::MAX,
+        };
+        let l4_expected = l3
+            + match ip {
+                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+                IpVersion::V6 => ipv6::HEADER_LEN,
+            };
+        if layout == usize::MAX
+            || key_len != l3
+            || l4 != l4_expected
+            || hl > MAX_HEADER
+            || f.len() < hl
+        {
+            self.nwords = 0;
+            return false;
+        }
+        let base = &MASKS[layout + (ip == IpVersion::V6) as usize];
+        let nwords = hl.div_ceil(8);
+        let n = nwords * 8;
+        if f.len() >= n {
+            let pairs = self.words.iter_mut().zip(self.mask.iter_mut());
+            for ((w, m), (c, b)) in pairs.zip(f[..n].chunks_exact(8).zip(base)) {
+                *m = *b;
+                *w = u64::from_ne_bytes(c.try_into().expect("8 bytes")) & b;
+            }
+        } else {
+            // A frame ending inside the last word: zero-padded.
+            let mut b = [0u8; MAX_HEADER];
+            b[..f.len().min(n)].copy_from_slice(&f[..f.len().min(n)]);
+            for i in 0..nwords {
+                self.mask[i] = base[i];
+                let c: [u8; 8] = b[8 * i..8 * i + 8].try_into().expect("8 bytes");
+                self.words[i] = u64::from_ne_bytes(c) & base[i];
+            }
+        }
+        let keep = hl % 8;
+        if keep != 0 {
+            // Bytes past the header are not compared.
+            let tail = u64::from_ne_bytes((u64::MAX >> (64 - 8 * keep)).to_le_bytes());
+            self.mask[nwords - 1] &= tail;
+            self.words[nwords - 1] &= tail;
+        }
+        // The TCP header's own mask byte depends on nothing but the layout;
+        // the ones' complement sums of the fixed fields are taken once.
+        let h = &f[l3..];
+        self.ip_sum = match ip {
+            IpVersion::V4 => {
+                let mut acc =
+                    checksum::sum_u32(0, be32(h, 0) & 0xff00_0000 | be32(h, 0) & 0x00ff_0000);
+                acc = checksum::sum_u32(acc, be32(h, 4) & 0x0000_ffff);
+                acc = checksum::sum_u32(acc, be32(h, 8) & 0xffff_0000);
+                acc = checksum::sum_u32(acc, be32(h, 12));
+                checksum::sum_u32(acc, be32(h, 16))
+            }
+            IpVersion::V6 => 0,
+        };
+        self.pseudo = ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
+        self.nwords = nwords as u8;
+        self.hl = hl as u8;
+        self.key = (l4 / 8) as u8;
+        self.l3 = l3 as u8;
+        self.ip = ip;
+        self.link = link;
+        self.seq = be32(f, l4 + tcp::field::SEQ.start);
+        true
+    }
+
+    /// True when the word holding the ports equals the template's: a
+    /// cheap first test that tells flows apart.
+    #[inline(always)]
+    fn key_matches(&self, f: &[u8]) -> bool {
+        let k = self.key as usize;
+        if self.nwords == 0 {
+            return false;
+        }
+        f.get(8 * k..8 * k + 8).is_some_and(|c| {
+            u64::from_ne_bytes(c.try_into().expect("8 bytes")) & self.mask[k] == self.words[k]
+        })
+    }
+
+    /// True when `f`'s header equals the template's wherever it must.
+    #[inline(always)]
+    fn matches(&self, f: &[u8]) -> bool {
+        let n = self.nwords as usize;
+        let Some(h) = f.get(..n * 8) else {
+            return false;
+        };
+        let mut diff = 0u64;
+        for ((c, w), m) in h.chunks_exact(8).zip(&self.words).zip(&self.mask) {
+            let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+            diff |= (x & m) ^ w;
+        }
+        diff == 0
+    }
+}
+
+/// The compare masks of the four plain layouts (Ethernet or raw IP, IPv4
+/// or IPv6), all bytes of a maximal header: 0xff where the held head and
+/// the next segment must be equal, 0 in the fields that may differ.
+static MASKS: [[u64; WORDS]; 4] = [
+    base_mask(ethernet::HEADER_LEN, false),
+    base_mask(ethernet::HEADER_LEN, true),
+    base_mask(0, false),
+    base_mask(0, true),
+];
+
+const fn base_mask(l3: usize, v6: bool) -> [u64; WORDS] {
+    let mut b = [0xffu8; MAX_HEADER];
+    let l4 = if v6 {
+        // Payload length.
+        b[l3 + 4] = 0;
+        b[l3 + 5] = 0;
+        l3 + ipv6::HEADER_LEN
+    } else {
+        // Total length, ID, header checksum.
+        let mut i = 2;
+        while i < 6 {
+            b[l3 + i] = 0;
+            i += 1;
+        }
+        b[l3 + 10] = 0;
+        b[l3 + 11] = 0;
+        l3 + ipv4::MIN_HEADER_LEN
+    };
+    // Sequence number, checksum; FIN and PSH may differ.
+    let mut i = 4;
+    while i < 8 {
+        b[l4 + i] = 0;
+        i += 1;
+    }
+    b[l4 + 16] = 0;
+    b[l4 + 17] = 0;
+    b[l4 + 13] = !(flags::FIN | flags::PSH);
+    let mut w = [0u64; WORDS];
+    let mut i = 0;
+    while i < WORDS {
+        let mut x = [0u8; 8];
+        let mut j = 0;
+        while j < 8 {
+            x[j] = b[8 * i + j];
+            j += 1;
+        }
+        w[i] = u64::from_ne_bytes(x);
+        i += 1;
+    }
+    w
+}
+
+/// The two hint-table indices of a frame whose transport header is at
+/// `l4`: two bytes of a multiplicative hash of the ports and the last four
+/// address bytes before them (the end of the destination address). A
+/// flow is hinted under both, so two flows that collide on one index are
+/// still told apart by the other.
+#[inline(always)]
+pub(super) fn hint_index(f: &[u8], l4: usize) -> (usize, usize) {
+    let w = u64::from_ne_bytes(f[l4 - 4..l4 + 4].try_into().expect("8 bytes"));
+    let h = w.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((h >> 56) as usize, (h >> 48) as u8 as usize)
+}
+
+/// Where the network and transport headers would be if `f` were a plain
+/// TCP frame of link `link`: the layout the template of its flow has.
+#[inline(always)]
+fn plain_layout(f: &[u8], link: LinkKind) -> Option<(usize, IpVersion)> {
+    let (l3, ip) = match link {
+        LinkKind::Ethernet => {
+            let et = be16(
+                f.get(..ethernet::HEADER_LEN)?,
+                ethernet::field::ETHERTYPE.start,
+            );
+            match et {
+                ethertype::IPV4 => (ethernet::HEADER_LEN, IpVersion::V4),
+                ethertype::IPV6 => (ethernet::HEADER_LEN, IpVersion::V6),
+                _ => return None,
+            }
+        }
+        LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6 => match (link, f.first()? >> 4) {
+            (LinkKind::Ipv4, _) | (LinkKind::RawIp, 4) => (0, IpVersion::V4),
+            (LinkKind::Ipv6, _) | (LinkKind::RawIp, 6) => (0, IpVersion::V6),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((l3, ip))
+}
+
+/// The IPv4 ID rule of `line` for a plain (untunnelled) header, as
+/// `inet_gro_flush` (6.18, 7.x), the 6.10–6.17 `inet_gro_flush` and the
+/// ≤ 6.9 `flush_id`/`is_atomic` rule (`profile.rs`) decide it when TTL,
+/// TOS and DF already match: `Some((fixedid, atomic))`, the held packet's
+/// new state, when the segment may merge; `None` when the full path would
+/// flush.
+#[inline(always)]
+fn ip_id_rule(
+    line: KernelLine,
+    offset: u16,
+    count: u16,
+    df: bool,
+    fixedid: u8,
+    atomic: bool,
+) -> Option<(u8, bool)> {
+    match line {
+        KernelLine::V6_18 | KernelLine::V7 | KernelLine::V6_12 => {
+            let mut fx = fixedid;
+            // 6.10–6.17 mark a fixed-ID flow only with DF.
+            let may_fix = line != KernelLine::V6_12 || df;
+            if count == 1 && offset == 0 && may_fix {
+                fx |= 1;
+            }
+            let want = if fx & 1 != 0 { 0 } else { count };
+            (offset == want).then_some((fx, atomic))
+        }
+        KernelLine::V6_1 => {
+            if atomic && df {
+                match offset {
+                    0 => Some((fixedid, atomic)),
+                    1 if count == 1 => Some((fixedid, false)),
+                    _ => None,
+                }
+            } else {
+                (offset == count).then_some((fixedid, atomic))
+            }
+        }
+    }
+}
+
+impl GroEngine {
+    /// Merges `input` into the held packet of its flow when it is that
+    /// packet's next segment and nothing about it needs the full path;
+    /// returns false, having changed nothing, otherwise.
+    #[inline]
+    pub(super) fn fast_merge<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        input: &Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) -> bool {
+        if !self.fast_path || self.held.is_empty() {
+            return false;
+        }
+        let f = input.data;
+        if (f.len() as u64) < input.orig_len as u64 {
+            return false;
+        }
+        let Some((l3, ip)) = plain_layout(f, input.link) else {
+            return false;
+        };
+        let l4 = l3
+            + match ip {
+                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+                IpVersion::V6 => ipv6::HEADER_LEN,
+            };
+        if f.len() < l4 + tcp::MIN_HEADER_LEN {
+            return false;
+        }
+        // The slot this flow's segment went to last, found without hashing
+        // the whole flow key (a hint table indexed by the ports and address
+        // ends). A full template match means the same flow, and a flow has
+        // at most one held packet, so this is the slot the full path's
+        // lookup would find. A frame without a hint (a new flow, a rare
+        // collision) takes the full path, which hashes it once.
+        let hint = hint_index(f, l4);
+        let slot = match self.held.hinted(hint.0) {
+            Some(s) if self.held.template(s).key_matches(f) => s,
+            _ => match self.held.hinted(hint.1) {
+                Some(s) if self.held.template(s).key_matches(f) => s,
+                _ => return false,
+            },
+        };
+        let t = self.held.template(slot);
+        if t.nwords == 0 || t.link != input.link || t.l3 as usize != l3 || t.ip != ip {
+            return false;
+        }
+        if !t.matches(f) {
+            return false;
+        }
+        let hl = t.hl as usize;
+        let (ip_sum, pseudo, seq0) = (t.ip_sum, t.pseudo, t.seq);
+        let line = self.cfg.kernel;
+        let p = self.held.get(slot);
+        // Lengths: the IP header says exactly what the frame holds (else
+        // the network layer's flush bit), a payload of 1..=mss bytes.
+        let len = f.len() - hl;
+        let (mut fixedid, mut atomic) = (p.fixedid, p.atomic);
+        match ip {
+            IpVersion::V4 => {
+                let h = &f[l3..l4];
+                let tot = be16(h, ipv4::field::TOTAL_LEN.start);
+                if tot as usize != f.len() - l3 {
+                    return false;
+                }
+                let id = be16(h, ipv4::field::IDENT.start);
+                let check = be16(h, ipv4::field::CHECKSUM.start);
+                let sum =
+                    checksum::sum_u16(checksum::sum_u16(checksum::sum_u16(ip_sum, tot), id), check);
+                if checksum::fold(sum) != 0xffff {
+                    return false;
+                }
+                let head_id = be16(&p.data, l3 + ipv4::field::IDENT.start);
+                let df = be16(h, ipv4::field::FRAG.start) & ipv4::DF != 0;
+                let offset = id.wrapping_sub(head_id);
+                match ip_id_rule(line, offset, p.count as u16, df, fixedid, atomic) {
+                    Some((fx, at)) => (fixedid, atomic) = (fx, at),
+                    None => return false,
+                }
+            }
+            IpVersion::V6 => {
+                let plen = be16(f, l3 + ipv6::field::PAYLOAD_LEN.start);
+                if plen as usize != f.len() - l4 {
+                    return false;
+                }
+            }
+        }
+        if len == 0 || len > p.mss as usize {
+            return false;
+        }
+        let len = len as u32;
+        let tflags = f[l4 + tcp::field::FLAGS];
+        if tflags & flags::CWR != 0 && line.cwr_flushes() {
+            return false;
+        }
+        if be32(f, l4 + tcp::field::SEQ.start) != seq0.wrapping_add(p.payload) {
+            return false;
+        }
+        if p.skb_len() as u64 + len as u64 >= max_size(&self.cfg, p.outer_protocol) as u64 {
+            return false;
+        }
+        let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
+        if verify {
+            let seg = &f[l4..];
+            if !checksum::verify(checksum::sum_u32(pseudo, seg.len() as u32), seg) {
+                return false;
+            }
+        }
+        // The full path's merge, with its state changes.
+        self.stats.proto_in[match ip {
+            IpVersion::V4 => Proto::Tcp4,
+            IpVersion::V6 => Proto::Tcp6,
+        } as usize] += 1;
+        let p = self.held.get_mut(slot);
+        p.fixedid = fixedid;
+        p.atomic = atomic;
+        let word = (tflags as u32) << 16;
+        self.held.hint(hint, slot);
+        self.merge_tcp(slot, f, hl, input, len, word, out);
+        true
+    }
+}

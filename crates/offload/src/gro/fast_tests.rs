@@ -1,0 +1,343 @@
+//! The fast path (`fast.rs`) gives exactly the full path's answers: both
+//! run over the same perturbed trains, for every kernel line, checksum
+//! mode, zero-copy setting and link, and every delivery (bytes, frags,
+//! segments, GSO fields, reason, frame numbers) and every counter must be
+//! equal.
+
+use super::*;
+use crate::build::{FrameSpec, TcpSpec};
+use crate::wire::tcp::flags as tf;
+use proptest::prelude::*;
+
+/// One delivery, owned.
+#[derive(Debug, PartialEq, Eq)]
+struct Out {
+    data: Vec<u8>,
+    frags: Vec<Frag>,
+    link: LinkKind,
+    timestamp_ns: u64,
+    segments: u32,
+    gso_size: u32,
+    gso_type: u32,
+    reason: FlushReason,
+    first_frame: u64,
+    last_frame: u64,
+    proto: Proto,
+}
+
+/// A change to one segment of a flow (each keeps checksums valid unless
+/// it says otherwise).
+#[derive(Debug, Clone)]
+enum Mutation {
+    None,
+    Ttl(u8),
+    Tos(u8),
+    IdOffset(u16),
+    FixedId,
+    NoDf,
+    Flags(u8),
+    Window(u16),
+    Ack(u32),
+    SeqOffset(u32),
+    TsVal(u32),
+    Short(usize),
+    Empty,
+    Padding(usize),
+    BadTcpChecksum,
+    BadIpChecksum,
+    TotalLen(u16),
+    Truncated,
+    FlowLabel(u32),
+    /// XOR one byte of the frame (checksums left as they are).
+    FlipByte(usize, u8),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        30 => Just(Mutation::None),
+        1 => any::<u8>().prop_map(Mutation::Ttl),
+        1 => any::<u8>().prop_map(Mutation::Tos),
+        2 => prop_oneof![Just(0u16), Just(2), Just(0xffff), any::<u16>()].prop_map(Mutation::IdOffset),
+        1 => Just(Mutation::FixedId),
+        1 => Just(Mutation::NoDf),
+        2 => prop_oneof![
+            Just(tf::ACK | tf::PSH),
+            Just(tf::ACK | tf::FIN),
+            Just(tf::ACK | tf::CWR),
+            Just(tf::ACK | tf::ECE),
+            Just(tf::ACK | tf::URG),
+            Just(tf::SYN),
+            Just(tf::RST),
+            Just(0u8),
+        ]
+        .prop_map(Mutation::Flags),
+        1 => any::<u16>().prop_map(Mutation::Window),
+        1 => any::<u32>().prop_map(Mutation::Ack),
+        1 => prop_oneof![Just(1u32), Just(0u32.wrapping_sub(1400)), any::<u32>()].prop_map(Mutation::SeqOffset),
+        1 => any::<u32>().prop_map(Mutation::TsVal),
+        2 => (1usize..1400).prop_map(Mutation::Short),
+        1 => Just(Mutation::Empty),
+        1 => (1usize..8).prop_map(Mutation::Padding),
+        1 => Just(Mutation::BadTcpChecksum),
+        1 => Just(Mutation::BadIpChecksum),
+        1 => any::<u16>().prop_map(Mutation::TotalLen),
+        1 => Just(Mutation::Truncated),
+        1 => (0u32..0x10_0000).prop_map(Mutation::FlowLabel),
+        2 => (0usize..120, 1u8..=255).prop_map(|(at, x)| Mutation::FlipByte(at, x)),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    line: KernelLine,
+    v6: bool,
+    raw_ip: bool,
+    flows: usize,
+    fixed_id: bool,
+    timestamps: bool,
+    verify: bool,
+    valid: bool,
+    zero_copy: bool,
+    max_size: u32,
+    timeout0: bool,
+    mss: usize,
+    muts: Vec<(usize, Mutation)>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (
+            prop::sample::select(KernelLine::ALL.to_vec()),
+            any::<bool>(),
+            prop::bool::weighted(0.2),
+            1usize..4,
+            prop::bool::weighted(0.3),
+            any::<bool>(),
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![Just(GRO_LEGACY_MAX_SIZE), Just(6000u32), Just(GRO_MAX_SIZE)],
+            prop::bool::weighted(0.1),
+            prop_oneof![Just(1400usize), 1usize..1500],
+        ),
+        prop::collection::vec((0usize..4, mutation()), 10..80),
+    )
+        .prop_map(
+            |(
+                (line, v6, raw_ip, flows, fixed_id, timestamps),
+                (verify, valid, zero_copy, max_size, timeout0, mss),
+                muts,
+            )| Case {
+                line,
+                v6,
+                raw_ip,
+                flows,
+                fixed_id,
+                timestamps,
+                verify,
+                valid,
+                zero_copy,
+                max_size,
+                timeout0,
+                mss,
+                muts,
+            },
+        )
+}
+
+/// Builds the train: each entry is the next segment of flow `n % flows`,
+/// changed by its mutation. Returns (frame bytes, orig_len).
+fn train(c: &Case) -> Vec<(Vec<u8>, u32)> {
+    let mut seq = vec![1000u32; c.flows];
+    let mut id = vec![7u16; c.flows];
+    let mut frames = Vec::new();
+    for (n, (pick, m)) in c.muts.iter().enumerate() {
+        let flow = pick % c.flows;
+        let mut len = c.mss;
+        match m {
+            Mutation::Short(l) => len = (*l).min(c.mss),
+            Mutation::Empty => len = 0,
+            _ => {}
+        }
+        let mut tcp = TcpSpec::data(40000 + flow as u16, 5201, seq[flow]);
+        if c.timestamps {
+            tcp = tcp.with_timestamps(500, 900);
+        }
+        let payload = vec![(n * 7) as u8; len];
+        let mut s = if c.v6 {
+            let mut a = [0u8; 16];
+            a[0] = 0xfd;
+            a[15] = 1 + flow as u8;
+            let mut b = a;
+            b[15] = 200;
+            FrameSpec::tcp6(a, b, tcp)
+        } else {
+            let mut s = FrameSpec::tcp4([10, 0, 0, 1 + flow as u8], [10, 0, 0, 200], tcp);
+            s.v4_mut().id = if c.fixed_id { 0 } else { id[flow] };
+            s
+        }
+        .payload(payload);
+        seq[flow] = seq[flow].wrapping_add(len as u32);
+        id[flow] = id[flow].wrapping_add(1);
+        let mut truncated = false;
+        let mut flip = None;
+        match m {
+            Mutation::Ttl(t) if !c.v6 => s.v4_mut().ttl = *t,
+            Mutation::Ttl(t) => s.v6_mut().hop_limit = *t,
+            Mutation::Tos(t) if !c.v6 => s.v4_mut().tos = *t,
+            Mutation::Tos(t) => s.v6_mut().traffic_class = *t,
+            Mutation::IdOffset(o) if !c.v6 => {
+                let v = s.v4_mut();
+                v.id = v.id.wrapping_add(*o)
+            }
+            Mutation::FixedId if !c.v6 => s.v4_mut().id = 7,
+            Mutation::NoDf if !c.v6 => s.v4_mut().df = false,
+            Mutation::Flags(f) => s.tcp_mut().flags = *f,
+            Mutation::Window(w) => s.tcp_mut().window = *w,
+            Mutation::Ack(a) => s.tcp_mut().ack = *a,
+            Mutation::SeqOffset(o) => {
+                let t = s.tcp_mut();
+                t.seq = t.seq.wrapping_add(*o)
+            }
+            Mutation::TsVal(v) if c.timestamps => {
+                let o = crate::build::timestamp_option(*v, 900);
+                s.tcp_mut().options = o.to_vec();
+            }
+            Mutation::Padding(p) => s.trailer = vec![0; *p],
+            Mutation::BadTcpChecksum => s.tcp_mut().corrupt_checksum = true,
+            Mutation::BadIpChecksum if !c.v6 => s.v4_mut().corrupt_checksum = true,
+            Mutation::TotalLen(l) if !c.v6 => s.v4_mut().total_len_override = Some(*l),
+            Mutation::TotalLen(l) => s.v6_mut().payload_len_override = Some(*l),
+            Mutation::Truncated => truncated = true,
+            Mutation::FlowLabel(l) if c.v6 => s.v6_mut().flow_label = *l,
+            Mutation::FlipByte(at, x) => flip = Some((*at, *x)),
+            _ => {}
+        }
+        let mut f = s.build();
+        if c.raw_ip {
+            f.drain(..crate::wire::ethernet::HEADER_LEN);
+        }
+        if let Some((at, x)) = flip {
+            let at = at % f.len();
+            f[at] ^= x;
+        }
+        let orig = f.len() as u32 + truncated as u32;
+        frames.push((f, orig));
+    }
+    frames
+}
+
+fn run(c: &Case, frames: &[(Vec<u8>, u32)], fast: bool) -> (Vec<Out>, GroStats) {
+    let cfg = GroConfig {
+        kernel: c.line,
+        verify_checksums: c.verify,
+        gro_max_size: c.max_size,
+        gro_ipv4_max_size: c.max_size,
+        flush_timeout_ns: if c.timeout0 { 0 } else { 1_000_000 },
+        ..GroConfig::default()
+    };
+    let csum = if c.valid {
+        RxChecksum::Unnecessary { level: 0 }
+    } else {
+        RxChecksum::None
+    };
+    let mut e = GroEngine::new(cfg);
+    e.set_zero_copy(c.zero_copy);
+    e.set_fast_path(fast);
+    let mut outs = Vec::new();
+    let mut push = |d: &Delivered<'_>| {
+        outs.push(Out {
+            data: d.data.to_vec(),
+            frags: d.frags.to_vec(),
+            link: d.link,
+            timestamp_ns: d.timestamp_ns,
+            segments: d.segments,
+            gso_size: d.gso_size,
+            gso_type: d.gso_type,
+            reason: d.reason,
+            first_frame: d.first_frame,
+            last_frame: d.last_frame,
+            proto: d.proto,
+        })
+    };
+    let link = if c.raw_ip {
+        LinkKind::RawIp
+    } else {
+        LinkKind::Ethernet
+    };
+    for (i, (f, orig)) in frames.iter().enumerate() {
+        let input = Input {
+            data: f,
+            link,
+            timestamp_ns: i as u64 * 1000,
+            frame: i as u64 + 1,
+            orig_len: *orig,
+        };
+        e.receive_with_checksum(input, csum, &mut push);
+    }
+    e.finish(&mut push);
+    let stats = e.stats().clone();
+    (outs, stats)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn fast_path_answers_exactly_as_the_full_path(c in case()) {
+        let frames = train(&c);
+        let (fast, fast_stats) = run(&c, &frames, true);
+        let (full, full_stats) = run(&c, &frames, false);
+        prop_assert_eq!(fast, full);
+        prop_assert_eq!(fast_stats, full_stats);
+    }
+}
+
+/// The fast path is taken at all (else the test above compares the full
+/// path with itself): a clean train merges with the full path never
+/// asked about the segments after the head.
+#[test]
+fn clean_trains_merge_on_the_fast_path() {
+    for v6 in [false, true] {
+        for line in KernelLine::ALL {
+            let c = Case {
+                line,
+                v6,
+                raw_ip: false,
+                flows: 2,
+                fixed_id: false,
+                timestamps: true,
+                verify: true,
+                valid: false,
+                zero_copy: true,
+                max_size: GRO_LEGACY_MAX_SIZE,
+                timeout0: false,
+                mss: 1400,
+                muts: (0..40).map(|i| (i, Mutation::None)).collect(),
+            };
+            let frames = train(&c);
+            let mut e = GroEngine::new(GroConfig {
+                kernel: line,
+                ..GroConfig::default()
+            });
+            let mut n = 0;
+            for (i, (f, _)) in frames.iter().enumerate() {
+                let input = Input {
+                    data: f,
+                    link: LinkKind::Ethernet,
+                    timestamp_ns: i as u64,
+                    frame: i as u64 + 1,
+                    orig_len: f.len() as u32,
+                };
+                if e.fast_merge(&input, RxChecksum::None, &mut |_| {}) {
+                    n += 1;
+                } else {
+                    e.receive(input, &mut |_| {});
+                }
+            }
+            assert_eq!(n, 38, "v6 {v6} line {line}");
+        }
+    }
+}
