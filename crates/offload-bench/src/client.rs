@@ -390,7 +390,9 @@ pub fn run_once(
                         .filter_map(|(j, s)| {
                             let raw = sys::tcp_info(s.as_raw_fd()).ok()?;
                             let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
-                            Some(FlowTcpInfo::from_raw((first + j) as u32, port, &raw))
+                            let mut f = FlowTcpInfo::from_raw((first + j) as u32, port, &raw);
+                            f.peer_port = s.peer_addr().ok().map(|a| a.port());
+                            Some(f)
                         })
                         .collect(),
                     _ => Vec::new(),

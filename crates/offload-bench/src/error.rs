@@ -4,7 +4,10 @@
 use std::io;
 
 /// Largest control frame accepted, in bytes (the control protocol's limit).
-pub const MAX_FRAME: u32 = 1 << 20;
+/// The server's report carries TCP_INFO of every flow (about 200 bytes
+/// each): 64 MiB holds some 300,000 flows. Readers allocate as the bytes
+/// arrive, not from the announced length.
+pub const MAX_FRAME: u32 = 64 << 20;
 /// The control protocol's version; a server refuses any other.
 pub const PROTOCOL_VERSION: u32 = 1;
 

@@ -139,14 +139,12 @@ pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, ProtoErr
     if len > MAX_FRAME {
         return Err(ProtoError::FrameTooLarge { len });
     }
-    let mut body = vec![0u8; len as usize];
-    r.read_exact(&mut body).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            ProtoError::Closed
-        } else {
-            e.into()
-        }
-    })?;
+    // Grows with what arrives: a bogus length costs no memory up front.
+    let mut body = Vec::with_capacity((len as usize).min(1 << 16));
+    r.take(u64::from(len)).read_to_end(&mut body)?;
+    if body.len() < len as usize {
+        return Err(ProtoError::Closed);
+    }
     Ok(serde_json::from_slice(&body)?)
 }
 

@@ -208,6 +208,12 @@ pub struct ServerReport {
     pub flows_accepted: u64,
     /// Worker errors (a client that vanished, a reset), one line each.
     pub errors: Vec<String>,
+    /// TCP_INFO of the server's side of every flow, read when its worker
+    /// stops (just after the window); `per_flow` rows join the client's on
+    /// `peer_port` = the client's `local_port`.
+    /// (Boxed: the control protocol's messages stay small.)
+    #[serde(default)]
+    pub tcp_info: Option<Box<TcpInfoReport>>,
 }
 
 /// The effective settings of a run: what was asked, and what the kernel did.
@@ -419,13 +425,19 @@ pub struct BenchResult {
     pub tcp_info: Option<TcpInfoReport>,
 }
 
-/// TCP_INFO of one client flow, read at the end of the measurement window.
+/// TCP_INFO of one flow: of the client's socket, read at the end of the
+/// measurement window, or (under `server.tcp_info`) of the server's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowTcpInfo {
     /// Flow number (0-based, in connection order).
     pub flow: u32,
-    /// The client's local port of the flow.
+    /// The local port of the flow's socket (the client's, or under
+    /// `server.tcp_info` the server's data port).
     pub local_port: u16,
+    /// The peer's port: joins a client row with the server row of the
+    /// same flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_port: Option<u16>,
     /// Smoothed RTT, microseconds.
     pub rtt_us: u32,
     /// RTT variance, microseconds.
@@ -450,6 +462,7 @@ impl FlowTcpInfo {
         FlowTcpInfo {
             flow,
             local_port,
+            peer_port: None,
             rtt_us: r.rtt_us,
             rttvar_us: r.rttvar_us,
             min_rtt_us: r.min_rtt_us,

@@ -20,7 +20,9 @@ use crate::cpu::{self, ProcessCpu, UdpCounters};
 use crate::engine::{self, RrParams, Slot, StopWhen};
 use crate::error::BenchError;
 use crate::proto::{self, ClientMsg, Mark, ProtoError, ServerMsg};
-use crate::report::{HostInfo, ServerReport, ServerSettings, WindowCounts};
+use crate::report::{
+    FlowTcpInfo, HostInfo, ServerReport, ServerSettings, TcpInfoReport, WindowCounts,
+};
 use crate::sock;
 use crate::sys;
 
@@ -523,6 +525,9 @@ struct Shared {
     /// Every accepted data connection, so that a stop can shut them down
     /// and wake workers blocked in recv (they wait without a timeout).
     conns: Mutex<Vec<Arc<TcpStream>>>,
+    /// TCP_INFO of the server's side of every flow, added by each worker
+    /// as it stops (only a worker can read sockets of its private table).
+    tcp_infos: Mutex<Vec<FlowTcpInfo>>,
 }
 
 impl Shared {
@@ -596,6 +601,7 @@ impl ServerTest {
             stop: AtomicBool::new(false),
             errors: Mutex::new(Vec::new()),
             conns: Mutex::new(Vec::new()),
+            tcp_infos: Mutex::new(Vec::new()),
         });
         let any = SocketAddr::new(ip, 0);
         let holds_flows = matches!(spec.kind, TestKind::TcpRr | TestKind::TcpStream);
@@ -728,7 +734,18 @@ impl ServerTest {
             _ => None,
         };
         let (sndbuf, rcvbuf, nodelay) = self.shared.sockopts.lock().map(|s| *s).unwrap_or_default();
+        let tcp_info = self.shared.tcp_infos.lock().ok().and_then(|mut v| {
+            // Flow numbers on this side follow the clients' ports, which
+            // is the order the client connected them in.
+            let mut flows = std::mem::take(&mut *v);
+            flows.sort_by_key(|f| f.peer_port);
+            for (i, f) in flows.iter_mut().enumerate() {
+                f.flow = i as u32;
+            }
+            TcpInfoReport::from_flows(flows).map(Box::new)
+        });
         ServerReport {
+            tcp_info,
             transactions_total: txn,
             bytes_total: bytes,
             packets_total: packets,
@@ -986,6 +1003,42 @@ fn accept_flows(
 /// syscall (a stop cannot shut down sockets of a private table, so the
 /// worker must see the flag within its poll interval).
 fn tcp_job(
+    spec: &TestSpec,
+    conns: &[Arc<TcpStream>],
+    sh: &Shared,
+    slot: &Slot,
+    nonblocking_only: bool,
+) -> Result<(), String> {
+    // Ports now, while every flow is connected (a peer that has closed by
+    // the time TCP_INFO is read has no address any more).
+    let ports: Vec<(u16, Option<u16>)> = conns
+        .iter()
+        .map(|c| {
+            let local = c.local_addr().map(|a| a.port()).unwrap_or(0);
+            (local, c.peer_addr().ok().map(|a| a.port()))
+        })
+        .collect();
+    let result = tcp_engine(spec, conns, sh, slot, nonblocking_only);
+    // The server's side of each flow, read as the worker stops: just after
+    // the window (the client stops the test once it has read its own
+    // side's), before the sockets close.
+    let infos: Vec<FlowTcpInfo> = conns
+        .iter()
+        .zip(ports)
+        .filter_map(|(c, (local, peer))| {
+            let raw = sys::tcp_info(c.as_raw_fd()).ok()?;
+            let mut f = FlowTcpInfo::from_raw(0, local, &raw);
+            f.peer_port = peer;
+            Some(f)
+        })
+        .collect();
+    if let Ok(mut all) = sh.tcp_infos.lock() {
+        all.extend(infos);
+    }
+    result
+}
+
+fn tcp_engine(
     spec: &TestSpec,
     conns: &[Arc<TcpStream>],
     sh: &Shared,

@@ -50,6 +50,21 @@ fn tcp_info_of_every_flow_is_in_the_json() {
     for key in ["min", "median", "p99"] {
         assert!(json["tcp_info"]["rtt_us"][key].is_number(), "{key}");
     }
+    // The server's side of the same flows, joined on the ports.
+    let st = r.server.tcp_info.as_ref().expect("server TCP_INFO summary");
+    assert_eq!(st.flows, 8);
+    let server_peers: std::collections::BTreeSet<u16> =
+        st.per_flow.iter().filter_map(|f| f.peer_port).collect();
+    let client_ports: std::collections::BTreeSet<u16> =
+        t.per_flow.iter().map(|f| f.local_port).collect();
+    assert_eq!(server_peers, client_ports);
+    let client_peers: std::collections::BTreeSet<u16> =
+        t.per_flow.iter().filter_map(|f| f.peer_port).collect();
+    let server_ports: std::collections::BTreeSet<u16> =
+        st.per_flow.iter().map(|f| f.local_port).collect();
+    assert_eq!(client_peers, server_ports);
+    assert!(st.per_flow.iter().all(|f| f.cwnd > 0));
+    assert!(json["server"]["tcp_info"]["per_flow"][0]["rtt_us"].is_number());
 }
 
 #[test]

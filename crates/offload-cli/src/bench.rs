@@ -1013,6 +1013,12 @@ fn print_result(r: &BenchResult) {
                 .unwrap_or_default()
         );
     }
+    if let Some(t) = &r.server.tcp_info {
+        println!(
+            "  TCP_INFO server     ({} flows) rtt us min {:.0} median {:.0} p99 {:.0}; cwnd median {:.0}; retransmits {}",
+            t.flows, t.rtt_us.min, t.rtt_us.median, t.rtt_us.p99, t.cwnd.median, t.retransmits_total
+        );
+    }
     if let Some(u) = &r.udp {
         println!(
             "  UDP                 sent {}, received {}, lost {}, kernel rcvbuf drops {}, send errors {}",
