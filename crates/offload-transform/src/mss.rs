@@ -82,6 +82,17 @@ const MIN_MSS: u32 = 88;
 /// still come from the SYN.
 const MAX_INFERRED_MSS: u32 = 9216 - 40;
 
+/// The largest IP packet GRO builds without BIG TCP: `gro_max_size` and
+/// `gro_ipv4_max_size` default to 65536 and an IPv4 total length or IPv6
+/// payload length field holds at most 65535 (`skb_gro_receive` in
+/// net/core/gro.c checks `p->len + skb->len` against the limit; all kernels
+/// since 5.19, 65536 before).
+const GRO_LEGACY_MAX: u32 = 65535;
+
+/// The fewest bytes of IP and TCP headers a segment carries (IPv4 without
+/// options, TCP without options): the smallest that could still have fit.
+const MIN_HEADERS: u32 = 40;
+
 /// What the first pass learns about one direction of one flow.
 #[derive(Debug, Default, Clone)]
 pub struct FlowEvidence {
@@ -186,6 +197,23 @@ impl FlowEvidence {
             .map(|(m, _)| *m)
     }
 
+    /// The payload length of the flow's full super-packets, if it has
+    /// them: its most common super-packet length when that is at least half
+    /// the 64 KiB GRO limit and a quarter of its super-packets (at least 3).
+    /// Above 64 KiB (BIG TCP) the limit is unknown and nothing is assumed.
+    fn full_super_packet(&self) -> Option<u32> {
+        let total: u32 = self.sizes.iter().map(|(_, n)| n).sum();
+        let (len, count) = self
+            .sizes
+            .iter()
+            .copied()
+            .max_by_key(|&(len, count)| (count, len))?;
+        let plausible = count >= 3
+            && 4 * count >= total
+            && (GRO_LEGACY_MAX / 2..=GRO_LEGACY_MAX).contains(&len);
+        plausible.then_some(len)
+    }
+
     /// The common divisor of most super-packets, at least the largest
     /// single segment.
     fn common_divisor(&self) -> Option<u32> {
@@ -200,6 +228,18 @@ impl FlowEvidence {
             }
         }
         candidates.retain(|c| *c >= MIN_MSS.max(self.largest_single) && *c <= MAX_INFERRED_MSS);
+        // A divisor of the MSS also divides every super-packet whose short
+        // last segment happens to be a multiple of it, and tails are not
+        // uniform (an application's writes repeat): a few of them can lift
+        // a divisor past the threshold below. GRO's size limit rules such a
+        // divisor out when the flow's most common super-packet is a full
+        // one: one more segment of that size would have fit.
+        if let Some(full) = self.full_super_packet() {
+            let fits_another = |c: &u32| full + c + MIN_HEADERS + self.option_len <= GRO_LEGACY_MAX;
+            if candidates.iter().any(|c| !fits_another(c)) {
+                candidates.retain(|c| !fits_another(c));
+            }
+        }
         let best = candidates.iter().map(|c| self.support(*c)).max()?;
         if best == 0 {
             return None;
@@ -323,6 +363,61 @@ mod tests {
         // Divisors above a jumbo segment are not believed.
         let f = flow(&[(1448 * 44, 20), (1448 * 22, 5)], 0);
         assert_eq!(f.infer(None), None);
+    }
+
+    #[test]
+    fn tails_that_a_divisor_explains_do_not_shrink_the_mss() {
+        // A real receiver capture (IPv6, MTU 1500, no SYN, no single
+        // segment): two super-packets end in tails of 6 x 204 and 204 bytes
+        // (1428 = 7 x 204), which lifted 204 past the 5% threshold.
+        let f = flow(
+            &[
+                (5104, 3),
+                (7140, 2),
+                (14280, 1),
+                (21420, 1),
+                (27132, 1),
+                (38732, 1),
+                (45696, 2),
+                (48552, 1),
+                (51408, 2),
+                (52632, 1),
+                (53040, 1),
+                (56512, 1),
+                (64260, 15),
+            ],
+            0,
+        );
+        assert_eq!(f.infer(None), Some((1428, MssSource::SuperPackets)));
+        // Another run: multiples of the MSS are not taken for it either.
+        let f = flow(
+            &[
+                (5104, 3),
+                (7140, 2),
+                (13564, 1),
+                (14280, 1),
+                (21420, 1),
+                (27132, 1),
+                (44444, 1),
+                (45696, 3),
+                (55800, 1),
+                (64260, 18),
+            ],
+            0,
+        );
+        assert_eq!(f.infer(None), Some((1428, MssSource::SuperPackets)));
+        // A true 204-byte MSS whose full super-packets could not take one
+        // more segment is still found.
+        let f = flow(
+            &[
+                (204 * 320, 10),
+                (204 * 101, 3),
+                (204 * 57, 2),
+                (204 * 13, 2),
+            ],
+            0,
+        );
+        assert_eq!(f.infer(None), Some((204, MssSource::SuperPackets)));
     }
 
     #[test]
