@@ -214,3 +214,63 @@ fn big_tcp_frames_above_262144_bytes_need_truncate_mode_for_tshark() {
         );
     }
 }
+
+/// A GRO super-packet written zero-copy (its 74 header bytes, then 45
+/// payload ranges of 1448 bytes, as `write_frame_parts` gets them) reads in
+/// tshark as the same frame written whole: lengths, TCP payload length,
+/// the packet comment, and the bytes themselves (`-x` hex dump).
+#[test]
+fn tshark_reads_frames_written_as_parts_like_frames_written_whole() {
+    let d = eth_ipv6_tcp(74 + 45 * 1448, 1);
+    let mut parts: Vec<&[u8]> = vec![&d[..74]];
+    parts.extend(d[74..].chunks(1448));
+    for ext in ["pcap", "pcapng"] {
+        let whole = TempFile::new(&format!("whole.{ext}"));
+        let split = TempFile::new(&format!("parts.{ext}"));
+        for (t, as_parts) in [(&whole, false), (&split, true)] {
+            let mut w = CaptureWriter::create(&t.0, None).unwrap();
+            let meta = FrameMeta::new(1_000_000_007, LinkType::ETHERNET, d.len());
+            for _ in 0..3 {
+                if as_parts {
+                    w.write_frame_parts(&meta, &parts, Some("gso_size=1448"))
+                        .unwrap();
+                } else {
+                    w.write_frame_with_comment(&meta, &d, Some("gso_size=1448"))
+                        .unwrap();
+                }
+            }
+            w.finish().unwrap();
+        }
+        let fields = [
+            "frame.number",
+            "frame.len",
+            "frame.cap_len",
+            "tcp.len",
+            "frame.time_epoch",
+        ];
+        let (ok, lines, err) = tshark(&split.0, &fields);
+        assert!(ok, "{ext}: tshark failed: {err}");
+        let want: Vec<Vec<String>> = (1..=3)
+            .map(|i| {
+                [i.to_string(), d.len().to_string(), d.len().to_string()]
+                    .into_iter()
+                    .chain(["65160".into(), "1.000000007".into()])
+                    .collect()
+            })
+            .collect();
+        assert_eq!(lines, want, "{ext}");
+        let dump = |p: &std::path::Path| {
+            let out = Command::new("tshark")
+                .arg("-n")
+                .arg("-x")
+                .arg("-r")
+                .arg(p)
+                .output()
+                .expect("tshark must be installed (.ci/install)");
+            assert!(out.status.success(), "{ext}: tshark -x failed");
+            out.stdout
+        };
+        let (a, b) = (dump(&whole.0), dump(&split.0));
+        assert!(!a.is_empty() && a == b, "{ext}: tshark -x output differs");
+    }
+}
