@@ -268,37 +268,120 @@ fn vxlan_outer_ipv4_inner_ipv6_oversized_mss_is_refused_or_lengths_are_true() {
     }
 }
 
+/// Checks every segment of a TCP or UDP super-packet over IPv4 with this
+/// header: the IPv4 header checksum is the from-scratch value
+/// (`ip_send_check`), the TCP/UDP checksum verifies over the pseudo-header
+/// (UDP: never 0, `CSUM_MANGLED_0`), and the payloads add up.
+#[allow(clippy::too_many_arguments)]
+fn check_ipv4_segments(
+    udp: bool,
+    src: [u8; 4],
+    dst: [u8; 4],
+    (tos, ttl, id, df): (u8, u8, u16, bool),
+    options: &[u8],
+    payload: &[u8],
+    mss: u32,
+    fixed_id: bool,
+) -> Result<(), TestCaseError> {
+    let mut s = if udp {
+        FrameSpec::udp4(src, dst, 0xffff, 0xfffe)
+    } else {
+        let mut t = TcpSpec::data(0xffff, 0xffff, u32::MAX - 3);
+        t.window = 0xffff;
+        FrameSpec::tcp4(src, dst, t)
+    }
+    .payload(payload.to_vec());
+    let v4 = s.v4_mut();
+    (v4.tos, v4.ttl, v4.id, v4.df, v4.options) = (tos, ttl, id, df, options.to_vec());
+    let frame = s.build();
+    let params = GsoParams {
+        fixed_id,
+        ..GsoParams::new(mss)
+    };
+    let hl = 20 + options.len();
+    let l4 = L3 + hl;
+    let l4_hl = if udp { 8 } else { 20 };
+    let mut got = Vec::new();
+    let r = offload::gso::segment(
+        LinkKind::Ethernet,
+        &frame,
+        &params,
+        &[],
+        &mut |seg: &[u8]| {
+            got.push(seg.to_vec());
+        },
+    );
+    prop_assert!(r.is_ok(), "{r:?}");
+    prop_assert_eq!(got.len(), payload.len().div_ceil(mss as usize).max(1));
+    let mut joined = Vec::new();
+    for (i, seg) in got.iter().enumerate() {
+        let mut h = seg[L3..l4].to_vec();
+        let written = u16::from_be_bytes([h[10], h[11]]);
+        h[10..12].fill(0);
+        prop_assert_eq!(
+            written,
+            checksum::checksum(&h),
+            "segment {}: IPv4 header",
+            i
+        );
+        let ip = Ipv4::new_checked(&seg[L3..]).expect("IPv4 header");
+        let proto = if udp { 17 } else { 6 };
+        let pseudo = checksum::pseudo_ipv4(ip.src(), ip.dst(), proto, (seg.len() - l4) as u32);
+        prop_assert!(
+            checksum::verify(pseudo, &seg[l4..]),
+            "segment {}: L4 checksum",
+            i
+        );
+        if udp {
+            prop_assert_ne!(u16::from_be_bytes([seg[l4 + 6], seg[l4 + 7]]), 0);
+        }
+        joined.extend_from_slice(&seg[l4 + l4_hl..]);
+    }
+    prop_assert!(joined == payload, "payloads do not add up");
+    Ok(())
+}
+
+/// Headers whose every shared field is all ones (the ones' complement sums
+/// of the fixed parts are then as large as they get): checksums still
+/// equal the from-scratch ones.
+#[test]
+fn all_ones_headers_give_from_scratch_checksums() {
+    let payload: Vec<u8> = vec![0xff; 10_000];
+    for udp in [false, true] {
+        for options in [vec![], vec![0xff; 40]] {
+            for mss in [1, 7, 1448, 9000] {
+                check_ipv4_segments(
+                    udp,
+                    [0xff; 4],
+                    [0xff; 4],
+                    (0xff, 0xff, 0xffff, true),
+                    &options,
+                    &payload,
+                    mss,
+                    false,
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
 proptest! {
-    /// Each segment's IPv4 header checksum (computed from the sum of the
-    /// fields all segments share plus each one's length and ID) is the
-    /// value `ip_send_check` computes over the whole header from scratch,
-    /// for any addresses, TOS, TTL, DF, ID and IP options.
+    /// Each segment's IPv4 header checksum and TCP/UDP checksum (computed
+    /// from the sums of the fields all segments share plus what differs)
+    /// equal the from-scratch values, for any addresses, TOS, TTL, DF, ID,
+    /// IP options and payload.
     #[test]
-    fn ipv4_header_checksums_equal_the_from_scratch_sum(
+    fn ipv4_tcp_and_udp_checksums_equal_the_from_scratch_sums(
+        udp in any::<bool>(),
         src in any::<[u8; 4]>(),
         dst in any::<[u8; 4]>(),
-        (tos, ttl, id, df) in (any::<u8>(), any::<u8>(), any::<u16>(), any::<bool>()),
+        fields in (any::<u8>(), any::<u8>(), any::<u16>(), any::<bool>()),
         options in (0usize..=10).prop_flat_map(|w| proptest::collection::vec(any::<u8>(), w * 4)),
-        payload in 1usize..20_000,
+        payload in proptest::collection::vec(any::<u8>(), 1..12_000),
         mss in 1u32..3000,
         fixed_id in any::<bool>(),
     ) {
-        let mut s = FrameSpec::tcp4(src, dst, TcpSpec::data(40_000, 443, 7))
-            .payload((0..payload).map(|i| i as u8).collect());
-        let v4 = s.v4_mut();
-        (v4.tos, v4.ttl, v4.id, v4.df, v4.options) = (tos, ttl, id, df, options.clone());
-        let frame = s.build();
-        let params = GsoParams { fixed_id, ..GsoParams::new(mss) };
-        let mut segs = 0;
-        let r = segment_tcp(LinkKind::Ethernet, &frame, &params, &mut |seg: &[u8]| {
-            segs += 1;
-            let hl = 20 + options.len();
-            let mut h = seg[L3..L3 + hl].to_vec();
-            let written = u16::from_be_bytes([h[10], h[11]]);
-            h[10..12].fill(0);
-            assert_eq!(written, checksum::checksum(&h), "segment {segs}");
-        });
-        prop_assert!(r.is_ok(), "{r:?}");
-        prop_assert_eq!(segs, payload.div_ceil(mss as usize));
+        check_ipv4_segments(udp, src, dst, fields, &options, &payload, mss, fixed_id)?;
     }
 }

@@ -464,6 +464,7 @@ fn segment_core(
     let id0 = ipv4_id(l3, lay.ip);
     let outer_id0 = lay.outer.map_or(0, |o| ipv4_id(o.l3_off, o.ip));
     let ip_sum = ipv4_fixed_sum(&hdr, l3, lay.ip);
+    let l4_sum = l4_fixed_sum(&hdr, l3, l4, lay.ip, lay.l4_proto);
     let outer_ip_sum = lay.outer.and_then(|o| ipv4_fixed_sum(&hdr, o.l3_off, o.ip));
     let orig_flags = if is_tcp {
         hdr[l4 + tcp::field::FLAGS]
@@ -484,8 +485,11 @@ fn segment_core(
         buf.extend_from_slice(chunk);
         let seg = &mut buf[start..];
         let seg_len = seg.len();
+        // The TCP fields that differ per segment (their sum goes into the
+        // checksum below without reading them back).
+        let (mut seq, mut fl) = (0u32, 0u8);
         if is_tcp {
-            let mut fl = orig_flags;
+            fl = orig_flags;
             if i + 1 != n {
                 fl &= !(flags::FIN | flags::PSH);
             }
@@ -493,11 +497,8 @@ fn segment_core(
                 fl &= !flags::CWR;
             }
             seg[l4 + tcp::field::FLAGS] = fl;
-            put32(
-                seg,
-                l4 + tcp::field::SEQ.start,
-                seq0.wrapping_add((i * mss) as u32),
-            );
+            seq = seq0.wrapping_add((i * mss) as u32);
+            put32(seg, l4 + tcp::field::SEQ.start, seq);
         } else {
             put16(seg, l4 + udp::field::LENGTH.start, (seg_len - l4) as u16);
         }
@@ -507,7 +508,26 @@ fn segment_core(
             id0.wrapping_add(i as u16)
         };
         fix_ip(seg, l3, lay.ip, id, ip_sum);
-        fill_l4_checksum(seg, l3, l4, lay.ip, lay.l4_proto);
+        match l4_sum {
+            Some(fixed) => {
+                let mut sum = checksum::sum_u32(fixed, (seg_len - l4) as u32);
+                // TCP: sequence number and flags; UDP: the length field.
+                sum = if is_tcp {
+                    checksum::sum_u32(checksum::sum_u32(sum, seq), u32::from(fl))
+                } else {
+                    checksum::sum_u32(sum, (seg_len - l4) as u32)
+                };
+                // The payload from the input (the same bytes, not read
+                // back from where they were just copied); it starts at an
+                // even offset from the L4 header, so its words line up.
+                let mut c = !checksum::fold(checksum::sum_bytes(sum, chunk));
+                if !is_tcp && c == 0 {
+                    c = 0xffff; // CSUM_MANGLED_0
+                }
+                put16(seg, l4 + lay.l4_proto.checksum_offset(), c);
+            }
+            None => fill_l4_checksum(seg, l3, l4, lay.ip, lay.l4_proto),
+        }
         if let Some(o) = lay.outer {
             let id = if params.fixed_id {
                 outer_id0
@@ -621,6 +641,41 @@ fn ipv4_fixed_sum(hdr: &[u8], l3: usize, ip: IpVersion) -> Option<u64> {
     Some(checksum::sum_bytes(0, h))
 }
 
+/// The part of every segment's TCP or UDP checksum that all segments
+/// share: the pseudo-header without its length, and the L4 header at `l4`
+/// of the segments' headers `hdr` without the fields that differ (TCP
+/// sequence number, flags and checksum; UDP length and checksum). A
+/// segment's checksum is then this sum plus its length (twice for UDP:
+/// pseudo-header and header), sequence number and flags, and its payload:
+/// the value [`fill_l4_checksum`] computes from scratch over the segment,
+/// as `tcp_gso_segment` / `__udp_gso_segment` leave it. `None` when the
+/// L4 header is not what `hdr` ends with in whole 16-bit words (a
+/// hand-made layout): each segment is then summed whole.
+fn l4_fixed_sum(hdr: &[u8], l3: usize, l4: usize, ip: IpVersion, proto: Transport) -> Option<u64> {
+    let hl = hdr.len().checked_sub(l4)?;
+    let min = match proto {
+        Transport::Tcp => tcp::MIN_HEADER_LEN,
+        Transport::Udp => udp::HEADER_LEN,
+    };
+    if hl % 2 != 0 || !(min..=60).contains(&hl) {
+        return None;
+    }
+    let mut h = [0u8; 60];
+    let h = &mut h[..hl];
+    h.copy_from_slice(&hdr[l4..]);
+    match proto {
+        Transport::Tcp => {
+            h[tcp::field::SEQ].fill(0);
+            h[tcp::field::FLAGS] = 0;
+        }
+        Transport::Udp => h[udp::field::LENGTH].fill(0),
+    }
+    let c = proto.checksum_offset();
+    h[c..c + 2].fill(0);
+    let pseudo = ip.pseudo_header(&hdr[l3..], proto.protocol(), 0);
+    Some(checksum::sum_bytes(pseudo, h))
+}
+
 /// Sets the IP length of the header at `l3` to the rest of `seg` and, for
 /// IPv4, the ID and a fresh header checksum (`ip_send_check`), from the
 /// sum of the header's other fields when known ([`ipv4_fixed_sum`]).
@@ -638,7 +693,8 @@ fn fix_ip(seg: &mut [u8], l3: usize, ip: IpVersion, id: u16, fixed_sum: Option<u
             h.set_ident(id);
             match fixed_sum {
                 Some(sum) => {
-                    h.set_header_checksum(!checksum::fold(sum + u64::from(total) + u64::from(id)))
+                    let sum = checksum::sum_u32(sum, u32::from(total));
+                    h.set_header_checksum(!checksum::fold(checksum::sum_u32(sum, u32::from(id))))
                 }
                 None => h.fill_header_checksum(),
             }
