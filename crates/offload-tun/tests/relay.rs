@@ -1,5 +1,6 @@
 //! End to end: two namespaces, a TUN in each, a relay in this process
-//! (read and segment on one side, coalesce and write on the other), and a
+//! (read and segment on one side, coalesce and write on the other, through
+//! the zero-copy path `tun_relay` runs and through the copying one), and a
 //! real TCP connection between the namespaces carrying a byte stream that
 //! must arrive intact, with offloads on and off. Root is required; without
 //! it the tests fail, they never skip.
@@ -14,20 +15,50 @@ use std::time::Duration;
 use common::*;
 use offload_tun::{CoalesceStats, Coalescer, CoalescerOptions, Split, TunDevice, TunOptions};
 
+/// How the relay moves packets.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path {
+    /// As `tun_relay` does by default: `read_into` segments into the
+    /// coalescer's arena, `push_staged` merges zero-copy, one `writev` per
+    /// super-packet.
+    ZeroCopy,
+    /// `read_packets_with_checksum` and `push_with_checksum`, GRO merging
+    /// by copy and contiguous writes (`tun_relay --copy`).
+    Copying,
+}
+
 /// Relays from `src` to `dst` until `stop`; returns (super-packets read,
 /// coalescer counters).
-fn relay(mut src: TunDevice, mut dst: TunDevice, stop: &AtomicBool) -> (u64, CoalesceStats) {
+fn relay(
+    mut src: TunDevice,
+    mut dst: TunDevice,
+    path: Path,
+    stop: &AtomicBool,
+) -> (u64, CoalesceStats) {
     src.set_nonblocking(true).unwrap();
-    let mut co = Coalescer::for_device(&dst, CoalescerOptions::default());
+    let opts = CoalescerOptions {
+        zero_copy: path == Path::ZeroCopy,
+        ..CoalescerOptions::default()
+    };
+    let mut co = Coalescer::for_device(&dst, opts);
     let mut supers = 0;
     while !stop.load(Ordering::SeqCst) {
         if !src.wait_readable(Some(Duration::from_millis(20))).unwrap() {
             continue;
         }
         for _ in 0..64 {
-            let r = src
-                .read_packets(&mut |p: &[u8]| co.push(p, &mut dst).unwrap())
-                .unwrap();
+            let r = match path {
+                Path::ZeroCopy => {
+                    let r = src.read_into(co.arena_mut()).unwrap();
+                    co.push_staged(&mut dst).unwrap();
+                    r
+                }
+                Path::Copying => src
+                    .read_packets_with_checksum(&mut |p: &[u8], csum| {
+                        co.push_with_checksum(p, csum, &mut dst).unwrap()
+                    })
+                    .unwrap(),
+            };
             match r {
                 None => break,
                 Some(Split::Segmented(_)) => supers += 1,
@@ -39,7 +70,11 @@ fn relay(mut src: TunDevice, mut dst: TunDevice, stop: &AtomicBool) -> (u64, Coa
     (supers, *co.stats())
 }
 
-fn stream_through_relay(opts: TunOptions, net: u8) -> ((u64, CoalesceStats), (u64, CoalesceStats)) {
+fn stream_through_relay(
+    opts: TunOptions,
+    path: Path,
+    net: u8,
+) -> ((u64, CoalesceStats), (u64, CoalesceStats)) {
     let (a_addr, b_addr) = (Ipv4Addr::new(10, net, 0, 1), Ipv4Addr::new(10, net, 0, 2));
     let (ns_a, ns_b) = (namespace(), namespace());
     let tun_a = tun_in(&ns_a, "ofl-ra", a_addr, opts);
@@ -51,8 +86,8 @@ fn stream_through_relay(opts: TunOptions, net: u8) -> ((u64, CoalesceStats), (u6
     let data = pattern(8 << 20, 50);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let ab = s.spawn(|| relay(tun_a, tun_b, &stop));
-        let ba = s.spawn(|| relay(b2, a2, &stop));
+        let ab = s.spawn(|| relay(tun_a, tun_b, path, &stop));
+        let ba = s.spawn(|| relay(b2, a2, path, &stop));
         let server = s.spawn(|| {
             let (mut c, _) = listener.accept().unwrap();
             c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -77,16 +112,33 @@ fn stream_through_relay(opts: TunOptions, net: u8) -> ((u64, CoalesceStats), (u6
 #[test]
 fn relay_with_offloads_moves_super_packets_and_the_stream_intact() {
     require_root();
-    let ((supers, co), _) = stream_through_relay(TunOptions::default(), 87);
-    assert!(supers > 0, "A's kernel handed over no TSO super-packets");
-    assert!(co.super_packets > 0, "no super-packet written to B: {co:?}");
-    assert!(co.merged_packets > co.super_packets * 2, "{co:?}");
+    for (path, net) in [(Path::ZeroCopy, 87), (Path::Copying, 86)] {
+        let ((supers, co), _) = stream_through_relay(TunOptions::default(), path, net);
+        assert!(
+            supers > 0,
+            "{path:?}: A's kernel handed over no TSO super-packets"
+        );
+        assert!(
+            co.super_packets > 0,
+            "{path:?}: no super-packet written to B: {co:?}"
+        );
+        assert!(co.merged_packets > co.super_packets * 2, "{path:?}: {co:?}");
+        // Zero-copy: every super-packet went out as head + ranges.
+        let vectored = if path == Path::ZeroCopy {
+            co.super_packets
+        } else {
+            0
+        };
+        assert_eq!(co.vectored_writes, vectored, "{path:?}: {co:?}");
+    }
 }
 
 #[test]
 fn relay_without_offloads_moves_plain_packets_and_the_stream_intact() {
     require_root();
-    let ((supers, co), _) = stream_through_relay(TunOptions::plain(), 88);
-    assert_eq!((supers, co.super_packets), (0, 0), "{co:?}");
-    assert!(co.writes > (8 << 20) / 1500, "{co:?}");
+    for (path, net) in [(Path::ZeroCopy, 88), (Path::Copying, 85)] {
+        let ((supers, co), _) = stream_through_relay(TunOptions::plain(), path, net);
+        assert_eq!((supers, co.super_packets), (0, 0), "{path:?}: {co:?}");
+        assert!(co.writes > (8 << 20) / 1500, "{path:?}: {co:?}");
+    }
 }
