@@ -26,16 +26,28 @@ pub(crate) struct Staged {
     pub(crate) start: usize,
     pub(crate) len: usize,
     pub(crate) csum: RxChecksum,
+    /// For a segment of a super-packet kept in [`FrameArena::src`]: where
+    /// its payload came from.
+    pub(crate) src: Option<SrcMap>,
+}
+
+/// A segment's payload is a copy of `src[src_start..]` (as long as the
+/// payload), which begins `seg_payload` bytes into the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SrcMap {
+    pub(crate) seg_payload: usize,
+    pub(crate) src_start: usize,
 }
 
 impl Staged {
     /// The frame at `bytes[range]` (appended there already, e.g. by
     /// `segment_layout_into`).
-    pub(crate) fn new(range: Range<usize>, csum: RxChecksum) -> Self {
+    pub(crate) fn new(range: Range<usize>, csum: RxChecksum, src: Option<SrcMap>) -> Self {
         Staged {
             start: range.start,
             len: range.len(),
             csum,
+            src,
         }
     }
 }
@@ -49,6 +61,15 @@ pub struct FrameArena {
     pub(crate) base: u64,
     /// Frames already handed to GRO.
     pub(crate) pushed: usize,
+    /// Super-packets as read (`TunDevice::read_into` reads them here),
+    /// kept as long as their segments: a segment's payload is a copy of a
+    /// range of its super-packet, and the payloads of consecutive segments
+    /// are consecutive ranges there, so a merged super-packet's payload
+    /// ranges join into one (`writev` of 3 parts instead of 46). Allocated
+    /// on first use, [`FrameArena::SRC_CAP`] bytes; `src_used` of them hold
+    /// super-packets.
+    pub(crate) src: Vec<u8>,
+    pub(crate) src_used: usize,
 }
 
 impl Default for FrameArena {
@@ -58,6 +79,8 @@ impl Default for FrameArena {
             frames: Vec::with_capacity(1024),
             base: 1,
             pushed: 0,
+            src: Vec::new(),
+            src_used: 0,
         }
     }
 }
@@ -67,6 +90,10 @@ impl FrameArena {
     /// the arena after pushing a batch: 512 KiB, eight 64 KiB super-packets,
     /// small enough to stay in L2 on most machines.
     pub const SOFT_LIMIT: usize = 512 << 10;
+
+    /// Room for super-packets as read: the segments of what fits here stay
+    /// under [`FrameArena::SOFT_LIMIT`] plus one read's worth.
+    pub const SRC_CAP: usize = (512 + 192) << 10;
 
     /// An empty arena.
     pub fn new() -> Self {
@@ -81,7 +108,30 @@ impl FrameArena {
             start,
             len: packet.len(),
             csum,
+            src: None,
         });
+    }
+
+    /// The free room of the super-packet area (allocating it on first use),
+    /// when at least `need` bytes: the area and where the room starts.
+    pub(crate) fn src_room(&mut self, need: usize) -> Option<usize> {
+        if self.src.is_empty() {
+            self.src = vec![0; Self::SRC_CAP];
+        }
+        (self.src.len() - self.src_used >= need).then_some(self.src_used)
+    }
+
+    /// The bytes of super-packet area a frag of frame `number` (`len`
+    /// bytes from `offset` into the frame) is a copy of, when known.
+    pub(crate) fn src_of(&self, number: u64, offset: usize, len: usize) -> Option<Range<usize>> {
+        let i = usize::try_from(number.checked_sub(self.base)?).ok()?;
+        let f = self.frames.get(i)?;
+        let m = f.src?;
+        let from_payload = offset.checked_sub(m.seg_payload)?;
+        // Never past the segment (its payload is the copy).
+        (offset + len <= f.len).then_some(())?;
+        let start = m.src_start + from_payload;
+        (start + len <= self.src_used).then_some(start..start + len)
     }
 
     /// Frames staged and not yet handed to GRO.
@@ -124,6 +174,7 @@ impl FrameArena {
         self.frames.clear();
         self.bytes.clear();
         self.pushed = 0;
+        self.src_used = 0;
     }
 }
 

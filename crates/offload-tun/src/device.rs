@@ -22,7 +22,9 @@ use offload::{LinkKind, RxChecksum};
 use crate::arena::FrameArena;
 use crate::error::{Result, TunError};
 use crate::offloads::{negotiate, Negotiation, Offloads};
-use crate::read::{split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split};
+use crate::read::{
+    split_into, split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split,
+};
 use crate::sys;
 
 /// Largest packet read: 64 KiB (TUN's `tso_max_size`) plus headers.
@@ -263,18 +265,63 @@ impl TunDevice {
     /// [`crate::split_packet_into`]), ready for a zero-copy
     /// [`crate::Coalescer`] ([`crate::Coalescer::arena_mut`],
     /// [`crate::Coalescer::push_staged`]).
+    ///
+    /// While the arena's super-packet area has room for a whole read, the
+    /// packet is read there and kept, so that the coalescer can write a
+    /// merged super-packet's payload as one range of it (see
+    /// `FrameArena`); otherwise it is read into the device's buffer.
     pub fn read_into(&mut self, arena: &mut FrameArena) -> Result<Option<Split>> {
-        let Some((vnet, n)) = self.read_one()? else {
+        let need = self.buf.len();
+        let Some(at) = arena.src_room(need) else {
+            let Some((vnet, n)) = self.read_one()? else {
+                return Ok(None);
+            };
+            let packet = &mut self.buf[self.vnet_hdr_len..n];
+            return split_packet_into(&self.name, vnet.as_ref(), self.link, packet, arena)
+                .map(Some);
+        };
+        let h = self.vnet_hdr_len;
+        let (src, bytes, frames) = (&mut arena.src, &mut arena.bytes, &mut arena.frames);
+        let Some((vnet, n)) = self.read_one_into(at, src, need)? else {
             return Ok(None);
         };
-        let packet = &mut self.buf[self.vnet_hdr_len..n];
-        split_packet_into(&self.name, vnet.as_ref(), self.link, packet, arena).map(Some)
+        let packet = &mut src[at + h..at + n];
+        let split = split_into(
+            &self.name,
+            vnet.as_ref(),
+            self.link,
+            packet,
+            bytes,
+            frames,
+            Some(at + h),
+        )?;
+        // Kept only when segments refer to it.
+        if matches!(split, Split::Segmented(_)) {
+            arena.src_used = at + n;
+        }
+        Ok(Some(split))
     }
 
     /// Reads into the buffer: the decoded header and the bytes read.
     fn read_one(&mut self) -> Result<Option<(Option<VnetHdr>, usize)>> {
+        let (at, need) = (0, self.buf.len());
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.read_one_into(at, &mut buf, need);
+        self.buf = buf;
+        r
+    }
+
+    /// Reads into `buf[at..at + len]`: the decoded header and the bytes
+    /// read (counted from `at`).
+    fn read_one_into(
+        &self,
+        at: usize,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Result<Option<(Option<VnetHdr>, usize)>> {
+        let buf = &mut buf[at..at + len];
         let n = loop {
-            match sys::read(self.fd.as_fd(), &mut self.buf) {
+            match sys::read(self.fd.as_fd(), buf) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -293,7 +340,7 @@ impl TunDevice {
             None
         } else {
             Some(
-                VnetHdr::decode(&self.buf[..n], h).map_err(|source| TunError::BadVnetHeader {
+                VnetHdr::decode(&buf[..n], h).map_err(|source| TunError::BadVnetHeader {
                     dev: self.name.clone(),
                     len: n,
                     source,

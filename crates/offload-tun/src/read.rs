@@ -13,7 +13,7 @@ use offload::gso::{segment_layout, segment_layout_into};
 use offload::vnet::{complete_checksum, plan, Plan, VnetHdr};
 use offload::{LinkKind, RxChecksum};
 
-use crate::arena::{FrameArena, Staged};
+use crate::arena::{FrameArena, SrcMap, Staged};
 use crate::error::{Result, TunError};
 
 /// One packet as read from the device, before any processing.
@@ -128,19 +128,52 @@ pub fn split_packet_into(
     packet: &mut [u8],
     arena: &mut FrameArena,
 ) -> Result<Split> {
+    split_into(
+        dev,
+        vnet,
+        link,
+        packet,
+        &mut arena.bytes,
+        &mut arena.frames,
+        None,
+    )
+}
+
+/// [`split_packet_into`] on the arena's parts; `src_base`: where `packet`
+/// lies in the arena's super-packet area, if it does (each segment then
+/// records where its payload came from, see `FrameArena::src`).
+pub(crate) fn split_into(
+    dev: &str,
+    vnet: Option<&VnetHdr>,
+    link: LinkKind,
+    packet: &mut [u8],
+    bytes: &mut Vec<u8>,
+    frames: &mut Vec<Staged>,
+    src_base: Option<usize>,
+) -> Result<Split> {
     if let Some(hdr) = vnet {
         if let Ok(Plan::Segment { params, layout }) = plan(hdr, link, packet) {
             let computed = RxChecksum::Unnecessary { level: 0 };
-            let (bytes0, frames0) = (arena.bytes.len(), arena.frames.len());
-            let frames = &mut arena.frames;
-            let r = segment_layout_into(packet, &layout, &params, &mut arena.bytes, &mut |r| {
-                frames.push(Staged::new(r, computed))
+            let (bytes0, frames0) = (bytes.len(), frames.len());
+            // Segment i carries the headers (payload_off bytes, no Jumbo
+            // HBH on a TUN) and then payload[i * mss..], copied verbatim.
+            let payload_off = layout.payload_off();
+            let mss = params.mss as usize;
+            let src_base = src_base.filter(|_| !layout.jumbo_hbh);
+            let mut i = 0;
+            let r = segment_layout_into(packet, &layout, &params, bytes, &mut |r| {
+                let src = src_base.map(|b| SrcMap {
+                    seg_payload: payload_off,
+                    src_start: b + payload_off + i * mss,
+                });
+                i += 1;
+                frames.push(Staged::new(r, computed, src))
             });
             return match r {
                 Ok(n) => Ok(Split::Segmented(n)),
                 Err(source) => {
-                    arena.bytes.truncate(bytes0);
-                    arena.frames.truncate(frames0);
+                    bytes.truncate(bytes0);
+                    frames.truncate(frames0);
                     Err(TunError::Segment {
                         dev: dev.to_string(),
                         len: packet.len(),
@@ -151,7 +184,11 @@ pub fn split_packet_into(
         }
     }
     // Everything else is one packet (or an error): copied in as it comes.
-    split_packet_with_checksum(dev, vnet, link, packet, &mut |p, csum| arena.push(p, csum))
+    split_packet_with_checksum(dev, vnet, link, packet, &mut |p, csum| {
+        let start = bytes.len();
+        bytes.extend_from_slice(p);
+        frames.push(Staged::new(start..bytes.len(), csum, None));
+    })
 }
 
 #[cfg(test)]
