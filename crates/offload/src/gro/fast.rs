@@ -55,9 +55,6 @@ pub(super) struct Template {
     nwords: u8,
     /// Header length: link header + IP + TCP with options.
     hl: u8,
-    /// The word holding the TCP ports (and the end of the addresses):
-    /// compared alone first to reject another flow's template cheaply.
-    key: u8,
     l3: u8,
     ip: IpVersion,
     link: LinkKind,
@@ -77,7 +74,6 @@ impl Template {
         mask: [0; WORDS],
         nwords: 0,
         hl: 0,
-        key: 0,
         l3: 0,
         ip: IpVersion::V4,
         link: LinkKind::Ethernet,
@@ -96,7 +92,7 @@ impl Template {
     /// `l3`/`l4` its network and transport offsets, `thlen` its TCP header
     /// length) if its shape is one the fast path serves; else marks the
     /// slot as served by the full path. Returns whether it is on. Runs for
-    /// every held packet, so it writes only the words it will compare.
+    /// every held packet.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn fill(
         &mut self,
@@ -147,6 +143,10 @@ impl Template {
                 self.words[i] = u64::from_ne_bytes(c) & base[i];
             }
         }
+        // Words past the header compare nothing (the fixed-length compare
+        // of `matches` reads all of them).
+        self.mask[nwords..].fill(0);
+        self.words[nwords..].fill(0);
         let keep = hl % 8;
         if keep != 0 {
             // Bytes past the header are not compared.
@@ -171,7 +171,6 @@ impl Template {
         self.pseudo = ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
         self.nwords = nwords as u8;
         self.hl = hl as u8;
-        self.key = (l4 / 8) as u8;
         self.l3 = l3 as u8;
         self.ip = ip;
         self.link = link;
@@ -179,27 +178,31 @@ impl Template {
         true
     }
 
-    /// True when the word holding the ports equals the template's: a
-    /// cheap first test that tells flows apart.
+    /// True when `f`, a frame of link `link`, has this template's header
+    /// wherever it must: same link kind, and every masked byte equal.
+    /// Equal masked bytes imply the same network layout (the ethertype or
+    /// the IP version nibble is compared) and the same TCP header length
+    /// (the data offset byte is compared). A frame of at least
+    /// [`MAX_HEADER`] bytes (every data segment) is compared over all
+    /// words at once, a loop of fixed length the compiler unrolls into
+    /// vector compares; the mask is 0 past the header.
     #[inline(always)]
-    fn key_matches(&self, f: &[u8]) -> bool {
-        let k = self.key as usize;
-        if self.nwords == 0 {
+    fn matches(&self, f: &[u8], link: LinkKind) -> bool {
+        if self.nwords == 0 || self.link != link {
             return false;
         }
-        f.get(8 * k..8 * k + 8).is_some_and(|c| {
-            u64::from_ne_bytes(c.try_into().expect("8 bytes")) & self.mask[k] == self.words[k]
-        })
-    }
-
-    /// True when `f`'s header equals the template's wherever it must.
-    #[inline(always)]
-    fn matches(&self, f: &[u8]) -> bool {
+        let mut diff = 0u64;
+        if let Some(h) = f.first_chunk::<MAX_HEADER>() {
+            for i in 0..WORDS {
+                let x = u64::from_ne_bytes(h[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                diff |= (x & self.mask[i]) ^ self.words[i];
+            }
+            return diff == 0;
+        }
         let n = self.nwords as usize;
         let Some(h) = f.get(..n * 8) else {
             return false;
         };
-        let mut diff = 0u64;
         for ((c, w), m) in h.chunks_exact(8).zip(&self.words).zip(&self.mask) {
             let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
             diff |= (x & m) ^ w;
@@ -374,20 +377,15 @@ impl GroEngine {
         // lookup would find. A frame without a hint (a new flow, a rare
         // collision) takes the full path, which hashes it once.
         let hint = hint_index(f, l4);
+        let link = input.link;
         let slot = match self.held.hinted(hint.0) {
-            Some(s) if self.held.template(s).key_matches(f) => s,
+            Some(s) if self.held.template(s).matches(f, link) => s,
             _ => match self.held.hinted(hint.1) {
-                Some(s) if self.held.template(s).key_matches(f) => s,
+                Some(s) if self.held.template(s).matches(f, link) => s,
                 _ => return false,
             },
         };
         let t = self.held.template(slot);
-        if t.nwords == 0 || t.link != input.link || t.l3 as usize != l3 || t.ip != ip {
-            return false;
-        }
-        if !t.matches(f) {
-            return false;
-        }
         let hl = t.hl as usize;
         let (ip_sum, pseudo, seq0) = (t.ip_sum, t.pseudo, t.seq);
         let line = self.cfg.kernel;
@@ -440,23 +438,38 @@ impl GroEngine {
             return false;
         }
         let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
+        let zero_copy = self.zero_copy;
+        let p = self.held.get_mut(slot);
         if verify {
             let seg = &f[l4..];
-            if !checksum::verify(checksum::sum_u32(pseudo, seg.len() as u32), seg) {
-                return false;
+            let acc = checksum::sum_u32(pseudo, seg.len() as u32);
+            if zero_copy {
+                if !checksum::verify(acc, seg) {
+                    return false;
+                }
+                p.data.append(f, hl, input.frame, true);
+            } else {
+                // The TCP header's sum, then the payload summed while it
+                // is copied after the held packet (kept only if the
+                // checksum verifies): the payload is read once.
+                let acc = checksum::sum_bytes_scalar(acc, &f[l4..hl]);
+                if !p.data.append_verified(&f[hl..], acc) {
+                    return false;
+                }
             }
+        } else {
+            p.data.append(f, hl, input.frame, zero_copy);
         }
         // The full path's merge, with its state changes.
         self.stats.proto_in[match ip {
             IpVersion::V4 => Proto::Tcp4,
             IpVersion::V6 => Proto::Tcp6,
         } as usize] += 1;
-        let p = self.held.get_mut(slot);
         p.fixedid = fixedid;
         p.atomic = atomic;
         let word = (tflags as u32) << 16;
         self.held.hint(hint, slot);
-        self.merge_tcp(slot, f, hl, input, len, word, out);
+        self.merged_tcp(slot, input, len, word, out);
         true
     }
 }

@@ -82,6 +82,21 @@ impl GroEngine {
         let zero_copy = self.zero_copy;
         let p = self.held.get_mut(idx);
         p.data.append(f, payload_off, input.frame, zero_copy);
+        self.merged_tcp(idx, input, len, flags, out);
+    }
+
+    /// The bookkeeping of [`Self::merge_tcp`] once the payload is
+    /// appended (the fast path appends it itself, fused with the checksum).
+    #[inline(always)]
+    pub(super) fn merged_tcp<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        idx: usize,
+        input: &super::Input<'_>,
+        len: u32,
+        flags: u32,
+        out: &mut F,
+    ) {
+        let p = self.held.get_mut(idx);
         p.count += 1;
         p.payload += len;
         p.last_frame = input.frame;
