@@ -359,7 +359,11 @@ impl GroEngine {
         if (f.len() as u64) < input.orig_len as u64 {
             return false;
         }
-        prefetch_frame(f);
+        let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
+        if verify || !self.zero_copy {
+            // The payload will be read (checksum, copy).
+            prefetch_frame(f);
+        }
         let Some((l3, ip)) = plain_layout(f, input.link) else {
             return false;
         };
@@ -438,7 +442,6 @@ impl GroEngine {
         if p.skb_len() as u64 + len as u64 >= max_size(&self.cfg, p.outer_protocol) as u64 {
             return false;
         }
-        let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
         let zero_copy = self.zero_copy;
         let p = self.held.get_mut(slot);
         if verify {
