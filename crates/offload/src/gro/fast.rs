@@ -30,11 +30,15 @@
 //! paths over perturbed trains for every kernel line.
 
 use super::profile::KernelLine;
-use super::{max_size, GroEngine, Input, Proto, RxChecksum};
+use super::rx::Skb;
+use super::{mac_len, max_size, GroEngine, Input, Proto, RxChecksum, Verdict};
 use crate::checksum;
+use crate::layout::Layout;
+use crate::link::dissect_l2;
 use crate::link::LinkKind;
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::tcp::{self, flags};
+use crate::wire::Transport;
 use crate::wire::{be16, be32, ipv4, ipv6, IpVersion};
 
 /// Longest header the template covers: 14 (Ethernet) + 40 (IPv6) + 60
@@ -145,8 +149,10 @@ impl Template {
         }
         // Words past the header compare nothing (the fixed-length compare
         // of `matches` reads all of them).
-        self.mask[nwords..].fill(0);
-        self.words[nwords..].fill(0);
+        for i in nwords..WORDS {
+            self.mask[i] = 0;
+            self.words[i] = 0;
+        }
         let keep = hl % 8;
         if keep != 0 {
             // Bytes past the header are not compared.
@@ -474,6 +480,121 @@ impl GroEngine {
         let word = (tflags as u32) << 16;
         self.held.hint(hint, slot);
         self.merged_tcp(slot, input, len, word, out);
+        true
+    }
+
+    /// "New flow, plain TCP": holds `input` as the head of a new run when
+    /// it is a plain TCP segment (the shapes the template serves) that the
+    /// full path would hold, and no held packet can be of its flow (no
+    /// held packet has its flow hash); returns false, having changed
+    /// nothing, otherwise. The full path's checks for such a frame are all
+    /// conjunctions (`inet_gro_receive` / `ipv6_gro_receive`'s early
+    /// checks, the TCP checksum and header, `out_check_final`'s flags and
+    /// length), so testing them here in another order and holding through
+    /// the same [`Self::pass_or_hold`] gives the same state; any frame
+    /// that would pass or meet a held packet goes to the full path, which
+    /// names the reason. Every receive batch starts each bulk flow this
+    /// way, and with more flows than slots every frame does.
+    #[inline]
+    pub(super) fn fast_hold<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        input: &Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) -> bool {
+        if !self.fast_path {
+            return false;
+        }
+        let f = input.data;
+        if (f.len() as u64) < input.orig_len as u64 {
+            return false;
+        }
+        let Some((l3, ip)) = plain_layout(f, input.link) else {
+            return false;
+        };
+        let Ok(l2) = dissect_l2(input.link, f) else {
+            return false;
+        };
+        if l2.outgoing
+            || l2.vlan_tags != 0
+            || l2.l3_offset != l3
+            || l2.key_len != l3
+            || IpVersion::from_ethertype(l2.ethertype) != Some(ip)
+        {
+            return false;
+        }
+        let l4 = l3
+            + match ip {
+                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+                IpVersion::V6 => ipv6::HEADER_LEN,
+            };
+        if f.len() < l4 + tcp::MIN_HEADER_LEN {
+            return false;
+        }
+        match ip {
+            IpVersion::V4 => {
+                let h = &f[l3..l4];
+                // No options, TCP, not a fragment and no reserved bit (else
+                // the flush bit), the length exactly the bytes, a good
+                // header checksum.
+                if h[ipv4::field::VERSION_IHL] != ipv4::VERSION_IHL_NO_OPTIONS
+                    || h[ipv4::field::PROTOCOL] != crate::wire::ip_proto::TCP
+                    || be16(h, ipv4::field::FRAG.start) & !ipv4::DF != 0
+                    || be16(h, ipv4::field::TOTAL_LEN.start) as usize != f.len() - l3
+                    || checksum::checksum(h) != 0
+                {
+                    return false;
+                }
+            }
+            IpVersion::V6 => {
+                // TCP right after the fixed header, the length exactly the bytes.
+                if f[l3 + ipv6::field::NEXT_HEADER] != crate::wire::ip_proto::TCP
+                    || be16(f, l3 + ipv6::field::PAYLOAD_LEN.start) as usize != f.len() - l4
+                {
+                    return false;
+                }
+            }
+        }
+        let thlen = tcp::header_len(&f[l4..]);
+        if thlen < tcp::MIN_HEADER_LEN || f.len() < l4 + thlen {
+            return false;
+        }
+        let len = (f.len() - l4 - thlen) as u32;
+        let flags = be32(f, l4 + tcp::field::FLAG_WORD.start);
+        if len == 0 || flags & super::tcp::FINAL_FLAGS != 0 {
+            return false;
+        }
+        let hash = super::rx::flow_hash_parts(f, input.link, l2.key_len, l3, l4, ip, None);
+        if self.held.holds_hash(hash) {
+            return false;
+        }
+        if self.cfg.verify_checksums && csum.csum_cnt() == 0 {
+            let seg = &f[l4..];
+            let pseudo = ip.pseudo_header(&f[l3..], crate::wire::ip_proto::TCP, seg.len() as u32);
+            if !checksum::verify(pseudo, seg) {
+                return false;
+            }
+        }
+        let skb = Skb {
+            input,
+            l2,
+            mac_len: mac_len(input.link, &l2),
+            lay: Layout {
+                l3_off: l3,
+                ip,
+                l4_off: l4,
+                l4_proto: Transport::Tcp,
+                l4_header_len: 0,
+                end: f.len(),
+                jumbo_hbh: false,
+                outer: None,
+            },
+            l3_flush: false,
+            csum_cnt: csum.csum_cnt(),
+        };
+        self.stats.proto_in[Proto::of(ip, Some(Transport::Tcp)) as usize] += 1;
+        let v = self.pass_or_hold(&skb, hash, thlen, len, flags, out);
+        debug_assert_eq!(v, Verdict::Consumed);
         true
     }
 }

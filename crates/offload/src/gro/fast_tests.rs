@@ -1,4 +1,5 @@
-//! The fast path (`fast.rs`) gives exactly the full path's answers: both
+//! The fast paths (`fast.rs`: the merge of the next segment, the hold of
+//! a new flow's first) give exactly the full path's answers: both
 //! run over the same perturbed trains, for every kernel line, checksum
 //! mode, zero-copy setting and link, and every delivery (bytes, frags,
 //! segments, GSO fields, reason, frame numbers) and every counter must be
@@ -110,7 +111,9 @@ fn case() -> impl Strategy<Value = Case> {
             prop::sample::select(KernelLine::ALL.to_vec()),
             any::<bool>(),
             prop::bool::weighted(0.2),
-            1usize..4,
+            // Up to 3 flows, or more flows than the table holds (every
+            // new flow evicts the oldest: the "new flow" fast hold).
+            prop_oneof![3 => 1usize..4, 1 => 9usize..13],
             prop::bool::weighted(0.3),
             any::<bool>(),
         ),
@@ -122,7 +125,7 @@ fn case() -> impl Strategy<Value = Case> {
             prop::bool::weighted(0.1),
             prop_oneof![Just(1400usize), 1usize..1500],
         ),
-        prop::collection::vec((0usize..4, mutation()), 10..80),
+        prop::collection::vec((0usize..16, mutation()), 10..80),
     )
         .prop_map(
             |(

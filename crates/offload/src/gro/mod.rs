@@ -564,6 +564,12 @@ impl GroEngine {
             }
             return;
         }
+        if self.fast_hold(&input, csum, out) {
+            if self.cfg.flush_timeout_ns == 0 {
+                self.flush_all(FlushReason::Timeout, out);
+            }
+            return;
+        }
         let (verdict, proto) = self.classify(&input, csum.csum_cnt(), out);
         self.stats.proto_in[proto as usize] += 1;
         if let Verdict::Pass(reason) = verdict {
