@@ -466,10 +466,13 @@ fn run_job(
         if parsed.is_none() {
             facts.unparsed += 1;
         }
+        // The flow's key, made once for the statistics and the what-if.
+        let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
-            if let Some(p) = &parsed {
+            if let Some((p, key)) = parsed {
                 let idx = table.update(
                     p,
+                    key,
                     frame.data,
                     frame.number,
                     ts,
@@ -499,7 +502,7 @@ fn run_job(
                     frame: frame.number,
                     orig_len: frame.orig_len,
                 },
-                parsed.as_ref(),
+                parsed,
             );
         }
     }
@@ -657,6 +660,7 @@ impl FlowTable {
     pub fn update(
         &mut self,
         p: &Parsed,
+        key: FlowKey,
         data: &[u8],
         number: u64,
         ts: u64,
@@ -664,7 +668,6 @@ impl FlowTable {
         opts: &Options,
         file: usize,
     ) -> usize {
-        let key = FlowKey::of(p);
         let idx = match self.last {
             Some((k, i)) if k == key => i as usize,
             _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
