@@ -676,7 +676,7 @@ impl FlowTable {
         self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {
-                let big = p.tunnel.map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
+                let big = p.tunnel.as_ref().map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
                 self.flows[idx].note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);
             }
             if t.flags & 0x10 != 0 {

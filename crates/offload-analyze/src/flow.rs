@@ -734,7 +734,7 @@ impl FlowStats {
         self.largest_ip = self.largest_ip.max(ip.ip_len);
         // Above the MTU: judged on the outermost header, which is what
         // travelled on the link.
-        let wire_ip = p.tunnel.map(|t| t.ip).unwrap_or(*ip);
+        let wire_ip = p.tunnel.as_ref().map_or(ip, |t| &t.ip);
         if wire_ip.ip_len > mtu {
             self.above_mtu += 1;
             self.first_above_mtu.get_or_insert(number);

@@ -258,7 +258,7 @@ impl WhatIfWorker {
             self.ring.0.put(input.frame, s);
         }
         let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
-        let healthy_frame = match parsed.and_then(|p| p.tunnel.map(|t| (p, t))) {
+        let healthy_frame = match parsed.and_then(|p| p.tunnel.as_ref().map(|t| (p, t))) {
             Some((p, t)) => {
                 healthy_buf.clear();
                 healthy_buf.extend_from_slice(input.data);
