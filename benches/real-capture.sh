@@ -19,7 +19,9 @@
 # of them alike); per tool the median of its CPU time (user+system, `perf
 # stat -e task-clock`, microsecond resolution) and of its wall time.
 # REUSE=1 with an existing OUT.pcap skips the capture (compare only).
-# OFFLOAD=path/to/offload (default target/release/offload). Run it under the
+# OFFLOAD=path/to/offload (default target/release/offload); BASE=path/to/an
+# older offload adds its --threads 1 row, run in the same rounds (before and
+# after under the same load). Run it under the
 # shared lock: flock /tmp/offload-bench.lock nice env COMPARE=1 benches/real-capture.sh ...
 set -euo pipefail
 
@@ -96,8 +98,10 @@ trap 'rm -rf "$T"' EXIT
 cat "$OUT" >/dev/null
 BYTES=$(stat -c %s "$OUT")
 TOOLS=(a1 ad a2 tt ts)
+[ -z "${BASE:-}" ] || TOOLS+=(b1)
 cmd_of() {
     case $1 in
+        b1) echo "$BASE analyze $OUT --json --threads 1" ;;
         a1) echo "$OFFLOAD analyze $OUT --json --threads 1" ;;
         ad) echo "$OFFLOAD analyze $OUT --json" ;;
         a2) echo "$OFFLOAD analyze $OUT --json --threads 2" ;;
@@ -138,3 +142,4 @@ row "offload analyze (default)" ad
 row "offload analyze --threads 2" a2
 row "tcptrace -l" tt
 row "tshark -q -z conv,tcp" ts
+[ -z "${BASE:-}" ] || row "BASE: $BASE analyze --threads 1" b1
