@@ -198,9 +198,9 @@ const SIG_PRIME: u32 = 0x0100_0193;
 
 /// The signature of NOP, NOP, timestamp: the options of nearly every
 /// segment of a Linux bulk flow, recognised without the walk.
-const SIG_NOP_NOP_TS: u32 = ((((SIG_START ^ 1).wrapping_mul(SIG_PRIME)) ^ 1).wrapping_mul(SIG_PRIME)
-    ^ 8)
-    .wrapping_mul(SIG_PRIME);
+const SIG_NOP_NOP_TS: u32 =
+    ((((SIG_START ^ 1).wrapping_mul(SIG_PRIME)) ^ 1).wrapping_mul(SIG_PRIME) ^ 8)
+        .wrapping_mul(SIG_PRIME);
 
 #[inline]
 fn option_signature(opts: &[u8]) -> TcpOptions {
@@ -481,7 +481,10 @@ mod tests {
         assert_eq!(fast.sig, walk.sig);
         assert_eq!(fast.tsval, Some(0xdead_beef));
         assert_eq!(walk.tsval, Some(0xdead_beef));
-        assert_eq!((fast.mss, fast.wscale, fast.nsack), (walk.mss, walk.wscale, walk.nsack));
+        assert_eq!(
+            (fast.mss, fast.wscale, fast.nsack),
+            (walk.mss, walk.wscale, walk.nsack)
+        );
         assert_eq!(fast.sack, walk.sack);
         // Anything else takes the walk (a different signature).
         let other = [1u8, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 4, 2];
