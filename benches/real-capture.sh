@@ -19,6 +19,11 @@
 # of them alike); per tool the median of its CPU time (user+system, `perf
 # stat -e task-clock`, microsecond resolution) and of its wall time.
 # REUSE=1 with an existing OUT.pcap skips the capture (compare only).
+# The tools read a copy of the capture in /dev/shm (tmpfs, removed on exit):
+# on the VMs this project runs on, the page cache of a 500 MB file on disk
+# loses tens of megabytes within seconds even with gigabytes free, so a
+# "warm cache" run would time some disk reads too (the same for every tool,
+# which compresses the ratios). SHM=0 reads OUT in place.
 # OFFLOAD=path/to/offload (default target/release/offload); BASE=path/to/an
 # older offload adds its --threads 1 row, run in the same rounds (before and
 # after under the same load). Run it under the
@@ -94,19 +99,30 @@ done
 OFFLOAD=${OFFLOAD:-$(dirname "$0")/../target/release/offload}
 RUNS=${RUNS:-5}
 T=$(mktemp -d /tmp/ofl-rc-cmp.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-cat "$OUT" >/dev/null
+SHM_COPY=""
+trap 'rm -rf "$T"; [ -z "$SHM_COPY" ] || rm -f "$SHM_COPY"' EXIT
 BYTES=$(stat -c %s "$OUT")
+CAP=$OUT
+if [ "${SHM:-1}" != 0 ]; then
+    if [ -d /dev/shm ] && [ "$(df --output=avail -B1 /dev/shm | tail -1)" -gt $((BYTES * 2)) ]; then
+        SHM_COPY=$(mktemp /dev/shm/ofl-rc.XXXXXX.pcap)
+        cp "$OUT" "$SHM_COPY"
+        CAP=$SHM_COPY
+    else
+        echo "real-capture: /dev/shm too small, reading $OUT in place" >&2
+    fi
+fi
+cat "$CAP" >/dev/null
 TOOLS=(a1 ad a2 tt ts)
 [ -z "${BASE:-}" ] || TOOLS+=(b1)
 cmd_of() {
     case $1 in
-        b1) echo "$BASE analyze $OUT --json --threads 1" ;;
-        a1) echo "$OFFLOAD analyze $OUT --json --threads 1" ;;
-        ad) echo "$OFFLOAD analyze $OUT --json" ;;
-        a2) echo "$OFFLOAD analyze $OUT --json --threads 2" ;;
-        tt) echo "tcptrace -l $OUT" ;;
-        ts) echo "tshark -q -z conv,tcp -r $OUT" ;;
+        b1) echo "$BASE analyze $CAP --json --threads 1" ;;
+        a1) echo "$OFFLOAD analyze $CAP --json --threads 1" ;;
+        ad) echo "$OFFLOAD analyze $CAP --json" ;;
+        a2) echo "$OFFLOAD analyze $CAP --json --threads 2" ;;
+        tt) echo "tcptrace -l $CAP" ;;
+        ts) echo "tshark -q -z conv,tcp -r $CAP" ;;
     esac
 }
 # One run: wall seconds and CPU seconds (task-clock: user+system of the
@@ -132,7 +148,7 @@ for t in "${TOOLS[@]}"; do
 done
 mbps() { printf '%.0f' "$(echo "$BYTES / 1000000 / $1" | bc -l)"; }
 ratio() { printf '%.1f' "$(echo "$1 / $2" | bc -l)"; }
-echo "capture: $BYTES bytes; $(date -u '+%Y-%m-%d %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg); median of $RUNS interleaved rounds"
+echo "capture: $OUT, $BYTES bytes, read from $CAP; $(date -u '+%Y-%m-%d %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg); median of $RUNS interleaved rounds"
 echo
 echo "| tool | wall s | CPU s (user+sys) | MB per CPU-second | CPU / offload analyze --threads 1 |"
 echo "|---|---|---|---|---|"
