@@ -18,7 +18,8 @@
 # rounds, each running every tool once in turn (so a load change hits all
 # of them alike); per tool the median of its CPU time (user+system, `perf
 # stat -e task-clock`, microsecond resolution) and of its wall time.
-# REUSE=1 with an existing OUT.pcap skips the capture (compare only).
+# REUSE=1 compares on an existing OUT.pcap (no capture; an error if it is
+# missing or empty).
 # The tools read a copy of the capture in /dev/shm (tmpfs, removed on exit):
 # on the VMs this project runs on, the page cache of a 500 MB file on disk
 # loses tens of megabytes within seconds even with gigabytes free, so a
@@ -32,7 +33,9 @@ set -euo pipefail
 
 OUT=${1:?usage: real-capture.sh OUT.pcap [MEGABYTES]}
 MB=${2:-500}
-if [ -n "${REUSE:-}" ] && [ -s "$OUT" ]; then
+if [ -n "${REUSE:-}" ]; then
+    # Never capture over a file the caller meant to reuse.
+    [ -s "$OUT" ] || { echo "real-capture: REUSE=1 but $OUT is missing or empty" >&2; exit 1; }
     [ -n "${COMPARE:-}" ] || exit 0
 else
     for t in ip iperf3 tcpdump ethtool; do
