@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs `offload analyze` beside `tshark -q -z conv,tcp` and `tcptrace -l` on
-# the same generated full-MTU capture and writes the figures and ratios into
-# the `## offload analyze` section of docs/performance.md.
+# the same generated full-MTU capture and prints the figures and ratios for
+# the `## offload analyze` section of docs/performance.md (WRITE=1 writes them).
 #
 # The capture (default 850 MB, 8 interleaved bulk TCP flows, IPv4 and IPv6,
 # made by crates/offload-analyze/examples/gen_capture.rs) lives in a temporary
@@ -16,7 +16,9 @@
 #
 # Usage: benches/analyze-peers.sh [MEGABYTES]
 # Env:   OFFLOAD=path/to/offload (default: target/release/offload, built here)
-#        RUNS=3  NO_WRITE=1 (print only)  REAL_MB=500  NO_REAL=1 (skip it)
+#        RUNS=3  WRITE=1 (replace the section of docs/performance.md; by
+#        default the tables are only printed: that section also holds
+#        hand-written analysis)  REAL_MB=500  NO_REAL=1 (skip it)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,30 +71,20 @@ rm -f "$SMALL"
 REAL_SECTION=""
 if [ -z "${NO_REAL:-}" ]; then
     REAL="$WORK/real.pcap"
-    "$ROOT/benches/real-capture.sh" "$REAL" "${REAL_MB:-500}" 2>"$WORK/real.log"
-    REAL_BYTES=$(stat -c %s "$REAL")
+    # The real capture is measured by real-capture.sh itself (interleaved
+    # rounds, median task-clock CPU, a tmpfs copy): one method for both.
+    REAL_TABLE=$(COMPARE=1 RUNS="$RUNS" OFFLOAD="$OFFLOAD" "$ROOT/benches/real-capture.sh" "$REAL" "${REAL_MB:-500}" 2>"$WORK/real.log")
     REAL_FRAMES=$(grep -o '^[0-9]* packets captured' "$WORK/real.log" | cut -d' ' -f1)
-    cat "$REAL" >/dev/null
-    read -r ro_wall ro_cpu < <(best_of "$OFFLOAD" analyze "$REAL" --json --threads 2)
-    read -r ro1_wall ro1_cpu < <(best_of "$OFFLOAD" analyze "$REAL" --json --threads 1)
-    read -r rt_wall rt_cpu < <(best_of tcptrace -l "$REAL")
-    read -r rs_wall rs_cpu < <(best_of tshark -q -z conv,tcp -r "$REAL")
     rm -f "$REAL"
-    rmbps() { printf '%.0f' "$(echo "$REAL_BYTES / 1000000 / $1" | bc -l)"; }
     REAL_SECTION=$(cat <<EOT
 
 ### On real kernel traffic (the figure that counts)
 
-\`benches/real-capture.sh\`: iperf3 over IPv4 and IPv6 at once between two
-namespaces, captured on the receiver (data and ACKs, wire-sized segments,
-full checksums): $REAL_BYTES bytes, $REAL_FRAMES frames. Best of $RUNS runs.
+\`benches/real-capture.sh\` with \`COMPARE=1\`: iperf3 over IPv4 and IPv6 at
+once between two namespaces, captured on the receiver (data and ACKs,
+wire-sized segments, full checksums), $REAL_FRAMES frames.
 
-| tool | wall s | CPU s | MB per CPU-second | CPU / offload analyze's (one thread) |
-|---|---|---|---|---|
-| offload analyze --threads 1 | $ro1_wall | $ro1_cpu | $(rmbps "$ro1_cpu") | 1.0 |
-| offload analyze --threads 2 (the file split over two jobs) | $ro_wall | $ro_cpu | $(rmbps "$ro_cpu") | $(ratio "$ro_cpu" "$ro1_cpu") |
-| tcptrace -l | $rt_wall | $rt_cpu | $(rmbps "$rt_cpu") | $(ratio "$rt_cpu" "$ro1_cpu") |
-| tshark -q -z conv,tcp | $rs_wall | $rs_cpu | $(rmbps "$rs_cpu") | $(ratio "$rs_cpu" "$ro1_cpu") |
+$REAL_TABLE
 EOT
 )
 fi
@@ -152,7 +144,7 @@ $REAL_SECTION
 EOT
 )
 echo "$SECTION"
-[ -n "${NO_WRITE:-}" ] && exit 0
+[ -n "${WRITE:-}" ] || exit 0
 
 DOC="$ROOT/docs/performance.md"
 [ -f "$DOC" ] || printf '# Performance\n\nMeasured figures, each section with the command that produced it.\n' >"$DOC"

@@ -466,10 +466,13 @@ fn run_job(
         if parsed.is_none() {
             facts.unparsed += 1;
         }
+        // The flow's key, made once for the statistics and the what-if.
+        let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
-            if let Some(p) = &parsed {
+            if let Some((p, key)) = parsed {
                 let idx = table.update(
                     p,
+                    key,
                     frame.data,
                     frame.number,
                     ts,
@@ -499,7 +502,7 @@ fn run_job(
                     frame: frame.number,
                     orig_len: frame.orig_len,
                 },
-                parsed.as_ref(),
+                parsed,
             );
         }
     }
@@ -657,6 +660,7 @@ impl FlowTable {
     pub fn update(
         &mut self,
         p: &Parsed,
+        key: FlowKey,
         data: &[u8],
         number: u64,
         ts: u64,
@@ -664,7 +668,6 @@ impl FlowTable {
         opts: &Options,
         file: usize,
     ) -> usize {
-        let key = FlowKey::of(p);
         let idx = match self.last {
             Some((k, i)) if k == key => i as usize,
             _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
@@ -673,7 +676,7 @@ impl FlowTable {
         self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {
-                let big = p.tunnel.map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
+                let big = p.tunnel.as_ref().map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
                 self.flows[idx].note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);
             }
             if t.flags & 0x10 != 0 {

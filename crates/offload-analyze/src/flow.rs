@@ -264,23 +264,34 @@ impl Keep for RttPoint {
 /// Throughput bins whose width doubles to stay within a fixed count.
 #[derive(Debug, Clone, Default)]
 pub struct Bins {
+    /// `FIRST_BIN_NS << shift` once the first packet came, else 0.
     pub width_ns: u64,
+    /// How many times the width doubled: the bin index is
+    /// `rel_ns / FIRST_BIN_NS >> shift` (equal to `rel_ns / width_ns`,
+    /// without a 64-bit division per packet).
+    shift: u32,
     pub bytes: Vec<u64>,
 }
 
 const BINS: usize = 200;
+/// The first bin width: 100 us; doubles as needed.
+const FIRST_BIN_NS: u64 = 100_000;
 
 impl Bins {
     fn add(&mut self, rel_ns: u64, bytes: u64) {
         if self.width_ns == 0 {
-            self.width_ns = 100_000; // 100 us to start; doubles as needed
+            self.width_ns = FIRST_BIN_NS;
         }
-        let mut i = (rel_ns / self.width_ns) as usize;
+        // floor(floor(x / a) / 2^k) == floor(x / (a * 2^k)); the division
+        // by a constant compiles to a multiply.
+        let units = rel_ns / FIRST_BIN_NS;
+        let mut i = (units >> self.shift) as usize;
         while i >= BINS {
             let merged: Vec<u64> = self.bytes.chunks(2).map(|c| c.iter().sum()).collect();
             self.bytes = merged;
             self.width_ns *= 2;
-            i = (rel_ns / self.width_ns) as usize;
+            self.shift += 1;
+            i = (units >> self.shift) as usize;
         }
         if self.bytes.len() <= i {
             self.bytes.resize(i + 1, 0);
@@ -723,7 +734,7 @@ impl FlowStats {
         self.largest_ip = self.largest_ip.max(ip.ip_len);
         // Above the MTU: judged on the outermost header, which is what
         // travelled on the link.
-        let wire_ip = p.tunnel.map(|t| t.ip).unwrap_or(*ip);
+        let wire_ip = p.tunnel.as_ref().map_or(ip, |t| &t.ip);
         if wire_ip.ip_len > mtu {
             self.above_mtu += 1;
             self.first_above_mtu.get_or_insert(number);

@@ -15,6 +15,7 @@ pub trait Keep {
 #[derive(Debug, Clone)]
 pub struct Decimated<T> {
     pub points: Vec<T>,
+    /// Keep one point in `stride` (a power of two).
     stride: u64,
     seen: u64,
 }
@@ -35,7 +36,8 @@ pub const SERIES_CAP: usize = 1500;
 impl<T: Keep> Decimated<T> {
     pub fn push(&mut self, p: T) {
         self.seen += 1;
-        if self.seen % self.stride != 0 && !p.keep() {
+        // `stride` is a power of two: a mask, not a division per point.
+        if self.seen & (self.stride - 1) != 0 && !p.keep() {
             return;
         }
         if self.points.len() >= SERIES_CAP {

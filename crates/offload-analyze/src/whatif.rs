@@ -250,14 +250,15 @@ impl WhatIfWorker {
         s
     }
 
-    /// Feeds one frame; `parsed` is its dissection if any.
-    pub fn feed(&mut self, input: Input<'_>, parsed: Option<&dissect::Parsed>) {
-        let slot = parsed.map(|p| self.slot_of(FlowKey::of(p), input.frame));
+    /// Feeds one frame; `parsed` is its dissection and flow key, if any.
+    pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, FlowKey)>) {
+        let slot = parsed.map(|(_, key)| self.slot_of(key, input.frame));
+        let parsed = parsed.map(|(p, _)| p);
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
         }
         let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
-        let healthy_frame = match parsed.and_then(|p| p.tunnel.map(|t| (p, t))) {
+        let healthy_frame = match parsed.and_then(|p| p.tunnel.as_ref().map(|t| (p, t))) {
             Some((p, t)) => {
                 healthy_buf.clear();
                 healthy_buf.extend_from_slice(input.data);
