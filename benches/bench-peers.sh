@@ -145,6 +145,41 @@ except (OSError, ValueError):
     resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 FD_LIMIT = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 FLOWS = [int(x) for x in os.environ.get("FLOWS", "1 100 1000 10000 30000").split()]
+# Where neper must be split into processes: the steady-state window both
+# tools measure (SPLIT_DUR s) and the time neper's -l must add for its
+# connection setup, which it counts in its test length.
+SPLIT_DUR, SPLIT_SETUP = int(os.environ.get("SPLIT_DUR", "20")), int(os.environ.get("SPLIT_SETUP", "10"))
+
+
+def neper_overlap_rate(paths):
+    """Transactions per second of several neper clients over the window in
+    which every flow of every one of them was running, from their -A files
+    (one row per flow and 1 s sample: tid,flow_id,time,transactions,...;
+    transactions are the flow's running total). Returns (rate, window
+    start, window end, each process's own window length)."""
+    flows_of, own = [], []
+    for path in paths:
+        per_flow = {}
+        with open(path) as fh:
+            next(fh)
+            for line in fh:
+                tid, fid, t, things = line.split(",", 4)[:4]
+                per_flow.setdefault((tid, fid), []).append((float(t), int(things)))
+        flows_of.append(per_flow)
+        own.append(max(s[-1][0] for s in per_flow.values()) - min(s[0][0] for s in per_flow.values()))
+    every = [sorted(s) for per_flow in flows_of for s in per_flow.values()]
+    a = max(s[0][0] for s in every)   # the last flow's first transaction
+    b = min(s[-1][0] for s in every)  # the first flow's last sample
+    if b <= a:
+        return 0.0, a, a, own
+
+    def at(s, t):
+        for (t0, n0), (t1, n1) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return n0 + (n1 - n0) * (t - t0) / (t1 - t0) if t1 > t0 else n1
+        return s[-1][1]
+
+    return sum(at(s, b) - at(s, a) for s in every) / (b - a), a, b, own
 
 OPORT = 13867
 ofl_srv = start([OFL, "bench", "server", "--listen", f"127.0.0.1:{OPORT}"])
@@ -176,8 +211,11 @@ try:
         for n in FLOWS:
             print(f"flows {n} round {rnd + 1}/{ROUNDS}", file=sys.stderr)
             th = min(2, n)  # one flow is one thread on each side, for both tools
+            split = NEPER is not None and n + 200 > FD_LIMIT  # neper as several processes (below)
             ofl_cmd = [OFL, "bench", "tcp-rr", "--flows", str(n), "--threads", str(th), "--server-threads", str(th),
                        *ofl_common]
+            if split:  # the same steady-state length as the split neper's common window
+                ofl_cmd[ofl_cmd.index("--duration") + 1] = str(SPLIT_DUR)
             commands[f"flows {n} offload"] = (show(ofl_cmd), f"offload bench server ({th} worker threads for this test)")
             row = flows.setdefault(n, {"offload": [], "neper": [], "neper_error": None, "notes": []})
             try:
@@ -196,19 +234,28 @@ try:
                 # ports): the same 2 threads per side and the same flow count
                 # as offload bench, whose threads each hold their flows in a
                 # descriptor table of their own (decision 0034).
-                nproc = 1 if n + 200 <= FD_LIMIT else 2
+                nproc = 2 if split else 1
                 per_t, per_f = (th, n) if nproc == 1 else (1, n // 2)
+                # Split processes are started together and run long enough
+                # (SPLIT_DUR s of steady state after their connection
+                # setup, which neper counts in -l) that their windows
+                # overlap for nearly all of the test; their rate is then
+                # measured on the window where every flow of every process
+                # is running (from neper's per-flow samples, -A).
+                n_len = DUR if nproc == 1 else SPLIT_DUR + SPLIT_SETUP
                 srv_cmds, cli_cmds = [], []
                 for k in range(nproc):
                     cp, dp = str(14866 + 10 * k), str(14867 + 10 * k)
-                    srv_cmds.append([NEPER, "-T", str(per_t), "-F", str(per_f), "-l", str(DUR + 2), "-C", cp, "-P", dp])
-                    cli_cmds.append([NEPER, "-c", "-H", "127.0.0.1", "-T", str(per_t), "-F", str(per_f), "-l", str(DUR),
-                                     "-C", cp, "-P", dp])
+                    samples = ["-A", f"neper-{n}-{k}.csv"] if nproc > 1 else []
+                    srv_cmds.append([NEPER, "-T", str(per_t), "-F", str(per_f), "-l", str(n_len + 2), "-C", cp, "-P", dp])
+                    cli_cmds.append([NEPER, "-c", "-H", "127.0.0.1", "-T", str(per_t), "-F", str(per_f), "-l",
+                                     str(n_len), "-C", cp, "-P", dp, *samples])
                 join = " & ".join
                 commands[f"flows {n} neper"] = (join(show(c) for c in cli_cmds), join(show(c) for c in srv_cmds))
                 if nproc > 1:
                     row["neper_note"] = (f"the open-file hard limit ({FD_LIMIT}) cannot hold {n} flows in one neper "
-                                         f"process: {nproc} neper processes of 1 thread and {per_f} flows each per side")
+                                         f"process: {nproc} neper processes of 1 thread and {per_f} flows each per "
+                                         f"side, started together")
                 srvs = [start(c) for c in srv_cmds]
                 try:
                     clis = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=SCRATCH)
@@ -216,31 +263,29 @@ try:
                     procs.extend(clis)
                     outs = []
                     for c in clis:
-                        out, _ = c.communicate(timeout=DUR * 6 + 300)
+                        out, _ = c.communicate(timeout=n_len * 6 + 300)
                         if c.returncode != 0:
                             raise RuntimeError(f"exit {c.returncode}: {out.strip()[-300:]}")
                         outs.append(dict(l.split("=", 1) for l in out.splitlines() if "=" in l))
-                    # Throughput: the sum of each process's own figure,
-                    # which favours neper when the processes' windows do not
-                    # overlap fully (each then had the machine more to
-                    # itself); the overlap is reported. Latency percentiles
-                    # cannot be merged: the worst process's are kept.
-                    if nproc > 1:
-                        t0 = max(float(kv["time_start"]) for kv in outs)
-                        t1 = min(float(kv["time_end"]) for kv in outs)
-                        span = max(float(kv["time_end"]) for kv in outs) - min(float(kv["time_start"]) for kv in outs)
-                        windows = [float(kv["time_end"]) - float(kv["time_start"]) for kv in outs]
-                        # A sum of throughputs measured at different times
-                        # is not a rate of 30,000 concurrent flows.
-                        row["neper_comparable"] = t1 - t0 >= 0.8 * min(windows)
-                        row["neper_note"] += (f"; their measurement windows overlapped {max(0.0, t1 - t0):.1f} s of "
-                                              f"{span:.1f} s, and the figure is the sum of the processes' own "
-                                              f"throughputs (which favours neper when they do not overlap)"
-                                              + ("" if row["neper_comparable"] else
-                                                 ": not comparable, no ratio"))
-                    row["neper"].append((sum(float(kv["throughput"]) for kv in outs),
-                                         max(float(kv.get("latency_p50", "nan")) for kv in outs) * 1e6,
-                                         max(float(kv.get("latency_p99", "nan")) for kv in outs) * 1e6))
+                    # Latency percentiles cannot be merged: the worst
+                    # process's are kept.
+                    p50 = max(float(kv.get("latency_p50", "nan")) for kv in outs) * 1e6
+                    p99 = max(float(kv.get("latency_p99", "nan")) for kv in outs) * 1e6
+                    if nproc == 1:
+                        row["neper"].append((float(outs[0]["throughput"]), p50, p99))
+                    else:
+                        rate, a, b, own = neper_overlap_rate([os.path.join(SCRATCH, f"neper-{n}-{k}.csv")
+                                                              for k in range(nproc)])
+                        row["neper_window"] = b - a
+                        row["neper_comparable"] = b - a >= 0.8 * SPLIT_DUR
+                        row["neper"].append((rate, p50, p99))
+                        row["neper_note"] += (
+                            f"; all {n} flows of the {nproc} processes ran together for {b - a:.1f} s (the processes' "
+                            f"own windows: {', '.join(f'{w:.1f} s' for w in own)}), and the figure is the sum of "
+                            f"their transactions in that common window divided by its length (neper's per-flow "
+                            f"samples, -A, interpolated linearly between a flow's 1 s samples); the sum of the "
+                            f"processes' own throughputs was {sum(float(kv['throughput']) for kv in outs):,.0f}"
+                            + ("" if row["neper_comparable"] else ": common window too short, no ratio"))
                 except Exception as e:
                     srv_out = []
                     for srv in srvs:

@@ -65,7 +65,8 @@ struct ServerArgs {
 /// Options of every client test.
 #[derive(Debug, Clone, clap::Args)]
 struct CommonArgs {
-    /// Server: ADDR, ADDR:PORT, [V6]:PORT, a bare IPv6 address or a name.
+    /// Server: ADDR, ADDR:PORT, [V6]:PORT, a bare IPv6 address or a name
+    /// [default: 127.0.0.1, as netperf's localhost].
     #[arg(long, short = 'H', value_name = "ADDR[:PORT]")]
     host: Option<String>,
     /// Server control port, where --host names none.
@@ -244,6 +245,11 @@ struct UdpStreamArgs {
     /// UDP_SEGMENT (GSO) with this segment (datagram) size.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     udp_gso: Option<u32>,
+    /// Receivers sleep this many microseconds after draining their socket,
+    /// so datagrams are read in batches and the sender pays no wakeup per
+    /// datagram (ethtool's rx-usecs, in software).
+    #[arg(long, value_name = "USEC")]
+    rx_usecs: Option<u32>,
 }
 
 /// Every test's options in one shape.
@@ -261,6 +267,7 @@ struct Flat {
     batch: u32,
     udp_gro: bool,
     udp_gso: Option<u32>,
+    rx_usecs: Option<u32>,
     udp_timeout: Duration,
 }
 
@@ -279,6 +286,7 @@ impl Flat {
             batch: 1,
             udp_gro: false,
             udp_gso: None,
+            rx_usecs: None,
             udp_timeout: Duration::from_millis(200),
         }
     }
@@ -351,6 +359,7 @@ impl TestOptions for UdpStreamArgs {
             batch: self.udp.batch,
             udp_gro: self.udp.udp_gro,
             udp_gso: self.udp_gso,
+            rx_usecs: self.rx_usecs,
             ..Flat::new(self.common)
         }
     }
@@ -783,10 +792,11 @@ fn serve(args: ServerArgs) -> anyhow::Result<ExitCode> {
 
 fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
     let c = &t.common;
-    let server = match (&c.host, c.null) {
-        (Some(h), _) => parse_host(h, c.port)?,
-        (None, true) => SocketAddr::from(([127, 0, 0, 1], c.port)),
-        (None, false) => bail!("--host ADDR[:PORT] is required (or --null)"),
+    let server = match &c.host {
+        Some(h) => parse_host(h, c.port)?,
+        // netperf's default host is localhost: a server started with
+        // `offload bench server` on this machine is found without -H.
+        None => SocketAddr::from(([127, 0, 0, 1], c.port)),
     };
     let mut cfg = ClientConfig::new(kind, server);
     if let Some(r) = t.request {
@@ -820,6 +830,7 @@ fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
     cfg.spec.knobs.reuseport = t.reuseport;
     cfg.spec.knobs.batch = t.batch;
     cfg.spec.knobs.udp_gro = t.udp_gro;
+    cfg.spec.knobs.rx_usecs = t.rx_usecs;
     cfg.spec.knobs.nodelay = t.nodelay;
     cfg.spec.knobs.sndbuf = c.sndbuf;
     cfg.spec.knobs.rcvbuf = c.rcvbuf;
