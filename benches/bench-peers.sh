@@ -123,6 +123,14 @@ def veth_setup():
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+    # veth hands a locally sent UDP skb to its peer's NAPI (and so to the
+    # threaded NAPI below, off the sender's CPU) only if the receiving
+    # device has rx-udp-gro-forwarding or rx-gro-list
+    # (veth_skb_is_eligible_for_gro, drivers/net/veth.c, 5.13+); without it
+    # veth_xmit falls back to netif_rx and the whole receive path runs in
+    # the sender's softirq on CPU 0, as on loopback. Datagrams for sockets
+    # without UDP_GRO (sockperf's) are segmented again before delivery.
+    sh("ip", "netns", "exec", NS_B, "ethtool", "-K", "oflbp1", "rx-udp-gro-forwarding", "on")
     sh("ip", "netns", "exec", NS_B, "sh", "-c", "echo 1 > /sys/class/net/oflbp1/threaded")
     # The receiving veth's NAPI thread goes to the server's CPU.
     for pid in os.listdir("/proc"):
@@ -246,7 +254,7 @@ try:
                 srv_cmds, cli_cmds = [], []
                 for k in range(nproc):
                     cp, dp = str(14866 + 10 * k), str(14867 + 10 * k)
-                    samples = ["-A", f"neper-{n}-{k}.csv"] if nproc > 1 else []
+                    samples = [f"--all-samples=neper-{n}-{k}.csv"] if nproc > 1 else []
                     srv_cmds.append([NEPER, "-T", str(per_t), "-F", str(per_f), "-l", str(n_len + 2), "-C", cp, "-P", dp])
                     cli_cmds.append([NEPER, "-c", "-H", "127.0.0.1", "-T", str(per_t), "-F", str(per_f), "-l",
                                      str(n_len), "-C", cp, "-P", dp, *samples])
@@ -297,11 +305,17 @@ try:
 
     # 3. UDP flood, 32-byte datagrams, client CPU 0, server CPU 1.
     ofl_udp = [OFL, "bench", "udp-stream", "--request", "32", "--flows", "2", "--server-threads", "2", "--reuseport",
-               "--batch", "32", "--udp-gro", "--pin", "0", "--server-pin", "1", *ofl_common]
+               "--batch", "32", "--udp-gro", "--rx-usecs", "50", "--pin", "0", "--server-pin", "1", *ofl_common]
     ofl_gso = ofl_udp[:3] + ["--udp-gso", "32"] + ofl_udp[3:]
-    commands["udp offload"] = (show(ofl_udp), "offload bench server (2 SO_REUSEPORT receivers on CPU 1, recvmmsg 32, UDP_GRO)")
+    commands["udp offload"] = (show(ofl_udp), "offload bench server (2 SO_REUSEPORT receivers on CPU 1, recvmmsg 32, "
+                                              "UDP_GRO, 50 us coalescing sleep after a read that empties the socket)")
     commands["udp offload + GSO"] = (show(ofl_gso), "offload bench server (as above)")
-    sp_srv = [SOCKPERF, "server", "-i", "127.0.0.1", "-p", "14868"] if SOCKPERF else None
+    # sockperf's own receive batching: non-blocking sockets read in a loop
+    # until EAGAIN before it waits in epoll again (it has no recvmmsg, and
+    # its sender no sendmmsg: one sendto per datagram, on an unconnected
+    # socket).
+    SP_RX = ["--nonblocked", "--recv_looping_num=-1"]
+    sp_srv = [SOCKPERF, "server", "-i", "127.0.0.1", "-p", "14868", *SP_RX] if SOCKPERF else None
     sp_cli = [SOCKPERF, "throughput", "-i", "127.0.0.1", "-p", "14868", "-m", "32", "-t", str(DUR)] if SOCKPERF else None
     if SOCKPERF:
         commands["udp sockperf"] = ("taskset -c 0 " + show(sp_cli), "taskset -c 1 " + show(sp_srv))
@@ -336,7 +350,8 @@ try:
         v_common = ["-H", f"{VETH_B}:{OPORT}", "--duration", str(DUR), "--warmup", "1", "--json", "-q"]
         v_ofl = ["ip", "netns", "exec", NS_A] + ofl_udp[:ofl_udp.index("-H")] + v_common
         v_gso = v_ofl[:7] + ["--udp-gso", "32"] + v_ofl[7:]
-        v_sp_srv = ["ip", "netns", "exec", NS_B, "taskset", "-c", "1", SOCKPERF, "server", "-i", VETH_B, "-p", "14868"]
+        v_sp_srv = ["ip", "netns", "exec", NS_B, "taskset", "-c", "1", SOCKPERF, "server", "-i", VETH_B, "-p", "14868",
+                    *SP_RX]
         v_sp_cli = ["ip", "netns", "exec", NS_A, "taskset", "-c", "0", SOCKPERF, "throughput", "-i", VETH_B, "-p",
                     "14868", "-m", "32", "-t", str(DUR)]
         commands["veth udp offload"] = (show(v_ofl), f"ip netns exec {NS_B} offload bench server --listen {VETH_B}:{OPORT}")
@@ -425,18 +440,22 @@ for i, p in enumerate(udp):
     if rg:
         gratios.append(rg)
     L.append(f"| {i + 1} | {f(o and o[0])} | {f(g and g[0])} | {f(s and s[0])} | {f(r, 2)} | {f(rg, 1)} |")
-L.append(f"\nMedian ratios to sockperf: **{f(med(ratios), 2)}x** with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32 "
-         f"and UDP_GRO; **{f(med(gratios), 1)}x** when the sender also batches with UDP GSO (`--udp-gso 32`: 64 "
+L.append(f"\nMedian ratios to sockperf: **{f(med(ratios), 2)}x** with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, "
+         f"UDP_GRO and receivers that sleep 50 us after a read that empties their socket (`--rx-usecs 50`, the "
+         f"default with `--batch`); **{f(med(gratios), 1)}x** when the sender also batches with UDP GSO (`--udp-gso 32`: 64 "
          f"datagrams of 32 bytes per send, which loopback hands to the UDP_GRO receivers whole; counted as the "
-         f"datagrams they carry). On loopback the receive path runs in the sender's softirq on CPU 0, so "
-         f"receive-side batching alone buys little: the per-datagram cost is on the sending CPU. offload bench counts what its "
+         f"datagrams they carry). On loopback the receive path runs in the sender's softirq on CPU 0, including "
+         f"the wakeup of a receiver that sleeps on its socket: the coalescing sleep removes that wakeup (see "
+         f"docs/bench.md, \"Where a UDP sender's time goes\"). offload bench counts what its "
          f"receivers read (cross-checked against the kernel's counters in its report); for sockperf, whose server "
-         f"reports nothing in throughput mode, the kernel's Udp InDatagrams over the client's run.\n")
+         f"reports nothing in throughput mode, the kernel's Udp InDatagrams over the client's run. Drops: "
+         f"offload bench's kernel receive-buffer errors per pair: {', '.join(f(p.get('offload', (0, None))[1]) for p in udp)}.\n")
 
 if veth_udp:
     L.append("### 32-byte UDP flood between two namespaces over veth, client on CPU 0, server on CPU 1\n")
-    L.append("GRO on the receiving veth, threaded NAPI with its thread pinned to CPU 1 (the receive work runs beside "
-             "the receivers, not on the sender's CPU); same flags as above.\n")
+    L.append("GRO and rx-udp-gro-forwarding on the receiving veth (without the latter veth does not hand locally "
+             "sent UDP to NAPI), threaded NAPI with its thread pinned to CPU 1: the receive work runs beside "
+             "the receivers, not on the sender's CPU; same flags as above.\n")
     L.append("| pair | offload bench (sendmmsg 32) datagrams/s | offload bench + UDP GSO datagrams/s | sockperf datagrams/s | ratio sendmmsg / sockperf | ratio GSO / sockperf |")
     L.append("|---:|---:|---:|---:|---:|---:|")
     ratios, gratios = [], []
@@ -460,7 +479,9 @@ for k, (c, s) in commands.items():
     L.append(f"| {k} | `{c}` | `{s}` |")
 L.append("\nPlacement is the same for both tools of a row (CPU 0 / CPU 1, or unpinned for the many-flow rows, "
          "where both run 2 threads per side); batching is each tool's own: netperf and neper send one request per "
-         "write, sockperf one datagram per sendto, offload bench udp-stream 32 per sendmmsg as its flags say.")
+         "write, sockperf one datagram per sendto (it has no sendmmsg) with its server reading in a loop until EAGAIN "
+         "(`--nonblocked --recv_looping_num=-1`), offload bench udp-stream 32 per sendmmsg and recvmmsg as its flags "
+         "say.")
 section = "\n".join(L) + "\n"
 print(section)
 if WRITE:

@@ -247,7 +247,8 @@ struct UdpStreamArgs {
     udp_gso: Option<u32>,
     /// Receivers sleep this many microseconds after draining their socket,
     /// so datagrams are read in batches and the sender pays no wakeup per
-    /// datagram (ethtool's rx-usecs, in software).
+    /// datagram (ethtool's rx-usecs, in software) [default: 50 with
+    /// --batch above 1, else 0; 0 turns it off].
     #[arg(long, value_name = "USEC")]
     rx_usecs: Option<u32>,
 }
@@ -790,6 +791,9 @@ fn serve(args: ServerArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// udp-stream receivers' coalescing sleep with --batch above 1 (µs).
+const DEFAULT_RX_USECS: u32 = 50;
+
 fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
     let c = &t.common;
     let server = match &c.host {
@@ -830,7 +834,14 @@ fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
     cfg.spec.knobs.reuseport = t.reuseport;
     cfg.spec.knobs.batch = t.batch;
     cfg.spec.knobs.udp_gro = t.udp_gro;
-    cfg.spec.knobs.rx_usecs = t.rx_usecs;
+    // Batched udp-stream receivers coalesce by default, as NICs do (decision
+    // 0035): a recvmmsg batch that returns one datagram is not a batch.
+    cfg.spec.knobs.rx_usecs = match t.rx_usecs {
+        Some(0) => None,
+        Some(us) => Some(us),
+        None if kind == TestKind::UdpStream && t.batch > 1 => Some(DEFAULT_RX_USECS),
+        None => None,
+    };
     cfg.spec.knobs.nodelay = t.nodelay;
     cfg.spec.knobs.sndbuf = c.sndbuf;
     cfg.spec.knobs.rcvbuf = c.rcvbuf;
@@ -1183,6 +1194,18 @@ mod tests {
         assert_eq!(c.pin, Some(vec![0, 1]));
         assert_eq!(c.spec.server_pin, Some(vec![1]));
         assert_eq!(c.spec.knobs.busy_poll_us, Some(50));
+        // Batched udp-stream receivers coalesce unless told otherwise.
+        assert_eq!(c.spec.knobs.rx_usecs, Some(DEFAULT_RX_USECS));
+        let rx = |extra: &str| {
+            config_for(TestKind::UdpStream, &args(TestKind::UdpStream, extra))
+                .unwrap()
+                .spec
+                .knobs
+                .rx_usecs
+        };
+        assert_eq!(rx("--batch 32 --rx-usecs 0"), None);
+        assert_eq!(rx("--batch 32 --rx-usecs 20"), Some(20));
+        assert_eq!(rx(""), None);
 
         let c = config_for(
             TestKind::TcpCrr,
