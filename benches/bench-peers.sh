@@ -99,12 +99,27 @@ signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(1)))
 
 
 def udp_in(ns=None):
+    """(Udp InDatagrams, Udp RcvbufErrors) of /proc/net/snmp: datagrams
+    read by applications and datagrams dropped on full receive buffers."""
     text = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"], capture_output=True,
                           text=True).stdout if ns else open("/proc/net/snmp").read()
     for line in text.splitlines():
         if line.startswith("Udp:") and line.split()[1].isdigit():
-            return int(line.split()[1])
-    return 0
+            return int(line.split()[1]), int(line.split()[5])
+    return 0, 0
+
+
+def ofl_udp_figures(j):
+    """offload bench udp-stream: (received/s, receive-buffer drops, sent/s).
+    Its `sent` counts the whole test, warm-up (1 s here) included."""
+    return j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"], j["udp"]["sent"] / (j["cpu"]["window_seconds"] + 1)
+
+
+def sockperf_figures(out, a, b):
+    """sockperf throughput: (received/s, drops, sent/s) from the kernel's
+    counters around the client's run and the client's own summary."""
+    m = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", out)
+    return (b[0] - a[0]) / DUR, b[1] - a[1], int(m.group(1)) / float(m.group(2)) if m else None
 
 
 # Namespaces of part 4, removed on every exit path (cleanup()).
@@ -326,18 +341,18 @@ try:
         for tool in (order if i % 2 == 0 else order[::-1]):
             if tool in ("offload", "gso"):
                 j = json.loads(run(ofl_udp if tool == "offload" else ofl_gso))
-                pair[tool] = (j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"])
+                pair[tool] = ofl_udp_figures(j)
             elif SOCKPERF:
                 srv = start(["taskset", "-c", "1"] + sp_srv)
                 time.sleep(0.5)
-                a, t0 = udp_in(), time.time()
-                run(["taskset", "-c", "0"] + sp_cli)
-                b, t1 = udp_in(), time.time()
+                a = udp_in()
+                out = run(["taskset", "-c", "0"] + sp_cli)
+                b = udp_in()
                 stop(srv)
                 # Datagrams delivered to sockets over the client's run
                 # (/proc/net/snmp Udp InDatagrams; sockperf's server does
                 # not report what it received).
-                pair[tool] = ((b - a) / DUR, None)
+                pair[tool] = sockperf_figures(out, a, b)
         udp.append(pair)
 
     # 4. The same flood between two namespaces over veth, the topology of a
@@ -364,15 +379,15 @@ try:
             for tool in (order if i % 2 == 0 else order[::-1]):
                 if tool in ("offload", "gso"):
                     j = json.loads(run(v_ofl if tool == "offload" else v_gso))
-                    pair[tool] = (j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"])
+                    pair[tool] = ofl_udp_figures(j)
                 else:
                     srv = start(v_sp_srv)
                     time.sleep(0.5)
                     a = udp_in(NS_B)
-                    run(v_sp_cli)
+                    out = run(v_sp_cli)
                     b = udp_in(NS_B)
                     stop(srv)
-                    pair[tool] = ((b - a) / DUR, None)
+                    pair[tool] = sockperf_figures(out, a, b)
             veth_udp.append(pair)
         stop(vsrv)
 finally:
@@ -427,50 +442,48 @@ for n, row in flows.items():
         L.append(f"\n{n:,} flows, neper: {row['neper_note']}")
 L.append("")
 
+def udp_table(pairs):
+    """Rows of one UDP topology: received, sent and dropped per second for
+    each tool, and the ratios of received and of sent datagrams."""
+    L.append("| pair | offload bench received / sent / dropped per s | + UDP GSO received per s | sockperf received / sent / dropped per s | ratio received | ratio sent | ratio GSO received |")
+    L.append("|---:|---:|---:|---:|---:|---:|---:|")
+    rec, sent, gso = [], [], []
+    for i, p in enumerate(pairs):
+        o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
+        r = o[0] / s[0] if o and s and s[0] else None
+        rs = o[2] / s[2] if o and s and s[2] else None
+        rg = g[0] / s[0] if g and s and s[0] else None
+        for acc, x in ((rec, r), (sent, rs), (gso, rg)):
+            if x:
+                acc.append(x)
+        cell = lambda t: "-" if not t else f"{f(t[0])} / {f(t[2])} / {f(t[1] / DUR if t[1] is not None else None)}"
+        L.append(f"| {i + 1} | {cell(o)} | {f(g and g[0])} | {cell(s)} | {f(r, 2)} | {f(rs, 2)} | {f(rg, 1)} |")
+    return med(rec), med(sent), med(gso)
+
+
 L.append("### 32-byte UDP flood, client on CPU 0, server on CPU 1\n")
-L.append("| pair | offload bench (sendmmsg 32) datagrams/s | offload bench + UDP GSO datagrams/s | sockperf datagrams/s | ratio sendmmsg / sockperf | ratio GSO / sockperf |")
-L.append("|---:|---:|---:|---:|---:|---:|")
-ratios, gratios = [], []
-for i, p in enumerate(udp):
-    o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
-    r = o[0] / s[0] if o and s and s[0] else None
-    rg = g[0] / s[0] if g and s and s[0] else None
-    if r:
-        ratios.append(r)
-    if rg:
-        gratios.append(rg)
-    L.append(f"| {i + 1} | {f(o and o[0])} | {f(g and g[0])} | {f(s and s[0])} | {f(r, 2)} | {f(rg, 1)} |")
-L.append(f"\nMedian ratios to sockperf: **{f(med(ratios), 2)}x** with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, "
-         f"UDP_GRO and receivers that sleep 50 us after a read that empties their socket (`--rx-usecs 50`, the "
-         f"default with `--batch`); **{f(med(gratios), 1)}x** when the sender also batches with UDP GSO (`--udp-gso 32`: 64 "
-         f"datagrams of 32 bytes per send, which loopback hands to the UDP_GRO receivers whole; counted as the "
-         f"datagrams they carry). On loopback the receive path runs in the sender's softirq on CPU 0, including "
-         f"the wakeup of a receiver that sleeps on its socket: the coalescing sleep removes that wakeup (see "
-         f"docs/bench.md, \"Where a UDP sender's time goes\"). offload bench counts what its "
-         f"receivers read (cross-checked against the kernel's counters in its report); for sockperf, whose server "
-         f"reports nothing in throughput mode, the kernel's Udp InDatagrams over the client's run. Drops: "
-         f"offload bench's kernel receive-buffer errors per pair: {', '.join(f(p.get('offload', (0, None))[1]) for p in udp)}.\n")
+rec, sent, gso = udp_table(udp)
+L.append(f"\nMedian ratios to sockperf: **{f(rec, 2)}x** datagrams received (the headline; {f(sent, 2)}x datagrams "
+         f"sent) with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, UDP_GRO and receivers that sleep 50 us after "
+         f"a read that empties their socket (`--rx-usecs 50`, the default with `--batch`); **{f(gso, 1)}x** when the "
+         f"sender also batches with UDP GSO (`--udp-gso 32`: 64 datagrams of 32 bytes per send, which loopback hands "
+         f"to the UDP_GRO receivers whole; counted as the datagrams they carry). On loopback the receive path runs "
+         f"in the sender's softirq on CPU 0, including the wakeup of a receiver that sleeps on its socket: the "
+         f"coalescing sleep removes that wakeup (docs/bench.md, \"Where a UDP sender's time goes\"). Received: "
+         f"what offload bench's receivers read (cross-checked against the kernel's counters in its report) and, for "
+         f"sockperf, whose server reports nothing in throughput mode, the kernel's Udp InDatagrams over the "
+         f"client's run; sent: each sender's own count; dropped: receive-buffer errors (offload bench's report, "
+         f"Udp RcvbufErrors for sockperf).\n")
 
 if veth_udp:
     L.append("### 32-byte UDP flood between two namespaces over veth, client on CPU 0, server on CPU 1\n")
     L.append("GRO and rx-udp-gro-forwarding on the receiving veth (without the latter veth does not hand locally "
              "sent UDP to NAPI), threaded NAPI with its thread pinned to CPU 1: the receive work runs beside "
              "the receivers, not on the sender's CPU; same flags as above.\n")
-    L.append("| pair | offload bench (sendmmsg 32) datagrams/s | offload bench + UDP GSO datagrams/s | sockperf datagrams/s | ratio sendmmsg / sockperf | ratio GSO / sockperf |")
-    L.append("|---:|---:|---:|---:|---:|---:|")
-    ratios, gratios = [], []
-    for i, p in enumerate(veth_udp):
-        o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
-        r = o[0] / s[0] if o and s and s[0] else None
-        rg = g[0] / s[0] if g and s and s[0] else None
-        if r:
-            ratios.append(r)
-        if rg:
-            gratios.append(rg)
-        L.append(f"| {i + 1} | {f(o and o[0])} | {f(g and g[0])} | {f(s and s[0])} | {f(r, 2)} | {f(rg, 1)} |")
-    L.append(f"\nMedian ratios to sockperf over veth: **{f(med(ratios), 2)}x** (sendmmsg 32, reuseport, UDP_GRO), "
-             f"**{f(med(gratios), 1)}x** with UDP GSO on the sender. sockperf's count is Udp InDatagrams of the "
-             f"server's namespace over the client's run.\n")
+    rec, sent, gso = udp_table(veth_udp)
+    L.append(f"\nMedian ratios to sockperf over veth: **{f(rec, 2)}x** datagrams received ({f(sent, 2)}x sent; "
+             f"sendmmsg 32, reuseport, UDP_GRO, `--rx-usecs 50`), **{f(gso, 1)}x** with UDP GSO on the sender. "
+             f"sockperf's counts are those of the server's namespace.\n")
 
 L.append("### Exact commands\n")
 L.append("| measurement | client side | server side |")
