@@ -11,11 +11,19 @@
 #      the figure is the median of the per-pair ratios.
 #   2. 1-byte TCP_RR with 1,000, 10,000 and 30,000 flows over 2 client and
 #      2 server threads, offload bench and neper tcp_rr (-T 2 -F FLOWS) in
-#      turn, ROUNDS rounds. A tool that cannot run (neper beyond the
-#      open-file limit) is reported with its error, never dropped.
+#      turn, ROUNDS rounds. A tool that cannot run is reported with its
+#      error, never dropped. Where the open-file limit cannot hold neper's
+#      flows in one process, neper runs as 2 processes of 1 thread started
+#      together, for SPLIT_DUR s of steady state plus SPLIT_SETUP s for
+#      their connection setup, and its rate is taken over the window in
+#      which all flows of both processes ran; offload bench then measures
+#      SPLIT_DUR s too.
 #   3. 32-byte UDP flood, client on CPU 0 and server on CPU 1: offload bench
-#      udp-stream with --reuseport --batch 32 --udp-gro against sockperf
-#      throughput, PAIRS interleaved pairs.
+#      udp-stream with --reuseport --batch 32 --udp-gro --rx-usecs 50
+#      against sockperf throughput (its server reading in a loop until
+#      EAGAIN), PAIRS interleaved pairs, on loopback and between two
+#      namespaces over veth (GRO, rx-udp-gro-forwarding, threaded NAPI on
+#      CPU 1); received, sent and dropped datagrams of both.
 #
 # Peers: netperf and neper are not Debian packages: build them from source
 # outside this repository and point NETPERF_DIR (holding netperf and
@@ -264,7 +272,7 @@ try:
                 # setup, which neper counts in -l) that their windows
                 # overlap for nearly all of the test; their rate is then
                 # measured on the window where every flow of every process
-                # is running (from neper's per-flow samples, -A).
+                # is running (from neper's per-flow samples, --all-samples).
                 n_len = DUR if nproc == 1 else SPLIT_DUR + SPLIT_SETUP
                 srv_cmds, cli_cmds = [], []
                 for k in range(nproc):
@@ -306,7 +314,7 @@ try:
                             f"; all {n} flows of the {nproc} processes ran together for {b - a:.1f} s (the processes' "
                             f"own windows: {', '.join(f'{w:.1f} s' for w in own)}), and the figure is the sum of "
                             f"their transactions in that common window divided by its length (neper's per-flow "
-                            f"samples, -A, interpolated linearly between a flow's 1 s samples); the sum of the "
+                            f"samples, --all-samples, interpolated linearly between a flow's 1 s samples); the sum of the "
                             f"processes' own throughputs was {sum(float(kv['throughput']) for kv in outs):,.0f}"
                             + ("" if row["neper_comparable"] else ": common window too short, no ratio"))
                 except Exception as e:
@@ -408,7 +416,9 @@ L = ["## offload bench\n",
      f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on kernel {kernel}, {os.cpu_count()} CPUs "
      f"(a shared 2-core machine: other jobs ran at the same time, which is why every comparison is interleaved and "
      f"reported as ratios of neighbouring runs), by `PAIRS={PAIRS} ROUNDS={ROUNDS} DUR={DUR} NETPERF_DIR=... NEPER_DIR=... "
-     f"benches/bench-peers.sh`. Loopback, {DUR} s windows (offload bench adds a 1 s warm-up that it excludes).\n"]
+     f"benches/bench-peers.sh` (SPLIT_DUR={SPLIT_DUR} SPLIT_SETUP={SPLIT_SETUP}). Loopback unless said otherwise, {DUR} s "
+     f"windows (offload bench adds a 1 s warm-up that it excludes); {SPLIT_DUR} s where neper must run as several "
+     f"processes (see the many-flow table).\n"]
 
 L.append("### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n")
 L.append("| pair | offload bench trans/s | netperf trans/s | ratio | offload P50 / P99 (us) | netperf P50 / P99 (us) |")
