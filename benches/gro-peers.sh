@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GRO beside its peers: offload's engine, tun-rs, wireguard-go and DPDK's
 # lib/gro on the same frame trains, in the same batches, on the same CPU,
-# interleaved, in CPU nanoseconds per frame; plus the memcpy and checksum
-# floors. Prints a table of medians and ratios. Never run by CI.
+# interleaved, in CPU nanoseconds per frame; plus the memcpy, checksum and
+# copy-and-checksum floors. Prints a table of medians and ratios. Never run by CI.
 #
 # What it builds (dependencies fetched at build time, nothing vendored):
 #   benches/gro-peers/rust   offload (path) + tun-rs (crates.io), floors
@@ -121,7 +121,7 @@ fi
 keep
 
 # ---------------------------------------------------------------- runs
-ENGINES="offload offload-zc offload-valid offload-valid-zc offload-noverify tun-rs wireguard-go dpdk dpdk-parse memcpy checksum checksum-tun-rs"
+ENGINES="offload offload-zc offload-valid offload-valid-zc offload-noverify tun-rs wireguard-go dpdk dpdk-parse memcpy checksum checksum-tun-rs copy-checksum"
 run_one() { # ENGINE PCAP
     local e=$1 p=$2
     case $e in
@@ -163,7 +163,7 @@ for line in open(path):
     out[(kv["case"], kv["engine"])] = kv["out"]
 med = {k: statistics.median(v) for k, v in ns.items()}
 cols = ["offload", "offload-zc", "offload-valid", "offload-valid-zc", "offload-noverify", "tun-rs", "wireguard-go", "dpdk", "dpdk-parse",
-        "memcpy", "checksum", "checksum-tun-rs"]
+        "memcpy", "checksum", "checksum-tun-rs", "copy-checksum"]
 def cell(c, e):
     v = med.get((c, e))
     return "-" if v is None else f"{v:.1f}"
@@ -174,7 +174,7 @@ for c in cases:
     row = []
     for e in cols:
         v = cell(c, e)
-        if v != "-" and e not in ("memcpy", "checksum", "checksum-tun-rs"):
+        if v != "-" and e not in ("memcpy", "checksum", "checksum-tun-rs", "copy-checksum"):
             v += f" [{out[(c, e)]}]"
         row.append(v)
     print(f"| {c} | " + " | ".join(row) + " |")
@@ -184,14 +184,15 @@ def ratio(c, a, b):
 print("\nRatios (time of the first / time of the second)\n")
 hdr = ["tun-rs / offload", "tun-rs / offload-zc", "wireguard-go / offload-zc", "offload-valid-zc / dpdk",
        "offload-valid-zc / dpdk-parse", "offload-valid / dpdk", "offload-noverify / dpdk",
-       "offload / checksum floor"]
+       "offload / checksum floor", "offload / copy-checksum floor"]
 print("| case | " + " | ".join(hdr) + " |")
 print("|---|" + "---:|" * len(hdr))
 for c in cases:
     print(f"| {c} | " + " | ".join([ratio(c, "tun-rs", "offload"), ratio(c, "tun-rs", "offload-zc"),
           ratio(c, "wireguard-go", "offload-zc"), ratio(c, "offload-valid-zc", "dpdk"),
           ratio(c, "offload-valid-zc", "dpdk-parse"), ratio(c, "offload-valid", "dpdk"),
-          ratio(c, "offload-noverify", "dpdk"), ratio(c, "offload", "checksum")]) + " |")
+          ratio(c, "offload-noverify", "dpdk"), ratio(c, "offload", "checksum"),
+          ratio(c, "offload", "copy-checksum")]) + " |")
 # Engines that verify checksums and follow the same TCP rules should make
 # the same number of packets; say so where they do not (the train is kept).
 for c in cases:

@@ -32,24 +32,66 @@ pub fn sum_bytes(acc: u64, data: &[u8]) -> u64 {
     sum_bytes_scalar(add64(acc, be as u64), &data[bulk..])
 }
 
+/// [`sum_bytes`] while copying `src` into `dst` (same length), in one pass
+/// over the bytes: what the kernel's `csum_partial_copy_nocheck` does when
+/// it copies a payload it must also checksum. GRO's copying merge uses it
+/// to verify a segment's checksum and append its payload with one read of
+/// the payload instead of two. Returns exactly what `sum_bytes(acc, src)`
+/// returns.
+///
+/// # Panics
+/// When `dst` and `src` differ in length.
+#[inline]
+pub fn copy_and_sum(acc: u64, src: &[u8], dst: &mut [u8]) -> u64 {
+    assert_eq!(src.len(), dst.len(), "copy_and_sum: lengths differ");
+    if src.len() < wide::MIN_LEN {
+        dst.copy_from_slice(src);
+        return sum_bytes_scalar(acc, src);
+    }
+    let bulk = src.len() - src.len() % wide::BLOCK;
+    let (dst_bulk, dst_rest) = dst.split_at_mut(bulk);
+    let le = wide::copy_sum_words(&src[..bulk], dst_bulk);
+    let be = fold(le).swap_bytes();
+    dst_rest.copy_from_slice(&src[bulk..]);
+    sum_bytes_scalar(add64(acc, be as u64), &src[bulk..])
+}
+
 /// The reference sum: 8 bytes at a time as big-endian words with
 /// end-around carry (summing 64-bit words this way is the same ones'
 /// complement sum as summing 16-bit words). Used for short buffers and
 /// tails, and by the property tests as the oracle of [`sum_bytes`].
 #[inline]
-pub fn sum_bytes_scalar(mut acc: u64, data: &[u8]) -> u64 {
+pub fn sum_bytes_scalar(acc: u64, data: &[u8]) -> u64 {
+    // A 128-bit total of 64-bit words: the carry chain is one add with
+    // carry per word (no end-around carry in the loop), folded once at
+    // the end; 2^64 words cannot overflow it.
+    let mut total = acc as u128;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        let word = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let (s, carry) = acc.overflowing_add(word);
-        acc = s + carry as u64;
+        total += u64::from_be_bytes(c.try_into().expect("8 bytes")) as u128;
     }
+    // The last 0..=7 bytes as the top bytes of one big-endian word, read
+    // with fixed-size loads (a variable-length copy into a stack word
+    // costs a library call and a store-forwarding stall).
     let rest = chunks.remainder();
-    let mut tail = [0u8; 8];
-    tail[..rest.len()].copy_from_slice(rest);
-    let word = u64::from_be_bytes(tail);
-    let (s, carry) = acc.overflowing_add(word);
-    s + carry as u64
+    let mut word = 0u64;
+    let mut i = 0;
+    if rest.len() >= 4 {
+        word = (u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as u64) << 32;
+        i = 4;
+    }
+    if rest.len() - i >= 2 {
+        let w = u16::from_be_bytes(rest[i..i + 2].try_into().expect("2 bytes")) as u64;
+        word |= w << (48 - 8 * i);
+        i += 2;
+    }
+    if rest.len() > i {
+        word |= (rest[i] as u64) << (56 - 8 * i);
+    }
+    total += word as u128;
+    // Fold 128 to 64 bits with end-around carry (twice: the first add
+    // may carry once more).
+    add64(total as u64, (total >> 64) as u64)
 }
 
 /// The bulk sum: carry-free 64-bit sums of 32-bit words, which the
@@ -103,6 +145,41 @@ pub mod wide {
         total
     }
 
+    /// [`sum_words`] of `src` (a multiple of [`BLOCK`] bytes) while
+    /// copying it into `dst` (same length), with the same dispatch.
+    #[inline]
+    pub fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
+        debug_assert_eq!(src.len() % BLOCK, 0);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return avx512::copy_sum_words(src, dst);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return avx2::copy_sum_words(src, dst);
+            }
+        }
+        copy_sum_words_portable(src, dst)
+    }
+
+    /// The portable fused loop: each block is copied and summed while it
+    /// is in registers. Only whole blocks are taken; `src` and `dst` must
+    /// be a multiple of [`BLOCK`] bytes long and of equal length.
+    #[inline(always)]
+    pub fn copy_sum_words_portable(src: &[u8], dst: &mut [u8]) -> u64 {
+        assert_eq!(src.len(), dst.len());
+        let mut lanes = [0u64; BLOCK / 4];
+        for (block, out) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(BLOCK)) {
+            let block: &[u8; BLOCK] = block.try_into().expect("a block");
+            let out: &mut [u8; BLOCK] = out.try_into().expect("a block");
+            *out = *block;
+            for (lane, w) in lanes.iter_mut().zip(block.chunks_exact(4)) {
+                *lane += u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as u64;
+            }
+        }
+        lanes.iter().fold(0u64, |a, &l| a.wrapping_add(l))
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[allow(unsafe_code)]
     mod avx2 {
@@ -110,6 +187,19 @@ pub mod wide {
         #[target_feature(enable = "avx2")]
         fn sum_words_avx2(data: &[u8]) -> u64 {
             super::sum_words_portable(data)
+        }
+
+        /// The portable fused loop compiled for AVX2.
+        #[target_feature(enable = "avx2")]
+        fn copy_sum_words_avx2(src: &[u8], dst: &mut [u8]) -> u64 {
+            super::copy_sum_words_portable(src, dst)
+        }
+
+        #[inline]
+        pub(super) fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
+            // SAFETY: only called after `is_x86_feature_detected!("avx2")`
+            // returned true on this CPU; safe slice code only.
+            unsafe { copy_sum_words_avx2(src, dst) }
         }
 
         #[inline]
@@ -133,8 +223,8 @@ pub mod wide {
     #[allow(unsafe_code)]
     mod avx512 {
         use core::arch::x86_64::{
-            __m256i, _mm256_loadu_si256, _mm512_add_epi64, _mm512_cvtepu32_epi64,
-            _mm512_reduce_add_epi64, _mm512_setzero_si512,
+            __m256i, _mm256_loadu_si256, _mm256_storeu_si256, _mm512_add_epi64,
+            _mm512_cvtepu32_epi64, _mm512_reduce_add_epi64, _mm512_setzero_si512,
         };
 
         #[target_feature(enable = "avx512f")]
@@ -168,6 +258,61 @@ pub mod wide {
                 total = total.wrapping_add(u32::from_le_bytes(b) as u64);
             }
             total
+        }
+
+        /// [`sum_words_avx512`] that also stores every 32 bytes it loaded
+        /// into `dst`: one read of the bytes for the copy and the sum.
+        #[target_feature(enable = "avx512f")]
+        fn copy_sum_words_avx512(src: &[u8], dst: &mut [u8]) -> u64 {
+            assert_eq!(src.len(), dst.len());
+            let step = |s: &[u8], d: &mut [u8], at: usize| {
+                let s: &[u8; 32] = s[at..at + 32].try_into().expect("32 bytes");
+                let d: &mut [u8; 32] = (&mut d[at..at + 32]).try_into().expect("32 bytes");
+                // SAFETY: `s` and `d` are 32-byte arrays; `loadu`/`storeu`
+                // read and write exactly 32 bytes with no alignment
+                // requirement, and `d` is borrowed mutably (no alias).
+                let v = unsafe {
+                    let v = _mm256_loadu_si256(s.as_ptr().cast::<__m256i>());
+                    _mm256_storeu_si256(d.as_mut_ptr().cast::<__m256i>(), v);
+                    v
+                };
+                _mm512_cvtepu32_epi64(v)
+            };
+            let mut acc = [_mm512_setzero_si512(); 4];
+            let mut blocks = src.chunks_exact(128).zip(dst.chunks_exact_mut(128));
+            for (s, d) in &mut blocks {
+                acc[0] = _mm512_add_epi64(acc[0], step(s, d, 0));
+                acc[1] = _mm512_add_epi64(acc[1], step(s, d, 32));
+                acc[2] = _mm512_add_epi64(acc[2], step(s, d, 64));
+                acc[3] = _mm512_add_epi64(acc[3], step(s, d, 96));
+            }
+            let done = src.len() - src.len() % 128;
+            let (s, d) = (&src[done..], &mut dst[done..]);
+            let whole = s.len() - s.len() % 32;
+            let mut at = 0;
+            while at < whole {
+                acc[0] = _mm512_add_epi64(acc[0], step(s, d, at));
+                at += 32;
+            }
+            let sum = _mm512_add_epi64(
+                _mm512_add_epi64(acc[0], acc[1]),
+                _mm512_add_epi64(acc[2], acc[3]),
+            );
+            let mut total = _mm512_reduce_add_epi64(sum) as u64;
+            d[whole..].copy_from_slice(&s[whole..]);
+            for w in s[whole..].chunks(4) {
+                let mut b = [0u8; 4];
+                b[..w.len()].copy_from_slice(w);
+                total = total.wrapping_add(u32::from_le_bytes(b) as u64);
+            }
+            total
+        }
+
+        #[inline]
+        pub(super) fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
+            // SAFETY: only called after `is_x86_feature_detected!("avx512f")`
+            // returned true on this CPU.
+            unsafe { copy_sum_words_avx512(src, dst) }
         }
 
         #[inline]
@@ -279,6 +424,28 @@ mod tests {
         fn wide_sum_keeps_zero_and_ffff_apart(len in 0usize..2000, ones in any::<bool>()) {
             let d = vec![if ones { 0xff } else { 0 }; len];
             prop_assert_eq!(fold(sum_bytes(0, &d)), fold(sum_bytes_scalar(0, &d)));
+        }
+
+        /// The fused copy-and-sum copies every byte and sums exactly as
+        /// `sum_bytes`, for every length, alignment and accumulator (the
+        /// dispatched kernel and the portable one alike).
+        #[test]
+        fn copy_and_sum_copies_and_sums_like_sum_bytes(
+            data in prop::collection::vec(any::<u8>(), 0..3000usize),
+            skip in 0usize..8,
+            acc in prop_oneof![Just(0u64), any::<u64>(), Just(u64::MAX)],
+        ) {
+            let d = &data[skip.min(data.len())..];
+            let mut out = vec![0xa5u8; d.len()];
+            prop_assert_eq!(copy_and_sum(acc, d, &mut out), sum_bytes(acc, d));
+            prop_assert_eq!(&out[..], d);
+            let n = d.len() - d.len() % wide::BLOCK;
+            let mut out2 = vec![0u8; n];
+            prop_assert_eq!(
+                wide::copy_sum_words_portable(&d[..n], &mut out2),
+                wide::sum_words_portable(&d[..n])
+            );
+            prop_assert_eq!(&out2[..], &d[..n]);
         }
 
         /// The dispatched bulk sum equals the portable one.

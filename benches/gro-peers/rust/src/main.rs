@@ -29,7 +29,8 @@
 //!   as a plain pcap the other harnesses read.
 //! - `run ENGINE PCAP [--batch N] [--reps N]` with ENGINE one of
 //!   `offload`, `offload-valid`, `offload-noverify`, `offload-zc`,
-//!   `offload-valid-zc`, `tun-rs`, `memcpy`, `checksum`, `checksum-tun-rs`.
+//!   `offload-valid-zc`, `tun-rs`, `memcpy`, `checksum`, `checksum-tun-rs`,
+//!   `copy-checksum`.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -284,6 +285,7 @@ fn run(engine: &str, path: &Path, opts: &[String]) -> Result<(), BoxErr> {
         "memcpy" => Box::new(Floor::new(false, false, batch)),
         "checksum" => Box::new(Floor::new(true, false, batch)),
         "checksum-tun-rs" => Box::new(Floor::new(true, true, batch)),
+        "copy-checksum" => Box::new(Floor::fused(batch)),
         _ => return Err(format!("unknown engine {engine}").into()),
     };
     let overhead = clock_overhead_ns();
@@ -469,9 +471,12 @@ impl Engine for TunRs {
 /// contiguous packets must do at least); `checksum` computes one Internet
 /// checksum over each frame's TCP segment (what verification must read at
 /// least), with offload's checksum or with tun-rs's runtime-dispatched
-/// (AVX2/SSE4.1) one.
+/// (AVX2/SSE4.1) one; `copy-checksum` does both in one pass
+/// (`offload::checksum::copy_and_sum`: what a copying GRO that verifies
+/// must do at least).
 struct Floor {
     checksum: bool,
+    fused: bool,
     tun_rs: bool,
     area: RecvArea,
     buf: Vec<u8>,
@@ -482,10 +487,20 @@ impl Floor {
     fn new(checksum: bool, tun_rs: bool, batch: usize) -> Self {
         Floor {
             checksum,
+            fused: false,
             tun_rs,
             area: RecvArea::new(batch, 2048),
             buf: vec![0; 65_536],
             at: 0,
+        }
+    }
+}
+
+impl Floor {
+    fn fused(batch: usize) -> Self {
+        Floor {
+            fused: true,
+            ..Floor::new(false, false, batch)
         }
     }
 }
@@ -498,7 +513,19 @@ impl Engine for Floor {
     fn process(&mut self) {
         let mut acc = 0u64;
         for f in &self.area.bufs[..self.area.len] {
-            if self.checksum {
+            if self.fused {
+                let l4 = l4_offset(f);
+                let p = payload_offset(f);
+                if self.at + f.len() - p > self.buf.len() {
+                    black_box(&self.buf);
+                    self.at = 0;
+                }
+                let end = self.at + f.len() - p;
+                let h = offload::checksum::sum_bytes_scalar(0, &f[l4..p]);
+                let sum = offload::checksum::copy_and_sum(h, &f[p..], &mut self.buf[self.at..end]);
+                acc += u64::from(offload::checksum::fold(sum));
+                self.at = end;
+            } else if self.checksum {
                 let seg = &f[l4_offset(f)..];
                 acc += u64::from(if self.tun_rs {
                     tun_rs::checksum(seg, 0)

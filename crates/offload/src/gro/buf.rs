@@ -4,6 +4,8 @@
 
 use core::ops::{Deref, DerefMut};
 
+use crate::checksum;
+
 /// Bytes kept free before a held packet, so that completion can insert the
 /// 8-byte Hop-by-Hop Jumbo header (IPv6 BIG TCP, `ipv6_gro_complete`) by
 /// moving the headers back instead of the payload forward.
@@ -22,27 +24,49 @@ pub struct Frag {
 }
 
 /// A held packet's bytes.
+///
+/// `buf` is initialised beyond the packet's end (`end`): it only grows,
+/// so a merged payload is written straight into bytes that already exist
+/// (no per-append capacity check of a `Vec`, and the fused
+/// copy-and-checksum of [`PacketBuf::append_verified`] can write before it
+/// knows whether the segment is accepted, then commit by moving `end`).
 #[derive(Debug, Default)]
 pub(crate) struct PacketBuf {
     buf: Vec<u8>,
     head: usize,
+    end: usize,
     frags: Vec<Frag>,
     frag_bytes: usize,
 }
 
+/// What a buffer grows to at least when it must grow: one legacy-sized
+/// (64 KiB) super-packet with its headroom, so that a flow's merges never
+/// reallocate below `GRO_LEGACY_MAX_SIZE`.
+const FIRST_CAPACITY: usize = HEADROOM + 65_536 + 256;
+
 impl PacketBuf {
+    /// Makes `buf[..need]` exist (initialised), keeping its bytes.
+    #[inline]
+    fn room(&mut self, need: usize) {
+        if self.buf.len() < need {
+            self.grow(need);
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self, need: usize) {
+        let to = need.max(2 * self.buf.len()).max(FIRST_CAPACITY);
+        self.buf.resize(to, 0);
+    }
+
     /// Starts a packet with `frame`, recycling the allocations.
     pub(super) fn reset(&mut self, frame: &[u8]) {
         // The headroom's bytes are never read (only written by `insert`),
         // so a recycled buffer keeps them as they are.
-        if self.buf.len() >= HEADROOM {
-            self.buf.truncate(HEADROOM);
-        } else {
-            self.buf.clear();
-            self.buf.resize(HEADROOM, 0);
-        }
-        self.buf.extend_from_slice(frame);
+        self.room(HEADROOM + frame.len());
+        self.buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
         self.head = HEADROOM;
+        self.end = HEADROOM + frame.len();
         self.frags.clear();
         self.frag_bytes = 0;
     }
@@ -60,14 +84,34 @@ impl PacketBuf {
             });
             self.frag_bytes += payload.len();
         } else {
-            self.buf.extend_from_slice(payload);
+            let end = self.end + payload.len();
+            self.room(end);
+            self.buf[self.end..end].copy_from_slice(payload);
+            self.end = end;
         }
+    }
+
+    /// Copies `payload` after the packet while adding it to the ones'
+    /// complement sum `acc` (one pass, [`checksum::copy_and_sum`]), and
+    /// keeps it only when the folded total is 0xffff (the segment's
+    /// checksum verifies). Returns whether it was kept; when not, the
+    /// packet is unchanged.
+    #[inline]
+    pub(super) fn append_verified(&mut self, payload: &[u8], acc: u64) -> bool {
+        let end = self.end + payload.len();
+        self.room(end);
+        let sum = checksum::copy_and_sum(acc, payload, &mut self.buf[self.end..end]);
+        let ok = checksum::fold(sum) == 0xffff;
+        if ok {
+            self.end = end;
+        }
+        ok
     }
 
     /// The packet's length: contiguous part and frags (`skb->len` from the MAC header).
     #[inline]
     pub(super) fn total_len(&self) -> usize {
-        self.buf.len() - self.head + self.frag_bytes
+        self.end - self.head + self.frag_bytes
     }
 
     /// The ranges left in input frames.
@@ -88,6 +132,7 @@ impl PacketBuf {
         } else {
             let at = self.head + at;
             self.buf.splice(at..at, bytes.iter().copied());
+            self.end += n;
         }
     }
 }
@@ -96,14 +141,14 @@ impl Deref for PacketBuf {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        &self.buf[self.head..]
+        &self.buf[self.head..self.end]
     }
 }
 
 impl DerefMut for PacketBuf {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.head..]
+        &mut self.buf[self.head..self.end]
     }
 }
 

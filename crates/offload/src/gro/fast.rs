@@ -30,11 +30,15 @@
 //! paths over perturbed trains for every kernel line.
 
 use super::profile::KernelLine;
-use super::{max_size, GroEngine, Input, Proto, RxChecksum};
+use super::rx::Skb;
+use super::{mac_len, max_size, GroEngine, Input, Proto, RxChecksum, Verdict};
 use crate::checksum;
+use crate::layout::Layout;
+use crate::link::dissect_l2;
 use crate::link::LinkKind;
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::tcp::{self, flags};
+use crate::wire::Transport;
 use crate::wire::{be16, be32, ipv4, ipv6, IpVersion};
 
 /// Longest header the template covers: 14 (Ethernet) + 40 (IPv6) + 60
@@ -55,9 +59,6 @@ pub(super) struct Template {
     nwords: u8,
     /// Header length: link header + IP + TCP with options.
     hl: u8,
-    /// The word holding the TCP ports (and the end of the addresses):
-    /// compared alone first to reject another flow's template cheaply.
-    key: u8,
     l3: u8,
     ip: IpVersion,
     link: LinkKind,
@@ -77,7 +78,6 @@ impl Template {
         mask: [0; WORDS],
         nwords: 0,
         hl: 0,
-        key: 0,
         l3: 0,
         ip: IpVersion::V4,
         link: LinkKind::Ethernet,
@@ -96,7 +96,7 @@ impl Template {
     /// `l3`/`l4` its network and transport offsets, `thlen` its TCP header
     /// length) if its shape is one the fast path serves; else marks the
     /// slot as served by the full path. Returns whether it is on. Runs for
-    /// every held packet, so it writes only the words it will compare.
+    /// every held packet.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn fill(
         &mut self,
@@ -147,6 +147,12 @@ impl Template {
                 self.words[i] = u64::from_ne_bytes(c) & base[i];
             }
         }
+        // Words past the header compare nothing (the fixed-length compare
+        // of `matches` reads all of them).
+        for i in nwords..WORDS {
+            self.mask[i] = 0;
+            self.words[i] = 0;
+        }
         let keep = hl % 8;
         if keep != 0 {
             // Bytes past the header are not compared.
@@ -171,7 +177,6 @@ impl Template {
         self.pseudo = ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
         self.nwords = nwords as u8;
         self.hl = hl as u8;
-        self.key = (l4 / 8) as u8;
         self.l3 = l3 as u8;
         self.ip = ip;
         self.link = link;
@@ -179,27 +184,31 @@ impl Template {
         true
     }
 
-    /// True when the word holding the ports equals the template's: a
-    /// cheap first test that tells flows apart.
+    /// True when `f`, a frame of link `link`, has this template's header
+    /// wherever it must: same link kind, and every masked byte equal.
+    /// Equal masked bytes imply the same network layout (the ethertype or
+    /// the IP version nibble is compared) and the same TCP header length
+    /// (the data offset byte is compared). A frame of at least
+    /// [`MAX_HEADER`] bytes (every data segment) is compared over all
+    /// words at once, a loop of fixed length the compiler unrolls into
+    /// vector compares; the mask is 0 past the header.
     #[inline(always)]
-    fn key_matches(&self, f: &[u8]) -> bool {
-        let k = self.key as usize;
-        if self.nwords == 0 {
+    fn matches(&self, f: &[u8], link: LinkKind) -> bool {
+        if self.nwords == 0 || self.link != link {
             return false;
         }
-        f.get(8 * k..8 * k + 8).is_some_and(|c| {
-            u64::from_ne_bytes(c.try_into().expect("8 bytes")) & self.mask[k] == self.words[k]
-        })
-    }
-
-    /// True when `f`'s header equals the template's wherever it must.
-    #[inline(always)]
-    fn matches(&self, f: &[u8]) -> bool {
+        let mut diff = 0u64;
+        if let Some(h) = f.first_chunk::<MAX_HEADER>() {
+            for i in 0..WORDS {
+                let x = u64::from_ne_bytes(h[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                diff |= (x & self.mask[i]) ^ self.words[i];
+            }
+            return diff == 0;
+        }
         let n = self.nwords as usize;
         let Some(h) = f.get(..n * 8) else {
             return false;
         };
-        let mut diff = 0u64;
         for ((c, w), m) in h.chunks_exact(8).zip(&self.words).zip(&self.mask) {
             let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
             diff |= (x & m) ^ w;
@@ -356,6 +365,11 @@ impl GroEngine {
         if (f.len() as u64) < input.orig_len as u64 {
             return false;
         }
+        let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
+        if verify || !self.zero_copy {
+            // The payload will be read (checksum, copy).
+            prefetch_frame(f);
+        }
         let Some((l3, ip)) = plain_layout(f, input.link) else {
             return false;
         };
@@ -374,20 +388,15 @@ impl GroEngine {
         // lookup would find. A frame without a hint (a new flow, a rare
         // collision) takes the full path, which hashes it once.
         let hint = hint_index(f, l4);
+        let link = input.link;
         let slot = match self.held.hinted(hint.0) {
-            Some(s) if self.held.template(s).key_matches(f) => s,
+            Some(s) if self.held.template(s).matches(f, link) => s,
             _ => match self.held.hinted(hint.1) {
-                Some(s) if self.held.template(s).key_matches(f) => s,
+                Some(s) if self.held.template(s).matches(f, link) => s,
                 _ => return false,
             },
         };
         let t = self.held.template(slot);
-        if t.nwords == 0 || t.link != input.link || t.l3 as usize != l3 || t.ip != ip {
-            return false;
-        }
-        if !t.matches(f) {
-            return false;
-        }
         let hl = t.hl as usize;
         let (ip_sum, pseudo, seq0) = (t.ip_sum, t.pseudo, t.seq);
         let line = self.cfg.kernel;
@@ -439,24 +448,173 @@ impl GroEngine {
         if p.skb_len() as u64 + len as u64 >= max_size(&self.cfg, p.outer_protocol) as u64 {
             return false;
         }
-        let verify = self.cfg.verify_checksums && csum.csum_cnt() == 0;
+        let zero_copy = self.zero_copy;
+        let p = self.held.get_mut(slot);
         if verify {
             let seg = &f[l4..];
-            if !checksum::verify(checksum::sum_u32(pseudo, seg.len() as u32), seg) {
-                return false;
+            let acc = checksum::sum_u32(pseudo, seg.len() as u32);
+            if zero_copy {
+                if !checksum::verify(acc, seg) {
+                    return false;
+                }
+                p.data.append(f, hl, input.frame, true);
+            } else {
+                // The TCP header's sum, then the payload summed while it
+                // is copied after the held packet (kept only if the
+                // checksum verifies): the payload is read once.
+                let acc = checksum::sum_bytes_scalar(acc, &f[l4..hl]);
+                if !p.data.append_verified(&f[hl..], acc) {
+                    return false;
+                }
             }
+        } else {
+            p.data.append(f, hl, input.frame, zero_copy);
         }
         // The full path's merge, with its state changes.
         self.stats.proto_in[match ip {
             IpVersion::V4 => Proto::Tcp4,
             IpVersion::V6 => Proto::Tcp6,
         } as usize] += 1;
-        let p = self.held.get_mut(slot);
         p.fixedid = fixedid;
         p.atomic = atomic;
         let word = (tflags as u32) << 16;
         self.held.hint(hint, slot);
-        self.merge_tcp(slot, f, hl, input, len, word, out);
+        self.merged_tcp(slot, input, len, word, out);
         true
+    }
+
+    /// "New flow, plain TCP": holds `input` as the head of a new run when
+    /// it is a plain TCP segment (the shapes the template serves) that the
+    /// full path would hold, and no held packet can be of its flow (no
+    /// held packet has its flow hash); returns false, having changed
+    /// nothing, otherwise. The full path's checks for such a frame are all
+    /// conjunctions (`inet_gro_receive` / `ipv6_gro_receive`'s early
+    /// checks, the TCP checksum and header, `out_check_final`'s flags and
+    /// length), so testing them here in another order and holding through
+    /// the same [`Self::pass_or_hold`] gives the same state; any frame
+    /// that would pass or meet a held packet goes to the full path, which
+    /// names the reason. Every receive batch starts each bulk flow this
+    /// way, and with more flows than slots every frame does.
+    #[inline]
+    pub(super) fn fast_hold<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        input: &Input<'_>,
+        csum: RxChecksum,
+        out: &mut F,
+    ) -> bool {
+        if !self.fast_path {
+            return false;
+        }
+        let f = input.data;
+        if (f.len() as u64) < input.orig_len as u64 {
+            return false;
+        }
+        let Some((l3, ip)) = plain_layout(f, input.link) else {
+            return false;
+        };
+        let Ok(l2) = dissect_l2(input.link, f) else {
+            return false;
+        };
+        if l2.outgoing
+            || l2.vlan_tags != 0
+            || l2.l3_offset != l3
+            || l2.key_len != l3
+            || IpVersion::from_ethertype(l2.ethertype) != Some(ip)
+        {
+            return false;
+        }
+        let l4 = l3
+            + match ip {
+                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+                IpVersion::V6 => ipv6::HEADER_LEN,
+            };
+        if f.len() < l4 + tcp::MIN_HEADER_LEN {
+            return false;
+        }
+        match ip {
+            IpVersion::V4 => {
+                let h = &f[l3..l4];
+                // No options, TCP, not a fragment and no reserved bit (else
+                // the flush bit), the length exactly the bytes, a good
+                // header checksum.
+                if h[ipv4::field::VERSION_IHL] != ipv4::VERSION_IHL_NO_OPTIONS
+                    || h[ipv4::field::PROTOCOL] != crate::wire::ip_proto::TCP
+                    || be16(h, ipv4::field::FRAG.start) & !ipv4::DF != 0
+                    || be16(h, ipv4::field::TOTAL_LEN.start) as usize != f.len() - l3
+                    || checksum::checksum(h) != 0
+                {
+                    return false;
+                }
+            }
+            IpVersion::V6 => {
+                // TCP right after the fixed header, the length exactly the bytes.
+                if f[l3 + ipv6::field::NEXT_HEADER] != crate::wire::ip_proto::TCP
+                    || be16(f, l3 + ipv6::field::PAYLOAD_LEN.start) as usize != f.len() - l4
+                {
+                    return false;
+                }
+            }
+        }
+        let thlen = tcp::header_len(&f[l4..]);
+        if thlen < tcp::MIN_HEADER_LEN || f.len() < l4 + thlen {
+            return false;
+        }
+        let len = (f.len() - l4 - thlen) as u32;
+        let flags = be32(f, l4 + tcp::field::FLAG_WORD.start);
+        if len == 0 || flags & super::tcp::FINAL_FLAGS != 0 {
+            return false;
+        }
+        let hash = super::rx::flow_hash_parts(f, input.link, l2.key_len, l3, l4, ip, None);
+        if self.held.holds_hash(hash) {
+            return false;
+        }
+        if self.cfg.verify_checksums && csum.csum_cnt() == 0 {
+            let seg = &f[l4..];
+            let pseudo = ip.pseudo_header(&f[l3..], crate::wire::ip_proto::TCP, seg.len() as u32);
+            if !checksum::verify(pseudo, seg) {
+                return false;
+            }
+        }
+        let skb = Skb {
+            input,
+            l2,
+            mac_len: mac_len(input.link, &l2),
+            lay: Layout {
+                l3_off: l3,
+                ip,
+                l4_off: l4,
+                l4_proto: Transport::Tcp,
+                l4_header_len: 0,
+                end: f.len(),
+                jumbo_hbh: false,
+                outer: None,
+            },
+            l3_flush: false,
+            csum_cnt: csum.csum_cnt(),
+        };
+        self.stats.proto_in[Proto::of(ip, Some(Transport::Tcp)) as usize] += 1;
+        let v = self.pass_or_hold(&skb, hash, thlen, len, flags, out);
+        debug_assert_eq!(v, Verdict::Consumed);
+        true
+    }
+}
+
+/// Asks for every cache line of `f` ahead of use, so that the lines the
+/// checksum reads come in from L2 while the headers are checked.
+#[inline(always)]
+fn prefetch_frame(f: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut at = 128;
+        while at < f.len() {
+            // SAFETY: a prefetch is a hint: it never faults and reads
+            // nothing the program sees; the address is inside `f`.
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(f.as_ptr().add(at).cast::<i8>())
+            };
+            at += 64;
+        }
     }
 }

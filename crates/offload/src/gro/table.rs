@@ -108,6 +108,19 @@ impl Table {
         None
     }
 
+    /// True when a held packet has flow hash `hash` (one compare per
+    /// occupied slot of the hot line).
+    #[inline]
+    pub(super) fn holds_hash(&self, hash: u32) -> bool {
+        // All eight hashes at once (a vector compare), masked by occupancy.
+        let hot = &self.hot;
+        let mut hits = 0u8;
+        for (i, &h) in hot.hashes.iter().enumerate() {
+            hits |= ((h == hash) as u8) << i;
+        }
+        hits & hot.used != 0
+    }
+
     /// The slot hinted for hint index `k`, if occupied.
     #[inline(always)]
     pub(super) fn hinted(&self, k: usize) -> Option<Slot> {
@@ -148,11 +161,24 @@ impl Table {
     pub(super) fn remove(&mut self, s: Slot) -> Held {
         let hot = &mut self.hot;
         let len = hot.len as usize;
-        let at = hot.order[..len]
-            .iter()
-            .position(|&o| o as usize == s)
-            .expect("slot in the order");
-        hot.order.copy_within(at + 1..len, at);
+        // The order is at most eight bytes: as one word, the slot's byte
+        // found by a compare and the younger bytes shifted down over it.
+        let order = u64::from_le_bytes(hot.order);
+        let mut at = MAX_GRO_SKBS;
+        for (i, &o) in hot.order[..len].iter().enumerate() {
+            if o as usize == s {
+                at = i;
+                break;
+            }
+        }
+        assert!(at < len, "slot in the order");
+        let below = if at == 0 {
+            0
+        } else {
+            order & (u64::MAX >> (64 - 8 * at))
+        };
+        let above = (order >> 8) & (u64::MAX << (8 * at));
+        hot.order = (below | above).to_le_bytes();
         hot.len -= 1;
         hot.used &= !(1 << s);
         self.slots[s].take().expect("occupied slot")

@@ -16,7 +16,7 @@ use crate::wire::{ipv6, IpVersion, Transport};
 /// FIN and PSH may differ between merged segments (`~(TCP_FLAG_FIN | TCP_FLAG_PSH)`).
 const FLAG_WORD_IGNORED: u32 = fw::FIN | fw::PSH;
 /// Flags that end a run (`out_check_final`).
-const FINAL_FLAGS: u32 = fw::URG | fw::PSH | fw::RST | fw::SYN | fw::FIN;
+pub(super) const FINAL_FLAGS: u32 = fw::URG | fw::PSH | fw::RST | fw::SYN | fw::FIN;
 
 impl GroEngine {
     /// Runs TCP GRO for a frame whose network layer accepted it.
@@ -82,6 +82,21 @@ impl GroEngine {
         let zero_copy = self.zero_copy;
         let p = self.held.get_mut(idx);
         p.data.append(f, payload_off, input.frame, zero_copy);
+        self.merged_tcp(idx, input, len, flags, out);
+    }
+
+    /// The bookkeeping of [`Self::merge_tcp`] once the payload is
+    /// appended (the fast path appends it itself, fused with the checksum).
+    #[inline(always)]
+    pub(super) fn merged_tcp<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        idx: usize,
+        input: &super::Input<'_>,
+        len: u32,
+        flags: u32,
+        out: &mut F,
+    ) {
+        let p = self.held.get_mut(idx);
         p.count += 1;
         p.payload += len;
         p.last_frame = input.frame;
@@ -116,7 +131,7 @@ impl GroEngine {
     /// An unmerged segment with no held packet left for its flow: `mss` is
     /// 1 (`out_check_final`), so an empty segment or a run-ending flag makes
     /// it pass, as does the L3 flush bit; anything else becomes a new head.
-    fn pass_or_hold<F: FnMut(&Delivered<'_>)>(
+    pub(super) fn pass_or_hold<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
         hash: u32,
