@@ -838,6 +838,8 @@ fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
     // 0035): a recvmmsg batch that returns one datagram is not a batch.
     cfg.spec.knobs.rx_usecs = match t.rx_usecs {
         Some(0) => None,
+        // One datagram per read cannot tell an emptied socket from a full one.
+        Some(_) if t.batch < 2 => bail!("--rx-usecs needs --batch above 1"),
         Some(us) => Some(us),
         None if kind == TestKind::UdpStream && t.batch > 1 => Some(DEFAULT_RX_USECS),
         None => None,
@@ -1206,6 +1208,11 @@ mod tests {
         assert_eq!(rx("--batch 32 --rx-usecs 0"), None);
         assert_eq!(rx("--batch 32 --rx-usecs 20"), Some(20));
         assert_eq!(rx(""), None);
+        assert!(config_for(
+            TestKind::UdpStream,
+            &args(TestKind::UdpStream, "--rx-usecs 50")
+        )
+        .is_err());
 
         let c = config_for(
             TestKind::TcpCrr,
