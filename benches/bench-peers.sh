@@ -11,11 +11,19 @@
 #      the figure is the median of the per-pair ratios.
 #   2. 1-byte TCP_RR with 1,000, 10,000 and 30,000 flows over 2 client and
 #      2 server threads, offload bench and neper tcp_rr (-T 2 -F FLOWS) in
-#      turn, ROUNDS rounds. A tool that cannot run (neper beyond the
-#      open-file limit) is reported with its error, never dropped.
+#      turn, ROUNDS rounds. A tool that cannot run is reported with its
+#      error, never dropped. Where the open-file limit cannot hold neper's
+#      flows in one process, neper runs as 2 processes of 1 thread started
+#      together, for SPLIT_DUR s of steady state plus SPLIT_SETUP s for
+#      their connection setup, and its rate is taken over the window in
+#      which all flows of both processes ran; offload bench then measures
+#      SPLIT_DUR s too.
 #   3. 32-byte UDP flood, client on CPU 0 and server on CPU 1: offload bench
-#      udp-stream with --reuseport --batch 32 --udp-gro against sockperf
-#      throughput, PAIRS interleaved pairs.
+#      udp-stream with --reuseport --batch 32 --udp-gro --rx-usecs 50
+#      against sockperf throughput (its server reading in a loop until
+#      EAGAIN), PAIRS interleaved pairs, on loopback and between two
+#      namespaces over veth (GRO, rx-udp-gro-forwarding, threaded NAPI on
+#      CPU 1); received, sent and dropped datagrams of both.
 #
 # Peers: netperf and neper are not Debian packages: build them from source
 # outside this repository and point NETPERF_DIR (holding netperf and
@@ -99,12 +107,27 @@ signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(1)))
 
 
 def udp_in(ns=None):
+    """(Udp InDatagrams, Udp RcvbufErrors) of /proc/net/snmp: datagrams
+    read by applications and datagrams dropped on full receive buffers."""
     text = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"], capture_output=True,
                           text=True).stdout if ns else open("/proc/net/snmp").read()
     for line in text.splitlines():
         if line.startswith("Udp:") and line.split()[1].isdigit():
-            return int(line.split()[1])
-    return 0
+            return int(line.split()[1]), int(line.split()[5])
+    return 0, 0
+
+
+def ofl_udp_figures(j):
+    """offload bench udp-stream: (received/s, receive-buffer drops, sent/s).
+    Its `sent` counts the whole test, warm-up (1 s here) included."""
+    return j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"], j["udp"]["sent"] / (j["cpu"]["window_seconds"] + 1)
+
+
+def sockperf_figures(out, a, b):
+    """sockperf throughput: (received/s, drops, sent/s) from the kernel's
+    counters around the client's run and the client's own summary."""
+    m = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", out)
+    return (b[0] - a[0]) / DUR, b[1] - a[1], int(m.group(1)) / float(m.group(2)) if m else None
 
 
 # Namespaces of part 4, removed on every exit path (cleanup()).
@@ -123,6 +146,14 @@ def veth_setup():
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+    # veth hands a locally sent UDP skb to its peer's NAPI (and so to the
+    # threaded NAPI below, off the sender's CPU) only if the receiving
+    # device has rx-udp-gro-forwarding or rx-gro-list
+    # (veth_skb_is_eligible_for_gro, drivers/net/veth.c, 5.13+); without it
+    # veth_xmit falls back to netif_rx and the whole receive path runs in
+    # the sender's softirq on CPU 0, as on loopback. Datagrams for sockets
+    # without UDP_GRO (sockperf's) are segmented again before delivery.
+    sh("ip", "netns", "exec", NS_B, "ethtool", "-K", "oflbp1", "rx-udp-gro-forwarding", "on")
     sh("ip", "netns", "exec", NS_B, "sh", "-c", "echo 1 > /sys/class/net/oflbp1/threaded")
     # The receiving veth's NAPI thread goes to the server's CPU.
     for pid in os.listdir("/proc"):
@@ -145,6 +176,41 @@ except (OSError, ValueError):
     resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 FD_LIMIT = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 FLOWS = [int(x) for x in os.environ.get("FLOWS", "1 100 1000 10000 30000").split()]
+# Where neper must be split into processes: the steady-state window both
+# tools measure (SPLIT_DUR s) and the time neper's -l must add for its
+# connection setup, which it counts in its test length.
+SPLIT_DUR, SPLIT_SETUP = int(os.environ.get("SPLIT_DUR", "20")), int(os.environ.get("SPLIT_SETUP", "10"))
+
+
+def neper_overlap_rate(paths):
+    """Transactions per second of several neper clients over the window in
+    which every flow of every one of them was running, from their -A files
+    (one row per flow and 1 s sample: tid,flow_id,time,transactions,...;
+    transactions are the flow's running total). Returns (rate, window
+    start, window end, each process's own window length)."""
+    flows_of, own = [], []
+    for path in paths:
+        per_flow = {}
+        with open(path) as fh:
+            next(fh)
+            for line in fh:
+                tid, fid, t, things = line.split(",", 4)[:4]
+                per_flow.setdefault((tid, fid), []).append((float(t), int(things)))
+        flows_of.append(per_flow)
+        own.append(max(s[-1][0] for s in per_flow.values()) - min(s[0][0] for s in per_flow.values()))
+    every = [sorted(s) for per_flow in flows_of for s in per_flow.values()]
+    a = max(s[0][0] for s in every)   # the last flow's first transaction
+    b = min(s[-1][0] for s in every)  # the first flow's last sample
+    if b <= a:
+        return 0.0, a, a, own
+
+    def at(s, t):
+        for (t0, n0), (t1, n1) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return n0 + (n1 - n0) * (t - t0) / (t1 - t0) if t1 > t0 else n1
+        return s[-1][1]
+
+    return sum(at(s, b) - at(s, a) for s in every) / (b - a), a, b, own
 
 OPORT = 13867
 ofl_srv = start([OFL, "bench", "server", "--listen", f"127.0.0.1:{OPORT}"])
@@ -176,8 +242,11 @@ try:
         for n in FLOWS:
             print(f"flows {n} round {rnd + 1}/{ROUNDS}", file=sys.stderr)
             th = min(2, n)  # one flow is one thread on each side, for both tools
+            split = NEPER is not None and n + 200 > FD_LIMIT  # neper as several processes (below)
             ofl_cmd = [OFL, "bench", "tcp-rr", "--flows", str(n), "--threads", str(th), "--server-threads", str(th),
                        *ofl_common]
+            if split:  # the same steady-state length as the split neper's common window
+                ofl_cmd[ofl_cmd.index("--duration") + 1] = str(SPLIT_DUR)
             commands[f"flows {n} offload"] = (show(ofl_cmd), f"offload bench server ({th} worker threads for this test)")
             row = flows.setdefault(n, {"offload": [], "neper": [], "neper_error": None, "notes": []})
             try:
@@ -196,19 +265,28 @@ try:
                 # ports): the same 2 threads per side and the same flow count
                 # as offload bench, whose threads each hold their flows in a
                 # descriptor table of their own (decision 0034).
-                nproc = 1 if n + 200 <= FD_LIMIT else 2
+                nproc = 2 if split else 1
                 per_t, per_f = (th, n) if nproc == 1 else (1, n // 2)
+                # Split processes are started together and run long enough
+                # (SPLIT_DUR s of steady state after their connection
+                # setup, which neper counts in -l) that their windows
+                # overlap for nearly all of the test; their rate is then
+                # measured on the window where every flow of every process
+                # is running (from neper's per-flow samples, --all-samples).
+                n_len = DUR if nproc == 1 else SPLIT_DUR + SPLIT_SETUP
                 srv_cmds, cli_cmds = [], []
                 for k in range(nproc):
                     cp, dp = str(14866 + 10 * k), str(14867 + 10 * k)
-                    srv_cmds.append([NEPER, "-T", str(per_t), "-F", str(per_f), "-l", str(DUR + 2), "-C", cp, "-P", dp])
-                    cli_cmds.append([NEPER, "-c", "-H", "127.0.0.1", "-T", str(per_t), "-F", str(per_f), "-l", str(DUR),
-                                     "-C", cp, "-P", dp])
+                    samples = [f"--all-samples=neper-{n}-{k}.csv"] if nproc > 1 else []
+                    srv_cmds.append([NEPER, "-T", str(per_t), "-F", str(per_f), "-l", str(n_len + 2), "-C", cp, "-P", dp])
+                    cli_cmds.append([NEPER, "-c", "-H", "127.0.0.1", "-T", str(per_t), "-F", str(per_f), "-l",
+                                     str(n_len), "-C", cp, "-P", dp, *samples])
                 join = " & ".join
                 commands[f"flows {n} neper"] = (join(show(c) for c in cli_cmds), join(show(c) for c in srv_cmds))
                 if nproc > 1:
                     row["neper_note"] = (f"the open-file hard limit ({FD_LIMIT}) cannot hold {n} flows in one neper "
-                                         f"process: {nproc} neper processes of 1 thread and {per_f} flows each per side")
+                                         f"process: {nproc} neper processes of 1 thread and {per_f} flows each per "
+                                         f"side, started together")
                 srvs = [start(c) for c in srv_cmds]
                 try:
                     clis = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=SCRATCH)
@@ -216,31 +294,29 @@ try:
                     procs.extend(clis)
                     outs = []
                     for c in clis:
-                        out, _ = c.communicate(timeout=DUR * 6 + 300)
+                        out, _ = c.communicate(timeout=n_len * 6 + 300)
                         if c.returncode != 0:
                             raise RuntimeError(f"exit {c.returncode}: {out.strip()[-300:]}")
                         outs.append(dict(l.split("=", 1) for l in out.splitlines() if "=" in l))
-                    # Throughput: the sum of each process's own figure,
-                    # which favours neper when the processes' windows do not
-                    # overlap fully (each then had the machine more to
-                    # itself); the overlap is reported. Latency percentiles
-                    # cannot be merged: the worst process's are kept.
-                    if nproc > 1:
-                        t0 = max(float(kv["time_start"]) for kv in outs)
-                        t1 = min(float(kv["time_end"]) for kv in outs)
-                        span = max(float(kv["time_end"]) for kv in outs) - min(float(kv["time_start"]) for kv in outs)
-                        windows = [float(kv["time_end"]) - float(kv["time_start"]) for kv in outs]
-                        # A sum of throughputs measured at different times
-                        # is not a rate of 30,000 concurrent flows.
-                        row["neper_comparable"] = t1 - t0 >= 0.8 * min(windows)
-                        row["neper_note"] += (f"; their measurement windows overlapped {max(0.0, t1 - t0):.1f} s of "
-                                              f"{span:.1f} s, and the figure is the sum of the processes' own "
-                                              f"throughputs (which favours neper when they do not overlap)"
-                                              + ("" if row["neper_comparable"] else
-                                                 ": not comparable, no ratio"))
-                    row["neper"].append((sum(float(kv["throughput"]) for kv in outs),
-                                         max(float(kv.get("latency_p50", "nan")) for kv in outs) * 1e6,
-                                         max(float(kv.get("latency_p99", "nan")) for kv in outs) * 1e6))
+                    # Latency percentiles cannot be merged: the worst
+                    # process's are kept.
+                    p50 = max(float(kv.get("latency_p50", "nan")) for kv in outs) * 1e6
+                    p99 = max(float(kv.get("latency_p99", "nan")) for kv in outs) * 1e6
+                    if nproc == 1:
+                        row["neper"].append((float(outs[0]["throughput"]), p50, p99))
+                    else:
+                        rate, a, b, own = neper_overlap_rate([os.path.join(SCRATCH, f"neper-{n}-{k}.csv")
+                                                              for k in range(nproc)])
+                        row["neper_window"] = b - a
+                        row["neper_comparable"] = b - a >= 0.8 * SPLIT_DUR
+                        row["neper"].append((rate, p50, p99))
+                        row["neper_note"] += (
+                            f"; all {n} flows of the {nproc} processes ran together for {b - a:.1f} s (the processes' "
+                            f"own windows: {', '.join(f'{w:.1f} s' for w in own)}), and the figure is the sum of "
+                            f"their transactions in that common window divided by its length (neper's per-flow "
+                            f"samples, --all-samples, interpolated linearly between a flow's 1 s samples); the sum of the "
+                            f"processes' own throughputs was {sum(float(kv['throughput']) for kv in outs):,.0f}"
+                            + ("" if row["neper_comparable"] else ": common window too short, no ratio"))
                 except Exception as e:
                     srv_out = []
                     for srv in srvs:
@@ -252,11 +328,17 @@ try:
 
     # 3. UDP flood, 32-byte datagrams, client CPU 0, server CPU 1.
     ofl_udp = [OFL, "bench", "udp-stream", "--request", "32", "--flows", "2", "--server-threads", "2", "--reuseport",
-               "--batch", "32", "--udp-gro", "--pin", "0", "--server-pin", "1", *ofl_common]
+               "--batch", "32", "--udp-gro", "--rx-usecs", "50", "--pin", "0", "--server-pin", "1", *ofl_common]
     ofl_gso = ofl_udp[:3] + ["--udp-gso", "32"] + ofl_udp[3:]
-    commands["udp offload"] = (show(ofl_udp), "offload bench server (2 SO_REUSEPORT receivers on CPU 1, recvmmsg 32, UDP_GRO)")
+    commands["udp offload"] = (show(ofl_udp), "offload bench server (2 SO_REUSEPORT receivers on CPU 1, recvmmsg 32, "
+                                              "UDP_GRO, 50 us coalescing sleep after a read that empties the socket)")
     commands["udp offload + GSO"] = (show(ofl_gso), "offload bench server (as above)")
-    sp_srv = [SOCKPERF, "server", "-i", "127.0.0.1", "-p", "14868"] if SOCKPERF else None
+    # sockperf's own receive batching: non-blocking sockets read in a loop
+    # until EAGAIN before it waits in epoll again (it has no recvmmsg, and
+    # its sender no sendmmsg: one sendto per datagram, on an unconnected
+    # socket).
+    SP_RX = ["--nonblocked", "--recv_looping_num=-1"]
+    sp_srv = [SOCKPERF, "server", "-i", "127.0.0.1", "-p", "14868", *SP_RX] if SOCKPERF else None
     sp_cli = [SOCKPERF, "throughput", "-i", "127.0.0.1", "-p", "14868", "-m", "32", "-t", str(DUR)] if SOCKPERF else None
     if SOCKPERF:
         commands["udp sockperf"] = ("taskset -c 0 " + show(sp_cli), "taskset -c 1 " + show(sp_srv))
@@ -267,18 +349,18 @@ try:
         for tool in (order if i % 2 == 0 else order[::-1]):
             if tool in ("offload", "gso"):
                 j = json.loads(run(ofl_udp if tool == "offload" else ofl_gso))
-                pair[tool] = (j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"])
+                pair[tool] = ofl_udp_figures(j)
             elif SOCKPERF:
                 srv = start(["taskset", "-c", "1"] + sp_srv)
                 time.sleep(0.5)
-                a, t0 = udp_in(), time.time()
-                run(["taskset", "-c", "0"] + sp_cli)
-                b, t1 = udp_in(), time.time()
+                a = udp_in()
+                out = run(["taskset", "-c", "0"] + sp_cli)
+                b = udp_in()
                 stop(srv)
                 # Datagrams delivered to sockets over the client's run
                 # (/proc/net/snmp Udp InDatagrams; sockperf's server does
                 # not report what it received).
-                pair[tool] = ((b - a) / DUR, None)
+                pair[tool] = sockperf_figures(out, a, b)
         udp.append(pair)
 
     # 4. The same flood between two namespaces over veth, the topology of a
@@ -291,7 +373,8 @@ try:
         v_common = ["-H", f"{VETH_B}:{OPORT}", "--duration", str(DUR), "--warmup", "1", "--json", "-q"]
         v_ofl = ["ip", "netns", "exec", NS_A] + ofl_udp[:ofl_udp.index("-H")] + v_common
         v_gso = v_ofl[:7] + ["--udp-gso", "32"] + v_ofl[7:]
-        v_sp_srv = ["ip", "netns", "exec", NS_B, "taskset", "-c", "1", SOCKPERF, "server", "-i", VETH_B, "-p", "14868"]
+        v_sp_srv = ["ip", "netns", "exec", NS_B, "taskset", "-c", "1", SOCKPERF, "server", "-i", VETH_B, "-p", "14868",
+                    *SP_RX]
         v_sp_cli = ["ip", "netns", "exec", NS_A, "taskset", "-c", "0", SOCKPERF, "throughput", "-i", VETH_B, "-p",
                     "14868", "-m", "32", "-t", str(DUR)]
         commands["veth udp offload"] = (show(v_ofl), f"ip netns exec {NS_B} offload bench server --listen {VETH_B}:{OPORT}")
@@ -304,15 +387,15 @@ try:
             for tool in (order if i % 2 == 0 else order[::-1]):
                 if tool in ("offload", "gso"):
                     j = json.loads(run(v_ofl if tool == "offload" else v_gso))
-                    pair[tool] = (j["packets_per_sec"], j["udp"]["kernel_rcvbuf_errors"])
+                    pair[tool] = ofl_udp_figures(j)
                 else:
                     srv = start(v_sp_srv)
                     time.sleep(0.5)
                     a = udp_in(NS_B)
-                    run(v_sp_cli)
+                    out = run(v_sp_cli)
                     b = udp_in(NS_B)
                     stop(srv)
-                    pair[tool] = ((b - a) / DUR, None)
+                    pair[tool] = sockperf_figures(out, a, b)
             veth_udp.append(pair)
         stop(vsrv)
 finally:
@@ -333,7 +416,9 @@ L = ["## offload bench\n",
      f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on kernel {kernel}, {os.cpu_count()} CPUs "
      f"(a shared 2-core machine: other jobs ran at the same time, which is why every comparison is interleaved and "
      f"reported as ratios of neighbouring runs), by `PAIRS={PAIRS} ROUNDS={ROUNDS} DUR={DUR} NETPERF_DIR=... NEPER_DIR=... "
-     f"benches/bench-peers.sh`. Loopback, {DUR} s windows (offload bench adds a 1 s warm-up that it excludes).\n"]
+     f"benches/bench-peers.sh` (SPLIT_DUR={SPLIT_DUR} SPLIT_SETUP={SPLIT_SETUP}). Loopback unless said otherwise, {DUR} s "
+     f"windows (offload bench adds a 1 s warm-up that it excludes); {SPLIT_DUR} s where neper must run as several "
+     f"processes (see the many-flow table).\n"]
 
 L.append("### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n")
 L.append("| pair | offload bench trans/s | netperf trans/s | ratio | offload P50 / P99 (us) | netperf P50 / P99 (us) |")
@@ -367,46 +452,48 @@ for n, row in flows.items():
         L.append(f"\n{n:,} flows, neper: {row['neper_note']}")
 L.append("")
 
+def udp_table(pairs):
+    """Rows of one UDP topology: received, sent and dropped per second for
+    each tool, and the ratios of received and of sent datagrams."""
+    L.append("| pair | offload bench received / sent / dropped per s | + UDP GSO received per s | sockperf received / sent / dropped per s | ratio received | ratio sent | ratio GSO received |")
+    L.append("|---:|---:|---:|---:|---:|---:|---:|")
+    rec, sent, gso = [], [], []
+    for i, p in enumerate(pairs):
+        o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
+        r = o[0] / s[0] if o and s and s[0] else None
+        rs = o[2] / s[2] if o and s and s[2] else None
+        rg = g[0] / s[0] if g and s and s[0] else None
+        for acc, x in ((rec, r), (sent, rs), (gso, rg)):
+            if x:
+                acc.append(x)
+        cell = lambda t: "-" if not t else f"{f(t[0])} / {f(t[2])} / {f(t[1] / DUR if t[1] is not None else None)}"
+        L.append(f"| {i + 1} | {cell(o)} | {f(g and g[0])} | {cell(s)} | {f(r, 2)} | {f(rs, 2)} | {f(rg, 1)} |")
+    return med(rec), med(sent), med(gso)
+
+
 L.append("### 32-byte UDP flood, client on CPU 0, server on CPU 1\n")
-L.append("| pair | offload bench (sendmmsg 32) datagrams/s | offload bench + UDP GSO datagrams/s | sockperf datagrams/s | ratio sendmmsg / sockperf | ratio GSO / sockperf |")
-L.append("|---:|---:|---:|---:|---:|---:|")
-ratios, gratios = [], []
-for i, p in enumerate(udp):
-    o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
-    r = o[0] / s[0] if o and s and s[0] else None
-    rg = g[0] / s[0] if g and s and s[0] else None
-    if r:
-        ratios.append(r)
-    if rg:
-        gratios.append(rg)
-    L.append(f"| {i + 1} | {f(o and o[0])} | {f(g and g[0])} | {f(s and s[0])} | {f(r, 2)} | {f(rg, 1)} |")
-L.append(f"\nMedian ratios to sockperf: **{f(med(ratios), 2)}x** with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32 "
-         f"and UDP_GRO; **{f(med(gratios), 1)}x** when the sender also batches with UDP GSO (`--udp-gso 32`: 64 "
-         f"datagrams of 32 bytes per send, which loopback hands to the UDP_GRO receivers whole; counted as the "
-         f"datagrams they carry). On loopback the receive path runs in the sender's softirq on CPU 0, so "
-         f"receive-side batching alone buys little: the per-datagram cost is on the sending CPU. offload bench counts what its "
-         f"receivers read (cross-checked against the kernel's counters in its report); for sockperf, whose server "
-         f"reports nothing in throughput mode, the kernel's Udp InDatagrams over the client's run.\n")
+rec, sent, gso = udp_table(udp)
+L.append(f"\nMedian ratios to sockperf: **{f(rec, 2)}x** datagrams received (the headline; {f(sent, 2)}x datagrams "
+         f"sent) with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, UDP_GRO and receivers that sleep 50 us after "
+         f"a read that empties their socket (`--rx-usecs 50`, the default with `--batch`); **{f(gso, 1)}x** when the "
+         f"sender also batches with UDP GSO (`--udp-gso 32`: 64 datagrams of 32 bytes per send, which loopback hands "
+         f"to the UDP_GRO receivers whole; counted as the datagrams they carry). On loopback the receive path runs "
+         f"in the sender's softirq on CPU 0, including the wakeup of a receiver that sleeps on its socket: the "
+         f"coalescing sleep removes that wakeup (docs/bench.md, \"Where a UDP sender's time goes\"). Received: "
+         f"what offload bench's receivers read (cross-checked against the kernel's counters in its report) and, for "
+         f"sockperf, whose server reports nothing in throughput mode, the kernel's Udp InDatagrams over the "
+         f"client's run; sent: each sender's own count; dropped: receive-buffer errors (offload bench's report, "
+         f"Udp RcvbufErrors for sockperf).\n")
 
 if veth_udp:
     L.append("### 32-byte UDP flood between two namespaces over veth, client on CPU 0, server on CPU 1\n")
-    L.append("GRO on the receiving veth, threaded NAPI with its thread pinned to CPU 1 (the receive work runs beside "
-             "the receivers, not on the sender's CPU); same flags as above.\n")
-    L.append("| pair | offload bench (sendmmsg 32) datagrams/s | offload bench + UDP GSO datagrams/s | sockperf datagrams/s | ratio sendmmsg / sockperf | ratio GSO / sockperf |")
-    L.append("|---:|---:|---:|---:|---:|---:|")
-    ratios, gratios = [], []
-    for i, p in enumerate(veth_udp):
-        o, g, s = p.get("offload"), p.get("gso"), p.get("sockperf")
-        r = o[0] / s[0] if o and s and s[0] else None
-        rg = g[0] / s[0] if g and s and s[0] else None
-        if r:
-            ratios.append(r)
-        if rg:
-            gratios.append(rg)
-        L.append(f"| {i + 1} | {f(o and o[0])} | {f(g and g[0])} | {f(s and s[0])} | {f(r, 2)} | {f(rg, 1)} |")
-    L.append(f"\nMedian ratios to sockperf over veth: **{f(med(ratios), 2)}x** (sendmmsg 32, reuseport, UDP_GRO), "
-             f"**{f(med(gratios), 1)}x** with UDP GSO on the sender. sockperf's count is Udp InDatagrams of the "
-             f"server's namespace over the client's run.\n")
+    L.append("GRO and rx-udp-gro-forwarding on the receiving veth (without the latter veth does not hand locally "
+             "sent UDP to NAPI), threaded NAPI with its thread pinned to CPU 1: the receive work runs beside "
+             "the receivers, not on the sender's CPU; same flags as above.\n")
+    rec, sent, gso = udp_table(veth_udp)
+    L.append(f"\nMedian ratios to sockperf over veth: **{f(rec, 2)}x** datagrams received ({f(sent, 2)}x sent; "
+             f"sendmmsg 32, reuseport, UDP_GRO, `--rx-usecs 50`), **{f(gso, 1)}x** with UDP GSO on the sender. "
+             f"sockperf's counts are those of the server's namespace.\n")
 
 L.append("### Exact commands\n")
 L.append("| measurement | client side | server side |")
@@ -415,7 +502,9 @@ for k, (c, s) in commands.items():
     L.append(f"| {k} | `{c}` | `{s}` |")
 L.append("\nPlacement is the same for both tools of a row (CPU 0 / CPU 1, or unpinned for the many-flow rows, "
          "where both run 2 threads per side); batching is each tool's own: netperf and neper send one request per "
-         "write, sockperf one datagram per sendto, offload bench udp-stream 32 per sendmmsg as its flags say.")
+         "write, sockperf one datagram per sendto (it has no sendmmsg) with its server reading in a loop until EAGAIN "
+         "(`--nonblocked --recv_looping_num=-1`), offload bench udp-stream 32 per sendmmsg and recvmmsg as its flags "
+         "say.")
 section = "\n".join(L) + "\n"
 print(section)
 if WRITE:

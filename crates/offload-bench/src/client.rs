@@ -927,6 +927,7 @@ fn compose(c: Compose<'_>) -> BenchResult {
         batch: spec.knobs.batch,
         udp_gso: spec.knobs.udp_gso,
         udp_gro: spec.knobs.udp_gro,
+        rx_usecs: spec.knobs.rx_usecs,
         rate: cfg.rate,
         null: cfg.null,
         engine: c.engine,

@@ -90,6 +90,13 @@ pub struct SocketKnobs {
     pub udp_gso: Option<u16>,
     /// UDP: UDP_GRO on the receiving sockets.
     pub udp_gro: bool,
+    /// udp-stream: after a read that drains its socket, a receiver sleeps
+    /// this many microseconds before reading again, so that datagrams
+    /// queue up and are read in batches (ethtool's rx-usecs, in software).
+    /// A receiver asleep outside the socket's wait queue is not woken: the
+    /// sender no longer pays a wakeup per datagram.
+    #[serde(default)]
+    pub rx_usecs: Option<u32>,
 }
 
 /// What the client asks the server to run (sent in the control protocol).

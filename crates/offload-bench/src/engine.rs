@@ -994,10 +994,16 @@ pub fn udp_stream_send(
 
 /// UDP flood receiver: counts datagrams (GRO super-packets as their
 /// segments) until `stop` is set and the socket has been idle 100 ms.
+/// With `coalesce`, a read that leaves the socket empty (fewer messages
+/// than the batch) is followed by a sleep of that length: the datagrams
+/// arriving meanwhile find no reader waiting on the socket, so the sending
+/// side's `sock_def_readable` wakes nobody (on loopback that wakeup, an
+/// inter-processor interrupt, was a quarter of the sending CPU's time).
 pub fn udp_stream_recv(
     sock: &UdpSocket,
     batch: usize,
     buf_size: usize,
+    coalesce: Option<Duration>,
     stop: &AtomicBool,
     slot: &Slot,
 ) -> Result<(), String> {
@@ -1019,6 +1025,9 @@ pub fn udp_stream_recv(
                     };
                 }
                 slot.set(packets, bytes, packets);
+                if let Some(pause) = coalesce.filter(|_| n < batch) {
+                    std::thread::sleep(pause);
+                }
             }
             Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {
                 if stop.load(Ordering::Relaxed) {

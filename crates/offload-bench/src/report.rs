@@ -261,6 +261,8 @@ pub struct Settings {
     pub udp_gso: Option<u16>,
     /// UDP_GRO.
     pub udp_gro: bool,
+    /// udp-stream receivers' coalescing sleep (`--rx-usecs`).
+    pub rx_usecs: Option<u32>,
     /// Fixed rate, if any.
     pub rate: Option<f64>,
     /// `--null`: no I/O.

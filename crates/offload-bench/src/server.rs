@@ -835,7 +835,11 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                         } else {
                             spec.response.max(spec.request) as usize
                         };
-                        engine::udp_stream_recv(&s, batch, size, &sh.stop, slot)
+                        let coalesce = spec
+                            .knobs
+                            .rx_usecs
+                            .map(|us| Duration::from_micros(us.into()));
+                        engine::udp_stream_recv(&s, batch, size, coalesce, &sh.stop, slot)
                     }
                 });
                 match spawn(i, job) {

@@ -150,6 +150,30 @@ fn udp_stream_with_reuseport_batch_gso_and_gro() {
 }
 
 #[test]
+fn udp_stream_receivers_coalescing_read_everything_at_a_modest_rate() {
+    let _g = serial();
+    let s = server("127.0.0.1:0");
+    let mut c = short(TestKind::UdpStream, s.addr());
+    c.spec.request = 32;
+    c.spec.flows = 2;
+    c.spec.server_threads = 2;
+    c.spec.knobs.reuseport = true;
+    c.spec.knobs.batch = 32;
+    c.spec.knobs.rx_usecs = Some(50);
+    // 20,000 datagrams/s: 50 us of sleep lets about one datagram per
+    // socket queue up, a thousandth of what the default buffer holds.
+    c.rate = Some(20_000.0);
+    let r = client::run_once(&c, &mut |_| {}).unwrap();
+    assert_sane(&r);
+    assert_eq!(r.settings.rx_usecs, Some(50));
+    let u = r.udp.clone().unwrap();
+    // Nothing is lost to the sleep; a receiver descheduled for tens of
+    // milliseconds on a loaded machine may still drop a few.
+    assert!(u.received * 100 >= u.sent * 95, "{u:?}");
+    assert!(u.sent > 10_000, "{u:?}");
+}
+
+#[test]
 fn tcp_rr_1000_flows_over_epoll_reports_cpu_per_transaction() {
     let _g = serial();
     let s = server("127.0.0.1:0");

@@ -217,6 +217,25 @@ fn host_takes_bracketed_ipv6_with_a_port() {
 }
 
 #[test]
+fn host_defaults_to_loopback_as_netperf_does() {
+    let srv = Server::start("127.0.0.1:0");
+    let port = srv.addr.rsplit(':').next().unwrap();
+    let out = bench(&[
+        "tcp-rr",
+        "--port",
+        port,
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    let j = json_of(&out);
+    assert_eq!(j["settings"]["ipv6"], false, "{}", j["settings"]);
+    assert!(j["transactions_per_sec"].as_f64().unwrap() > 0.0, "{j}");
+}
+
+#[test]
 fn server_json_prints_one_event_per_line_for_a_test() {
     let srv = Server::start("127.0.0.1:0");
     let out = bench(&[
