@@ -339,7 +339,7 @@ fn interrupt_after_intervals(args: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn ctrl_c_prints_the_partial_summary_and_exits_130() {
     let srv = Server::start("127.0.0.1:0");
-    let (code, stdout) = interrupt_after_intervals(&[
+    let args = [
         "tcp-rr",
         "-H",
         &srv.addr,
@@ -349,8 +349,8 @@ fn ctrl_c_prints_the_partial_summary_and_exits_130() {
         "0.2",
         "--interval",
         "0.2",
-        "--json",
-    ]);
+    ];
+    let (code, stdout) = interrupt_after_intervals(&[&args[..], &["--json"]].concat());
     assert_eq!(code, Some(130), "{stdout}");
     let last = stdout
         .lines()
@@ -363,17 +363,7 @@ fn ctrl_c_prints_the_partial_summary_and_exits_130() {
         "{j}"
     );
 
-    let (code, stdout) = interrupt_after_intervals(&[
-        "tcp-rr",
-        "-H",
-        &srv.addr,
-        "--duration",
-        "60",
-        "--warmup",
-        "0.2",
-        "--interval",
-        "0.2",
-    ]);
+    let (code, stdout) = interrupt_after_intervals(&args);
     assert_eq!(code, Some(130), "{stdout}");
     assert!(stdout.contains("interrupted: partial summary"), "{stdout}");
 }

@@ -373,14 +373,9 @@ impl GroEngine {
         let Some((l3, ip)) = plain_layout(f, input.link) else {
             return false;
         };
-        let l4 = l3
-            + match ip {
-                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
-                IpVersion::V6 => ipv6::HEADER_LEN,
-            };
-        if f.len() < l4 + tcp::MIN_HEADER_LEN {
+        let Some(l4) = plain_tcp_offset(f, l3, ip) else {
             return false;
-        }
+        };
         // The slot this flow's segment went to last, found without hashing
         // the whole flow key (a hint table indexed by the ports and address
         // ends). A full template match means the same flow, and a flow has
@@ -523,14 +518,9 @@ impl GroEngine {
         {
             return false;
         }
-        let l4 = l3
-            + match ip {
-                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
-                IpVersion::V6 => ipv6::HEADER_LEN,
-            };
-        if f.len() < l4 + tcp::MIN_HEADER_LEN {
+        let Some(l4) = plain_tcp_offset(f, l3, ip) else {
             return false;
-        }
+        };
         match ip {
             IpVersion::V4 => {
                 let h = &f[l3..l4];
@@ -617,4 +607,16 @@ fn prefetch_frame(f: &[u8]) {
             at += 64;
         }
     }
+}
+
+/// Where the TCP header of a plain (option-less IPv4 or extension-less IPv6)
+/// frame starts, if the frame holds at least a minimal TCP header there.
+#[inline(always)]
+fn plain_tcp_offset(f: &[u8], l3: usize, ip: IpVersion) -> Option<usize> {
+    let l4 = l3
+        + match ip {
+            IpVersion::V4 => ipv4::MIN_HEADER_LEN,
+            IpVersion::V6 => ipv6::HEADER_LEN,
+        };
+    (f.len() >= l4 + tcp::MIN_HEADER_LEN).then_some(l4)
 }
