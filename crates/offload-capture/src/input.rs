@@ -11,7 +11,6 @@
 //! [`SpooledInput`](crate::SpooledInput) to read it more than once.
 
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
-use crate::open_count::note_open;
 use crate::reader::CaptureReader;
 use std::fs::File;
 use std::io::{self, Read};
@@ -39,23 +38,8 @@ impl CaptureInput {
     /// Like [`CaptureInput::open`], naming the input `name` in errors (a
     /// [`SpooledInput`](crate::SpooledInput)'s copy keeps its input's name).
     pub fn open_as(path: &Path, name: String) -> Result<CaptureInput, CaptureError> {
-        let io_err = |e, field| {
-            CaptureError::from(ErrorDetail {
-                file: name.clone(),
-                frame: None,
-                last_frame: 0,
-                offset: 0,
-                structure: "file",
-                field,
-                kind: ErrorKind::Io(e),
-            })
-        };
-        let f = if crate::stdio::is_stdio(path) {
-            crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?
-        } else {
-            note_open();
-            File::open(path).map_err(|e| io_err(e, "open"))?
-        };
+        let io_err = |e, field| crate::stdio::input_io_error(&name, field, e);
+        let f = crate::stdio::open_input(path, &name)?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         Ok(if meta.is_file() {
             CaptureInput {

@@ -18,7 +18,6 @@
 //! Journal Export blocks and Custom blocks, which this reader skips (so the
 //! numbers it returns can have gaps, and stay equal to Wireshark's).
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -258,23 +257,11 @@ impl CaptureReader {
     /// Like [`CaptureReader::open`], naming the input `name` in errors (a
     /// [`SpooledInput`](crate::SpooledInput)'s copy keeps its input's name).
     pub fn open_as(path: &Path, name: String) -> Result<CaptureReader, CaptureError> {
-        let io_err = |e, field| {
-            CaptureError::from(ErrorDetail {
-                file: name.clone(),
-                frame: None,
-                last_frame: 0,
-                offset: 0,
-                structure: "file",
-                field,
-                kind: ErrorKind::Io(e),
-            })
-        };
+        let io_err = |e, field| crate::stdio::input_io_error(&name, field, e);
+        let f = crate::stdio::open_input(path, &name)?;
         if crate::stdio::is_stdio(path) {
-            let f = crate::stdio::stdin_file().map_err(|e| io_err(e, "open"))?;
             return CaptureReader::build(Box::new(f), name, None);
         }
-        crate::open_count::note_open();
-        let f = File::open(path).map_err(|e| io_err(e, "open"))?;
         let meta = f.metadata().map_err(|e| io_err(e, "metadata"))?;
         // Only a regular file has a size we can trust for "remaining bytes" checks.
         let len = meta.is_file().then_some(meta.len());

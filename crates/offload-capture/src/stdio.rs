@@ -58,6 +58,30 @@ pub(crate) fn stdin_file() -> io::Result<File> {
 }
 
 /// Standard output as a `File`.
+/// An I/O error on input `name` before any frame was read (`field` says
+/// what failed: "open", "metadata", ...).
+pub(crate) fn input_io_error(name: &str, field: &'static str, e: io::Error) -> CaptureError {
+    CaptureError::from(ErrorDetail {
+        file: name.to_string(),
+        frame: None,
+        last_frame: 0,
+        offset: 0,
+        structure: "file",
+        field,
+        kind: ErrorKind::Io(e),
+    })
+}
+
+/// Opens input `path` for reading (`-`: standard input), counting the open
+/// of a real path ([`inputs_opened`](crate::inputs_opened)).
+pub(crate) fn open_input(path: &Path, name: &str) -> Result<File, CaptureError> {
+    if is_stdio(path) {
+        return stdin_file().map_err(|e| input_io_error(name, "open", e));
+    }
+    crate::open_count::note_open();
+    File::open(path).map_err(|e| input_io_error(name, "open", e))
+}
+
 pub(crate) fn stdout_file() -> io::Result<File> {
     use std::os::fd::AsFd;
     Ok(File::from(io::stdout().as_fd().try_clone_to_owned()?))
@@ -85,23 +109,8 @@ impl SpooledInput {
                 temporary: false,
             });
         }
-        let err = |field, e| {
-            CaptureError::from(ErrorDetail {
-                file: name.clone(),
-                frame: None,
-                last_frame: 0,
-                offset: 0,
-                structure: "file",
-                field,
-                kind: ErrorKind::Io(e),
-            })
-        };
-        let mut src = if is_stdio(path) {
-            stdin_file().map_err(|e| err("open", e))?
-        } else {
-            crate::open_count::note_open();
-            File::open(path).map_err(|e| err("open", e))?
-        };
+        let err = |field, e| input_io_error(&name, field, e);
+        let mut src = open_input(path, &name)?;
         let tmp = std::env::temp_dir().join(format!(
             "offload-input-{}-{}",
             std::process::id(),
