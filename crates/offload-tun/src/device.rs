@@ -350,10 +350,11 @@ impl TunDevice {
         Ok(Some((vnet, n)))
     }
 
-    /// Writes one packet. On a device with vnet headers, `vnet` goes in
-    /// front (`None`: an all-zero header, i.e. a complete, non-GSO packet);
-    /// on one without, `vnet` must be `None`.
-    pub fn write_packet(&self, vnet: Option<&VnetHdr>, packet: &[u8]) -> io::Result<()> {
+    /// The vnet header that goes in front of a written packet and its
+    /// length (0 on a device without vnet headers): `vnet` encoded, or all
+    /// zeros for `None` (a complete, non-GSO packet); `EINVAL` for a header
+    /// on a device without them.
+    fn vnet_prefix(&self, vnet: Option<&VnetHdr>) -> io::Result<([u8; 24], usize)> {
         let mut hdr = [0u8; 24];
         let h = self.vnet_hdr_len.min(hdr.len());
         match vnet {
@@ -361,6 +362,14 @@ impl TunDevice {
             Some(_) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
             None => {}
         }
+        Ok((hdr, h))
+    }
+
+    /// Writes one packet. On a device with vnet headers, `vnet` goes in
+    /// front (`None`: an all-zero header, i.e. a complete, non-GSO packet);
+    /// on one without, `vnet` must be `None`.
+    pub fn write_packet(&self, vnet: Option<&VnetHdr>, packet: &[u8]) -> io::Result<()> {
+        let (hdr, h) = self.vnet_prefix(vnet)?;
         loop {
             match sys::write2(self.fd.as_fd(), &hdr[..h], packet) {
                 Ok(_) => return Ok(()),
@@ -384,13 +393,7 @@ impl TunDevice {
         vnet: Option<&VnetHdr>,
         parts: &[io::IoSlice<'_>],
     ) -> io::Result<()> {
-        let mut hdr = [0u8; 24];
-        let h = self.vnet_hdr_len.min(hdr.len());
-        match vnet {
-            Some(v) if h != 0 => v.encode(&mut hdr[..h]),
-            Some(_) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
-            None => {}
-        }
+        let (hdr, h) = self.vnet_prefix(vnet)?;
         let skip = usize::from(h == 0);
         // The iovec list on the stack for up to 63 parts (a 64 KiB TCP
         // super-packet of 1448-byte segments has 46), on the heap above.
