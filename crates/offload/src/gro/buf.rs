@@ -39,6 +39,11 @@ pub(crate) struct PacketBuf {
     frag_bytes: usize,
 }
 
+/// The header copy of a zero-copy hold: a fixed size, at least the
+/// longest plain TCP header (Ethernet + IPv6 + TCP with 40 option bytes:
+/// 114), so that it compiles to a few vector moves.
+const SMALL_COPY: usize = 128;
+
 /// What a buffer grows to at least when it must grow: one legacy-sized
 /// (64 KiB) super-packet with its headroom, so that a flow's merges never
 /// reallocate below `GRO_LEGACY_MAX_SIZE`.
@@ -69,6 +74,42 @@ impl PacketBuf {
         self.end = HEADROOM + frame.len();
         self.frags.clear();
         self.frag_bytes = 0;
+    }
+
+    /// Starts a packet with `frame`'s first `header_end` bytes (at most
+    /// the whole frame); the rest of the frame stays where it is, as the
+    /// packet's first frag (frame number `frame_no`). Zero-copy holds:
+    /// a new flow's head costs a header copy, not a payload copy.
+    #[inline]
+    pub(super) fn reset_headers(&mut self, frame: &[u8], header_end: usize, frame_no: u64) {
+        let hl = header_end.min(frame.len());
+        self.room(HEADROOM + SMALL_COPY);
+        if let (Some(src), Some(dst)) = (
+            frame.first_chunk::<SMALL_COPY>(),
+            self.buf[HEADROOM..].first_chunk_mut::<SMALL_COPY>(),
+        ) {
+            // One fixed-size copy (a few vector moves, no library call)
+            // when the header fits; the bytes past `hl` are not part of
+            // the packet.
+            if hl <= SMALL_COPY {
+                *dst = *src;
+            }
+        }
+        if hl > SMALL_COPY || frame.len() < SMALL_COPY {
+            self.room(HEADROOM + hl);
+            self.buf[HEADROOM..HEADROOM + hl].copy_from_slice(&frame[..hl]);
+        }
+        self.head = HEADROOM;
+        self.end = HEADROOM + hl;
+        self.frags.clear();
+        self.frag_bytes = frame.len() - hl;
+        if self.frag_bytes > 0 {
+            self.frags.push(Frag {
+                frame: frame_no,
+                offset: hl as u32,
+                len: self.frag_bytes as u32,
+            });
+        }
     }
 
     /// Appends a merged segment's payload: a copy, or a reference to

@@ -450,6 +450,39 @@ pub(crate) struct Held {
     pub last_ts: u64,
 }
 
+impl Default for Held {
+    /// An empty slot's packet (never delivered: a slot is filled when it
+    /// is taken).
+    fn default() -> Self {
+        Held {
+            data: buf::PacketBuf::default(),
+            link: LinkKind::Ethernet,
+            l2_key_len: 0,
+            mac_len: 0,
+            outer_protocol: 0,
+            lay: Layout {
+                l3_off: 0,
+                ip: IpVersion::V4,
+                l4_off: 0,
+                l4_proto: Transport::Tcp,
+                l4_header_len: 0,
+                end: 0,
+                jumbo_hbh: false,
+                outer: None,
+            },
+            proto: Proto::Other,
+            count: 0,
+            mss: 0,
+            fixedid: 0,
+            atomic: false,
+            payload: 0,
+            first_frame: 0,
+            last_frame: 0,
+            last_ts: 0,
+        }
+    }
+}
+
 impl Held {
     /// `p->len`: the packet's length from the kernel's `skb->data`.
     pub(crate) fn skb_len(&self) -> usize {
@@ -466,8 +499,6 @@ pub struct GroEngine {
     held: table::Table,
     last_ts: Option<u64>,
     stats: GroStats,
-    /// Recycled buffers, so the per-packet path does not allocate.
-    pool: Vec<buf::PacketBuf>,
     /// Merged payloads stay in their input frames ([`Delivered::frags`]).
     zero_copy: bool,
     /// The "same flow, next segment" path (`fast.rs`) is tried first.
@@ -488,7 +519,6 @@ impl GroEngine {
             held: table::Table::new(),
             last_ts: None,
             stats: GroStats::new(),
-            pool: Vec::new(),
             zero_copy: false,
             fast_path: true,
             #[cfg(test)]
@@ -582,8 +612,8 @@ impl GroEngine {
 
     /// Completes every held packet, oldest first (`__gro_flush`).
     pub fn flush_all<F: FnMut(&Delivered<'_>)>(&mut self, reason: FlushReason, out: &mut F) {
-        while let Some(p) = self.held.pop_oldest() {
-            self.complete(p, reason, out);
+        while let Some(s) = self.held.oldest() {
+            self.complete(s, reason, out);
         }
     }
 
@@ -618,20 +648,25 @@ impl GroEngine {
         });
     }
 
-    /// `gro_complete`: finishes the headers of a held packet and delivers it.
+    /// `gro_complete`: takes held packet `s` out of the table, finishes
+    /// its headers and delivers it. The packet is completed in its slot
+    /// (nothing moves; the slot's buffer serves its next packet).
     fn complete<F: FnMut(&Delivered<'_>)>(
         &mut self,
-        mut p: Held,
+        s: table::Slot,
         reason: FlushReason,
         out: &mut F,
     ) {
+        self.held.unlink(s);
+        let p = self.held.get_mut(s);
         let mut gso = 0;
         if p.count > 1 {
-            gso = complete::complete(&mut p, self.cfg.kernel);
+            gso = complete::complete(p, self.cfg.kernel);
         }
-        self.stats.packets_out += 1;
-        self.stats.proto_out[p.proto as usize] += 1;
-        self.stats.reasons[reason.index()] += 1;
+        let stats = &mut self.stats;
+        stats.packets_out += 1;
+        stats.proto_out[p.proto as usize] += 1;
+        stats.reasons[reason.index()] += 1;
         out(&Delivered {
             data: &p.data,
             link: p.link,
@@ -645,66 +680,70 @@ impl GroEngine {
             proto: p.proto,
             frags: p.data.frags(),
         });
-        if self.pool.len() < 2 * MAX_GRO_SKBS {
-            self.pool.push(p.data);
-        }
-    }
-
-    fn take_buffer(&mut self) -> buf::PacketBuf {
-        self.pool.pop().unwrap_or_default()
     }
 
     /// Holds `skb` as the head of a new run (`dev_gro_receive`: after
     /// completing the bucket's oldest packet if the bucket is full).
-    /// `payload` becomes the run's `gso_size`.
+    /// `payload` becomes the run's `gso_size`; `header_end` is where the
+    /// payload starts (zero-copy keeps only the bytes before it).
     fn hold<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &rx::Skb<'_>,
         payload: u32,
+        header_end: usize,
         out: &mut F,
     ) -> table::Slot {
-        self.hold_hashed(skb, rx::flow_hash(skb), payload, out)
+        self.hold_hashed(skb, rx::flow_hash(skb), payload, header_end, out)
     }
 
     /// [`Self::hold`] for a frame whose flow hash is already known.
+    #[inline]
     fn hold_hashed<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &rx::Skb<'_>,
         hash: u32,
         payload: u32,
+        header_end: usize,
         out: &mut F,
     ) -> table::Slot {
+        // `gro_flush_oldest` (net/core/gro.c): a full bucket completes its
+        // oldest packet before the new one is linked in.
         if self.held.len() >= MAX_GRO_SKBS {
-            if let Some(oldest) = self.held.pop_oldest() {
+            if let Some(oldest) = self.held.oldest() {
                 self.complete(oldest, FlushReason::TableFull, out);
             }
         }
-        let mut data = self.take_buffer();
-        data.reset(skb.frame());
         let proto = match skb.lay.outer {
             Some(o) => Proto::of_encap(o.encap),
             None => skb.proto(),
         };
-        self.held.push(
-            hash,
-            Held {
-                data,
-                link: skb.input.link,
-                l2_key_len: skb.l2.key_len,
-                mac_len: skb.mac_len,
-                outer_protocol: skb.l2.outer_protocol,
-                lay: skb.lay,
-                proto,
-                count: 1,
-                mss: payload,
-                fixedid: 0,
-                atomic: profile::is_atomic(&skb.frame()[skb.lay.l3_off..], skb.lay.ip),
-                payload,
-                first_frame: skb.input.frame,
-                last_frame: skb.input.frame,
-                last_ts: skb.input.timestamp_ns,
-            },
-        )
+        let f = skb.frame();
+        let zero_copy = self.zero_copy;
+        let s = self.held.alloc(hash);
+        let p = self.held.get_mut(s);
+        if zero_copy {
+            // The headers only; the payload stays in the caller's frame,
+            // the packet's first frag (`skb_gro_receive` makes the kernel's
+            // head a page fragment of the driver's buffer the same way).
+            p.data.reset_headers(f, header_end, skb.input.frame);
+        } else {
+            p.data.reset(f);
+        }
+        p.link = skb.input.link;
+        p.l2_key_len = skb.l2.key_len;
+        p.mac_len = skb.mac_len;
+        p.outer_protocol = skb.l2.outer_protocol;
+        p.lay = skb.lay;
+        p.proto = proto;
+        p.count = 1;
+        p.mss = payload;
+        p.fixedid = 0;
+        p.atomic = profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
+        p.payload = payload;
+        p.first_frame = skb.input.frame;
+        p.last_frame = skb.input.frame;
+        p.last_ts = skb.input.timestamp_ns;
+        s
     }
 }
 

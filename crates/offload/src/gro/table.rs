@@ -48,7 +48,8 @@ const _: () = {
 #[derive(Debug)]
 pub(super) struct Table {
     hot: Hot,
-    slots: [Option<Held>; MAX_GRO_SKBS],
+    /// Each slot's packet; valid while the slot's `used` bit is set.
+    slots: [Held; MAX_GRO_SKBS],
     /// The fast path's header template of each slot (`fast.rs`); kept
     /// apart from `slots` so that holding and completing never move it.
     templates: [Template; MAX_GRO_SKBS],
@@ -97,12 +98,8 @@ impl Table {
         let hot = &self.hot;
         for &s in &hot.order[..hot.len as usize] {
             let s = s as usize;
-            if hot.hashes[s] == hash {
-                if let Some(p) = &self.slots[s] {
-                    if same(p) {
-                        return Some(s);
-                    }
-                }
+            if hot.hashes[s] == hash && same(&self.slots[s]) {
+                return Some(s);
             }
         }
         None
@@ -149,16 +146,19 @@ impl Table {
 
     #[inline]
     pub(super) fn get_mut(&mut self, s: Slot) -> &mut Held {
-        self.slots[s].as_mut().expect("occupied slot")
+        debug_assert!(self.hot.used & (1 << s) != 0, "occupied slot");
+        &mut self.slots[s]
     }
 
     #[inline]
     pub(super) fn get(&self, s: Slot) -> &Held {
-        self.slots[s].as_ref().expect("occupied slot")
+        debug_assert!(self.hot.used & (1 << s) != 0, "occupied slot");
+        &self.slots[s]
     }
 
-    /// Takes a held packet out of the table.
-    pub(super) fn remove(&mut self, s: Slot) -> Held {
+    /// Takes held packet `s` out of the order; its slot keeps the packet
+    /// (to complete and deliver in place) until the next [`Self::alloc`].
+    pub(super) fn unlink(&mut self, s: Slot) {
         let hot = &mut self.hot;
         let len = hot.len as usize;
         // The order is at most eight bytes: as one word, the slot's byte
@@ -181,20 +181,20 @@ impl Table {
         hot.order = (below | above).to_le_bytes();
         hot.len -= 1;
         hot.used &= !(1 << s);
-        self.slots[s].take().expect("occupied slot")
     }
 
-    /// Takes the oldest held packet out of the table.
-    pub(super) fn pop_oldest(&mut self) -> Option<Held> {
-        if self.is_empty() {
-            return None;
-        }
-        let s = self.hot.order[0] as usize;
-        Some(self.remove(s))
+    /// The oldest held packet's slot.
+    #[inline]
+    pub(super) fn oldest(&self) -> Option<Slot> {
+        (!self.is_empty()).then_some(self.hot.order[0] as Slot)
     }
 
-    /// Holds a packet as the youngest; the table must have room.
-    pub(super) fn push(&mut self, hash: u32, p: Held) -> Slot {
+    /// Takes a free slot for a packet held as the youngest, with flow
+    /// hash `hash`; the table must have room. The caller fills the slot's
+    /// [`Held`] in place (its buffer is the one the slot's last packet
+    /// used: buffers never move between slots) and its template.
+    #[inline]
+    pub(super) fn alloc(&mut self, hash: u32) -> Slot {
         let hot = &mut self.hot;
         let s = (!hot.used).trailing_zeros() as usize;
         debug_assert!(s < MAX_GRO_SKBS && (hot.len as usize) < MAX_GRO_SKBS);
@@ -202,7 +202,6 @@ impl Table {
         hot.order[hot.len as usize] = s as u8;
         hot.len += 1;
         hot.used |= 1 << s;
-        self.slots[s] = Some(p);
         self.templates[s].clear();
         s
     }

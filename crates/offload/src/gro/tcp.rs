@@ -56,8 +56,7 @@ impl GroEngine {
             }
             Some(reason) => {
                 // p is completed (pp = p), then skb passes or is held.
-                let p = self.held.remove(idx);
-                self.complete(p, reason, out);
+                self.complete(idx, reason, out);
                 self.pass_or_hold(skb, hash, thlen, len, flags, out)
             }
         }
@@ -116,8 +115,7 @@ impl GroEngine {
             None
         };
         if let Some(r) = end {
-            let p = self.held.remove(idx);
-            self.complete(p, r, out);
+            self.complete(idx, r, out);
         }
     }
 
@@ -149,7 +147,7 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        let slot = self.hold_hashed(skb, hash, len, out);
+        let slot = self.hold_hashed(skb, hash, len, skb.lay.l4_off + thlen, out);
         let lay = &skb.lay;
         if lay.outer.is_none() {
             let on = self.held.template_mut(slot).fill(

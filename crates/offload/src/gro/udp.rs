@@ -82,7 +82,7 @@ impl GroEngine {
             if skb.l3_flush {
                 return Verdict::Pass(FlushReason::LengthMismatch);
             }
-            self.hold(skb, len, out);
+            self.hold(skb, len, uh + udp::HEADER_LEN, out);
             return Verdict::Consumed;
         };
         let held = self.held.get(idx);
@@ -105,12 +105,11 @@ impl GroEngine {
             }
         };
         if let Some(r) = reason {
-            let p = self.held.remove(idx);
-            self.complete(p, r, out);
+            self.complete(idx, r, out);
             if skb.l3_flush {
                 return Verdict::Pass(FlushReason::LengthMismatch);
             }
-            self.hold(skb, len, out);
+            self.hold(skb, len, uh + udp::HEADER_LEN, out);
             return Verdict::Consumed;
         }
         let zero_copy = self.zero_copy;
@@ -129,8 +128,7 @@ impl GroEngine {
             None
         };
         if let Some(r) = end {
-            let p = self.held.remove(idx);
-            self.complete(p, r, out);
+            self.complete(idx, r, out);
         }
         Verdict::Consumed
     }
