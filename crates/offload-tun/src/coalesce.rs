@@ -13,10 +13,11 @@
 //! **Zero-copy** ([`CoalescerOptions::zero_copy`], on by default): packets
 //! are staged in the coalescer's [`FrameArena`] (the read side segments
 //! straight into it, [`crate::TunDevice::read_into`]), the engine merges
-//! them without copying payloads (`GroEngine::set_zero_copy`: a
-//! super-packet is its first segment's bytes, headers rewritten, plus
-//! [`Frag`] ranges of the later segments), and the super-packet goes out
-//! with one `writev` of vnet header, head and ranges
+//! them without copying payloads (`GroEngine::set_zero_copy`: a held
+//! packet is its first segment's headers, rewritten, plus [`Frag`] ranges
+//! of every segment's payload, the first included), and the packet, a
+//! super-packet or a single, goes out with one `writev` of vnet header,
+//! headers and ranges
 //! ([`PacketWriter::write_vectored`]). What the kernel receives is byte for
 //! byte what the contiguous path writes (tests/kernel.rs compares the
 //! kernel's own view of both). More than `IOV_MAX` parts (a 64 KiB packet
@@ -398,7 +399,7 @@ impl Out<'_> {
                 let written = if d.frags.is_empty() {
                     w.write_packet(Some(&hdr), d.data)
                 } else {
-                    self.write_frags(&hdr, d, w)
+                    self.write_frags(Some(&hdr), d, w)
                 };
                 match written {
                     Ok(()) => {
@@ -417,21 +418,36 @@ impl Out<'_> {
             }
             return self.write_segments(d, w);
         }
-        write_plain(d.data, w, self.stats)
+        if d.frags.is_empty() {
+            return write_plain(d.data, w, self.stats);
+        }
+        // A zero-copy single: the engine kept only its headers, its payload
+        // is still in the frame it came in, and a packet of one segment is
+        // delivered unchanged (`gro_complete` leaves it alone): the staged
+        // frame is the packet, one plain write as for any single.
+        let staged = self.arena.and_then(|a| a.by_number(d.first_frame));
+        if let Some(frame) = staged.filter(|f| f.len() == d.len()) {
+            return write_plain(frame, w, self.stats);
+        }
+        self.write_frags(None, d, w)
+            .map_err(|e| TunError::os("write", "coalescer", e))?;
+        self.stats.writes += 1;
+        Ok(())
     }
 
     /// One vectored write of head and payload ranges (assembled first when
-    /// there are more parts than `writev` takes).
+    /// there are more parts than `writev` takes), behind `hdr` (`None`: an
+    /// all-zero vnet header, a packet that is not GSO).
     fn write_frags<W: PacketWriter>(
         &mut self,
-        hdr: &VnetHdr,
+        hdr: Option<&VnetHdr>,
         d: &Delivered<'_>,
         w: &mut W,
     ) -> io::Result<()> {
         let parts = d.frags.len() + 1;
         if parts >= crate::sys::IOV_MAX {
             self.assemble(d)?;
-            return w.write_packet(Some(hdr), self.scratch);
+            return w.write_packet(hdr, self.scratch);
         }
         let mut stack = [IoSlice::new(&[]); PARTS_ON_STACK];
         let mut heap = Vec::new();
@@ -473,7 +489,7 @@ impl Out<'_> {
             n += 1;
         }
         self.stats.parts_written += n as u64;
-        w.write_vectored(Some(hdr), &iov[..n])
+        w.write_vectored(hdr, &iov[..n])
     }
 
     /// The whole packet of `d` into `scratch`.

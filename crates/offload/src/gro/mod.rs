@@ -364,7 +364,9 @@ pub struct Delivered<'a> {
     /// Payload ranges that follow `data` and stayed in their input frames
     /// (zero-copy delivery, [`GroEngine::set_zero_copy`]); empty otherwise.
     /// The packet is `data` followed by these ranges, in order; the headers
-    /// in `data` already describe the whole packet.
+    /// in `data` already describe the whole packet. With zero-copy on,
+    /// every held packet, a single segment too, has its payload here and
+    /// only its headers in `data`.
     pub frags: &'a [Frag],
 }
 
@@ -526,13 +528,19 @@ impl GroEngine {
         }
     }
 
-    /// Zero-copy coalescing: the payload of every merged segment after the
-    /// first stays in its input frame and is delivered as a [`Frag`] of
-    /// [`Delivered::frags`] (the kernel's `frags`), instead of being copied
-    /// after the head's bytes. The caller must keep every frame it passed
-    /// in available until the packet containing it has been delivered
-    /// (frame numbers identify them). Off by default: `data` then holds
-    /// the whole packet.
+    /// Zero-copy coalescing: a held packet keeps only its first segment's
+    /// headers (link header to the end of the TCP or UDP header); the
+    /// payload of every segment, the first included, stays in its input
+    /// frame and is delivered as a [`Frag`] of [`Delivered::frags`] (the
+    /// kernel's `frags`), instead of being copied. A new flow's head then
+    /// costs a copy of its headers, not of its payload. The caller must
+    /// keep every frame it passed in available until the packet containing
+    /// it has been delivered (frame numbers identify them), and must read
+    /// every delivery as `data` followed by `frags` ([`Delivered::len`],
+    /// [`Delivered::copy_to`]): a held packet of one segment comes as its
+    /// headers plus one frag, its bytes those of its frame, unchanged.
+    /// Frames that pass GRO untouched come whole in `data`. Off by
+    /// default: `data` then holds the whole packet.
     pub fn set_zero_copy(&mut self, on: bool) {
         self.zero_copy = on;
     }
@@ -722,9 +730,9 @@ impl GroEngine {
         let s = self.held.alloc(hash);
         let p = self.held.get_mut(s);
         if zero_copy {
-            // The headers only; the payload stays in the caller's frame,
-            // the packet's first frag (`skb_gro_receive` makes the kernel's
-            // head a page fragment of the driver's buffer the same way).
+            // The headers only; the payload stays in the caller's frame as
+            // the packet's first frag (a driver's `napi_gro_frags` skb has
+            // its headers pulled and its payload in a page frag alike).
             p.data.reset_headers(f, header_end, skb.input.frame);
         } else {
             p.data.reset(f);
