@@ -31,11 +31,11 @@
 
 use super::profile::KernelLine;
 use super::rx::Skb;
-use super::{mac_len, max_size, GroEngine, Input, Proto, RxChecksum, Verdict};
+use super::table::Slot;
+use super::{mac_len, max_size, GroEngine, Input, Proto, RxChecksum};
 use crate::checksum;
 use crate::layout::Layout;
-use crate::link::dissect_l2;
-use crate::link::LinkKind;
+use crate::link::{L2Info, LinkKind};
 use crate::wire::ethernet::{self, ethertype};
 use crate::wire::tcp::{self, flags};
 use crate::wire::Transport;
@@ -46,22 +46,44 @@ use crate::wire::{be16, be32, ipv4, ipv6, IpVersion};
 pub(super) const MAX_HEADER: usize = 128;
 const WORDS: usize = MAX_HEADER / 8;
 
-/// The held head's headers, masked, for one table slot.
+/// The first [`MAX_HEADER`] bytes of a held head, aligned for word loads.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy)]
+struct Head([u8; MAX_HEADER]);
+
+impl Head {
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        u64::from_ne_bytes(self.0[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+    }
+}
+
+/// The held head's headers for one table slot, and what the fast merge
+/// needs of them.
+///
+/// Filling it costs a 128-byte copy: the head's bytes are kept as they
+/// are, and the compare mask (which bytes must be equal) is one of the
+/// static [`MASKS`], chosen by layout and TCP header length. The ones'
+/// complement sums the merge uses are computed at the first merge, so a
+/// head that never merges (a new flow among thousands) pays nothing for
+/// them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Template {
-    /// Header bytes AND mask, as native-endian words.
-    words: [u64; WORDS],
-    /// 0xff for every byte that must be equal, 0 for those that may differ
-    /// and for bytes past the header.
-    mask: [u64; WORDS],
-    /// Words compared (header length rounded up to 8 bytes); 0 when this
-    /// slot has no template (tunnels, VLANs, options, UDP...).
+    /// The head's first [`MAX_HEADER`] bytes (zero past a shorter frame).
+    head: Head,
+    /// Index in [`MASKS`]; [`NO_MASK`] when this slot has no template
+    /// (tunnels, VLANs, options, UDP...).
+    mask: u8,
+    /// Words compared for a frame shorter than [`MAX_HEADER`] (header
+    /// length rounded up to 8 bytes).
     nwords: u8,
     /// Header length: link header + IP + TCP with options.
     hl: u8,
     l3: u8,
     ip: IpVersion,
     link: LinkKind,
+    /// `ip_sum` and `pseudo` are computed.
+    sums: bool,
     /// IPv4: the ones' complement sum of the head's IP header without
     /// total length, ID and checksum (the three may differ).
     ip_sum: u64,
@@ -71,16 +93,20 @@ pub(super) struct Template {
     seq: u32,
 }
 
+/// [`Template::mask`] of a slot without a template.
+const NO_MASK: u8 = u8::MAX;
+
 impl Template {
     /// No template: the slot is served by the full path only.
     pub(super) const NONE: Template = Template {
-        words: [0; WORDS],
-        mask: [0; WORDS],
+        head: Head([0; MAX_HEADER]),
+        mask: NO_MASK,
         nwords: 0,
         hl: 0,
         l3: 0,
         ip: IpVersion::V4,
         link: LinkKind::Ethernet,
+        sums: false,
         ip_sum: 0,
         pseudo: 0,
         seq: 0,
@@ -89,7 +115,7 @@ impl Template {
     /// Marks the slot as served by the full path only.
     #[inline]
     pub(super) fn clear(&mut self) {
-        self.nwords = 0;
+        self.mask = NO_MASK;
     }
 
     /// Fills the template of a TCP head just held (`f` its frame,
@@ -98,6 +124,7 @@ impl Template {
     /// slot as served by the full path. Returns whether it is on. Runs for
     /// every held packet.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(super) fn fill(
         &mut self,
         f: &[u8],
@@ -114,74 +141,56 @@ impl Template {
             (LinkKind::RawIp | LinkKind::Ipv4 | LinkKind::Ipv6, 0) => 2,
             _ => usize::MAX,
         };
-        let l4_expected = l3
-            + match ip {
-                IpVersion::V4 => ipv4::MIN_HEADER_LEN,
-                IpVersion::V6 => ipv6::HEADER_LEN,
-            };
         if layout == usize::MAX
             || key_len != l3
-            || l4 != l4_expected
+            || l4 != l3 + ip.min_header_len()
+            || !(tcp::MIN_HEADER_LEN..=TCP_MAX_HEADER_LEN).contains(&thlen)
+            || thlen % 4 != 0
             || hl > MAX_HEADER
             || f.len() < hl
         {
-            self.nwords = 0;
+            self.mask = NO_MASK;
             return false;
         }
-        let base = &MASKS[layout + (ip == IpVersion::V6) as usize];
-        let nwords = hl.div_ceil(8);
-        let n = nwords * 8;
-        if f.len() >= n {
-            let pairs = self.words.iter_mut().zip(self.mask.iter_mut());
-            for ((w, m), (c, b)) in pairs.zip(f[..n].chunks_exact(8).zip(base)) {
-                *m = *b;
-                *w = u64::from_ne_bytes(c.try_into().expect("8 bytes")) & b;
-            }
+        if let Some(h) = f.first_chunk::<MAX_HEADER>() {
+            self.head.0 = *h;
         } else {
             // A frame ending inside the last word: zero-padded.
-            let mut b = [0u8; MAX_HEADER];
-            b[..f.len().min(n)].copy_from_slice(&f[..f.len().min(n)]);
-            for i in 0..nwords {
-                self.mask[i] = base[i];
-                let c: [u8; 8] = b[8 * i..8 * i + 8].try_into().expect("8 bytes");
-                self.words[i] = u64::from_ne_bytes(c) & base[i];
-            }
+            self.head.0 = [0; MAX_HEADER];
+            self.head.0[..f.len()].copy_from_slice(f);
         }
-        // Words past the header compare nothing (the fixed-length compare
-        // of `matches` reads all of them).
-        for i in nwords..WORDS {
-            self.mask[i] = 0;
-            self.words[i] = 0;
-        }
-        let keep = hl % 8;
-        if keep != 0 {
-            // Bytes past the header are not compared.
-            let tail = u64::from_ne_bytes((u64::MAX >> (64 - 8 * keep)).to_le_bytes());
-            self.mask[nwords - 1] &= tail;
-            self.words[nwords - 1] &= tail;
-        }
-        // The TCP header's own mask byte depends on nothing but the layout;
-        // the ones' complement sums of the fixed fields are taken once.
-        let h = &f[l3..];
-        self.ip_sum = match ip {
-            IpVersion::V4 => {
-                let mut acc =
-                    checksum::sum_u32(0, be32(h, 0) & 0xff00_0000 | be32(h, 0) & 0x00ff_0000);
-                acc = checksum::sum_u32(acc, be32(h, 4) & 0x0000_ffff);
-                acc = checksum::sum_u32(acc, be32(h, 8) & 0xffff_0000);
-                acc = checksum::sum_u32(acc, be32(h, 12));
-                checksum::sum_u32(acc, be32(h, 16))
-            }
-            IpVersion::V6 => 0,
-        };
-        self.pseudo = ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
-        self.nwords = nwords as u8;
+        self.mask = mask_index(layout + ip.is_v6() as usize, thlen) as u8;
+        self.nwords = hl.div_ceil(8) as u8;
         self.hl = hl as u8;
         self.l3 = l3 as u8;
         self.ip = ip;
         self.link = link;
+        self.sums = false;
         self.seq = be32(f, l4 + tcp::field::SEQ.start);
         true
+    }
+
+    /// The ones' complement sums of the head's fixed fields (once per
+    /// held packet, at its first merge).
+    #[inline]
+    fn sums(&mut self) -> (u64, u64) {
+        if !self.sums {
+            let h = &self.head.0[self.l3 as usize..];
+            self.ip_sum = match self.ip {
+                IpVersion::V4 => {
+                    let mut acc =
+                        checksum::sum_u32(0, be32(h, 0) & 0xff00_0000 | be32(h, 0) & 0x00ff_0000);
+                    acc = checksum::sum_u32(acc, be32(h, 4) & 0x0000_ffff);
+                    acc = checksum::sum_u32(acc, be32(h, 8) & 0xffff_0000);
+                    acc = checksum::sum_u32(acc, be32(h, 12));
+                    checksum::sum_u32(acc, be32(h, 16))
+                }
+                IpVersion::V6 => 0,
+            };
+            self.pseudo = self.ip.pseudo_header(h, crate::wire::ip_proto::TCP, 0);
+            self.sums = true;
+        }
+        (self.ip_sum, self.pseudo)
     }
 
     /// True when `f`, a frame of link `link`, has this template's header
@@ -194,14 +203,15 @@ impl Template {
     /// vector compares; the mask is 0 past the header.
     #[inline(always)]
     fn matches(&self, f: &[u8], link: LinkKind) -> bool {
-        if self.nwords == 0 || self.link != link {
+        if self.mask == NO_MASK || self.link != link {
             return false;
         }
+        let mask = &MASKS[self.mask as usize];
         let mut diff = 0u64;
         if let Some(h) = f.first_chunk::<MAX_HEADER>() {
-            for i in 0..WORDS {
+            for (i, m) in mask.iter().enumerate() {
                 let x = u64::from_ne_bytes(h[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-                diff |= (x & self.mask[i]) ^ self.words[i];
+                diff |= (x ^ self.head.word(i)) & m;
             }
             return diff == 0;
         }
@@ -209,25 +219,49 @@ impl Template {
         let Some(h) = f.get(..n * 8) else {
             return false;
         };
-        for ((c, w), m) in h.chunks_exact(8).zip(&self.words).zip(&self.mask) {
+        for (i, (c, m)) in h.chunks_exact(8).zip(mask).enumerate() {
             let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
-            diff |= (x & m) ^ w;
+            diff |= (x ^ self.head.word(i)) & m;
         }
         diff == 0
     }
 }
 
-/// The compare masks of the four plain layouts (Ethernet or raw IP, IPv4
-/// or IPv6), all bytes of a maximal header: 0xff where the held head and
-/// the next segment must be equal, 0 in the fields that may differ.
-static MASKS: [[u64; WORDS]; 4] = [
-    base_mask(ethernet::HEADER_LEN, false),
-    base_mask(ethernet::HEADER_LEN, true),
-    base_mask(0, false),
-    base_mask(0, true),
-];
+/// The longest TCP header (data offset 15).
+const TCP_MAX_HEADER_LEN: usize = 60;
 
-const fn base_mask(l3: usize, v6: bool) -> [u64; WORDS] {
+/// TCP header lengths: 20 to 60 bytes in steps of 4.
+const TCP_LENGTHS: usize = (TCP_MAX_HEADER_LEN - tcp::MIN_HEADER_LEN) / 4 + 1;
+
+/// The index in [`MASKS`] of layout `layout` (0: Ethernet + IPv4, 1:
+/// Ethernet + IPv6, 2: raw IPv4, 3: raw IPv6) with a TCP header of
+/// `thlen` bytes.
+#[inline(always)]
+fn mask_index(layout: usize, thlen: usize) -> usize {
+    layout * TCP_LENGTHS + (thlen - tcp::MIN_HEADER_LEN) / 4
+}
+
+/// The compare masks of the plain layouts (Ethernet or raw IP, IPv4 or
+/// IPv6, each TCP header length): 0xff where the held head and the next
+/// segment must be equal, 0 in the fields that may differ and past the
+/// header.
+static MASKS: [[u64; WORDS]; 4 * TCP_LENGTHS] = {
+    let mut all = [[0u64; WORDS]; 4 * TCP_LENGTHS];
+    let mut layout = 0;
+    while layout < 4 {
+        let l3 = if layout < 2 { ethernet::HEADER_LEN } else { 0 };
+        let mut k = 0;
+        while k < TCP_LENGTHS {
+            all[layout * TCP_LENGTHS + k] =
+                base_mask(l3, layout % 2 == 1, tcp::MIN_HEADER_LEN + 4 * k);
+            k += 1;
+        }
+        layout += 1;
+    }
+    all
+};
+
+const fn base_mask(l3: usize, v6: bool, thlen: usize) -> [u64; WORDS] {
     let mut b = [0xffu8; MAX_HEADER];
     let l4 = if v6 {
         // Payload length.
@@ -254,6 +288,12 @@ const fn base_mask(l3: usize, v6: bool) -> [u64; WORDS] {
     b[l4 + 16] = 0;
     b[l4 + 17] = 0;
     b[l4 + 13] = !(flags::FIN | flags::PSH);
+    // Nothing past the header is compared.
+    let mut i = l4 + thlen;
+    while i < MAX_HEADER {
+        b[i] = 0;
+        i += 1;
+    }
     let mut w = [0u64; WORDS];
     let mut i = 0;
     while i < WORDS {
@@ -348,17 +388,21 @@ fn ip_id_rule(
 }
 
 impl GroEngine {
-    /// Merges `input` into the held packet of its flow when it is that
-    /// packet's next segment and nothing about it needs the full path;
-    /// returns false, having changed nothing, otherwise.
+    /// The fast paths of a plain TCP frame (the shapes a [`Template`]
+    /// serves): merged into the held packet of its flow when it is that
+    /// packet's next segment ([`Self::fast_merge`]), or held as the head
+    /// of a new run when no held packet can be of its flow
+    /// ([`Self::fast_hold`]). Returns false, having changed nothing, when
+    /// the frame needs the full path, which then names the reason. The
+    /// frame's layout is read once for both.
     #[inline]
-    pub(super) fn fast_merge<F: FnMut(&super::Delivered<'_>)>(
+    pub(super) fn fast_receive<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         input: &Input<'_>,
         csum: RxChecksum,
         out: &mut F,
     ) -> bool {
-        if !self.fast_path || self.held.is_empty() {
+        if !self.fast_path {
             return false;
         }
         let f = input.data;
@@ -380,20 +424,57 @@ impl GroEngine {
         // the whole flow key (a hint table indexed by the ports and address
         // ends). A full template match means the same flow, and a flow has
         // at most one held packet, so this is the slot the full path's
-        // lookup would find. A frame without a hint (a new flow, a rare
-        // collision) takes the full path, which hashes it once.
+        // lookup would find; a held packet of the flow that fails the
+        // merge's checks goes to the full path, which names the reason.
+        // No match (a new flow, a rare collision): the hold path, which
+        // hashes the flow once and checks it against every held packet.
         let hint = hint_index(f, l4);
         let link = input.link;
-        let slot = match self.held.hinted(hint.0) {
-            Some(s) if self.held.template(s).matches(f, link) => s,
-            _ => match self.held.hinted(hint.1) {
-                Some(s) if self.held.template(s).matches(f, link) => s,
-                _ => return false,
-            },
-        };
-        let t = self.held.template(slot);
-        let hl = t.hl as usize;
-        let (ip_sum, pseudo, seq0) = (t.ip_sum, t.pseudo, t.seq);
+        if !self.held.is_empty() {
+            let slot = match self.held.hinted(hint.0) {
+                Some(s) if self.held.template(s).matches(f, link) => Some(s),
+                _ => match self.held.hinted(hint.1) {
+                    Some(s) if self.held.template(s).matches(f, link) => Some(s),
+                    _ => None,
+                },
+            };
+            if let Some(slot) = slot {
+                let merged = self.fast_merge(input, verify, slot, l3, ip, l4, hint, out);
+                #[cfg(test)]
+                {
+                    self.fast_merges += merged as u64;
+                }
+                return merged;
+            }
+        }
+        let held = self.fast_hold(input, verify, csum.csum_cnt(), l3, ip, l4, out);
+        #[cfg(test)]
+        {
+            self.fast_holds += held as u64;
+        }
+        held
+    }
+
+    /// Merges `input` into held packet `slot`, whose template it matches,
+    /// when it is that packet's next segment and nothing about it needs
+    /// the full path; returns false, having changed nothing, otherwise.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fast_merge<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        input: &Input<'_>,
+        verify: bool,
+        slot: Slot,
+        l3: usize,
+        ip: IpVersion,
+        l4: usize,
+        hint: (usize, usize),
+        out: &mut F,
+    ) -> bool {
+        let f = input.data;
+        let t = self.held.template_mut(slot);
+        let (ip_sum, pseudo) = t.sums();
+        let (hl, seq0) = (t.hl as usize, t.seq);
         let line = self.cfg.kernel;
         let p = self.held.get(slot);
         // Lengths: the IP header says exactly what the frame holds (else
@@ -414,7 +495,7 @@ impl GroEngine {
                 if checksum::fold(sum) != 0xffff {
                     return false;
                 }
-                let head_id = be16(&p.data, l3 + ipv4::field::IDENT.start);
+                let head_id = be16(&self.held.template(slot).head.0, l3 + ipv4::field::IDENT.start);
                 let df = be16(h, ipv4::field::FRAG.start) & ipv4::DF != 0;
                 let offset = id.wrapping_sub(head_id);
                 match ip_id_rule(line, offset, p.count as u16, df, fixedid, atomic) {
@@ -486,44 +567,29 @@ impl GroEngine {
     /// conjunctions (`inet_gro_receive` / `ipv6_gro_receive`'s early
     /// checks, the TCP checksum and header, `out_check_final`'s flags and
     /// length), so testing them here in another order and holding through
-    /// the same [`Self::pass_or_hold`] gives the same state; any frame
-    /// that would pass or meet a held packet goes to the full path, which
-    /// names the reason. Every receive batch starts each bulk flow this
-    /// way, and with more flows than slots every frame does.
-    #[inline]
-    pub(super) fn fast_hold<F: FnMut(&super::Delivered<'_>)>(
+    /// the same [`Self::hold_tcp`] gives the same state; any frame that
+    /// would pass or meet a held packet goes to the full path, which names
+    /// the reason. Every receive batch starts each bulk flow this way, and
+    /// with more flows than slots every frame does (each evicting the
+    /// oldest held packet, `gro_flush_oldest`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fast_hold<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         input: &Input<'_>,
-        csum: RxChecksum,
+        verify: bool,
+        csum_cnt: u16,
+        l3: usize,
+        ip: IpVersion,
+        l4: usize,
         out: &mut F,
     ) -> bool {
-        if !self.fast_path {
-            return false;
-        }
         let f = input.data;
-        if (f.len() as u64) < input.orig_len as u64 {
-            return false;
-        }
-        let Some((l3, ip)) = plain_layout(f, input.link) else {
-            return false;
-        };
-        let Ok(l2) = dissect_l2(input.link, f) else {
-            return false;
-        };
-        if l2.outgoing
-            || l2.vlan_tags != 0
-            || l2.l3_offset != l3
-            || l2.key_len != l3
-            || IpVersion::from_ethertype(l2.ethertype) != Some(ip)
-        {
-            return false;
-        }
-        let Some(l4) = plain_tcp_offset(f, l3, ip) else {
-            return false;
-        };
         match ip {
             IpVersion::V4 => {
-                let h = &f[l3..l4];
+                let Some(h) = f[l3..].first_chunk::<{ ipv4::MIN_HEADER_LEN }>() else {
+                    return false;
+                };
                 // No options, TCP, not a fragment and no reserved bit (else
                 // the flush bit), the length exactly the bytes, a good
                 // header checksum.
@@ -531,7 +597,7 @@ impl GroEngine {
                     || h[ipv4::field::PROTOCOL] != crate::wire::ip_proto::TCP
                     || be16(h, ipv4::field::FRAG.start) & !ipv4::DF != 0
                     || be16(h, ipv4::field::TOTAL_LEN.start) as usize != f.len() - l3
-                    || checksum::checksum(h) != 0
+                    || !ipv4_header_checksum_ok(h)
                 {
                     return false;
                 }
@@ -554,11 +620,24 @@ impl GroEngine {
         if len == 0 || flags & super::tcp::FINAL_FLAGS != 0 {
             return false;
         }
+        // What `dissect_l2` says of a frame of these layouts (untagged
+        // Ethernet with an IP EtherType, or raw IP): the link header is
+        // the whole flow key.
+        let et = ip.ethertype();
+        let l2 = L2Info {
+            l3_offset: l3,
+            ethertype: et,
+            outer_protocol: et,
+            vlan_tags: 0,
+            key_len: l3,
+            outgoing: false,
+            vlan_tpids_offloaded: true,
+        };
         let hash = super::rx::flow_hash_parts(f, input.link, l2.key_len, l3, l4, ip, None);
         if self.held.holds_hash(hash) {
             return false;
         }
-        if self.cfg.verify_checksums && csum.csum_cnt() == 0 {
+        if verify {
             let seg = &f[l4..];
             let pseudo = ip.pseudo_header(&f[l3..], crate::wire::ip_proto::TCP, seg.len() as u32);
             if !checksum::verify(pseudo, seg) {
@@ -580,13 +659,23 @@ impl GroEngine {
                 outer: None,
             },
             l3_flush: false,
-            csum_cnt: csum.csum_cnt(),
+            csum_cnt,
         };
         self.stats.proto_in[Proto::of(ip, Some(Transport::Tcp)) as usize] += 1;
-        let v = self.pass_or_hold(&skb, hash, thlen, len, flags, out);
-        debug_assert_eq!(v, Verdict::Consumed);
+        self.hold_tcp(&skb, hash, thlen, len, out);
         true
     }
+}
+
+/// True when the option-less IPv4 header `h` has a good header checksum
+/// (its ten 16-bit words fold to 0xffff), summed inline.
+#[inline(always)]
+fn ipv4_header_checksum_ok(h: &[u8; ipv4::MIN_HEADER_LEN]) -> bool {
+    let mut acc = 0u64;
+    for w in h.chunks_exact(4) {
+        acc += u32::from_be_bytes(w.try_into().expect("4 bytes")) as u64;
+    }
+    checksum::fold(acc) == 0xffff
 }
 
 /// Asks for every cache line of `f` ahead of use, so that the lines the

@@ -325,7 +325,6 @@ fn clean_trains_merge_on_the_fast_path() {
                 kernel: line,
                 ..GroConfig::default()
             });
-            let mut n = 0;
             for (i, (f, _)) in frames.iter().enumerate() {
                 let input = Input {
                     data: f,
@@ -334,13 +333,10 @@ fn clean_trains_merge_on_the_fast_path() {
                     frame: i as u64 + 1,
                     orig_len: f.len() as u32,
                 };
-                if e.fast_merge(&input, RxChecksum::None, &mut |_| {}) {
-                    n += 1;
-                } else {
-                    e.receive(input, &mut |_| {});
-                }
+                e.receive(input, &mut |_| {});
             }
-            assert_eq!(n, 38, "v6 {v6} line {line}");
+            assert_eq!(e.fast_merges, 38, "v6 {v6} line {line}");
+            assert_eq!(e.fast_holds, 2, "v6 {v6} line {line}");
         }
     }
 }
@@ -389,14 +385,83 @@ fn plain_public_api_takes_the_fast_path() {
                     }
                     e.finish(&mut |_| delivered += 1);
                 }
-                // Each batch starts every flow once on the full path.
+                // Each batch starts every flow once, held by the fast path
+                // too.
                 let heads = 2 * flows.min(frames.len()) as u64;
                 assert_eq!(
                     e.fast_merges,
                     frames.len() as u64 - heads,
                     "v6 {v6} flows {flows} zero-copy {zero_copy}"
                 );
+                assert_eq!(
+                    e.fast_holds, heads,
+                    "v6 {v6} flows {flows} zero-copy {zero_copy}"
+                );
                 assert_eq!(delivered as u64, heads);
+            }
+        }
+    }
+}
+
+/// More flows than the table holds, round-robin (the 30 000-flow trains
+/// of `benches/gro-peers`): nothing merges, and every frame is held by
+/// the fast path (evicting the oldest held packet), copying or zero-copy,
+/// through the plain public API. Zero-copy singles come as their headers
+/// plus one frag, and are their frames byte for byte.
+#[test]
+fn many_flows_are_held_on_the_fast_path() {
+    for v6 in [false, true] {
+        for zero_copy in [false, true] {
+            let c = Case {
+                line: KernelLine::default(),
+                v6,
+                raw_ip: false,
+                flows: 100,
+                fixed_id: false,
+                timestamps: true,
+                verify: true,
+                valid: false,
+                zero_copy,
+                max_size: GRO_LEGACY_MAX_SIZE,
+                timeout0: false,
+                mss: 1400,
+                muts: (0..400).map(|i| (i, Mutation::None)).collect(),
+            };
+            let frames = train(&c);
+            let mut e = GroEngine::new(GroConfig::default());
+            e.set_zero_copy(zero_copy);
+            let mut got = Vec::new();
+            let mut push = |d: &Delivered<'_>| {
+                assert_eq!(d.segments, 1);
+                assert_eq!(d.frags.len(), zero_copy as usize);
+                let mut v = Vec::new();
+                d.copy_to(|n| &frames[n as usize - 1].0[..], &mut v);
+                got.push((d.first_frame, v, d.reason));
+            };
+            for (i, (f, _)) in frames.iter().enumerate() {
+                let input = Input {
+                    data: f,
+                    link: LinkKind::Ethernet,
+                    timestamp_ns: i as u64,
+                    frame: i as u64 + 1,
+                    orig_len: f.len() as u32,
+                };
+                e.receive(input, &mut push);
+            }
+            e.finish(&mut push);
+            let what = format!("v6 {v6} zero-copy {zero_copy}");
+            assert_eq!(e.fast_holds, frames.len() as u64, "{what}");
+            assert_eq!(e.fast_merges, 0, "{what}");
+            assert_eq!(got.len(), frames.len(), "{what}");
+            for (k, (first, bytes, reason)) in got.iter().enumerate() {
+                assert_eq!(*first, k as u64 + 1, "{what}: oldest first");
+                assert_eq!(bytes, &frames[k].0, "{what}: frame {first} unchanged");
+                let want = if k + MAX_GRO_SKBS < frames.len() {
+                    FlushReason::TableFull
+                } else {
+                    FlushReason::EndOfInput
+                };
+                assert_eq!(*reason, want, "{what}");
             }
         }
     }

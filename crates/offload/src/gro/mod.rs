@@ -511,6 +511,9 @@ pub struct GroEngine {
     /// the public API takes it).
     #[cfg(test)]
     fast_merges: u64,
+    /// Frames held as new heads by the fast path.
+    #[cfg(test)]
+    fast_holds: u64,
 }
 
 impl GroEngine {
@@ -525,6 +528,8 @@ impl GroEngine {
             fast_path: true,
             #[cfg(test)]
             fast_merges: 0,
+            #[cfg(test)]
+            fast_holds: 0,
         }
     }
 
@@ -592,17 +597,7 @@ impl GroEngine {
         }
         self.last_ts = Some(input.timestamp_ns);
 
-        if self.fast_merge(&input, csum, out) {
-            #[cfg(test)]
-            {
-                self.fast_merges += 1;
-            }
-            if self.cfg.flush_timeout_ns == 0 {
-                self.flush_all(FlushReason::Timeout, out);
-            }
-            return;
-        }
-        if self.fast_hold(&input, csum, out) {
+        if self.fast_receive(&input, csum, out) {
             if self.cfg.flush_timeout_ns == 0 {
                 self.flush_all(FlushReason::Timeout, out);
             }

@@ -147,8 +147,24 @@ impl GroEngine {
         if skb.l3_flush {
             return Verdict::Pass(FlushReason::LengthMismatch);
         }
-        let slot = self.hold_hashed(skb, hash, len, skb.lay.l4_off + thlen, out);
+        self.hold_tcp(skb, hash, thlen, len, out);
+        Verdict::Consumed
+    }
+
+    /// Holds TCP segment `skb` (flow hash `hash`, header length `thlen`,
+    /// `len` payload bytes) as the head of a new run, with the fast path's
+    /// template and hints for a plain shape. Both paths hold through here.
+    #[inline]
+    pub(super) fn hold_tcp<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        hash: u32,
+        thlen: usize,
+        len: u32,
+        out: &mut F,
+    ) {
         let lay = &skb.lay;
+        let slot = self.hold_hashed(skb, hash, len, lay.l4_off + thlen, out);
         if lay.outer.is_none() {
             let on = self.held.template_mut(slot).fill(
                 skb.frame(),
@@ -164,7 +180,6 @@ impl GroEngine {
                     .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
             }
         }
-        Verdict::Consumed
     }
 
     /// Evaluates `tcp_gro_receive`'s flush terms against held packet `idx`;
