@@ -91,6 +91,8 @@ pub(super) struct Template {
     pseudo: u64,
     /// The head's sequence number.
     seq: u32,
+    /// The head's [`flow_tag`].
+    tag: u64,
 }
 
 /// [`Template::mask`] of a slot without a template.
@@ -110,6 +112,7 @@ impl Template {
         ip_sum: 0,
         pseudo: 0,
         seq: 0,
+        tag: 0,
     };
 
     /// Marks the slot as served by the full path only.
@@ -167,6 +170,7 @@ impl Template {
         self.link = link;
         self.sums = false;
         self.seq = be32(f, l4 + tcp::field::SEQ.start);
+        self.tag = flow_tag(f, l4);
         true
     }
 
@@ -201,9 +205,13 @@ impl Template {
     /// [`MAX_HEADER`] bytes (every data segment) is compared over all
     /// words at once, a loop of fixed length the compiler unrolls into
     /// vector compares; the mask is 0 past the header.
+    ///
+    /// `tag` is the frame's [`flow_tag`]: bytes the mask compares, checked
+    /// first so that another flow's frame (a stale or colliding hint) is
+    /// told apart with one compare.
     #[inline(always)]
-    fn matches(&self, f: &[u8], link: LinkKind) -> bool {
-        if self.mask == NO_MASK || self.link != link {
+    fn matches(&self, f: &[u8], link: LinkKind, tag: u64) -> bool {
+        if self.tag != tag || self.mask == NO_MASK || self.link != link {
             return false;
         }
         let mask = &MASKS[self.mask as usize];
@@ -309,16 +317,27 @@ const fn base_mask(l3: usize, v6: bool, thlen: usize) -> [u64; WORDS] {
     w
 }
 
-/// The two hint-table indices of a frame whose transport header is at
-/// `l4`: two bytes of a multiplicative hash of the ports and the last four
-/// address bytes before them (the end of the destination address). A
-/// flow is hinted under both, so two flows that collide on one index are
-/// still told apart by the other.
+/// The flow tag of a frame whose transport header is at `l4`: the ports
+/// and the last four address bytes before them (the end of the
+/// destination address), 8 bytes every template compares.
+#[inline(always)]
+fn flow_tag(f: &[u8], l4: usize) -> u64 {
+    u64::from_ne_bytes(f[l4 - 4..l4 + 4].try_into().expect("8 bytes"))
+}
+
+/// The two hint-table indices of flow tag `tag` ([`flow_tag`]): two bytes
+/// of a multiplicative hash of it. A flow is hinted under both, so two
+/// flows that collide on one index are still told apart by the other.
+#[inline(always)]
+fn hint_of(tag: u64) -> (usize, usize) {
+    let h = tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((h >> 56) as usize, (h >> 48) as u8 as usize)
+}
+
+/// The two hint-table indices of a frame whose transport header is at `l4`.
 #[inline(always)]
 pub(super) fn hint_index(f: &[u8], l4: usize) -> (usize, usize) {
-    let w = u64::from_ne_bytes(f[l4 - 4..l4 + 4].try_into().expect("8 bytes"));
-    let h = w.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    ((h >> 56) as usize, (h >> 48) as u8 as usize)
+    hint_of(flow_tag(f, l4))
 }
 
 /// Where the network and transport headers would be if `f` were a plain
@@ -428,13 +447,14 @@ impl GroEngine {
         // merge's checks goes to the full path, which names the reason.
         // No match (a new flow, a rare collision): the hold path, which
         // hashes the flow once and checks it against every held packet.
-        let hint = hint_index(f, l4);
+        let tag = flow_tag(f, l4);
+        let hint = hint_of(tag);
         let link = input.link;
         if !self.held.is_empty() {
             let slot = match self.held.hinted(hint.0) {
-                Some(s) if self.held.template(s).matches(f, link) => Some(s),
+                Some(s) if self.held.template(s).matches(f, link, tag) => Some(s),
                 _ => match self.held.hinted(hint.1) {
-                    Some(s) if self.held.template(s).matches(f, link) => Some(s),
+                    Some(s) if self.held.template(s).matches(f, link, tag) => Some(s),
                     _ => None,
                 },
             };

@@ -741,7 +741,9 @@ impl GroEngine {
         p.count = 1;
         p.mss = payload;
         p.fixedid = 0;
-        p.atomic = profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
+        // Read by the ≤ 6.9 IP-ID rule only (`profile::ip_id_flush_6_1`).
+        p.atomic = self.cfg.kernel == KernelLine::V6_1
+            && profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
         p.payload = payload;
         p.first_frame = skb.input.frame;
         p.last_frame = skb.input.frame;

@@ -579,7 +579,7 @@ pub(super) fn flow_hash_parts(
     if f.len() >= l4_off + 4 {
         h = h.wrapping_add(term(word(f, l4_off, 4), 40));
     }
-    (h >> 32) as u32 ^ h as u32
+    super::table::held_hash((h >> 32) as u32 ^ h as u32)
 }
 
 /// Invariant (relied on by `tcp_flush_term` and `network_flush`, which

@@ -25,7 +25,7 @@ use super::{Held, MAX_GRO_SKBS};
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(super) struct Hot {
-    /// Flow hash of each occupied slot.
+    /// Flow hash of each occupied slot, [`FREE`] for the others.
     hashes: [u32; MAX_GRO_SKBS],
     /// Occupied slots, oldest first (`order[..len]`).
     order: [u8; MAX_GRO_SKBS],
@@ -60,6 +60,17 @@ pub(super) struct Table {
     hints: [u8; HINTS],
 }
 
+/// The hash of a free slot in [`Hot::hashes`]: [`held_hash`] never
+/// gives it.
+const FREE: u32 = 0;
+
+/// A flow hash as the table keeps it: never [`FREE`] (the lowest bit is
+/// set), so that free slots need no occupancy test.
+#[inline(always)]
+pub(super) fn held_hash(h: u32) -> u32 {
+    h | 1
+}
+
 /// Entries of the fast path's flow-to-slot hint table (one byte each).
 pub(super) const HINTS: usize = 256;
 
@@ -70,7 +81,7 @@ impl Table {
     pub(super) fn new() -> Self {
         Table {
             hot: Hot {
-                hashes: [0; MAX_GRO_SKBS],
+                hashes: [FREE; MAX_GRO_SKBS],
                 order: [0; MAX_GRO_SKBS],
                 len: 0,
                 used: 0,
@@ -105,17 +116,14 @@ impl Table {
         None
     }
 
-    /// True when a held packet has flow hash `hash` (one compare per
-    /// occupied slot of the hot line).
+    /// True when a held packet has flow hash `hash` (a hash made by
+    /// [`held_hash`]).
     #[inline]
     pub(super) fn holds_hash(&self, hash: u32) -> bool {
-        // All eight hashes at once (a vector compare), masked by occupancy.
-        let hot = &self.hot;
-        let mut hits = 0u8;
-        for (i, &h) in hot.hashes.iter().enumerate() {
-            hits |= ((h == hash) as u8) << i;
-        }
-        hits & hot.used != 0
+        debug_assert!(hash != FREE);
+        // All eight hashes at once (two vector compares): a free slot's
+        // hash is `FREE`, which no held hash equals.
+        self.hot.hashes.iter().fold(false, |any, &h| any | (h == hash))
     }
 
     /// The slot hinted for hint index `k`, if occupied.
@@ -158,9 +166,19 @@ impl Table {
 
     /// Takes held packet `s` out of the order; its slot keeps the packet
     /// (to complete and deliver in place) until the next [`Self::alloc`].
+    #[inline]
     pub(super) fn unlink(&mut self, s: Slot) {
         let hot = &mut self.hot;
-        let len = hot.len as usize;
+        hot.hashes[s] = FREE;
+        hot.len -= 1;
+        hot.used &= !(1 << s);
+        if hot.order[0] as usize == s {
+            // The oldest (a full table's eviction, a flush): the others
+            // move down one byte.
+            hot.order = (u64::from_le_bytes(hot.order) >> 8).to_le_bytes();
+            return;
+        }
+        let len = hot.len as usize + 1;
         // The order is at most eight bytes: as one word, the slot's byte
         // found by a compare and the younger bytes shifted down over it.
         let order = u64::from_le_bytes(hot.order);
@@ -179,8 +197,6 @@ impl Table {
         };
         let above = (order >> 8) & (u64::MAX << (8 * at));
         hot.order = (below | above).to_le_bytes();
-        hot.len -= 1;
-        hot.used &= !(1 << s);
     }
 
     /// The oldest held packet's slot.
@@ -195,6 +211,7 @@ impl Table {
     /// used: buffers never move between slots) and its template.
     #[inline]
     pub(super) fn alloc(&mut self, hash: u32) -> Slot {
+        debug_assert!(hash != FREE);
         let hot = &mut self.hot;
         let s = (!hot.used).trailing_zeros() as usize;
         debug_assert!(s < MAX_GRO_SKBS && (hot.len as usize) < MAX_GRO_SKBS);
