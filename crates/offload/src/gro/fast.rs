@@ -127,7 +127,7 @@ impl Template {
     /// slot as served by the full path. Returns whether it is on. Runs for
     /// every held packet.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn fill(
         &mut self,
         f: &[u8],

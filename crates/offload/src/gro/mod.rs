@@ -700,7 +700,7 @@ impl GroEngine {
     }
 
     /// [`Self::hold`] for a frame whose flow hash is already known.
-    #[inline]
+    #[inline(always)]
     fn hold_hashed<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &rx::Skb<'_>,

@@ -154,7 +154,7 @@ impl GroEngine {
     /// Holds TCP segment `skb` (flow hash `hash`, header length `thlen`,
     /// `len` payload bytes) as the head of a new run, with the fast path's
     /// template and hints for a plain shape. Both paths hold through here.
-    #[inline]
+    #[inline(always)]
     pub(super) fn hold_tcp<F: FnMut(&Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
