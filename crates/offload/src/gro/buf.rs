@@ -80,24 +80,18 @@ impl PacketBuf {
     /// the whole frame); the rest of the frame stays where it is, as the
     /// packet's first frag (frame number `frame_no`). Zero-copy holds:
     /// a new flow's head costs a header copy, not a payload copy.
-    #[inline]
+    #[inline(always)]
     pub(super) fn reset_headers(&mut self, frame: &[u8], header_end: usize, frame_no: u64) {
         let hl = header_end.min(frame.len());
-        self.room(HEADROOM + SMALL_COPY);
-        if let (Some(src), Some(dst)) = (
+        match (
             frame.first_chunk::<SMALL_COPY>(),
-            self.buf[HEADROOM..].first_chunk_mut::<SMALL_COPY>(),
+            self.buf.get_mut(HEADROOM..HEADROOM + SMALL_COPY),
         ) {
             // One fixed-size copy (a few vector moves, no library call)
-            // when the header fits; the bytes past `hl` are not part of
+            // when the headers fit; the bytes past `hl` are not part of
             // the packet.
-            if hl <= SMALL_COPY {
-                *dst = *src;
-            }
-        }
-        if hl > SMALL_COPY || frame.len() < SMALL_COPY {
-            self.room(HEADROOM + hl);
-            self.buf[HEADROOM..HEADROOM + hl].copy_from_slice(&frame[..hl]);
+            (Some(src), Some(dst)) if hl <= SMALL_COPY => dst.copy_from_slice(src),
+            _ => self.copy_headers(&frame[..hl]),
         }
         self.head = HEADROOM;
         self.end = HEADROOM + hl;
@@ -110,6 +104,14 @@ impl PacketBuf {
                 len: self.frag_bytes as u32,
             });
         }
+    }
+
+    /// [`Self::reset_headers`]'s copy of long headers, a short frame, or
+    /// into a buffer not grown yet.
+    #[cold]
+    fn copy_headers(&mut self, h: &[u8]) {
+        self.room(HEADROOM + h.len().max(SMALL_COPY));
+        self.buf[HEADROOM..HEADROOM + h.len()].copy_from_slice(h);
     }
 
     /// Appends a merged segment's payload: a copy, or a reference to
