@@ -558,7 +558,25 @@ pub(super) fn flow_hash_parts(
     } else {
         h = h.wrapping_add(term(word(key, 0, key.len()), 1));
     }
-    let addrs = |h: u64, l3: usize, ip: IpVersion, i: u64| match ip {
+    if let Some(o) = outer {
+        h = addrs(h, f, o.l3_off, o.ip, 20);
+        if let Some(u) = o.udp_off() {
+            h = h.wrapping_add(term(word(f, u + udp::field::PORTS.start, 4), 24));
+        }
+    }
+    h = addrs(h, f, l3_off, ip, 30);
+    // The transport ports (`udp_gro_lookup`/`tcp_gro_lookup` compare them).
+    if f.len() >= l4_off + 4 {
+        h = h.wrapping_add(term(word(f, l4_off, 4), 40));
+    }
+    super::table::held_hash((h >> 32) as u32 ^ h as u32)
+}
+
+/// [`flow_hash_parts`]' terms of the addresses of the IP header at `l3`
+/// (`i`: the first term's position).
+#[inline(always)]
+fn addrs(h: u64, f: &[u8], l3: usize, ip: IpVersion, i: u64) -> u64 {
+    match ip {
         IpVersion::V4 => h.wrapping_add(term(word(f, l3 + ipv4::field::ADDRS.start, 8), i)),
         IpVersion::V6 => {
             let a = l3 + ipv6::field::ADDRS.start;
@@ -567,19 +585,7 @@ pub(super) fn flow_hash_parts(
                 .wrapping_add(term(word(f, a + 16, 8), i + 2))
                 .wrapping_add(term(word(f, a + 24, 8), i + 3))
         }
-    };
-    if let Some(o) = outer {
-        h = addrs(h, o.l3_off, o.ip, 20);
-        if let Some(u) = o.udp_off() {
-            h = h.wrapping_add(term(word(f, u + udp::field::PORTS.start, 4), 24));
-        }
     }
-    h = addrs(h, l3_off, ip, 30);
-    // The transport ports (`udp_gro_lookup`/`tcp_gro_lookup` compare them).
-    if f.len() >= l4_off + 4 {
-        h = h.wrapping_add(term(word(f, l4_off, 4), 40));
-    }
-    super::table::held_hash((h >> 32) as u32 ^ h as u32)
 }
 
 /// Invariant (relied on by `tcp_flush_term` and `network_flush`, which

@@ -209,7 +209,7 @@ impl Table {
     /// hash `hash`; the table must have room. The caller fills the slot's
     /// [`Held`] in place (its buffer is the one the slot's last packet
     /// used: buffers never move between slots) and its template.
-    #[inline]
+    #[inline(always)]
     pub(super) fn alloc(&mut self, hash: u32) -> Slot {
         debug_assert!(hash != FREE);
         let hot = &mut self.hot;
