@@ -116,7 +116,7 @@ impl PacketBuf {
 
     /// Appends a merged segment's payload: a copy, or a reference to
     /// `frame[offset..]` when zero-copy.
-    #[inline]
+    #[inline(always)]
     pub(super) fn append(&mut self, frame: &[u8], offset: usize, frame_no: u64, zero_copy: bool) {
         let payload = &frame[offset..];
         if zero_copy {

@@ -32,7 +32,7 @@
 use super::profile::KernelLine;
 use super::rx::Skb;
 use super::table::Slot;
-use super::{mac_len, max_size, GroEngine, Input, Proto, RxChecksum};
+use super::{mac_len, FlushReason, GroEngine, Input, Proto, RxChecksum};
 use crate::checksum;
 use crate::layout::Layout;
 use crate::link::{L2Info, LinkKind};
@@ -93,6 +93,9 @@ pub(super) struct Template {
     seq: u32,
     /// The head's [`flow_tag`].
     tag: u64,
+    /// The size limit of the held packet (`netif_get_gro_max_size`, set
+    /// by [`Template::set_limit`]).
+    limit: u32,
 }
 
 /// [`Template::mask`] of a slot without a template.
@@ -113,6 +116,7 @@ impl Template {
         pseudo: 0,
         seq: 0,
         tag: 0,
+        limit: 0,
     };
 
     /// Marks the slot as served by the full path only.
@@ -172,6 +176,12 @@ impl Template {
         self.seq = be32(f, l4 + tcp::field::SEQ.start);
         self.tag = flow_tag(f, l4);
         true
+    }
+
+    /// Sets the held packet's size limit (`max_size` of its outer protocol).
+    #[inline(always)]
+    pub(super) fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
     }
 
     /// The ones' complement sums of the head's fixed fields (once per
@@ -459,31 +469,34 @@ impl GroEngine {
                 },
             };
             if let Some(slot) = slot {
-                let merged = self.fast_merge(input, verify, slot, l3, ip, l4, hint, out);
-                #[cfg(test)]
-                {
-                    self.fast_merges += merged as u64;
-                }
-                return merged;
+                return self.fast_merge(
+                    input,
+                    verify,
+                    csum.csum_cnt(),
+                    slot,
+                    l3,
+                    ip,
+                    l4,
+                    hint,
+                    out,
+                );
             }
         }
-        let held = self.fast_hold(input, verify, csum.csum_cnt(), l3, ip, l4, out);
-        #[cfg(test)]
-        {
-            self.fast_holds += held as u64;
-        }
-        held
+        self.fast_hold(input, verify, csum.csum_cnt(), l3, ip, l4, out)
     }
 
     /// Merges `input` into held packet `slot`, whose template it matches,
     /// when it is that packet's next segment and nothing about it needs
-    /// the full path; returns false, having changed nothing, otherwise.
+    /// the full path (or, when the merge would pass the size limit,
+    /// completes the held packet and holds `input`, as the full path
+    /// does); returns false, having changed nothing, otherwise.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn fast_merge<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         input: &Input<'_>,
         verify: bool,
+        csum_cnt: u16,
         slot: Slot,
         l3: usize,
         ip: IpVersion,
@@ -494,7 +507,7 @@ impl GroEngine {
         let f = input.data;
         let t = self.held.template_mut(slot);
         let (ip_sum, pseudo) = t.sums();
-        let (hl, seq0) = (t.hl as usize, t.seq);
+        let (hl, seq0, limit) = (t.hl as usize, t.seq, t.limit);
         let line = self.cfg.kernel;
         let p = self.held.get(slot);
         // Lengths: the IP header says exactly what the frame holds (else
@@ -515,7 +528,10 @@ impl GroEngine {
                 if checksum::fold(sum) != 0xffff {
                     return false;
                 }
-                let head_id = be16(&self.held.template(slot).head.0, l3 + ipv4::field::IDENT.start);
+                let head_id = be16(
+                    &self.held.template(slot).head.0,
+                    l3 + ipv4::field::IDENT.start,
+                );
                 let df = be16(h, ipv4::field::FRAG.start) & ipv4::DF != 0;
                 let offset = id.wrapping_sub(head_id);
                 match ip_id_rule(line, offset, p.count as u16, df, fixedid, atomic) {
@@ -541,8 +557,26 @@ impl GroEngine {
         if be32(f, l4 + tcp::field::SEQ.start) != seq0.wrapping_add(p.payload) {
             return false;
         }
-        if p.skb_len() as u64 + len as u64 >= max_size(&self.cfg, p.outer_protocol) as u64 {
-            return false;
+        if p.skb_len() as u64 + len as u64 >= limit as u64 {
+            // `skb_gro_receive` refuses it (`-E2BIG`): every other term of
+            // `tcp_gro_receive` passed, so the full path completes the held
+            // packet, with the IP-ID state the network checks left, and
+            // holds the segment as a new head (`tcp_receive` verifies the
+            // checksum first: a bad one passes, completing nothing). Every
+            // 64 KiB run of a bulk flow ends here.
+            if verify
+                && !checksum::verify(checksum::sum_u32(pseudo, (f.len() - l4) as u32), &f[l4..])
+            {
+                return false;
+            }
+            let p = self.held.get_mut(slot);
+            p.fixedid = fixedid;
+            p.atomic = atomic;
+            self.complete(slot, FlushReason::SizeLimit, out);
+            // A frame the fast hold declines (another held flow with the
+            // same hash) takes the full path, which finds no held packet
+            // of its flow, as it would have after completing this one.
+            return self.fast_hold(input, false, csum_cnt, l3, ip, l4, out);
         }
         let zero_copy = self.zero_copy;
         let p = self.held.get_mut(slot);
@@ -576,6 +610,10 @@ impl GroEngine {
         let word = (tflags as u32) << 16;
         self.held.hint(hint, slot);
         self.merged_tcp(slot, input, len, word, out);
+        #[cfg(test)]
+        {
+            self.fast_merges += 1;
+        }
         true
     }
 
@@ -683,6 +721,10 @@ impl GroEngine {
         };
         self.stats.proto_in[Proto::of(ip, Some(Transport::Tcp)) as usize] += 1;
         self.hold_tcp(&skb, hash, thlen, len, out);
+        #[cfg(test)]
+        {
+            self.fast_holds += 1;
+        }
         true
     }
 }

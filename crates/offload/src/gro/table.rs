@@ -123,7 +123,10 @@ impl Table {
         debug_assert!(hash != FREE);
         // All eight hashes at once (two vector compares): a free slot's
         // hash is `FREE`, which no held hash equals.
-        self.hot.hashes.iter().fold(false, |any, &h| any | (h == hash))
+        self.hot
+            .hashes
+            .iter()
+            .fold(false, |any, &h| any | (h == hash))
     }
 
     /// The slot hinted for hint index `k`, if occupied.

@@ -176,6 +176,8 @@ impl GroEngine {
                 thlen,
             );
             if on {
+                let limit = max_size(&self.cfg, skb.l2.outer_protocol);
+                self.held.template_mut(slot).set_limit(limit);
                 self.held
                     .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
             }
