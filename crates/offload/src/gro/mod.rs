@@ -660,6 +660,18 @@ impl GroEngine {
         reason: FlushReason,
         out: &mut F,
     ) {
+        self.complete_inline(s, reason, out)
+    }
+
+    /// [`Self::complete`], inlined where a new flow evicts the oldest
+    /// held packet (every frame of a train with more flows than slots).
+    #[inline(always)]
+    fn complete_inline<F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        s: table::Slot,
+        reason: FlushReason,
+        out: &mut F,
+    ) {
         self.held.unlink(s);
         let p = self.held.get_mut(s);
         let mut gso = 0;
@@ -713,7 +725,7 @@ impl GroEngine {
         // oldest packet before the new one is linked in.
         if self.held.len() >= MAX_GRO_SKBS {
             if let Some(oldest) = self.held.oldest() {
-                self.complete(oldest, FlushReason::TableFull, out);
+                self.complete_inline(oldest, FlushReason::TableFull, out);
             }
         }
         let proto = match skb.lay.outer {
