@@ -206,12 +206,11 @@ impl VnetHdr {
             (Transport::Udp, _) => gso::UDP_L4,
         };
         let csum_offset = lay.l4_proto.checksum_offset() as u16;
-        let cwr = d.data[lay.l4_off + tcp::field::FLAGS] & tcp::flags::CWR != 0;
-        let ecn = if cwr && lay.l4_proto == Transport::Tcp {
-            gso::ECN
-        } else {
-            0
-        };
+        // Only TCP has the flag byte (a UDP packet's `data` may end with
+        // its 8-byte header: zero-copy delivery).
+        let cwr = lay.l4_proto == Transport::Tcp
+            && d.data[lay.l4_off + tcp::field::FLAGS] & tcp::flags::CWR != 0;
+        let ecn = if cwr { gso::ECN } else { 0 };
         Ok(VnetHdr {
             flags: flags::NEEDS_CSUM,
             gso_type: gso_type | ecn,
@@ -354,6 +353,54 @@ mod tests {
         h.encode(&mut b);
         assert_eq!(VnetHdr::decode(&b, HDR_LEN_V1).unwrap(), h);
         assert!(VnetHdr::decode(&b[..9], HDR_LEN).is_err());
+    }
+
+    /// Zero-copy delivery: `data` is the headers only (a UDP packet's ends
+    /// with its 8-byte header); the vnet header of the super-packet is the
+    /// one of the copying delivery, never a read past `data`.
+    #[test]
+    fn zero_copy_super_packets_get_the_copying_header() {
+        for udp in [false, true] {
+            let frames: Vec<Vec<u8>> = (0..3u16)
+                .map(|i| {
+                    let mut s = if udp {
+                        FrameSpec::udp4([10, 0, 0, 1], [10, 0, 0, 2], 4000, 5000)
+                    } else {
+                        FrameSpec::tcp4(
+                            [10, 0, 0, 1],
+                            [10, 0, 0, 2],
+                            TcpSpec::data(1, 2, 100 + i as u32 * 1000),
+                        )
+                    }
+                    .payload(vec![i as u8; 1000]);
+                    s.v4_mut().id = i;
+                    s.build()
+                })
+                .collect();
+            let mut hdrs = Vec::new();
+            for zero_copy in [false, true] {
+                let mut e = GroEngine::new(GroConfig::default());
+                e.set_zero_copy(zero_copy);
+                let mut push = |d: &Delivered<'_>| {
+                    assert_eq!(d.segments, 3);
+                    hdrs.push(VnetHdr::for_delivery(d).unwrap());
+                };
+                for (i, f) in frames.iter().enumerate() {
+                    let input = Input {
+                        data: f,
+                        link: LinkKind::Ethernet,
+                        timestamp_ns: 0,
+                        frame: i as u64 + 1,
+                        orig_len: f.len() as u32,
+                    };
+                    e.receive(input, &mut push);
+                }
+                e.finish(&mut push);
+            }
+            assert_eq!(hdrs.len(), 2);
+            assert_eq!(hdrs[0], hdrs[1], "udp {udp}");
+            assert_ne!(hdrs[0].gso_type, 0);
+        }
     }
 
     type Written = Vec<(Vec<u8>, VnetHdr)>;
