@@ -152,7 +152,7 @@ impl Template {
             || key_len != l3
             || l4 != l3 + ip.min_header_len()
             || !(tcp::MIN_HEADER_LEN..=TCP_MAX_HEADER_LEN).contains(&thlen)
-            || thlen % 4 != 0
+            || !thlen.is_multiple_of(4)
             || hl > MAX_HEADER
             || f.len() < hl
         {
