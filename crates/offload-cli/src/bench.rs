@@ -51,9 +51,9 @@ enum BenchCommand {
 #[derive(Debug, Clone, clap::Args)]
 struct ServerArgs {
     /// Control address, ADDR:PORT or [V6]:PORT (data sockets use ephemeral
-    /// ports on the address each client reached). [::]:12867 serves IPv4
-    /// and IPv6.
-    #[arg(long, default_value = "0.0.0.0:12867", value_parser = parse_listen)]
+    /// ports on the address each client reached). The default [::]:12867
+    /// serves IPv4 and IPv6 (0.0.0.0:12867 on a host without IPv6).
+    #[arg(long, default_value = "[::]:12867", value_parser = parse_listen)]
     listen: SocketAddr,
     /// One JSON object per line and per event (listening, connected,
     /// test_started, test_finished, error, disconnected, stopped) on
