@@ -515,7 +515,9 @@ fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), BenchError> {
 /// The rows of a `.jsonl` or `.parquet` file written by [`RowWriter`], as
 /// JSON objects with the same field names (for checks and for tools that
 /// compare runs).
-pub fn read_rows(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+pub fn read_rows(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
     let file_err = |source| BenchError::File {
         file: path.display().to_string(),
         source,
@@ -524,7 +526,10 @@ pub fn read_rows(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::
         file: path.display().to_string(),
         what,
     };
-    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+    {
         return read_parquet(path);
     }
     let text = std::fs::read_to_string(path).map_err(file_err)?;
@@ -540,7 +545,9 @@ pub fn read_rows(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::
 }
 
 #[cfg(not(feature = "parquet"))]
-fn read_parquet(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+fn read_parquet(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
     Err(BenchError::Config(format!(
         "{}: this build has no Parquet support (cargo feature `parquet` of offload-bench)",
         path.display()
@@ -548,7 +555,9 @@ fn read_parquet(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::V
 }
 
 #[cfg(feature = "parquet")]
-fn read_parquet(path: &Path) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+fn read_parquet(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
     use serde_json::Value;

@@ -174,7 +174,11 @@ fn output_rows_carry_every_knob_that_changes_results() {
         let rows = offload_bench::output::read_rows(&path).unwrap();
         assert_eq!(rows.len(), 1, "{name}");
         let row = &rows[0];
-        let int = |k: &str| row[k].as_i64().unwrap_or_else(|| panic!("{name}: {k} = {}", row[k]));
+        let int = |k: &str| {
+            row[k]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{name}: {k} = {}", row[k]))
+        };
         assert_eq!(row["profile"], "UDP_STREAM", "{name}");
         assert_eq!(int("rxUsecs"), 30, "{name}");
         assert_eq!(int("batch"), 8, "{name}");
