@@ -230,6 +230,7 @@ def idle_entries():
     return total
 
 
+LOAD_START = open("/proc/loadavg").read().split()[:3]
 OPORT = 13867
 ofl_srv = start([OFL, "bench", "server", "--listen", f"127.0.0.1:{OPORT}"])
 ofl_common = ["-H", f"127.0.0.1:{OPORT}", "--duration", str(DUR), "--warmup", "1", "--json", "-q"]
@@ -466,7 +467,8 @@ L = ["## offload bench\n",
      f"reported as ratios of neighbouring runs), by `PAIRS={PAIRS} ROUNDS={ROUNDS} DUR={DUR} NETPERF_DIR=... NEPER_DIR=... "
      f"benches/bench-peers.sh` (SPLIT_DUR={SPLIT_DUR} SPLIT_SETUP={SPLIT_SETUP}). Loopback unless said otherwise, {DUR} s "
      f"windows (offload bench adds a 1 s warm-up that it excludes); {SPLIT_DUR} s where neper must run as several "
-     f"processes (see the many-flow table).\n"]
+     f"processes (see the many-flow table). Load average (1, 5, 15 min) at the start: {' '.join(LOAD_START)}, at the "
+     f"end: {' '.join(open('/proc/loadavg').read().split()[:3])}.\n"]
 
 def rr_table(pairs, title, intro):
     L.append(title)
