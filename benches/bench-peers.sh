@@ -487,17 +487,33 @@ def rr_table(pairs, title, intro):
                  f"{f(o and o[3], 2)} / {f(n and n[3], 2)} |")
     L.append(f"\nMedian ratio offload bench / netperf: **{f(med(ratios), 2)}x** (per pair: "
              f"{', '.join(f(x, 2) for x in ratios)}).\n")
+    return med(ratios), ratios
 
 
-rr_table(rr, "### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n",
+GOALS = []
+
+
+def goal(what, value, line, detail=""):
+    if value is None:
+        GOALS.append(f"- {what}: **not measured** {detail}".rstrip())
+        return
+    verdict = "met" if value >= line else "not met"
+    GOALS.append(f"- {what}: {value:.2f}x against a goal of {line:g}x: **{verdict}**{detail}")
+
+
+rr_med, rr_all = rr_table(rr, "### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n",
          "The machine's own idle states: an idle vCPU halts (cpuidle driver haltpoll with guest polling off, "
          "`haltpoll.guest_halt_poll_ns=0`), and each transaction waits for the hypervisor to wake the halted vCPU "
          "of the other side twice (the last column: entries into halt over the run per transaction). That wake-up, "
          "not either tool, sets the rate (docs/bench.md, \"Pinned TCP_RR on a VM\").\n")
+goal("1-byte TCP_RR against netperf, client CPU 0, server CPU 1, machine's idle states (median of pairs)",
+     rr_med, 1.0, f" (pairs {min(rr_all):.2f} to {max(rr_all):.2f})" if rr_all else "")
 if rr_poll:
-    rr_table(rr_poll, "### The same with the idle loop polling (PM QoS 0 us), both tools\n",
+    poll_med, poll_all = rr_table(rr_poll, "### The same with the idle loop polling (PM QoS 0 us), both tools\n",
              "This script holds `/dev/cpu_dma_latency` at 0 us while both tools run: idle CPUs poll instead of "
              "halting, so a transaction costs what the two tools and the kernel do for it.\n")
+    goal("the same with the idle loop polling", poll_med, 1.0,
+         f" (pairs {min(poll_all):.2f} to {max(poll_all):.2f})" if poll_all else "")
 
 L.append(f"### 1-byte TCP_RR, 1 to {max(FLOWS):,} flows, 2 client and 2 server threads (1 for one flow), unpinned\n")
 L.append(f"Open-file limit of the script and of every tool it started: {FD_LIMIT} (hard limit; fs.nr_open is "
@@ -508,6 +524,10 @@ for n, row in flows.items():
     o = [x[0] for x in row["offload"]]
     ne = [x[0] for x in row["neper"]]
     r = med(o) / med(ne) if o and ne and row.get("neper_comparable", True) else None
+    if n >= 1000:
+        per_round = [a / b for a, b in zip(o, ne) if b]
+        goal(f"{n:,} flows against neper (ratio of the medians of {len(o)} rounds)", r, 1.0,
+             f" (per round: {', '.join(f'{x:.2f}' for x in per_round)})" if per_round else "")
     neper_cell = f(med(ne)) if ne else f"could not run: {row['neper_error'] or 'not available'}"
     L.append(f"| {n:,} | {f(med(o)) if o else 'failed: ' + row.get('offload_error', '?')} | {neper_cell} | {f(r, 2)} | "
              f"{f(med([x[1] for x in row['offload']]), 0)} / {f(med([x[2] for x in row['offload']]), 0)} | "
@@ -539,6 +559,9 @@ def udp_table(pairs):
 
 L.append("### 32-byte UDP flood, client on CPU 0, server on CPU 1\n")
 rec, sent, gso = udp_table(udp)
+goal("32-byte udp-stream on loopback, reuseport, sendmmsg/recvmmsg 32, UDP_GRO, no GSO, datagrams received",
+     rec, 1.5)
+goal("the same with UDP GSO on the sender (batching in the kernel, GRO whole on the receivers)", gso, 1.5)
 L.append(f"\nMedian ratios to sockperf: **{f(rec, 2)}x** datagrams received (the headline; {f(sent, 2)}x datagrams "
          f"sent) with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, UDP_GRO, receivers that sleep 50 us after "
          f"a read that empties their socket (`--rx-usecs 50`, the default with `--batch`) and 4 MiB receive buffers "
@@ -558,10 +581,14 @@ if veth_udp:
              "sent UDP to NAPI), threaded NAPI with its thread pinned to CPU 1: the receive work runs beside "
              "the receivers, not on the sender's CPU; same flags as above.\n")
     rec, sent, gso = udp_table(veth_udp)
+    goal("32-byte udp-stream between namespaces over veth, no GSO, datagrams received", rec, 1.5)
     L.append(f"\nMedian ratios to sockperf over veth: **{f(rec, 2)}x** datagrams received ({f(sent, 2)}x sent; "
              f"sendmmsg 32, reuseport, UDP_GRO, `--rx-usecs 50`), **{f(gso, 1)}x** with UDP GSO on the sender. "
              f"sockperf's counts are those of the server's namespace.\n")
 
+L.append("### Goals, this run\n")
+L.extend(GOALS)
+L.append("")
 L.append("### Exact commands\n")
 L.append("| measurement | client side | server side |")
 L.append("|---|---|---|")
