@@ -212,11 +212,30 @@ def neper_overlap_rate(paths):
 
     return sum(at(s, b) - at(s, a) for s in every) / (b - a), a, b, own
 
+def idle_entries():
+    """Entries into halting idle states (every cpuidle state but POLL) of
+    every CPU so far: on a VM each is a halt the hypervisor must wake."""
+    total = 0
+    base = "/sys/devices/system/cpu"
+    for cpu in os.listdir(base):
+        d = os.path.join(base, cpu, "cpuidle")
+        if not re.fullmatch(r"cpu\d+", cpu) or not os.path.isdir(d):
+            continue
+        for st in os.listdir(d):
+            try:
+                if open(os.path.join(d, st, "name")).read().strip() != "POLL":
+                    total += int(open(os.path.join(d, st, "usage")).read())
+            except OSError:
+                pass
+    return total
+
+
+LOAD_START = open("/proc/loadavg").read().split()[:3]
 OPORT = 13867
 ofl_srv = start([OFL, "bench", "server", "--listen", f"127.0.0.1:{OPORT}"])
 ofl_common = ["-H", f"127.0.0.1:{OPORT}", "--duration", str(DUR), "--warmup", "1", "--json", "-q"]
 netserver = start([NETSERVER, "-L", "127.0.0.1", "-p", "14865", "-D"]) if NETPERF and NETSERVER else None
-rr, flows, udp, veth_udp = [], {}, [], []
+rr, rr_poll, flows, udp, veth_udp = [], [], {}, [], []
 try:
     # 1. TCP_RR, one flow, client CPU 0, server CPU 1.
     ofl_rr = [OFL, "bench", "tcp-rr", "--pin", "0", "--server-pin", "1", *ofl_common]
@@ -225,17 +244,41 @@ try:
     commands["rr offload"] = (show(ofl_rr), f"offload bench server --listen 127.0.0.1:{OPORT} (workers pinned by --server-pin 1)")
     if np_rr:
         commands["rr netperf"] = (show(np_rr), "netserver -L 127.0.0.1 -p 14865 -D (child pinned to CPU 1 by -T 0,1)")
-    for i in range(PAIRS):
-        print(f"TCP_RR pair {i + 1}/{PAIRS}", file=sys.stderr)
-        pair = {}
-        for tool in (["offload", "netperf"] if i % 2 == 0 else ["netperf", "offload"]):
-            if tool == "offload":
-                j = json.loads(run(ofl_rr))
-                pair[tool] = (j["transactions_per_sec"], j["latency_us"]["p50"], j["latency_us"]["p99"])
-            elif np_rr:
-                v = [float(x) for x in run(np_rr).strip().splitlines()[-1].split(",")]
-                pair[tool] = tuple(v)
-        rr.append(pair)
+    # Twice: with the machine's own idle states, then with the idle loop
+    # polling (a PM QoS request of 0 us on /dev/cpu_dma_latency, held by
+    # this script for both tools alike), which takes the vCPU halts out of
+    # each transaction (docs/bench.md, "Pinned TCP_RR on a VM").
+    for regime in ("halt", "poll"):
+        qos = None
+        if regime == "poll":
+            try:
+                qos = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+                os.write(qos, (0).to_bytes(4, "little"))
+            except OSError as e:
+                print(f"no PM QoS request ({e}): idle-poll table skipped", file=sys.stderr)
+                break
+        try:
+            for i in range(PAIRS):
+                print(f"TCP_RR ({regime}) pair {i + 1}/{PAIRS}", file=sys.stderr)
+                pair = {}
+                for tool in (["offload", "netperf"] if i % 2 == 0 else ["netperf", "offload"]):
+                    h0 = idle_entries()
+                    if tool == "offload":
+                        j = json.loads(run(ofl_rr))
+                        fig = (j["transactions_per_sec"], j["latency_us"]["p50"], j["latency_us"]["p99"])
+                    elif np_rr:
+                        fig = tuple(float(x) for x in run(np_rr).strip().splitlines()[-1].split(","))
+                    else:
+                        continue
+                    # Halts per transaction: idle entries of both CPUs over
+                    # the whole command (warm-up included) per transaction
+                    # at the measured rate over the same span.
+                    span = DUR + (1 if tool == "offload" else 0)
+                    pair[tool] = fig + ((idle_entries() - h0) / max(fig[0] * span, 1),)
+                (rr if regime == "halt" else rr_poll).append(pair)
+        finally:
+            if qos is not None:
+                os.close(qos)
 
     # 2. Many flows against neper, 2 client and 2 server threads, unpinned.
     for rnd in range(ROUNDS):
@@ -328,7 +371,8 @@ try:
 
     # 3. UDP flood, 32-byte datagrams, client CPU 0, server CPU 1.
     ofl_udp = [OFL, "bench", "udp-stream", "--request", "32", "--flows", "2", "--server-threads", "2", "--reuseport",
-               "--batch", "32", "--udp-gro", "--rx-usecs", "50", "--pin", "0", "--server-pin", "1", *ofl_common]
+               "--batch", "32", "--udp-gro", "--rx-usecs", "50", "--rcvbuf", "4M", "--pin", "0", "--server-pin", "1",
+               *ofl_common]
     ofl_gso = ofl_udp[:3] + ["--udp-gso", "32"] + ofl_udp[3:]
     commands["udp offload"] = (show(ofl_udp), "offload bench server (2 SO_REUSEPORT receivers on CPU 1, recvmmsg 32, "
                                               "UDP_GRO, 50 us coalescing sleep after a read that empties the socket)")
@@ -337,7 +381,12 @@ try:
     # until EAGAIN before it waits in epoll again (it has no recvmmsg, and
     # its sender no sendmmsg: one sendto per datagram, on an unconnected
     # socket).
-    SP_RX = ["--nonblocked", "--recv_looping_num=-1"]
+    # Both tools' receivers get the same 4 MiB receive buffer (net.core.
+    # rmem_max here; sockperf's --buffer-size sets send and receive
+    # buffers): with the default 208 KiB, about 270 queued 32-byte
+    # datagrams, a receiver preempted for a millisecond by another job of
+    # the shared machine drops, and the drops, not the tools, decided pairs.
+    SP_RX = ["--nonblocked", "--recv_looping_num=-1", "--buffer-size", "4194304"]
     sp_srv = [SOCKPERF, "server", "-i", "127.0.0.1", "-p", "14868", *SP_RX] if SOCKPERF else None
     sp_cli = [SOCKPERF, "throughput", "-i", "127.0.0.1", "-p", "14868", "-m", "32", "-t", str(DUR)] if SOCKPERF else None
     if SOCKPERF:
@@ -418,20 +467,53 @@ L = ["## offload bench\n",
      f"reported as ratios of neighbouring runs), by `PAIRS={PAIRS} ROUNDS={ROUNDS} DUR={DUR} NETPERF_DIR=... NEPER_DIR=... "
      f"benches/bench-peers.sh` (SPLIT_DUR={SPLIT_DUR} SPLIT_SETUP={SPLIT_SETUP}). Loopback unless said otherwise, {DUR} s "
      f"windows (offload bench adds a 1 s warm-up that it excludes); {SPLIT_DUR} s where neper must run as several "
-     f"processes (see the many-flow table).\n"]
+     f"processes (see the many-flow table). Load average (1, 5, 15 min) at the start: {' '.join(LOAD_START)}, at the "
+     f"end: {' '.join(open('/proc/loadavg').read().split()[:3])}.\n"]
 
-L.append("### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n")
-L.append("| pair | offload bench trans/s | netperf trans/s | ratio | offload P50 / P99 (us) | netperf P50 / P99 (us) |")
-L.append("|---:|---:|---:|---:|---:|---:|")
-ratios = []
-for i, p in enumerate(rr):
-    o, n = p.get("offload"), p.get("netperf")
-    r = o[0] / n[0] if o and n else None
-    if r:
-        ratios.append(r)
-    L.append(f"| {i + 1} | {f(o and o[0])} | {f(n and n[0])} | {f(r, 2)} | "
-             f"{f(o and o[1], 1)} / {f(o and o[2], 1)} | {f(n and n[1], 1)} / {f(n and n[2], 1)} |")
-L.append(f"\nMedian ratio offload bench / netperf: **{f(med(ratios), 2)}x**.\n")
+def rr_table(pairs, title, intro):
+    L.append(title)
+    L.append(intro)
+    L.append("| pair | offload bench trans/s | netperf trans/s | ratio | offload P50 / P99 (us) | netperf P50 / P99 (us) | "
+             "vCPU halts per transaction offload / netperf |")
+    L.append("|---:|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for i, p in enumerate(pairs):
+        o, n = p.get("offload"), p.get("netperf")
+        r = o[0] / n[0] if o and n else None
+        if r:
+            ratios.append(r)
+        L.append(f"| {i + 1} | {f(o and o[0])} | {f(n and n[0])} | {f(r, 2)} | "
+                 f"{f(o and o[1], 1)} / {f(o and o[2], 1)} | {f(n and n[1], 1)} / {f(n and n[2], 1)} | "
+                 f"{f(o and o[3], 2)} / {f(n and n[3], 2)} |")
+    L.append(f"\nMedian ratio offload bench / netperf: **{f(med(ratios), 2)}x** (per pair: "
+             f"{', '.join(f(x, 2) for x in ratios)}).\n")
+    return med(ratios), ratios
+
+
+GOALS = []
+
+
+def goal(what, value, line, detail=""):
+    if value is None:
+        GOALS.append(f"- {what}: **not measured** {detail}".rstrip())
+        return
+    verdict = "met" if value >= line else "not met"
+    GOALS.append(f"- {what}: {value:.2f}x against a goal of {line:g}x: **{verdict}**{detail}")
+
+
+rr_med, rr_all = rr_table(rr, "### 1-byte TCP_RR, one flow, client on CPU 0, server on CPU 1\n",
+         "The machine's own idle states: an idle vCPU halts (cpuidle driver haltpoll with guest polling off, "
+         "`haltpoll.guest_halt_poll_ns=0`), and each transaction waits for the hypervisor to wake the halted vCPU "
+         "of the other side twice (the last column: entries into halt over the run per transaction). That wake-up, "
+         "not either tool, sets the rate (docs/bench.md, \"Pinned TCP_RR on a VM\").\n")
+goal("1-byte TCP_RR against netperf, client CPU 0, server CPU 1, machine's idle states (median of pairs)",
+     rr_med, 1.0, f" (pairs {min(rr_all):.2f} to {max(rr_all):.2f})" if rr_all else "")
+if rr_poll:
+    poll_med, poll_all = rr_table(rr_poll, "### The same with the idle loop polling (PM QoS 0 us), both tools\n",
+             "This script holds `/dev/cpu_dma_latency` at 0 us while both tools run: idle CPUs poll instead of "
+             "halting, so a transaction costs what the two tools and the kernel do for it.\n")
+    goal("the same with the idle loop polling", poll_med, 1.0,
+         f" (pairs {min(poll_all):.2f} to {max(poll_all):.2f})" if poll_all else "")
 
 L.append(f"### 1-byte TCP_RR, 1 to {max(FLOWS):,} flows, 2 client and 2 server threads (1 for one flow), unpinned\n")
 L.append(f"Open-file limit of the script and of every tool it started: {FD_LIMIT} (hard limit; fs.nr_open is "
@@ -442,6 +524,10 @@ for n, row in flows.items():
     o = [x[0] for x in row["offload"]]
     ne = [x[0] for x in row["neper"]]
     r = med(o) / med(ne) if o and ne and row.get("neper_comparable", True) else None
+    if n >= 1000:
+        per_round = [a / b for a, b in zip(o, ne) if b]
+        goal(f"{n:,} flows against neper (ratio of the medians of {len(o)} rounds)", r, 1.0,
+             f" (per round: {', '.join(f'{x:.2f}' for x in per_round)})" if per_round else "")
     neper_cell = f(med(ne)) if ne else f"could not run: {row['neper_error'] or 'not available'}"
     L.append(f"| {n:,} | {f(med(o)) if o else 'failed: ' + row.get('offload_error', '?')} | {neper_cell} | {f(r, 2)} | "
              f"{f(med([x[1] for x in row['offload']]), 0)} / {f(med([x[2] for x in row['offload']]), 0)} | "
@@ -473,9 +559,13 @@ def udp_table(pairs):
 
 L.append("### 32-byte UDP flood, client on CPU 0, server on CPU 1\n")
 rec, sent, gso = udp_table(udp)
+goal("32-byte udp-stream on loopback, reuseport, sendmmsg/recvmmsg 32, UDP_GRO, no GSO, datagrams received",
+     rec, 1.5)
+goal("the same with UDP GSO on the sender (batching in the kernel, GRO whole on the receivers)", gso, 1.5)
 L.append(f"\nMedian ratios to sockperf: **{f(rec, 2)}x** datagrams received (the headline; {f(sent, 2)}x datagrams "
-         f"sent) with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, UDP_GRO and receivers that sleep 50 us after "
-         f"a read that empties their socket (`--rx-usecs 50`, the default with `--batch`); **{f(gso, 1)}x** when the "
+         f"sent) with SO_REUSEPORT, sendmmsg/recvmmsg batches of 32, UDP_GRO, receivers that sleep 50 us after "
+         f"a read that empties their socket (`--rx-usecs 50`, the default with `--batch`) and 4 MiB receive buffers "
+         f"(sockperf's too); **{f(gso, 1)}x** when the "
          f"sender also batches with UDP GSO (`--udp-gso 32`: 64 datagrams of 32 bytes per send, which loopback hands "
          f"to the UDP_GRO receivers whole; counted as the datagrams they carry). On loopback the receive path runs "
          f"in the sender's softirq on CPU 0, including the wakeup of a receiver that sleeps on its socket: the "
@@ -491,10 +581,14 @@ if veth_udp:
              "sent UDP to NAPI), threaded NAPI with its thread pinned to CPU 1: the receive work runs beside "
              "the receivers, not on the sender's CPU; same flags as above.\n")
     rec, sent, gso = udp_table(veth_udp)
+    goal("32-byte udp-stream between namespaces over veth, no GSO, datagrams received", rec, 1.5)
     L.append(f"\nMedian ratios to sockperf over veth: **{f(rec, 2)}x** datagrams received ({f(sent, 2)}x sent; "
              f"sendmmsg 32, reuseport, UDP_GRO, `--rx-usecs 50`), **{f(gso, 1)}x** with UDP GSO on the sender. "
              f"sockperf's counts are those of the server's namespace.\n")
 
+L.append("### Goals, this run\n")
+L.extend(GOALS)
+L.append("")
 L.append("### Exact commands\n")
 L.append("| measurement | client side | server side |")
 L.append("|---|---|---|")
@@ -504,7 +598,7 @@ L.append("\nPlacement is the same for both tools of a row (CPU 0 / CPU 1, or unp
          "where both run 2 threads per side); batching is each tool's own: netperf and neper send one request per "
          "write, sockperf one datagram per sendto (it has no sendmmsg) with its server reading in a loop until EAGAIN "
          "(`--nonblocked --recv_looping_num=-1`), offload bench udp-stream 32 per sendmmsg and recvmmsg as its flags "
-         "say.")
+         "say; both UDP receivers have a 4 MiB receive buffer (`--rcvbuf 4M`, `--buffer-size 4194304`).")
 section = "\n".join(L) + "\n"
 print(section)
 if WRITE:

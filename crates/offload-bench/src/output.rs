@@ -116,6 +116,34 @@ pub struct RunRow {
     pub udp_gso: Option<u32>,
     /// SO_BUSY_POLL microseconds.
     pub busy_poll: Option<u32>,
+    /// udp-stream receivers' coalescing sleep after a read that empties
+    /// their socket (`--rx-usecs`), microseconds; null when off.
+    pub rx_usecs: Option<u32>,
+    /// Effective SO_SNDBUF of a client data socket, as read back (the
+    /// kernel doubles what was asked).
+    pub sndbuf: Option<u32>,
+    /// Effective SO_RCVBUF of a client data socket, as read back.
+    pub rcvbuf: Option<u32>,
+    /// `--sndbuf` as asked; null when left to the kernel.
+    pub sndbuf_requested: Option<u32>,
+    /// `--rcvbuf` as asked.
+    pub rcvbuf_requested: Option<u32>,
+    /// Stream direction: `client-to-server` or `server-to-client`
+    /// (`--reverse`); null for request/response.
+    pub direction: Option<String>,
+    /// tcp-crr close mode: `normal` or `reset`; null for other tests.
+    pub close_mode: Option<String>,
+    /// `--rate` (transactions or datagrams per second), null when as fast
+    /// as possible.
+    pub rate: Option<f64>,
+    /// Warm-up seconds excluded from the figures.
+    pub warmup: f64,
+    /// Client engine: `blocking`, `epoll`, `sendmmsg`, `send` or `null`.
+    pub engine: String,
+    /// TCP data listeners of the server.
+    pub listeners: u32,
+    /// `--null`: the tool's own overhead, no I/O.
+    pub no_io: bool,
     /// Client CPUs, as pinned (`0`, `0,1`), empty when not pinned.
     pub client_pin: String,
     /// Server CPUs, as pinned.
@@ -160,6 +188,13 @@ pub fn rfc3339(unix_secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// The serde name of a unit enum value (`server-to-client`).
+fn name_of<T: Serialize>(v: &T) -> Option<String> {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
 }
 
 fn pins(p: &[Vec<usize>]) -> String {
@@ -249,6 +284,18 @@ impl RunRow {
             udp_gro: s.udp_gro,
             udp_gso: s.udp_gso.map(u32::from),
             busy_poll: s.busy_poll_us,
+            rx_usecs: s.rx_usecs,
+            sndbuf: s.sndbuf,
+            rcvbuf: s.rcvbuf,
+            sndbuf_requested: s.sndbuf_requested,
+            rcvbuf_requested: s.rcvbuf_requested,
+            direction: s.direction.and_then(|d| name_of(&d)),
+            close_mode: s.close_mode.and_then(|c| name_of(&c)),
+            rate: s.rate,
+            warmup: s.warmup_seconds,
+            engine: s.engine.clone(),
+            listeners: s.listeners,
+            no_io: s.null,
             client_pin: all_pinned(&s.client_pin_used),
             server_pin: all_pinned(&s.server_pin_used),
             consistent: r.counts.consistent,
@@ -463,6 +510,85 @@ fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), BenchError> {
         file: path.display().to_string(),
         source,
     })
+}
+
+/// The rows of a `.jsonl` or `.parquet` file written by [`RowWriter`], as
+/// JSON objects with the same field names (for checks and for tools that
+/// compare runs).
+pub fn read_rows(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+    let file_err = |source| BenchError::File {
+        file: path.display().to_string(),
+        source,
+    };
+    let parse_err = |what: String| BenchError::Parse {
+        file: path.display().to_string(),
+        what,
+    };
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+    {
+        return read_parquet(path);
+    }
+    let text = std::fs::read_to_string(path).map_err(file_err)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| match serde_json::from_str(l) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            Ok(_) => Err(parse_err(format!("line {}: not a JSON object", i + 1))),
+            Err(e) => Err(parse_err(format!("line {}: {e}", i + 1))),
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "parquet"))]
+fn read_parquet(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+    Err(BenchError::Config(format!(
+        "{}: this build has no Parquet support (cargo feature `parquet` of offload-bench)",
+        path.display()
+    )))
+}
+
+#[cfg(feature = "parquet")]
+fn read_parquet(
+    path: &Path,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, BenchError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    use serde_json::Value;
+    let perr = |e: parquet::errors::ParquetError| BenchError::Parse {
+        file: path.display().to_string(),
+        what: format!("reading Parquet: {e}"),
+    };
+    let file = std::fs::File::open(path).map_err(|source| BenchError::File {
+        file: path.display().to_string(),
+        source,
+    })?;
+    let reader = SerializedFileReader::new(file).map_err(perr)?;
+    let mut out = Vec::new();
+    for row in reader.get_row_iter(None).map_err(perr)? {
+        let row = row.map_err(perr)?;
+        let mut m = serde_json::Map::new();
+        for (name, field) in row.get_column_iter() {
+            let v = match field {
+                Field::Null => Value::Null,
+                Field::Bool(b) => Value::Bool(*b),
+                Field::Long(x) => Value::from(*x),
+                Field::Int(x) => Value::from(*x),
+                Field::Double(x) => Value::from(*x),
+                Field::Str(x) => Value::from(x.as_str()),
+                other => Value::from(other.to_string()),
+            };
+            m.insert(name.clone(), v);
+        }
+        out.push(m);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

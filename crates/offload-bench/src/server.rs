@@ -8,7 +8,7 @@
 //! that test down and keeps serving.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -149,10 +149,25 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Binds the control port.
+    ///
+    /// `[::]:PORT` serves IPv4 and IPv6 clients (IPV6_V6ONLY off); on a host
+    /// without IPv6 it falls back to `0.0.0.0:PORT`.
     pub fn bind(addr: SocketAddr) -> Result<Self, BenchError> {
         sys::raise_fd_limit(1 << 20).ok();
-        let listener = sock::tcp_listen(addr, &Default::default(), 128)
-            .map_err(|e| BenchError::io(format!("binding the control port {addr}"), e))?;
+        let listener = match sock::tcp_listen(addr, &Default::default(), 128) {
+            Err(e)
+                if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
+                    ) =>
+            {
+                let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port());
+                sock::tcp_listen(v4, &Default::default(), 128)
+            }
+            other => other,
+        }
+        .map_err(|e| BenchError::io(format!("binding the control port {addr}"), e))?;
         Ok(Server {
             listener,
             stop: Arc::new(AtomicBool::new(false)),
@@ -227,6 +242,8 @@ impl Server {
                     continue;
                 }
             };
+            // IPv4 clients of a dual-stack listener, as themselves.
+            let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
             self.stats.connections.fetch_add(1, Ordering::Relaxed);
             let stats = self.stats.clone();
             let stop = self.stop.clone();
@@ -375,7 +392,10 @@ fn handle_client(
             host: HostInfo::collect(),
         },
     )?;
-    let local_ip = stream.local_addr()?.ip();
+    // A dual-stack control socket sees IPv4 clients as ::ffff:a.b.c.d: the
+    // data sockets then bind the plain IPv4 address, as they would behind
+    // an IPv4 control socket.
+    let local_ip = stream.local_addr()?.ip().to_canonical();
     loop {
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         let msg: ClientMsg = match proto::read_frame(&mut stream) {

@@ -80,6 +80,9 @@ pub fn udp_bind(addr: SocketAddr, knobs: &SocketKnobs, reuseport: bool) -> io::R
     if reuseport {
         sock.set_reuse_port(true)?;
     }
+    if addr.is_ipv6() {
+        sock.set_only_v6(false).ok();
+    }
     apply_common(&sock, knobs)?;
     if knobs.udp_gro {
         sys::setsockopt_int(sock.as_raw_fd(), sys::SOL_UDP, sys::UDP_GRO, 1)?;

@@ -149,3 +149,48 @@ fn output_rows_carry_k8s_netperf_names() {
     assert_eq!(rows[0]["uuid"], rows[1]["uuid"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn output_rows_carry_every_knob_that_changes_results() {
+    let _g = serial();
+    let s = server("127.0.0.1:0");
+    let dir = std::env::temp_dir().join(format!("ofl-knobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut c = short(TestKind::UdpStream, s.addr());
+    c.spec.request = 32;
+    c.spec.knobs.batch = 8;
+    c.spec.knobs.rx_usecs = Some(30);
+    c.spec.knobs.udp_gro = true;
+    c.spec.knobs.sndbuf = Some(1 << 20);
+    let r = client::run_once(&c, &mut |_| {}).unwrap();
+    let mut names = vec!["runs.jsonl"];
+    if cfg!(feature = "parquet") {
+        names.push("runs.parquet");
+    }
+    for name in names {
+        let path = dir.join(name);
+        let mut w = RowWriter::open(&path).unwrap();
+        w.write(&r, 1).unwrap();
+        let rows = offload_bench::output::read_rows(&path).unwrap();
+        assert_eq!(rows.len(), 1, "{name}");
+        let row = &rows[0];
+        let int = |k: &str| {
+            row[k]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{name}: {k} = {}", row[k]))
+        };
+        assert_eq!(row["profile"], "UDP_STREAM", "{name}");
+        assert_eq!(int("rxUsecs"), 30, "{name}");
+        assert_eq!(int("batch"), 8, "{name}");
+        assert_eq!(row["udpGro"], true, "{name}");
+        assert_eq!(int("sndbufRequested"), 1 << 20, "{name}");
+        // The kernel doubles SO_SNDBUF for its bookkeeping.
+        assert!(int("sndbuf") >= 1 << 20, "{name}: {row:?}");
+        assert!(row["rcvbufRequested"].is_null(), "{name}");
+        assert_eq!(row["engine"], "sendmmsg", "{name}");
+        assert_eq!(row["warmup"].as_f64(), Some(0.3), "{name}");
+        assert_eq!(row["noIo"], false, "{name}");
+        assert!(row["rate"].is_null(), "{name}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

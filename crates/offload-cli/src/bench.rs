@@ -51,9 +51,9 @@ enum BenchCommand {
 #[derive(Debug, Clone, clap::Args)]
 struct ServerArgs {
     /// Control address, ADDR:PORT or [V6]:PORT (data sockets use ephemeral
-    /// ports on the address each client reached). [::]:12867 serves IPv4
-    /// and IPv6.
-    #[arg(long, default_value = "0.0.0.0:12867", value_parser = parse_listen)]
+    /// ports on the address each client reached). The default [::]:12867
+    /// serves IPv4 and IPv6 (0.0.0.0:12867 on a host without IPv6).
+    #[arg(long, default_value = "[::]:12867", value_parser = parse_listen)]
     listen: SocketAddr,
     /// One JSON object per line and per event (listening, connected,
     /// test_started, test_finished, error, disconnected, stopped) on
@@ -69,8 +69,9 @@ struct CommonArgs {
     /// [default: 127.0.0.1, as netperf's localhost].
     #[arg(long, short = 'H', value_name = "ADDR[:PORT]")]
     host: Option<String>,
-    /// Server control port, where --host names none.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// Server control port, where --host names none (-p as in netperf
+    /// and iperf3).
+    #[arg(long, short = 'p', default_value_t = DEFAULT_PORT)]
     port: u16,
     /// Flows: TCP connections or UDP sockets (30000 and more are fine).
     #[arg(long, default_value_t = 1)]
@@ -396,6 +397,9 @@ fn parse_size(text: &str) -> Result<u32, String> {
         ("kib", 1u64 << 10),
         ("mib", 1 << 20),
         ("gib", 1 << 30),
+        ("ki", 1 << 10),
+        ("mi", 1 << 20),
+        ("gi", 1 << 30),
         ("kb", 1 << 10),
         ("mb", 1 << 20),
         ("gb", 1 << 30),
@@ -1253,6 +1257,8 @@ mod tests {
         assert_eq!(parse_size("64K"), Ok(65536));
         assert_eq!(parse_size("4M"), Ok(4 << 20));
         assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("4Mi"), Ok(4 << 20));
+        assert_eq!(parse_size("16ki"), Ok(16 << 10));
         assert_eq!(parse_size("1500"), Ok(1500));
         assert_eq!(parse_size("64KiB"), Ok(65536));
         assert!(parse_size("8G").is_err());

@@ -217,6 +217,53 @@ fn host_takes_bracketed_ipv6_with_a_port() {
 }
 
 #[test]
+fn a_wildcard_v6_server_serves_ipv4_and_ipv6_clients() {
+    // `[::]` is the default listen address (on the fixed port 12867 this
+    // test cannot hold): both families reach it, and IPv4 peers are named
+    // as IPv4 in its events.
+    let srv = Server::start("[::]:0");
+    let port = srv.addr.rsplit(':').next().unwrap().to_string();
+    for (host, v6) in [
+        (format!("127.0.0.1:{port}"), false),
+        (format!("[::1]:{port}"), true),
+    ] {
+        let out = bench(&[
+            "udp-stream",
+            "-H",
+            &host,
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+        ]);
+        let j = json_of(&out);
+        assert_eq!(j["settings"]["ipv6"], v6, "{}", j["settings"]);
+        assert!(j["packets_per_sec"].as_f64().unwrap() > 0.0, "{j}");
+        let out = bench(&[
+            "tcp-rr",
+            "-H",
+            &host,
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+        ]);
+        assert!(json_of(&out)["transactions_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    let events = srv.events_until("disconnected");
+    let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
+    assert!(
+        connected["peer"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:"),
+        "{connected}"
+    );
+}
+
+#[test]
 fn host_defaults_to_loopback_as_netperf_does() {
     let srv = Server::start("127.0.0.1:0");
     let port = srv.addr.rsplit(':').next().unwrap();
