@@ -495,13 +495,32 @@ fn gso_metadata_describes_super_packets() {
     assert!(o.run_train_detailed(&train).unwrap().gso.is_empty());
 }
 
+/// The number of packets the kernel makes of `train`, as the first answer
+/// two runs agree on (at most 4 runs), as `offload_conformance::agreed_answer`
+/// judges the conformance trains. Once in a full `scripts/test.sh` run (23
+/// oracle tests in parallel on 2 CPUs, VXLAN sockets appearing and going in
+/// other namespaces) one VXLAN train of this test came out as 2 packets
+/// instead of 1 from a run the oracle judged clean; it did not repeat in 65
+/// runs alone or beside CPU hogs.
+fn agreed_len(o: &mut KernelGro, train: &[Vec<u8>]) -> usize {
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let n = o.run_train(train).unwrap().len();
+        if seen.contains(&n) {
+            return n;
+        }
+        seen.push(n);
+    }
+    panic!("no two kernel runs of the train agree: {seen:?} packets");
+}
+
 #[test]
 fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
     let mut o = oracle(GroKnobs::default());
     let vx = vxlan_train(&o, &incrementing(100, 20));
     let udp = udp_train(&o, 9000, 10, 1000);
-    assert_eq!(o.run_train(&vx).unwrap().len(), 20);
-    assert_eq!(o.run_train(&udp).unwrap().len(), 10);
+    assert_eq!(agreed_len(&mut o, &vx), 20);
+    assert_eq!(agreed_len(&mut o, &udp), 10);
     let with = GroKnobs {
         vxlan: Some(VxlanConf {
             vni: 42,
@@ -512,8 +531,8 @@ fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
     };
     o.set_knobs(with.clone()).unwrap();
     assert_eq!(o.knobs(), &with);
-    assert_eq!(o.run_train(&vx).unwrap().len(), 1);
-    assert_eq!(o.run_train(&udp).unwrap().len(), 1);
+    assert_eq!(agreed_len(&mut o, &vx), 1);
+    assert_eq!(agreed_len(&mut o, &udp), 1);
     // GRO looks inside VXLAN whenever a VXLAN socket listens on the port;
     // the VNI is only a flow key, so a device with another VNI (7) still
     // makes the VNI-42 train merge.
@@ -522,11 +541,11 @@ fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
         ..with.clone()
     })
     .unwrap();
-    assert_eq!(o.run_train(&vx).unwrap().len(), 1);
+    assert_eq!(agreed_len(&mut o, &vx), 1);
     o.set_knobs(GroKnobs::default()).unwrap();
     assert_eq!(o.knobs(), &GroKnobs::default());
-    assert_eq!(o.run_train(&vx).unwrap().len(), 20);
-    assert_eq!(o.run_train(&udp).unwrap().len(), 10);
+    assert_eq!(agreed_len(&mut o, &vx), 20);
+    assert_eq!(agreed_len(&mut o, &udp), 10);
 }
 
 #[test]
