@@ -672,8 +672,7 @@ impl GroEngine {
         reason: FlushReason,
         out: &mut F,
     ) {
-        self.held.unlink(s);
-        let p = self.held.get_mut(s);
+        let p = self.held.unlink(s);
         let mut gso = 0;
         if p.count > 1 {
             gso = complete::complete(p, self.cfg.kernel);

@@ -167,10 +167,19 @@ impl Table {
         &self.slots[s]
     }
 
-    /// Takes held packet `s` out of the order; its slot keeps the packet
-    /// (to complete and deliver in place) until the next [`Self::alloc`].
+    /// Takes held packet `s` out of the order and returns it: its slot
+    /// keeps the packet (to complete and deliver in place) until the next
+    /// [`Self::alloc`]. [`Self::get_mut`] refuses it from here on, since
+    /// the slot is free.
     #[inline]
-    pub(super) fn unlink(&mut self, s: Slot) {
+    pub(super) fn unlink(&mut self, s: Slot) -> &mut Held {
+        debug_assert!(self.hot.used & (1 << s) != 0, "occupied slot");
+        self.unlink_order(s);
+        &mut self.slots[s]
+    }
+
+    #[inline(always)]
+    fn unlink_order(&mut self, s: Slot) {
         let hot = &mut self.hot;
         hot.hashes[s] = FREE;
         hot.len -= 1;
