@@ -105,6 +105,28 @@ struct Case {
     muts: Vec<(usize, Mutation)>,
 }
 
+impl Case {
+    /// A clean train of `frames` frames (no mutation) on the default
+    /// kernel line, timestamps on, checksums verified, MSS 1400.
+    fn clean(v6: bool, flows: usize, zero_copy: bool, frames: usize) -> Case {
+        Case {
+            line: KernelLine::default(),
+            v6,
+            raw_ip: false,
+            flows,
+            fixed_id: false,
+            timestamps: true,
+            verify: true,
+            valid: false,
+            zero_copy,
+            max_size: GRO_LEGACY_MAX_SIZE,
+            timeout0: false,
+            mss: 1400,
+            muts: (0..frames).map(|i| (i, Mutation::None)).collect(),
+        }
+    }
+}
+
 fn case() -> impl Strategy<Value = Case> {
     (
         (
@@ -307,18 +329,7 @@ fn clean_trains_merge_on_the_fast_path() {
         for line in KernelLine::ALL {
             let c = Case {
                 line,
-                v6,
-                raw_ip: false,
-                flows: 2,
-                fixed_id: false,
-                timestamps: true,
-                verify: true,
-                valid: false,
-                zero_copy: true,
-                max_size: GRO_LEGACY_MAX_SIZE,
-                timeout0: false,
-                mss: 1400,
-                muts: (0..40).map(|i| (i, Mutation::None)).collect(),
+                ..Case::clean(v6, 2, true, 40)
             };
             let frames = train(&c);
             let mut e = GroEngine::new(GroConfig {
@@ -351,21 +362,7 @@ fn plain_public_api_takes_the_fast_path() {
     for v6 in [false, true] {
         for flows in [1usize, 8] {
             for zero_copy in [false, true] {
-                let c = Case {
-                    line: KernelLine::default(),
-                    v6,
-                    raw_ip: false,
-                    flows,
-                    fixed_id: false,
-                    timestamps: true,
-                    verify: true,
-                    valid: false,
-                    zero_copy,
-                    max_size: GRO_LEGACY_MAX_SIZE,
-                    timeout0: false,
-                    mss: 1400,
-                    muts: (0..64).map(|i| (i, Mutation::None)).collect(),
-                };
+                let c = Case::clean(v6, flows, zero_copy, 64);
                 let frames = train(&c);
                 let mut e = GroEngine::new(GroConfig::default());
                 e.set_zero_copy(zero_copy);
@@ -412,21 +409,7 @@ fn plain_public_api_takes_the_fast_path() {
 fn many_flows_are_held_on_the_fast_path() {
     for v6 in [false, true] {
         for zero_copy in [false, true] {
-            let c = Case {
-                line: KernelLine::default(),
-                v6,
-                raw_ip: false,
-                flows: 100,
-                fixed_id: false,
-                timestamps: true,
-                verify: true,
-                valid: false,
-                zero_copy,
-                max_size: GRO_LEGACY_MAX_SIZE,
-                timeout0: false,
-                mss: 1400,
-                muts: (0..400).map(|i| (i, Mutation::None)).collect(),
-            };
+            let c = Case::clean(v6, 100, zero_copy, 400);
             let frames = train(&c);
             let mut e = GroEngine::new(GroConfig::default());
             e.set_zero_copy(zero_copy);
