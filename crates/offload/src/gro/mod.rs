@@ -514,6 +514,10 @@ pub struct GroEngine {
     /// Frames held as new heads by the fast path.
     #[cfg(test)]
     fast_holds: u64,
+    /// Frames whose held packet the fast path found under its second
+    /// hint index only.
+    #[cfg(test)]
+    second_probes: u64,
 }
 
 impl GroEngine {
@@ -530,6 +534,8 @@ impl GroEngine {
             fast_merges: 0,
             #[cfg(test)]
             fast_holds: 0,
+            #[cfg(test)]
+            second_probes: 0,
         }
     }
 

@@ -143,6 +143,12 @@ impl Table {
         self.hints[k.1 % HINTS] = s as u8;
     }
 
+    /// Hints slot `s` under index `k` only.
+    #[inline(always)]
+    pub(super) fn set_hint(&mut self, k: usize, s: Slot) {
+        self.hints[k % HINTS] = s as u8;
+    }
+
     /// The fast-path template of an occupied slot.
     #[inline(always)]
     pub(super) fn template(&self, s: Slot) -> &Template {
