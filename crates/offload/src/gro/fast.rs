@@ -755,21 +755,37 @@ fn ipv4_header_checksum_ok(h: &[u8; ipv4::MIN_HEADER_LEN]) -> bool {
 }
 
 /// Asks for every cache line of `f` ahead of use, so that the lines the
-/// checksum reads come in from L2 while the headers are checked.
+/// checksum reads come in from L2 while the headers are checked. Eight
+/// lines per step at fixed offsets (each offset folds into the
+/// instruction's address), then one line at a time: about 30 instructions
+/// for a 1514-byte frame where a loop of one line per step took 66.
 #[inline(always)]
 fn prefetch_frame(f: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut at = 128;
-        while at < f.len() {
+        const LINE: usize = 64;
+        let base = f.as_ptr();
+        let line = |at: usize| {
+            debug_assert!(at < f.len());
             // SAFETY: a prefetch is a hint: it never faults and reads
-            // nothing the program sees; the address is inside `f`.
+            // nothing the program sees; every caller passes `at` inside
+            // `f`, so the pointer stays within its allocation.
             #[allow(unsafe_code)]
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(f.as_ptr().add(at).cast::<i8>())
+                _mm_prefetch::<_MM_HINT_T0>(base.add(at).cast::<i8>())
             };
-            at += 64;
+        };
+        let mut at = 2 * LINE;
+        while at + 8 * LINE <= f.len() {
+            for k in 0..8 {
+                line(at + k * LINE);
+            }
+            at += 8 * LINE;
+        }
+        while at < f.len() {
+            line(at);
+            at += LINE;
         }
     }
 }
