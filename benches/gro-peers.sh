@@ -148,6 +148,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 # ---------------------------------------------------------------- table
+cp "$RESULTS" "$OUT/results-last.txt" # every run's figure, for a second look
 echo "# gro-peers $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# trains kept in $KEEP (rerun one engine: $RS run ENGINE $KEEP/CASE.pcap)"
 echo "# rounds $ROUNDS, $REPS trains of 4096 frames per run, batch $BATCH, CPU $CPU; median over rounds of CPU ns per frame"
@@ -156,12 +157,23 @@ python3 - "$RESULTS" "$CASES" <<'PY'
 import statistics, sys, collections
 path, cases = sys.argv[1], sys.argv[2].split()
 ns = collections.defaultdict(list)
+by_round = collections.defaultdict(dict)
 out = {}
 for line in open(path):
     kv = dict(f.split("=", 1) for f in line.split()[1:])
     ns[(kv["case"], kv["engine"])].append(float(kv["ns_per_frame"]))
+    by_round[(kv["case"], kv["engine"])][kv["round"]] = float(kv["ns_per_frame"])
     out[(kv["case"], kv["engine"])] = kv["out"]
 med = {k: statistics.median(v) for k, v in ns.items()}
+# Ratios are paired: the two times of one round (run seconds apart, the
+# same case's engines back to back) give one ratio, and the table gives
+# the median of those ratios. This VM's speed shifts by up to 1.5x
+# between minutes (host neighbours); a ratio of medians taken over
+# different rounds mixes states, a per-round ratio does not.
+def paired(ka, kb):
+    a, b = by_round.get(ka, {}), by_round.get(kb, {})
+    rs = [a[r] / b[r] for r in a if r in b and b[r] > 0]
+    return statistics.median(rs) if rs else None
 cols = ["offload", "offload-zc", "offload-valid", "offload-valid-zc", "offload-noverify", "tun-rs", "wireguard-go", "dpdk", "dpdk-parse",
         "memcpy", "checksum", "checksum-tun-rs", "copy-checksum"]
 def cell(c, e):
@@ -179,9 +191,9 @@ for c in cases:
         row.append(v)
     print(f"| {c} | " + " | ".join(row) + " |")
 def ratio(c, a, b):
-    x, y = med.get((c, a)), med.get((c, b))
-    return "-" if x is None or y is None or y == 0 else f"{x / y:.2f}"
-print("\nRatios (time of the first / time of the second)\n")
+    v = paired((c, a), (c, b))
+    return "-" if v is None else f"{v:.2f}"
+print("\nRatios (time of the first / time of the second; median over rounds of each round's ratio)\n")
 hdr = ["tun-rs / offload", "tun-rs / offload-zc", "wireguard-go / offload-zc", "offload-valid-zc / dpdk",
        "offload-valid-zc / dpdk-parse", "offload-valid / dpdk", "offload-noverify / dpdk",
        "offload / checksum floor", "offload / copy-checksum floor"]
@@ -199,14 +211,20 @@ for c in cases:
     outs = {e: out.get((c, e)) for e in ("offload", "offload-zc", "offload-valid-zc", "tun-rs", "wireguard-go")}
     if len({v for v in outs.values() if v is not None}) > 1:
         print(f"\nNote: {c}: packets out differ: " + ", ".join(f"{e} {v}" for e, v in outs.items()))
-print("\nFlow scaling: time per frame / the 1-flow time of the same arm\n")
+# Every round, for the record: the goal's ratio per round.
+print("\ntun-rs / offload-zc, round by round\n")
+rounds = sorted({r for k in by_round for r in by_round[k]}, key=int)
+print("| case | " + " | ".join(f"round {r}" for r in rounds) + " |")
+print("|---|" + "---:|" * len(rounds))
+for c in cases:
+    a, b = by_round.get((c, "tun-rs"), {}), by_round.get((c, "offload-zc"), {})
+    print(f"| {c} | " + " | ".join(f"{a[r] / b[r]:.2f}" if r in a and r in b else "-" for r in rounds) + " |")
+print("\nFlow scaling: time per frame / the 1-flow time of the same arm (median over rounds of each round's ratio)\n")
 print("| arm | family | 8 flows | 30 000 flows |")
 print("|---|---|---:|---:|")
 for arm in ("offload", "offload-zc", "offload-valid-zc"):
     for fam in ("tcp4", "tcp6"):
-        one = med.get((fam + "-1", arm))
-        r8 = med.get((fam + "-8", arm))
-        r30 = med.get((fam + "-30000", arm))
-        f = lambda v: "-" if v is None or not one else f"{v / one:.2f}"
-        print(f"| {arm} | {fam} | {f(r8)} | {f(r30)} |")
+        one = (fam + "-1", arm)
+        f = lambda n: "-" if (v := paired((fam + n, arm), one)) is None else f"{v:.2f}"
+        print(f"| {arm} | {fam} | {f('-8')} | {f('-30000')} |")
 PY
