@@ -180,6 +180,17 @@ impl PacketBuf {
     }
 }
 
+impl PacketBuf {
+    /// The packet's first `N` bytes and, past its end, whatever the buffer
+    /// holds there (initialised, not the packet's): for a compare under a
+    /// mask that is zero past the packet's headers, which a header-only
+    /// (zero-copy) packet can then give in one fixed-size read.
+    #[inline]
+    pub(super) fn window<const N: usize>(&self) -> Option<&[u8; N]> {
+        self.buf.get(self.head..)?.first_chunk::<N>()
+    }
+}
+
 impl Deref for PacketBuf {
     type Target = [u8];
     #[inline]

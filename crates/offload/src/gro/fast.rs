@@ -101,6 +101,11 @@ pub(super) struct Template {
 /// [`Template::mask`] of a slot without a template.
 const NO_MASK: u8 = u8::MAX;
 
+/// [`Template::mask`] of a slot whose template is still to be built from
+/// its held packet's headers (at the first frame whose flow tag matches):
+/// only `tag`, `link` and `limit` are set.
+const PENDING: u8 = u8::MAX - 1;
+
 impl Template {
     /// No template: the slot is served by the full path only.
     pub(super) const NONE: Template = Template {
@@ -185,6 +190,70 @@ impl Template {
         self.mask != NO_MASK && hint_of(self.tag).0 == k
     }
 
+    /// Marks the template of a TCP head just held (`f` its frame, `l4` its
+    /// transport offset) as to be built at its flow's next frame, and
+    /// returns its hint indices. Building it costs a 128-byte copy and a
+    /// dozen checks that a head which never merges (a new flow among
+    /// thousands, every frame of the 30 000-flow trains) need not pay: the
+    /// held packet keeps the same header bytes until it is completed
+    /// (merges change them only with FIN or PSH, which complete it), so
+    /// the template built later is the one building it now would give.
+    #[inline(always)]
+    pub(super) fn pend(&mut self, f: &[u8], l4: usize, link: LinkKind) -> (usize, usize) {
+        self.tag = flow_tag(f, l4);
+        self.link = link;
+        self.mask = PENDING;
+        hint_of(self.tag)
+    }
+
+    /// Builds a [`Self::pend`]ing template from its held packet `p`; the
+    /// slot goes to the full path only if its shape is not one the fast
+    /// path serves.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self, p: &super::Held) {
+        let h: &[u8] = &p.data;
+        let (l3, l4) = (p.lay.l3_off, p.lay.l4_off);
+        let thlen = match h.get(l4..) {
+            Some(t) if t.len() >= tcp::MIN_HEADER_LEN => tcp::header_len(t),
+            _ => 0,
+        };
+        if l4 < 4 || h.len() < l4 + thlen.max(4) {
+            self.mask = NO_MASK;
+            return;
+        }
+        // The bytes past the headers are masked out of every compare, so
+        // the buffer's bytes past a header-only packet do as well as zeros.
+        let w = p.data.window::<MAX_HEADER>().map_or(h, |w| &w[..]);
+        self.fill(w, p.link, p.l2_key_len, l3, l4, p.lay.ip, thlen);
+    }
+
+    /// True when frame `f` of link `link` and flow tag `tag` has this
+    /// template's header wherever it must; a pending template is built
+    /// from held packet `p` first, when the tag and link are the head's.
+    #[inline(always)]
+    pub(super) fn build_and_match(
+        &mut self,
+        p: &super::Held,
+        f: &[u8],
+        link: LinkKind,
+        tag: u64,
+    ) -> bool {
+        if self.tag != tag || self.link != link {
+            return false;
+        }
+        if self.mask == PENDING {
+            self.build(p);
+        }
+        self.matches_bytes(f)
+    }
+
+    /// The head's flow tag.
+    #[inline(always)]
+    pub(super) fn tag(&self) -> u64 {
+        self.tag
+    }
+
     /// Sets the held packet's size limit (`max_size` of its outer protocol).
     #[inline(always)]
     pub(super) fn set_limit(&mut self, limit: u32) {
@@ -226,9 +295,11 @@ impl Template {
     /// `tag` is the frame's [`flow_tag`]: bytes the mask compares, checked
     /// first so that another flow's frame (a stale or colliding hint) is
     /// told apart with one compare.
+    /// The masked header compare of a frame whose tag and link are known
+    /// to be the head's (false for a slot with no template).
     #[inline(always)]
-    fn matches(&self, f: &[u8], link: LinkKind, tag: u64) -> bool {
-        if self.tag != tag || self.mask == NO_MASK || self.link != link {
+    fn matches_bytes(&self, f: &[u8]) -> bool {
+        if self.mask >= PENDING {
             return false;
         }
         let mask = &MASKS[self.mask as usize];
@@ -346,13 +417,13 @@ fn flow_tag(f: &[u8], l4: usize) -> u64 {
 /// of a multiplicative hash of it. A flow is hinted under both, so two
 /// flows that collide on one index are still told apart by the other.
 #[inline(always)]
-fn hint_of(tag: u64) -> (usize, usize) {
+pub(super) fn hint_of(tag: u64) -> (usize, usize) {
     let h = tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     ((h >> 56) as usize, (h >> 48) as u8 as usize)
 }
 
 /// The two hint-table indices of a frame whose transport header is at `l4`.
-#[inline(always)]
+#[cfg(test)]
 pub(super) fn hint_index(f: &[u8], l4: usize) -> (usize, usize) {
     hint_of(flow_tag(f, l4))
 }
@@ -479,9 +550,9 @@ impl GroEngine {
             // so every flow settles at one probe or, sharing a first index,
             // at two.
             let slot = match self.held.hinted(hint.0) {
-                Some(s) if self.held.template(s).matches(f, link, tag) => Some(s),
+                Some(s) if self.held.matches(s, f, link, tag) => Some(s),
                 first => match self.held.hinted(hint.1) {
-                    Some(s) if self.held.template(s).matches(f, link, tag) => {
+                    Some(s) if self.held.matches(s, f, link, tag) => {
                         if first.is_none_or(|o| !self.held.template(o).hints_first_at(hint.0)) {
                             self.held.set_hint(hint.0, s);
                         }

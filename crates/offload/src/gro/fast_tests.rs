@@ -501,3 +501,51 @@ fn flows_whose_hints_cross_settle_at_one_probe() {
     // back; nothing needs a second probe after that.
     assert_eq!(e.second_probes, 1, "ports {a} and {b}");
 }
+
+/// A head held by evicting the oldest packet (more flows than slots) gets
+/// its template at its flow's next segment (`Template::pend`), which then
+/// merges on the fast path; a head held without eviction gets it at once.
+#[test]
+fn a_head_that_evicts_gets_its_template_at_its_next_segment() {
+    for zero_copy in [false, true] {
+        let frame = |flow: u16, seq: u32| {
+            let tcp = TcpSpec::data(30000 + flow, 5201, seq).with_timestamps(1, 2);
+            FrameSpec::tcp4([10, 0, 0, 1], [10, 0, 0, 2], tcp)
+                .payload(vec![flow as u8; 1000])
+                .build()
+        };
+        let mut e = GroEngine::new(GroConfig::default());
+        e.set_zero_copy(zero_copy);
+        let mut delivered = Vec::new();
+        let mut n = 0u64;
+        let mut feed = |e: &mut GroEngine, f: Vec<u8>| {
+            n += 1;
+            let input = Input {
+                data: &f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: n,
+                frame: n,
+                orig_len: f.len() as u32,
+            };
+            e.receive(input, &mut |d| delivered.push((d.segments, d.reason)));
+        };
+        // Flows 0..=8 once each: the ninth evicts flow 0.
+        for flow in 0..=MAX_GRO_SKBS as u16 {
+            feed(&mut e, frame(flow, 1));
+        }
+        assert_eq!(e.fast_holds, MAX_GRO_SKBS as u64 + 1);
+        // Flow 8's next segments merge on the fast path; so do flow 7's
+        // (held without eviction).
+        let last = MAX_GRO_SKBS as u16;
+        for (flow, seq) in [(last, 1001), (last, 2001), (7, 1001)] {
+            feed(&mut e, frame(flow, seq));
+        }
+        assert_eq!(e.fast_merges, 3, "zero-copy {zero_copy}");
+        e.finish(&mut |d| delivered.push((d.segments, d.reason)));
+        assert_eq!(delivered[0], (1, FlushReason::TableFull));
+        assert!(
+            delivered.contains(&(3, FlushReason::EndOfInput)),
+            "{delivered:?}"
+        );
+    }
+}

@@ -149,6 +149,14 @@ impl Table {
         self.hints[k % HINTS] = s as u8;
     }
 
+    /// [`Template::matches`] for occupied slot `s`, building its template
+    /// first if it is pending and the frame's flow tag and link are the
+    /// head's.
+    #[inline(always)]
+    pub(super) fn matches(&mut self, s: Slot, f: &[u8], link: crate::LinkKind, tag: u64) -> bool {
+        self.templates[s].build_and_match(&self.slots[s], f, link, tag)
+    }
+
     /// The fast-path template of an occupied slot.
     #[inline(always)]
     pub(super) fn template(&self, s: Slot) -> &Template {

@@ -164,22 +164,33 @@ impl GroEngine {
         out: &mut F,
     ) {
         let lay = &skb.lay;
+        // A hold that evicts the oldest packet means more flows than slots
+        // (`gro_flush_oldest`): the new head is unlikely to see its next
+        // segment before it is evicted in turn, so its template is built
+        // only if it does (`Template::pend`). Otherwise it is built now,
+        // where the frame's bytes are at hand.
+        let evicts = self.held.len() >= super::MAX_GRO_SKBS;
         let slot = self.hold_hashed(skb, hash, len, lay.l4_off + thlen, out);
         if lay.outer.is_none() {
-            let on = self.held.template_mut(slot).fill(
-                skb.frame(),
-                skb.input.link,
-                skb.l2.key_len,
-                lay.l3_off,
-                lay.l4_off,
-                lay.ip,
-                thlen,
-            );
-            if on {
-                let limit = max_size(&self.cfg, skb.l2.outer_protocol);
-                self.held.template_mut(slot).set_limit(limit);
-                self.held
-                    .hint(super::fast::hint_index(skb.frame(), lay.l4_off), slot);
+            let limit = max_size(&self.cfg, skb.l2.outer_protocol);
+            let t = self.held.template_mut(slot);
+            t.set_limit(limit);
+            let hint = if evicts {
+                Some(t.pend(skb.frame(), lay.l4_off, skb.input.link))
+            } else {
+                t.fill(
+                    skb.frame(),
+                    skb.input.link,
+                    skb.l2.key_len,
+                    lay.l3_off,
+                    lay.l4_off,
+                    lay.ip,
+                    thlen,
+                )
+                .then(|| super::fast::hint_of(t.tag()))
+            };
+            if let Some(hint) = hint {
+                self.held.hint(hint, slot);
             }
         }
     }
