@@ -177,22 +177,29 @@ fn write_stream_in(
             Ok(v)
         });
         let mss_opt = vec![2, 4, (mss >> 8) as u8, mss as u8];
-        dev.write_packet(
-            None,
-            &tcp4(
-                &Conn::new(peer, local, sport, 5002),
-                isn,
-                0,
-                SYN,
-                mss_opt,
-                &[],
-            ),
-        )
-        .unwrap();
+        let syn = tcp4(
+            &Conn::new(peer, local, sport, 5002),
+            isn,
+            0,
+            SYN,
+            mss_opt,
+            &[],
+        );
         let from_server = |p: &[u8]| parse_tcp4(p).filter(|t| t.dport == sport);
-        let (_, sa) = read_until(&mut dev, |_, p| {
-            from_server(p).is_some_and(|t| t.flags & (SYN | ACK) == SYN | ACK)
-        });
+        // The SYN is resent each second until answered, as a TCP client
+        // does: under load a fresh namespace's first packet can be lost
+        // (one CI run saw no SYN-ACK for 20 s, the address just added).
+        let mut answer = None;
+        for _ in 0..20 {
+            dev.write_packet(None, &syn).unwrap();
+            answer = read_until_within(&mut dev, Duration::from_secs(1), |_, p| {
+                from_server(p).is_some_and(|t| t.flags & (SYN | ACK) == SYN | ACK)
+            });
+            if answer.is_some() {
+                break;
+            }
+        }
+        let (_, sa) = answer.expect("no SYN-ACK for 20 SYNs, one a second");
         let sa = parse_tcp4(&sa).unwrap();
         let their = sa.seq.wrapping_add(1);
         let mut wnd = usize::from(sa.window);

@@ -198,6 +198,29 @@ pub fn read_until(
     }
 }
 
+/// [`read_until`] for at most `within`: None when no packet `want`
+/// accepts arrived in that time (a caller that must resend, as a TCP
+/// client resends its SYN, asks this).
+pub fn read_until_within(
+    dev: &mut TunDevice,
+    within: Duration,
+    mut want: impl FnMut(Option<&VnetHdr>, &[u8]) -> bool,
+) -> Option<(Option<VnetHdr>, Vec<u8>)> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || !dev.wait_readable(Some(left)).unwrap() {
+            return None;
+        }
+        let Some(raw) = dev.read_raw().unwrap() else {
+            continue;
+        };
+        if want(raw.vnet.as_ref(), raw.packet) {
+            return Some((raw.vnet, raw.packet.to_vec()));
+        }
+    }
+}
+
 /// The kernel's software GSO as a function: a namespace with a veth pair,
 /// TX offloads off on `ofl-ga` (so the stack segments and checksums in
 /// software), GRO off on `ofl-gb`, a `PACKET_VNET_HDR` sender on `ofl-ga`
