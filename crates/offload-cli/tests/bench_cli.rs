@@ -99,6 +99,15 @@ fn json_of(out: &Output) -> Value {
     })
 }
 
+/// `offload bench TEST ARGS... --duration 0.3 --warmup 0 --json`: a short
+/// run whose report is read as JSON (the run must succeed).
+fn short_json(test: &str, args: &[&str]) -> Value {
+    let mut all = vec![test];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--duration", "0.3", "--warmup", "0", "--json"]);
+    json_of(&bench(&all))
+}
+
 #[test]
 fn sizes_take_suffixes_durations_bare_seconds_and_host_addr_port() {
     let srv = Server::start("127.0.0.1:0");
@@ -187,17 +196,7 @@ fn sizes_take_suffixes_durations_bare_seconds_and_host_addr_port() {
 fn host_takes_bracketed_ipv6_with_a_port() {
     let srv = Server::start("[::1]:0");
     assert!(srv.addr.starts_with("[::1]:"), "{}", srv.addr);
-    let out = bench(&[
-        "tcp-rr",
-        "-H",
-        &srv.addr,
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0",
-        "--json",
-    ]);
-    let j = json_of(&out);
+    let j = short_json("tcp-rr", &["-H", &srv.addr]);
     assert_eq!(j["settings"]["ipv6"], true, "{}", j["settings"]);
     // The bare bracketed form with --port means the same place.
     let port = srv.addr.rsplit(':').next().unwrap();
@@ -227,30 +226,11 @@ fn a_wildcard_v6_server_serves_ipv4_and_ipv6_clients() {
         (format!("127.0.0.1:{port}"), false),
         (format!("[::1]:{port}"), true),
     ] {
-        let out = bench(&[
-            "udp-stream",
-            "-H",
-            &host,
-            "--duration",
-            "0.3",
-            "--warmup",
-            "0",
-            "--json",
-        ]);
-        let j = json_of(&out);
+        let j = short_json("udp-stream", &["-H", &host]);
         assert_eq!(j["settings"]["ipv6"], v6, "{}", j["settings"]);
         assert!(j["packets_per_sec"].as_f64().unwrap() > 0.0, "{j}");
-        let out = bench(&[
-            "tcp-rr",
-            "-H",
-            &host,
-            "--duration",
-            "0.3",
-            "--warmup",
-            "0",
-            "--json",
-        ]);
-        assert!(json_of(&out)["transactions_per_sec"].as_f64().unwrap() > 0.0);
+        let j = short_json("tcp-rr", &["-H", &host]);
+        assert!(j["transactions_per_sec"].as_f64().unwrap() > 0.0);
     }
     let events = srv.events_until("disconnected");
     let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
@@ -267,17 +247,7 @@ fn a_wildcard_v6_server_serves_ipv4_and_ipv6_clients() {
 fn host_defaults_to_loopback_as_netperf_does() {
     let srv = Server::start("127.0.0.1:0");
     let port = srv.addr.rsplit(':').next().unwrap();
-    let out = bench(&[
-        "tcp-rr",
-        "--port",
-        port,
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0",
-        "--json",
-    ]);
-    let j = json_of(&out);
+    let j = short_json("tcp-rr", &["--port", port]);
     assert_eq!(j["settings"]["ipv6"], false, "{}", j["settings"]);
     assert!(j["transactions_per_sec"].as_f64().unwrap() > 0.0, "{j}");
 }

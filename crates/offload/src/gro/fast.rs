@@ -195,9 +195,11 @@ impl Template {
     /// returns its hint indices. Building it costs a 128-byte copy and a
     /// dozen checks that a head which never merges (a new flow among
     /// thousands, every frame of the 30 000-flow trains) need not pay: the
-    /// held packet keeps the same header bytes until it is completed
-    /// (merges change them only with FIN or PSH, which complete it), so
-    /// the template built later is the one building it now would give.
+    /// held packet keeps the same header bytes until it is completed (a
+    /// merge changes them only by OR-ing in FIN or PSH, `tcp_gro_receive`
+    /// in net/ipv4/tcp_offload.c on every line, and either flag completes
+    /// the packet), so the template built later is the one building it
+    /// now would give.
     #[inline(always)]
     pub(super) fn pend(&mut self, f: &[u8], l4: usize, link: LinkKind) -> (usize, usize) {
         self.tag = flow_tag(f, l4);

@@ -165,10 +165,10 @@ impl GroEngine {
     ) {
         let lay = &skb.lay;
         // A hold that evicts the oldest packet means more flows than slots
-        // (`gro_flush_oldest`): the new head is unlikely to see its next
-        // segment before it is evicted in turn, so its template is built
-        // only if it does (`Template::pend`). Otherwise it is built now,
-        // where the frame's bytes are at hand.
+        // (`gro_flush_oldest`, net/core/gro.c, every line): the new head is
+        // unlikely to see its next segment before it is evicted in turn,
+        // so its template is built only if it does (`Template::pend`).
+        // Otherwise it is built now, where the frame's bytes are at hand.
         let evicts = self.held.len() >= super::MAX_GRO_SKBS;
         let slot = self.hold_hashed(skb, hash, len, lay.l4_off + thlen, out);
         if lay.outer.is_none() {
