@@ -327,24 +327,60 @@ pub fn expand(r: &Record<'_>, vxlan_ports: &[u16]) -> Vec<Vec<u8>> {
 /// The GRO engine on a sequence of frames split from the input.
 /// Invariants: every frame comes out exactly once (alone or inside a
 /// super-packet), nothing stays held after `finish`, the statistics agree
-/// with the deliveries, and GSO splits every super-packet back into as many
-/// segments as GRO merged.
+/// with the deliveries, GSO splits every super-packet back into as many
+/// segments as GRO merged, and the zero-copy delivery (the default) and the
+/// contiguous one give the same packets.
 pub fn gro_engine(data: &[u8]) {
     let (cfg, recs) = split_records(data);
-    let vxlan_ports = cfg.vxlan_ports.clone();
-    let mut engine = GroEngine::new(cfg);
+    // Every frame is kept: zero-copy deliveries borrow payloads from them.
+    let mut frames = Vec::new();
+    let mut ts = 0u64;
+    for r in &recs {
+        ts += r.gap_ns;
+        for f in expand(r, &cfg.vxlan_ports) {
+            let orig_len = f.len() as u32 + r.cut;
+            frames.push(KeptFrame {
+                bytes: f,
+                link: r.link,
+                timestamp_ns: ts,
+                orig_len,
+            });
+        }
+    }
+    let zero_copy = gro_engine_delivering(&cfg, &frames, true);
+    let copied = gro_engine_delivering(&cfg, &frames, false);
+    assert!(
+        zero_copy == copied,
+        "zero-copy and contiguous deliveries differ"
+    );
+}
+
+/// A frame of a [`gro_engine`] input, kept for the whole run.
+struct KeptFrame {
+    bytes: Vec<u8>,
+    link: LinkKind,
+    timestamp_ns: u64,
+    orig_len: u32,
+}
+
+/// One run of [`gro_engine`]: the packets delivered, made contiguous.
+fn gro_engine_delivering(cfg: &GroConfig, frames: &[KeptFrame], zero_copy: bool) -> Vec<Vec<u8>> {
+    let mut engine = GroEngine::new(cfg.clone());
+    engine.set_zero_copy(zero_copy);
     let mut segments = 0u64;
     let mut deliveries = 0u64;
+    let mut packets = Vec::new();
     let mut out = |d: &Delivered<'_>| {
         deliveries += 1;
         segments += u64::from(d.segments);
         assert!(d.segments >= 1);
         assert_eq!(d.segments == 1, d.gso_size == 0, "gso_size {}", d.gso_size);
         assert!(d.first_frame <= d.last_frame);
+        let packet = d.to_vec(|n| &frames[n as usize - 1].bytes);
         if d.segments > 1 {
             let p = GsoParams::from_gso(d.gso_size, d.gso_type);
             let mut emitted = 0usize;
-            let r = gso::segment(d.link, d.data, &p, &vxlan_ports, &mut |_s: &[u8]| {
+            let r = gso::segment(d.link, &packet, &p, &cfg.vxlan_ports, &mut |_s: &[u8]| {
                 emitted += 1
             });
             assert_eq!(
@@ -357,31 +393,26 @@ pub fn gro_engine(data: &[u8]) {
             );
             assert_eq!(emitted, d.segments as usize);
         }
+        packets.push(packet);
     };
-    let mut ts = 0u64;
-    let mut n = 0u64;
-    for r in &recs {
-        ts += r.gap_ns;
-        for f in expand(r, &vxlan_ports) {
-            n += 1;
-            engine.receive(
-                Input {
-                    data: &f,
-                    link: r.link,
-                    timestamp_ns: ts,
-                    frame: n,
-                    orig_len: f.len() as u32 + r.cut,
-                },
-                &mut out,
-            );
-        }
+    for (i, f) in frames.iter().enumerate() {
+        let input = Input {
+            data: &f.bytes,
+            link: f.link,
+            timestamp_ns: f.timestamp_ns,
+            frame: i as u64 + 1,
+            orig_len: f.orig_len,
+        };
+        engine.receive(input, &mut out);
     }
     engine.finish(&mut out);
+    let n = frames.len() as u64;
     assert_eq!(segments, n, "frames in != segments out");
     assert_eq!(engine.held_count(), 0);
     let stats = engine.stats();
     assert_eq!(stats.frames_in, n);
     assert_eq!(stats.packets_out, deliveries);
+    packets
 }
 
 /// Segmentation of one frame: `[link][mss hi][mss lo][flags]` + frame.
@@ -450,7 +481,7 @@ mod tests {
         let ports = cfg.vxlan_ports.clone();
         let mut e = GroEngine::new(cfg);
         let mut v = Vec::new();
-        let mut out = |d: &Delivered<'_>| v.push((d.data.len(), d.segments, d.reason));
+        let mut out = |d: &Delivered<'_>| v.push((d.len(), d.segments, d.reason));
         let mut n = 0;
         for r in &recs {
             for f in expand(r, &ports) {

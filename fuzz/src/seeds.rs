@@ -98,7 +98,7 @@ pub fn super_packets() -> Vec<(String, Vec<u8>, u32, u32)> {
             if d.segments > 1 {
                 out.push((
                     format!("{name}_{n}"),
-                    d.data.to_vec(),
+                    d.to_vec(|k| &frames[k as usize - 1]),
                     d.gso_size,
                     d.gso_type,
                 ));

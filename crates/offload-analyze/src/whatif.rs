@@ -161,6 +161,8 @@ impl WhatIfWorker {
                     // The what-if counts packets and reads only their
                     // headers: merged payloads stay in the capture's
                     // frames (never read back), so no payload is copied.
+                    // Zero-copy is the engine's default; it is set here
+                    // because this code relies on it.
                     e.set_zero_copy(true);
                     e
                 })
@@ -494,7 +496,7 @@ impl Pending {
         ring: &Ring,
     ) -> Pending {
         let slot = ring.get(d.first_frame);
-        // Zero-copy: `data` is the first segment (all headers), `len()`
+        // Zero-copy: `data` holds the packet's headers, `len()` counts
         // the whole packet.
         let len = d.len() as u32;
         Pending {

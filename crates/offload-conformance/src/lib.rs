@@ -57,24 +57,14 @@ pub fn oracle_addrs(k: &offload_lab::oracle::KernelGro) -> generate::Addrs {
 }
 
 /// Runs a train through the engine: frames 1 µs apart, then end of input.
+/// The packets are what the default (zero-copy) delivery gives, joined from
+/// the train; the contiguous delivery must give the same bytes, so the
+/// kernel judges both.
 pub fn engine_gro(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut e = GroEngine::new(cfg.clone());
-    let mut out = Vec::new();
-    let mut push = |d: &Delivered<'_>| out.push(d.data.to_vec());
-    for (i, f) in frames.iter().enumerate() {
-        e.receive(
-            Input {
-                data: f,
-                link: LinkKind::Ethernet,
-                timestamp_ns: i as u64 * 1_000,
-                frame: i as u64 + 1,
-                orig_len: f.len() as u32,
-            },
-            &mut push,
-        );
-    }
-    e.finish(&mut push);
-    out
+    engine_gro_meta(cfg, frames)
+        .into_iter()
+        .map(|(packet, _)| packet)
+        .collect()
 }
 
 /// A coarse flow key for grouping delivered frames: MACs, addresses,
@@ -211,11 +201,27 @@ pub fn engine_meta(d: &Delivered<'_>) -> (u8, u16) {
     (base | ecn, d.gso_size.min(u32::from(u16::MAX)) as u16)
 }
 
-/// A train through the engine, with each delivery's GSO metadata.
+/// A train through the engine, with each delivery's GSO metadata (see
+/// [`engine_gro`]).
 pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8, u16))> {
+    let zero_copy = engine_run(cfg, frames, true);
+    let copied = engine_run(cfg, frames, false);
+    assert!(
+        zero_copy == copied,
+        "zero-copy and contiguous deliveries differ on a train of {} frames",
+        frames.len()
+    );
+    zero_copy
+}
+
+/// One run of a train, zero-copy or contiguous, packets made whole.
+fn engine_run(cfg: &GroConfig, frames: &[Vec<u8>], zero_copy: bool) -> Vec<(Vec<u8>, (u8, u16))> {
     let mut e = GroEngine::new(cfg.clone());
+    e.set_zero_copy(zero_copy);
     let mut out = Vec::new();
-    let mut push = |d: &Delivered<'_>| out.push((d.data.to_vec(), engine_meta(d)));
+    let mut push = |d: &Delivered<'_>| {
+        out.push((d.to_vec(|n| &frames[n as usize - 1]), engine_meta(d)));
+    };
     for (i, f) in frames.iter().enumerate() {
         e.receive(
             Input {

@@ -196,6 +196,11 @@ pub fn gro_capture_with(
         largest: 0,
     };
     let mut engine = GroEngine::new(run_cfg.clone());
+    // The reader hands out each frame in a buffer it reuses, so held
+    // payloads cannot stay where they are: ask for contiguous packets.
+    // Keeping frames instead would copy each one once too (into a frame
+    // store rather than into its held packet), for no gain.
+    engine.set_zero_copy(false);
     let mut unsupported = 0u64;
     let mut count = 0u64;
     let mut feed = |meta: &FrameMeta, number: u64, data: &[u8], out: &mut GroSink| {

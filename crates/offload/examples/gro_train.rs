@@ -10,8 +10,9 @@
 //!
 //! Arguments: `tcp4|tcp6`, flow count, `verify|no-verify|valid` (software
 //! verification, none, or the caller's "checksum already good" verdict),
-//! with `+zc` for zero-copy coalescing (e.g. `valid+zc`), optional frame
-//! count (default 4096). Prints frames, deliveries and
+//! with `+copy` for contiguous delivery (e.g. `valid+copy`; zero-copy is
+//! the engine's default, and `+zc`, its old suffix, is accepted), optional
+//! frame count (default 4096). Prints frames, deliveries and
 //! instructions per frame are `Ir / frames` from callgrind's summary.
 
 use offload::build::{FrameSpec, TcpSpec};
@@ -84,6 +85,6 @@ fn main() {
     } else {
         RxChecksum::None
     };
-    let d = run_gro(&cfg, csum, mode.ends_with("+zc"), &frames);
+    let d = run_gro(&cfg, csum, !mode.ends_with("+copy"), &frames);
     println!("{proto} flows={flows} mode={mode} frames={total} deliveries={d}");
 }

@@ -9,7 +9,8 @@
 //!   truncation and BIG TCP length encodings.
 //! - [`checksum`]: Internet checksums with the kernel's incremental arithmetic.
 //! - [`link`]: link layers (Ethernet/VLAN, SLL, SLL2, raw IP).
-//! - [`gro`]: the receive-side engine and its [`gro::FlushReason`]s.
+//! - [`gro`]: the receive-side engine and its [`gro::FlushReason`]s; it
+//!   delivers zero-copy (headers plus payload ranges of the input frames).
 //! - [`gso`]: segmentation of super-packets.
 //! - [`vnet`]: `virtio_net_hdr` for TUN/TAP and virtio datapaths.
 //! - [`build`]: a packet builder for tests, generators and samples.

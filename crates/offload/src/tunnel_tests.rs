@@ -79,7 +79,7 @@ fn run(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, u32, u32, u32, Flush
     let mut outs = Vec::new();
     let mut push = |d: &Delivered<'_>| {
         outs.push((
-            d.data.to_vec(),
+            d.to_vec(|n| &frames[n as usize - 1]),
             d.segments,
             d.gso_size,
             d.gso_type,

@@ -428,15 +428,17 @@ mod tests {
             ..Default::default()
         });
         let mut got = Vec::new();
-        let mut push =
-            |d: &Delivered<'_>| got.push((d.data.to_vec(), VnetHdr::for_delivery(d).unwrap()));
-        for f in &frames {
+        let mut push = |d: &Delivered<'_>| {
+            let packet = d.to_vec(|n| &frames[n as usize - 1]);
+            got.push((packet, VnetHdr::for_delivery(d).unwrap()))
+        };
+        for (i, f) in frames.iter().enumerate() {
             e.receive(
                 Input {
                     data: f,
                     link: LinkKind::Ethernet,
                     timestamp_ns: 0,
-                    frame: 1,
+                    frame: i as u64 + 1,
                     orig_len: f.len() as u32,
                 },
                 &mut push,

@@ -66,10 +66,21 @@ struct Frame {
     gap_ns: u32,
 }
 
-/// Runs `frames` through a fresh engine and checks the invariants that hold
+/// Runs `frames` through a fresh engine, with zero-copy delivery (the
+/// default) and with contiguous copies, and checks the invariants that hold
 /// for any input. Also segments every delivery, which must not panic either.
 fn run_engine(cfg: GroConfig, frames: &[Frame]) -> Result<(), TestCaseError> {
+    run_engine_delivering(cfg.clone(), frames, true)?;
+    run_engine_delivering(cfg, frames, false)
+}
+
+fn run_engine_delivering(
+    cfg: GroConfig,
+    frames: &[Frame],
+    zero_copy: bool,
+) -> Result<(), TestCaseError> {
     let mut engine = GroEngine::new(cfg);
+    engine.set_zero_copy(zero_copy);
     let mut segments = 0u64;
     let mut deliveries = 0u64;
     let mut bad: Option<String> = None;
@@ -95,7 +106,8 @@ fn run_engine(cfg: GroConfig, frames: &[Frame]) -> Result<(), TestCaseError> {
                 // segments: every merged segment but the last carried
                 // exactly `gso_size` bytes (a shorter one ends the run).
                 let p = GsoParams::from_gso(d.gso_size, d.gso_type);
-                match segment(d.link, d.data, &p, &[4789], &mut |_s: &[u8]| {}) {
+                let packet = d.to_vec(|n| &frames[n as usize - 1].data);
+                match segment(d.link, &packet, &p, &[4789], &mut |_s: &[u8]| {}) {
                     Ok(n) if n == d.segments as usize => {}
                     r => {
                         bad.get_or_insert(format!(
@@ -103,7 +115,7 @@ fn run_engine(cfg: GroConfig, frames: &[Frame]) -> Result<(), TestCaseError> {
                             d.segments,
                             d.gso_size,
                             d.gso_type,
-                            d.data.len()
+                            packet.len()
                         ));
                     }
                 }

@@ -39,7 +39,7 @@ fn gro(frames: &[Vec<u8>]) -> Vec<Out> {
     let mut outs = Vec::new();
     let mut push = |d: &Delivered<'_>| {
         outs.push(Out {
-            data: d.data.to_vec(),
+            data: d.to_vec(|n| &frames[n as usize - 1]),
             segments: d.segments,
             gso_size: d.gso_size,
             gso_type: d.gso_type,

@@ -28,9 +28,9 @@
 //!   1514-byte TCP data frames of a real capture (pcap or pcapng), written
 //!   as a plain pcap the other harnesses read.
 //! - `run ENGINE PCAP [--batch N] [--reps N]` with ENGINE one of
-//!   `offload`, `offload-valid`, `offload-noverify`, `offload-zc`,
-//!   `offload-valid-zc`, `tun-rs`, `memcpy`, `checksum`, `checksum-tun-rs`,
-//!   `copy-checksum`.
+//!   `offload`, `offload-valid`, `offload-noverify`, `offload-copy`,
+//!   `offload-valid-copy`, `tun-rs`, `memcpy`, `checksum`,
+//!   `checksum-tun-rs`, `copy-checksum`.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -276,11 +276,11 @@ fn run(engine: &str, path: &Path, opts: &[String]) -> Result<(), BoxErr> {
     }
     let frames = read_pcap(path)?;
     let mut e: Box<dyn Engine> = match engine {
-        "offload" => Box::new(Offload::new(true, RxChecksum::None, false, batch)),
-        "offload-noverify" => Box::new(Offload::new(false, RxChecksum::None, false, batch)),
-        "offload-valid" => Box::new(Offload::new(true, VALID, false, batch)),
-        "offload-zc" => Box::new(Offload::new(true, RxChecksum::None, true, batch)),
-        "offload-valid-zc" => Box::new(Offload::new(true, VALID, true, batch)),
+        "offload" => Box::new(Offload::new(true, RxChecksum::None, true, batch)),
+        "offload-valid" => Box::new(Offload::new(true, VALID, true, batch)),
+        "offload-noverify" => Box::new(Offload::new(false, RxChecksum::None, true, batch)),
+        "offload-copy" => Box::new(Offload::new(true, RxChecksum::None, false, batch)),
+        "offload-valid-copy" => Box::new(Offload::new(true, VALID, false, batch)),
         "tun-rs" => Box::new(TunRs::new(batch)),
         "memcpy" => Box::new(Floor::new(false, false, batch)),
         "checksum" => Box::new(Floor::new(true, false, batch)),
@@ -353,13 +353,15 @@ impl RecvArea {
 /// flushes the kernel's GRO lists). `offload` verifies checksums (nothing
 /// known of them), `offload-valid` gives each frame the verdict a NIC or a
 /// vnet `DATA_VALID` header gives (`RxChecksum::Unnecessary`), and
-/// `offload-noverify` turns verification off in the configuration. The
-/// `-zc` arms turn on zero-copy delivery (`GroEngine::set_zero_copy`): the
-/// payload of every merged segment after the first stays in its receive
-/// buffer and is delivered as a `Delivered::frags` range, as DPDK chains
-/// mbufs and the kernel fills `frags` (the receive buffers of a batch stay
-/// untouched until its `finish`). `offload-valid-zc` is the arm that does
-/// what DPDK's lib/gro does: no checksum verified, no payload copied.
+/// `offload-noverify` turns verification off in the configuration. These
+/// three use the engine's default delivery, zero-copy: the payload of every
+/// held segment stays in its receive buffer and is delivered as a
+/// `Delivered::frags` range, as DPDK chains mbufs and the kernel fills
+/// `frags` (the receive buffers of a batch stay untouched until its
+/// `finish`). `offload-valid` is the arm that does what DPDK's lib/gro
+/// does: no checksum verified, no payload copied. The `-copy` arms ask
+/// for contiguous packets (`GroEngine::set_zero_copy(false)`): each merged
+/// payload is copied into its super-packet, as tun-rs and wireguard-go do.
 struct Offload {
     engine: GroEngine,
     csum: RxChecksum,

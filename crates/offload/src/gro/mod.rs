@@ -36,6 +36,13 @@
 //!
 //! let mut gro = GroEngine::new(GroConfig::default()); // checksums verified
 //! let mut out = Vec::new();
+//! let mut deliver = |d: &offload::Delivered<'_>| {
+//!     // Zero-copy delivery: `d.data` holds the rewritten headers and
+//!     // `d.frags` the payload ranges left in the input frames, which are
+//!     // named by their `Input::frame` numbers.
+//!     let packet = d.to_vec(|n| &frames[n as usize - 1]);
+//!     out.push((d.segments, d.data.len(), packet.len(), d.reason));
+//! };
 //! for (i, f) in frames.iter().enumerate() {
 //!     let input = Input {
 //!         data: f,
@@ -44,20 +51,35 @@
 //!         frame: i as u64 + 1,
 //!         orig_len: f.len() as u32,
 //!     };
-//!     gro.receive(input, &mut |d| out.push((d.segments, d.data.len(), d.reason)));
+//!     gro.receive(input, &mut deliver);
 //! }
-//! gro.finish(&mut |d| out.push((d.segments, d.data.len(), d.reason)));
+//! gro.finish(&mut deliver);
 //! assert_eq!(out.len(), 1);
 //! assert_eq!(out[0].0, 2); // one super-packet of two segments
-//! assert_eq!(out[0].1, 14 + 20 + 20 + 2000);
+//! assert_eq!(out[0].1, 14 + 20 + 20); // its headers
+//! assert_eq!(out[0].2, 14 + 20 + 20 + 2000); // the whole packet
 //! ```
 //!
-//! Less CPU per frame, same answers: [`GroEngine::set_zero_copy`] leaves
-//! merged payloads in the caller's frames ([`Delivered::frags`]) instead of
-//! copying them, and [`GroEngine::receive_with_checksum`] takes a checksum
-//! verdict the receiver already has (a NIC's, a vnet header's
-//! `DATA_VALID`) so that it is not verified twice. Figures:
-//! `docs/performance.md`, "GRO beside its peers".
+//! # Delivery: zero-copy by default
+//!
+//! Like the kernel's `napi_gro_frags` skbs, a held packet keeps only its
+//! headers; every segment's payload, the first one's too, stays in the
+//! caller's frame and is delivered as a [`Frag`] of [`Delivered::frags`].
+//! A super-packet therefore costs no payload copy: a TUN device or a pcap
+//! writer takes it as `data` then `frags` in one vectored write, and
+//! [`Delivered::copy_to`] / [`Delivered::to_vec`] join it where one buffer
+//! is wanted. The caller keeps every frame it passed in until the packet
+//! containing it is delivered (at the latest by [`GroEngine::finish`]).
+//! A caller that cannot keep its frames (a reader that reuses one buffer)
+//! asks for contiguous packets with `set_zero_copy(false)`: `data` is then
+//! the whole packet and `frags` is empty. Both deliveries give the same
+//! bytes (tests and the kernel conformance suites check it). Why this is
+//! the default: `docs/decisions/0097-zero-copy-delivery-by-default.md`.
+//!
+//! [`GroEngine::receive_with_checksum`] takes a checksum verdict the
+//! receiver already has (a NIC's, a vnet header's `DATA_VALID`) so that it
+//! is not verified twice. Figures: `docs/performance.md`, "GRO beside its
+//! peers".
 //!
 //! Model choices (not kernel behaviour, documented in
 //! `docs/decisions/0002-gro-time-and-buckets.md`): one GRO bucket (the RSS
@@ -338,10 +360,13 @@ impl Proto {
     }
 }
 
-/// A packet the engine hands up the stack.
+/// A packet the engine hands up the stack: `data`, then the payload
+/// ranges of `frags` ([`Delivered::len`], [`Delivered::to_vec`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Delivered<'a> {
-    /// The packet, with the same link header as its first frame.
+    /// The packet's first bytes, with the same link header as its first
+    /// frame: its headers (rewritten for the whole packet) when `frags` is
+    /// not empty, else the whole packet.
     pub data: &'a [u8],
     /// How `data` is framed.
     pub link: LinkKind,
@@ -362,7 +387,8 @@ pub struct Delivered<'a> {
     /// Its statistics bucket.
     pub proto: Proto,
     /// Payload ranges that follow `data` and stayed in their input frames
-    /// (zero-copy delivery, [`GroEngine::set_zero_copy`]); empty otherwise.
+    /// (zero-copy delivery, the default, [`GroEngine::set_zero_copy`]);
+    /// empty for contiguous delivery and for frames that passed untouched.
     /// The packet is `data` followed by these ranges, in order; the headers
     /// in `data` already describe the whole packet. With zero-copy on,
     /// every held packet, a single segment too, has its payload here and
@@ -390,6 +416,13 @@ impl Delivered<'_> {
             let at = f.offset as usize;
             out.extend_from_slice(&frame_bytes(f.frame)[at..at + f.len as usize]);
         }
+    }
+
+    /// The whole packet in one new buffer ([`Self::copy_to`]).
+    pub fn to_vec<'f>(&self, frame_bytes: impl FnMut(u64) -> &'f [u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.copy_to(frame_bytes, &mut out);
+        out
     }
 }
 
@@ -501,7 +534,8 @@ pub struct GroEngine {
     held: table::Table,
     last_ts: Option<u64>,
     stats: GroStats,
-    /// Merged payloads stay in their input frames ([`Delivered::frags`]).
+    /// Merged payloads stay in their input frames ([`Delivered::frags`]);
+    /// on unless the caller asks for contiguous packets.
     zero_copy: bool,
     /// The "same flow, next segment" path (`fast.rs`) is tried first.
     /// Always on outside the differential tests, which turn it off to
@@ -528,7 +562,7 @@ impl GroEngine {
             held: table::Table::new(),
             last_ts: None,
             stats: GroStats::new(),
-            zero_copy: false,
+            zero_copy: true,
             fast_path: true,
             #[cfg(test)]
             fast_merges: 0,
@@ -539,19 +573,26 @@ impl GroEngine {
         }
     }
 
-    /// Zero-copy coalescing: a held packet keeps only its first segment's
-    /// headers (link header to the end of the TCP or UDP header); the
-    /// payload of every segment, the first included, stays in its input
-    /// frame and is delivered as a [`Frag`] of [`Delivered::frags`] (the
-    /// kernel's `frags`), instead of being copied. A new flow's head then
-    /// costs a copy of its headers, not of its payload. The caller must
-    /// keep every frame it passed in available until the packet containing
-    /// it has been delivered (frame numbers identify them), and must read
-    /// every delivery as `data` followed by `frags` ([`Delivered::len`],
-    /// [`Delivered::copy_to`]): a held packet of one segment comes as its
+    /// Chooses the delivery. On (the default), zero-copy coalescing: a
+    /// held packet keeps only its first segment's headers (link header to
+    /// the end of the TCP or UDP header); the payload of every segment, the
+    /// first included, stays in its input frame and is delivered as a
+    /// [`Frag`] of [`Delivered::frags`] (the kernel's `frags`), instead of
+    /// being copied. A new flow's head then costs a copy of its headers,
+    /// not of its payload. The caller must keep every frame it passed in
+    /// available until the packet containing it has been delivered (frame
+    /// numbers identify them), and must read every delivery as `data`
+    /// followed by `frags` ([`Delivered::len`], [`Delivered::copy_to`],
+    /// [`Delivered::to_vec`]): a held packet of one segment comes as its
     /// headers plus one frag, its bytes those of its frame, unchanged.
-    /// Frames that pass GRO untouched come whole in `data`. Off by
-    /// default: `data` then holds the whole packet.
+    /// Frames that pass GRO untouched come whole in `data`.
+    ///
+    /// Off: contiguous delivery, for callers that cannot keep their frames
+    /// (a capture reader that reuses its buffer). Each merged payload is
+    /// copied into the held packet, `data` holds the whole packet and
+    /// `frags` is empty. Same bytes, more CPU per frame
+    /// (`docs/performance.md`, "GRO beside its peers": the `offload-copy`
+    /// arms).
     pub fn set_zero_copy(&mut self, on: bool) {
         self.zero_copy = on;
     }

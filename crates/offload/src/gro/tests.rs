@@ -35,7 +35,7 @@ fn run_cfg(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<Out> {
     let mut outs = Vec::new();
     let mut push = |d: &Delivered<'_>| {
         outs.push(Out {
-            data: d.data.to_vec(),
+            data: d.to_vec(|n| &frames[n as usize - 1]),
             segments: d.segments,
             reason: d.reason,
         })

@@ -7,8 +7,10 @@ use crate::gro::{Delivered, GroConfig, GroEngine, Input};
 fn gro(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, u32, u32, u32)> {
     let mut e = GroEngine::new(cfg);
     let mut out = Vec::new();
-    let mut push =
-        |d: &Delivered<'_>| out.push((d.data.to_vec(), d.segments, d.gso_size, d.gso_type));
+    let mut push = |d: &Delivered<'_>| {
+        let packet = d.to_vec(|n| &frames[n as usize - 1]);
+        out.push((packet, d.segments, d.gso_size, d.gso_type))
+    };
     for (i, f) in frames.iter().enumerate() {
         e.receive(
             Input {
