@@ -409,6 +409,12 @@ impl Delivered<'_> {
 
     /// Appends the whole packet to `out`, copying each frag from the frame
     /// `frame_bytes(number)` returns (the caller kept the input frames).
+    ///
+    /// # Panics
+    ///
+    /// If `frame_bytes` returns a slice shorter than the frame the engine
+    /// was given under that number (the caller broke the zero-copy
+    /// contract of [`GroEngine::set_zero_copy`]).
     pub fn copy_to<'f>(&self, mut frame_bytes: impl FnMut(u64) -> &'f [u8], out: &mut Vec<u8>) {
         out.reserve(self.len());
         out.extend_from_slice(self.data);
@@ -418,7 +424,8 @@ impl Delivered<'_> {
         }
     }
 
-    /// The whole packet in one new buffer ([`Self::copy_to`]).
+    /// The whole packet in one new buffer ([`Self::copy_to`], which says
+    /// when it panics).
     pub fn to_vec<'f>(&self, frame_bytes: impl FnMut(u64) -> &'f [u8]) -> Vec<u8> {
         let mut out = Vec::new();
         self.copy_to(frame_bytes, &mut out);
