@@ -177,25 +177,14 @@ pub fn tcp4(c: &Conn, seq: u32, ack: u32, flags: u8, options: Vec<u8>, payload: 
 }
 
 /// Reads raw packets from `dev` until `want` accepts one (its vnet header
-/// and packet are returned). Panics after 20 s of silence, so a broken
-/// test fails instead of hanging.
+/// and packet are returned). Panics when none comes within 20 s, so a
+/// broken test fails instead of hanging.
 pub fn read_until(
     dev: &mut TunDevice,
-    mut want: impl FnMut(Option<&VnetHdr>, &[u8]) -> bool,
+    want: impl FnMut(Option<&VnetHdr>, &[u8]) -> bool,
 ) -> (Option<VnetHdr>, Vec<u8>) {
-    loop {
-        assert!(
-            dev.wait_readable(Some(Duration::from_secs(20))).unwrap(),
-            "nothing to read from {} for 20 s",
-            dev.name()
-        );
-        let Some(raw) = dev.read_raw().unwrap() else {
-            continue;
-        };
-        if want(raw.vnet.as_ref(), raw.packet) {
-            return (raw.vnet, raw.packet.to_vec());
-        }
-    }
+    read_until_within(dev, Duration::from_secs(20), want)
+        .unwrap_or_else(|| panic!("no wanted packet from {} within 20 s", dev.name()))
 }
 
 /// [`read_until`] for at most `within`: None when no packet `want`

@@ -233,6 +233,9 @@ impl Template {
     /// True when frame `f` of link `link` and flow tag `tag` has this
     /// template's header wherever it must; a pending template is built
     /// from held packet `p` first, when the tag and link are the head's.
+    /// `tag` is the frame's [`flow_tag`] (bytes the mask compares),
+    /// checked first so that another flow's frame (a stale or colliding
+    /// hint) is told apart with one compare.
     #[inline(always)]
     pub(super) fn build_and_match(
         &mut self,
@@ -285,20 +288,15 @@ impl Template {
         (self.ip_sum, self.pseudo)
     }
 
-    /// True when `f`, a frame of link `link`, has this template's header
-    /// wherever it must: same link kind, and every masked byte equal.
-    /// Equal masked bytes imply the same network layout (the ethertype or
-    /// the IP version nibble is compared) and the same TCP header length
-    /// (the data offset byte is compared). A frame of at least
-    /// [`MAX_HEADER`] bytes (every data segment) is compared over all
-    /// words at once, a loop of fixed length the compiler unrolls into
-    /// vector compares; the mask is 0 past the header.
-    ///
-    /// `tag` is the frame's [`flow_tag`]: bytes the mask compares, checked
-    /// first so that another flow's frame (a stale or colliding hint) is
-    /// told apart with one compare.
-    /// The masked header compare of a frame whose tag and link are known
-    /// to be the head's (false for a slot with no template).
+    /// True when `f`, a frame whose flow tag and link are the head's, has
+    /// this template's header wherever it must: every masked byte equal
+    /// (false for a slot with no template or a pending one). Equal masked
+    /// bytes imply the same network layout (the ethertype or the IP
+    /// version nibble is compared) and the same TCP header length (the
+    /// data offset byte is compared). A frame of at least [`MAX_HEADER`]
+    /// bytes (every data segment) is compared over all words at once, a
+    /// loop of fixed length the compiler unrolls into vector compares; the
+    /// mask is 0 past the header.
     #[inline(always)]
     fn matches_bytes(&self, f: &[u8]) -> bool {
         if self.mask >= PENDING {

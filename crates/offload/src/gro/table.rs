@@ -149,7 +149,7 @@ impl Table {
         self.hints[k % HINTS] = s as u8;
     }
 
-    /// [`Template::matches`] for occupied slot `s`, building its template
+    /// [`Template::build_and_match`] for occupied slot `s`, building its template
     /// first if it is pending and the frame's flow tag and link are the
     /// head's.
     #[inline(always)]
