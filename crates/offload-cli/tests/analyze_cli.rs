@@ -67,7 +67,11 @@ fn an_empty_capture_is_empty_and_exits_0_as_tshark_does() {
         assert_eq!(r["inputs"][0]["frames"], 0);
         assert_eq!(r["flows"].as_array().map(Vec::len), Some(0));
         // The text summary too.
-        let out = Command::new(BIN).arg("analyze").arg(&input).output().unwrap();
+        let out = Command::new(BIN)
+            .arg("analyze")
+            .arg(&input)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(0), "{name}");
     }
 }
