@@ -32,8 +32,11 @@ fn run(dir: &Path, names: &[&str]) -> offload_analyze::Analysis {
     a
 }
 
+/// One row: (column, value) pairs.
+type Row = Vec<(String, Field)>;
+
 /// Row count, column names and all rows of a Parquet file.
-fn read(path: &Path) -> (i64, Vec<String>, Vec<Vec<(String, Field)>>) {
+fn read(path: &Path) -> (i64, Vec<String>, Vec<Row>) {
     let r = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
     let md = r.metadata().file_metadata();
     let names = md
@@ -144,12 +147,10 @@ fn the_documented_duckdb_query_runs_over_several_captures() {
         .nth(1)
         .and_then(|s| s.split("```").next())
         .expect("an sql block in docs/analyze.md");
-    let script = format!(
-        "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([[str(c) for c in r] for r in rows]))\n"
-    );
+    let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([[str(c) for c in r] for r in rows]))\n";
     let out = std::process::Command::new("python3")
         .current_dir(root.path())
-        .args(["-c", &script, q])
+        .args(["-c", script, q])
         .output()
         .expect("python3");
     assert!(
