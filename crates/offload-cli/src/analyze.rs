@@ -67,8 +67,8 @@ pub struct AnalyzeArgs {
     /// Write flows.csv and packets.csv into this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
-    /// Write flows.parquet and packets.parquet into this directory (builds with the
-    /// cargo feature `offload-analyze/parquet`).
+    /// Write flows.parquet, flow_what_if.parquet, findings.parquet and
+    /// packets.parquet into this directory (for DuckDB, Spark, Trino).
     #[arg(long, value_name = "DIR")]
     pub parquet: Option<PathBuf>,
     /// Flows listed in the terminal summary.
@@ -234,7 +234,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", d.join("flows.csv").display()))?;
     }
     if let Some(d) = &args.parquet {
-        offload_analyze::columnar::write_flows(report, d)?;
+        offload_analyze::columnar::write_tables(report, d)?;
     }
     // Buffered: stdout is line-buffered, and a pretty JSON report of many
     // flows has millions of lines (one write each otherwise).
