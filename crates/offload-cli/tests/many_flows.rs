@@ -89,6 +89,7 @@ fn write_capture(path: &Path) {
 
 /// Runs `offload args`, stdout to `json`, and returns the exit code and the
 /// child's peak resident set in KiB.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
 fn run_peak(args: &[&std::ffi::OsStr], json: &Path) -> (i32, i64) {
     let child = Command::new(BIN)
         .args(args)
