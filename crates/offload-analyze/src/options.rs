@@ -32,8 +32,7 @@ pub struct Options {
     pub strict: bool,
     /// Write a per-packet CSV table here while reading.
     pub packet_csv: Option<PathBuf>,
-    /// Write per-packet Parquet files into this directory while reading
-    /// (cargo feature `parquet`; an error without it).
+    /// Write per-packet Parquet files into this directory while reading.
     pub parquet_dir: Option<PathBuf>,
     /// Flows kept in detail (over all inputs). Past it, the least recently
     /// active flows are folded into the report's `other_flows` total, so

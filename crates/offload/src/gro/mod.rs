@@ -97,13 +97,14 @@ mod reason;
 mod rx;
 mod table;
 mod tcp;
+mod template;
 #[cfg(test)]
 mod tests;
 mod udp;
 
 pub use buf::Frag;
-pub use profile::KernelLine;
-pub use reason::FlushReason;
+pub use profile::{IpIdPattern, KernelLine};
+pub use reason::{FlushReason, LossReason};
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::layout::Layout;
@@ -807,8 +808,8 @@ impl GroEngine {
         p.mss = payload;
         p.fixedid = 0;
         // Read by the ≤ 6.9 IP-ID rule only (`profile::ip_id_flush_6_1`).
-        p.atomic = self.cfg.kernel == KernelLine::V6_1
-            && profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
+        p.atomic =
+            self.cfg.kernel.tracks_atomic() && profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
         p.payload = payload;
         p.first_frame = skb.input.frame;
         p.last_frame = skb.input.frame;
