@@ -543,14 +543,8 @@ impl Spill {
         if self.error.is_some() {
             return;
         }
-        let r = crate::report::flow_report(
-            f.serial as usize,
-            f,
-            &self.file_name,
-            0,
-            Vec::new(),
-            peer,
-        );
+        let r =
+            crate::report::flow_report(f.serial as usize, f, &self.file_name, 0, Vec::new(), peer);
         if let Err(e) = crate::export::write_flow_row(&mut self.out, &r, self.sizes) {
             self.error = Some(e);
         }

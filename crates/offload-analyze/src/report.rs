@@ -363,8 +363,9 @@ pub fn flow_report(
         l4_checksum_counts: f.l4_csum,
         ip_header_checksum_bad: f.ip_csum_bad,
         what_if,
-        tcp: f.analysis.as_deref().map(|d| {
-            crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))
-        }),
+        tcp: f
+            .analysis
+            .as_deref()
+            .map(|d| crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))),
     }
 }

@@ -2,10 +2,10 @@
 //! window), loss with where it happened, and reordering. They join the GRO
 //! findings in one ranking (severity, then the extra packets they cost).
 
-use crate::tcp::TcpDirection;
 use crate::findings::flow_ref;
 use crate::flow::FlowStats;
 use crate::report::{Evidence, Finding, FlowReport, Severity};
+use crate::tcp::TcpDirection;
 
 /// Loss or reordering on this share of the data segments or more is medium.
 const MEDIUM_SHARE: f64 = 0.01;
@@ -179,7 +179,10 @@ fn reordering(
         return;
     }
     let share = n as f64 / data.max(1) as f64;
-    let place = match (l.reordered_before_capture > 0, l.reordered_after_capture > 0) {
+    let place = match (
+        l.reordered_before_capture > 0,
+        l.reordered_after_capture > 0,
+    ) {
         (true, false) => "before the capture point",
         (false, true) => "after the capture point",
         _ => "on both sides of the capture point",

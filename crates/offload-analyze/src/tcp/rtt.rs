@@ -9,7 +9,7 @@
 //! the median).
 
 use crate::series::Keep;
-use crate::tcp::{seq_gt, seq_lt, seq_le};
+use crate::tcp::{seq_gt, seq_le, seq_lt};
 use serde::Serialize;
 use std::collections::VecDeque;
 

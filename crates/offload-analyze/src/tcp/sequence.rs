@@ -286,7 +286,10 @@ impl TcpDirection {
 
     /// Seconds of zero window, an unfinished one counted to the last packet.
     pub fn zero_window_total_ns(&self) -> u64 {
-        self.zero_window_ns + self.zero_since.map_or(0, |t| self.last_ns.saturating_sub(t))
+        self.zero_window_ns
+            + self
+                .zero_since
+                .map_or(0, |t| self.last_ns.saturating_sub(t))
     }
 
     pub fn gaps_open(&self) -> u64 {
@@ -405,16 +408,17 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fl |= KEEP_ALIVE_ACK;
             break 'checks;
         }
-        if same
-            && s.window == 0
-            && fwd.window == Some(0)
-            && rev.last_flags & ZERO_WINDOW_PROBE != 0
+        if same && s.window == 0 && fwd.window == Some(0) && rev.last_flags & ZERO_WINDOW_PROBE != 0
         {
             fl |= ZERO_WINDOW_PROBE_ACK;
             break 'checks;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window {
-            fwd.dupacknum = if fwd.dupacknum == -1 { 1 } else { fwd.dupacknum + 1 };
+            fwd.dupacknum = if fwd.dupacknum == -1 {
+                1
+            } else {
+                fwd.dupacknum + 1
+            };
             fl |= DUPLICATE_ACK;
         }
     }
@@ -443,7 +447,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         if len > 1 && fwd.nextseq.map(|n| n.wrapping_sub(1)) == Some(seq) {
             not_advanced = false;
         }
-        let ooo_ns = fwd.first_rtt_ns.filter(|&r| r > 0).unwrap_or(OOO_DEFAULT_NS);
+        let ooo_ns = fwd
+            .first_rtt_ns
+            .filter(|&r| r > 0)
+            .unwrap_or(OOO_DEFAULT_NS);
         if len > 0
             && rev
                 .lastack
@@ -488,9 +495,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                     }
                     _ => None,
                 };
-                let resent = newer_id
-                    .or(newer_ts)
-                    .unwrap_or(fl & OUT_OF_ORDER == 0);
+                let resent = newer_id.or(newer_ts).unwrap_or(fl & OUT_OF_ORDER == 0);
                 if resent {
                     fl |= LOSS_BEFORE;
                     fwd.loss.lost_before_capture += 1;
@@ -571,8 +576,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fwd.acks_with_sack += 1;
             fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
             let (l, r) = s.sack[0];
-            let dsack = seq_le(r, ack)
-                || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
+            let dsack =
+                seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
             if dsack {
                 fl |= DSACK;
                 fwd.dsack += 1;
