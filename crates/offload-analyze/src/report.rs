@@ -179,6 +179,9 @@ pub struct FlowReport {
     #[serde(flatten)]
     pub snap: crate::figures::SnapCounts,
     pub what_if: Vec<FlowWhatIfReport>,
+    /// TCP sequence analysis (windows, RTT, Wireshark's flags, loss and
+    /// reordering with their location); null for other protocols.
+    pub tcp: Option<crate::tcp::report::TcpReport>,
 }
 
 /// One flush reason over the whole run.
@@ -307,6 +310,7 @@ pub fn flow_report(
     file: &str,
     t0: u64,
     what_if: Vec<FlowWhatIfReport>,
+    peer: Option<&FlowStats>,
 ) -> FlowReport {
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
@@ -366,5 +370,9 @@ pub fn flow_report(
         ip_header_checksum_bad: f.ip_csum_bad,
         snap: f.snap,
         what_if,
+        tcp: f
+            .analysis
+            .as_deref()
+            .map(|d| crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))),
     }
 }
