@@ -3,8 +3,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -51,11 +49,9 @@ struct Output<'a> {
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    {
-        let flag = cancel.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-    }
+    // SIGINT, SIGTERM and SIGHUP stop the measurement (and remove the
+    // sample's temporary pcap: offload_capture::tempfiles).
+    let cancel = crate::capture::cancel_flag();
     let opts = inspect::InspectOptions {
         only: args.devices.clone(),
         window: args.window,
