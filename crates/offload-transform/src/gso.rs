@@ -373,6 +373,15 @@ fn learn_mss(input: &SpooledInput, opts: &GsoOptions) -> Result<Learned, Capture
         let ip_len = (lay.end.max(first_l3) - first_l3) as u32;
         let id = (!lay.is_v6()).then(|| u16::from_be_bytes([f[lay.l3_off + 4], f[lay.l3_off + 5]]));
         st.note_data(lay.payload_len() as u32, ip_len > opts.mtu, option_len, id);
+        // PSH, FIN, SYN, RST, URG: a segment that may be short.
+        if tcp {
+            let flags = f[lay.l4_off + 13];
+            if flags & 0x2f == 0 {
+                st.note_unpushed(lay.payload_len() as u32);
+            } else if flags & 0x27 == 0 {
+                st.note_pushed(lay.payload_len() as u32);
+            }
+        }
     }
     let flows = &table.flows;
     let decisions = flows

@@ -116,6 +116,10 @@ pub struct FlowEvidence {
     other_id: u32,
     /// Packets above the MTU.
     pub super_packets: u64,
+    /// Payload lengths of TCP data packets without PSH or FIN, with counts.
+    unpushed: Vec<(u32, u32)>,
+    /// Payload lengths of TCP data packets with PSH, with counts.
+    pushed: Vec<(u32, u32)>,
 }
 
 fn bump(list: &mut Vec<(u32, u32)>, value: u32) {
@@ -173,6 +177,117 @@ impl FlowEvidence {
         } else {
             self.largest_single = self.largest_single.max(payload);
         }
+    }
+
+    /// Notes the payload of a TCP data packet that carries neither PSH nor
+    /// FIN. Linux sends a segment shorter than the MSS only at the end of
+    /// what the application wrote, with PSH (`tcp_push` marks the last
+    /// segment of a write, net/ipv4/tcp.c), and GRO ends a super-packet at
+    /// such a segment and keeps its PSH (`tcp_gro_receive`,
+    /// net/ipv4/tcp_offload.c): a packet without PSH, merged or not, holds
+    /// whole segments only.
+    pub fn note_unpushed(&mut self, payload: u32) {
+        if payload > 0 {
+            bump(&mut self.unpushed, payload);
+        }
+    }
+
+    /// Notes the payload of a TCP data packet with PSH (the end of a write).
+    pub fn note_pushed(&mut self, payload: u32) {
+        if payload > 0 {
+            bump(&mut self.pushed, payload);
+        }
+    }
+
+    /// Packets that all hold an even segment count share twice the MSS
+    /// (delayed ACKs clock segments out in pairs). The ends of writes tell
+    /// them apart: with twice the MSS as divisor, pushed packets that hold
+    /// an odd count of true segments leave exactly half of it over, which
+    /// a true MSS leaves only for writes of one particular size (a forced
+    /// push, `forced_push` in net/ipv4/tcp.c, marks a full segment in the
+    /// middle of a long write: those are many). Halves `m` when at least
+    /// three pushed packets of two or more lengths, and a tenth of those
+    /// that `m` does not divide, leave exactly `m / 2`.
+    fn halved_by_pushed(&self, m: u32) -> u32 {
+        let half = m / 2;
+        if m % 2 != 0 || half < MIN_MSS {
+            return m;
+        }
+        let count = |pred: &dyn Fn(u32) -> bool| -> u64 {
+            self.pushed
+                .iter()
+                .filter(|(v, _)| pred(*v))
+                .map(|(_, n)| u64::from(*n))
+                .sum()
+        };
+        let odd_halves = count(&|v| v >= half && v % m == half);
+        let with_rest = count(&|v| v % m != 0);
+        let distinct = self
+            .pushed
+            .iter()
+            .filter(|(v, _)| *v >= half && v % m == half)
+            .count();
+        if odd_halves >= 3 && distinct >= 2 && 10 * odd_halves >= with_rest {
+            half
+        } else {
+            m
+        }
+    }
+
+    /// The segment size from packets without PSH: the largest divisor of
+    /// nearly all (95%) of their payload lengths and no longer than nearly
+    /// all of them. Candidates are the lengths,
+    /// their pairwise common divisors and the common divisor of all of them
+    /// (super-packets of 33, 6 and 22 segments share no pairwise divisor
+    /// of one segment, all three do). Every count even is ambiguous with
+    /// twice the MSS: a single full segment (count 1) settles it, and the
+    /// IPv4 ID estimate refines it when it divides the result.
+    fn unpushed_divisor(&self) -> Option<u32> {
+        let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut top = self.unpushed.clone();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        let mut candidates: Vec<u32> = Vec::new();
+        let mut all = 0;
+        for (i, a) in top.iter().enumerate() {
+            candidates.push(a.0);
+            all = gcd(all, a.0);
+            candidates.push(all);
+            for b in &top[i + 1..] {
+                candidates.push(gcd(a.0, b.0));
+            }
+        }
+        let support = |m: u32| -> u64 {
+            self.unpushed
+                .iter()
+                .filter(|(v, _)| v % m == 0)
+                .map(|(_, n)| u64::from(*n))
+                .sum()
+        };
+        // A packet without PSH holds at least one whole segment: lengths
+        // below a candidate rule it out (beyond 1% of them: a retransmission
+        // after a partial ACK can be shorter).
+        let shorter = |m: u32| -> u64 {
+            self.unpushed
+                .iter()
+                .filter(|(v, _)| *v < m)
+                .map(|(_, n)| u64::from(*n))
+                .sum()
+        };
+        let mut m = candidates
+            .into_iter()
+            .filter(|c| (MIN_MSS..=MAX_INFERRED_MSS).contains(c))
+            .filter(|c| 20 * support(*c) >= 19 * total)
+            .filter(|c| 100 * shorter(*c) < total.max(100))
+            .max()?;
+        if let Some(id) = self.id_estimate() {
+            if id >= MIN_MSS && id < m && m % id == 0 {
+                m = id;
+            }
+        }
+        Some(self.halved_by_pushed(m))
     }
 
     /// True when the flow's packets keep one IPv4 ID (merged as
@@ -273,11 +388,17 @@ impl FlowEvidence {
         };
         if let Some(syn) = syn.and_then(|m| m.checked_sub(self.option_len)) {
             let total = self.super_packets.max(1);
-            let ok = syn >= MIN_MSS
-                && syn >= self.largest_single
-                && (self.sizes.is_empty() || 2 * self.support(syn) >= total);
+            // Not checked against the largest packet within the MTU: with
+            // an MSS well below the MTU, GRO merges packets that still fit
+            // in it (2 x 988 + 324 = 2300 > 1500 does not, 988 + 324 does).
+            let ok = syn >= MIN_MSS && (self.sizes.is_empty() || 2 * self.support(syn) >= total);
             if ok {
                 return Some((syn, MssSource::Syn));
+            }
+        }
+        if self.super_packets > 0 {
+            if let Some(m) = self.unpushed_divisor() {
+                return Some((m, MssSource::SuperPackets));
             }
         }
         if let Some(m) = self.common_divisor() {
@@ -418,6 +539,116 @@ mod tests {
             0,
         );
         assert_eq!(f.infer(None), Some((204, MssSource::SuperPackets)));
+    }
+
+    /// A flow as a receiver captures it: `(payload, PSH)` per packet.
+    fn receiver_flow(packets: &[(u32, bool)]) -> FlowEvidence {
+        let mut f = FlowEvidence::default();
+        for &(len, push) in packets {
+            f.note_data(len, len > 1500 - 52, 12, None);
+            if push {
+                f.note_pushed(len);
+            } else {
+                f.note_unpushed(len);
+            }
+        }
+        f
+    }
+
+    #[test]
+    fn unpushed_packets_hold_whole_segments() {
+        // BIG TCP at MTU 9000: super-packets of 20, 7 and 3 segments of
+        // 8948 without PSH, writes ending in short segments with PSH, among
+        // them half-MSS singles (which once made 4474 the MSS).
+        let mut p = Vec::new();
+        for i in 0..30 {
+            let tail = 1 + (i * 997) % 8947;
+            p.extend([
+                (8948 * 20, false),
+                (8948 * 7, false),
+                (8948 * 2 + tail, true),
+            ]);
+            p.extend([(8948 * 3, false), (8948 * 5, true)]);
+        }
+        p.extend([(4474, true), (8948 + 4474, true)]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((8948, MssSource::SuperPackets))
+        );
+        // MTU 1500, MSS 1440: even counts (delayed ACKs clock out pairs),
+        // two writes that end in half a segment; one single full segment
+        // decides.
+        let mut p = Vec::new();
+        for i in 0..30 {
+            let tail = 1 + (i * 331) % 1439;
+            p.extend([(1440 * 44, false), (1440 * 2, false), (tail, true)]);
+            p.push((1440 * 4 + tail, true));
+        }
+        p.extend([(720, true), (1440 * 3 + 720, true), (1440, false)]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1440, MssSource::SuperPackets))
+        );
+        // Super-packets of 33, 6 and 22 segments: no pairwise common
+        // divisor is one segment, the three together are.
+        let p: Vec<(u32, bool)> = (0..20)
+            .flat_map(|_| [(1448 * 33, false), (1448 * 6, false), (1448 * 22, false)])
+            .collect();
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1448, MssSource::SuperPackets))
+        );
+        // An MSS far below the MTU: merged packets within the MTU
+        // (988 + 324 with PSH) do not hide it; 64 and 2 segments without.
+        let mut p = Vec::new();
+        for _ in 0..30 {
+            p.extend([
+                (988 * 64, false),
+                (988 * 2, false),
+                (988 + 324, true),
+                (988 * 3, false),
+            ]);
+        }
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((988, MssSource::SuperPackets))
+        );
+        // A real receiver capture (IPv6, TCP_MAXSEG 1000, no SYN): every
+        // packet without PSH holds an even count; writes ending in 5, 15
+        // and 17 segments tell 988 from 1976.
+        let counts = [
+            (64, 35, false),
+            (2, 34, true),
+            (62, 3, false),
+            (60, 3, false),
+            (58, 2, false),
+        ];
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for (k, n, push) in counts {
+            p.extend(std::iter::repeat_n((988 * k, push), n));
+        }
+        p.extend([(1312, true); 6]);
+        p.extend([
+            (988 * 6, true),
+            (988 * 4, true),
+            (988 * 5, true),
+            (988 * 5, true),
+        ]);
+        p.extend([
+            (988 * 17, true),
+            (988 * 15, true),
+            (1144, true),
+            (324, true),
+        ]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((988, MssSource::SuperPackets))
+        );
+        // ... and the SYN's MSS is accepted for it.
+        assert_eq!(
+            receiver_flow(&p).infer(Some(1000)),
+            Some((988, MssSource::Syn))
+        );
     }
 
     #[test]
