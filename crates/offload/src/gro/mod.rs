@@ -173,7 +173,8 @@ pub struct GroConfig {
     /// Which plain UDP datagrams are coalesced.
     pub udp: UdpGro,
     /// UDP destination ports on which a VXLAN socket listens: GRO looks
-    /// inside only those (4789 by default).
+    /// inside only those ([`crate::wire::vxlan::DEFAULT_PORTS`], 4789 and
+    /// 8472, by default).
     pub vxlan_ports: Vec<u16>,
     /// Coalesce in-band 802.1Q/802.1ad tagged frames (`vlan_gro_receive`).
     /// Off by default because the reference kernel is built without
@@ -207,7 +208,7 @@ impl Default for GroConfig {
             flush_timeout_ns: DEFAULT_FLUSH_TIMEOUT_NS,
             verify_checksums: true,
             udp: UdpGro::AllPorts,
-            vxlan_ports: vec![DEFAULT_VXLAN_PORT],
+            vxlan_ports: crate::wire::vxlan::DEFAULT_PORTS.to_vec(),
             vlan_gro: false,
             kernel: KernelLine::default(),
             geneve_ports: vec![crate::wire::geneve::PORT],
@@ -215,9 +216,6 @@ impl Default for GroConfig {
         }
     }
 }
-
-/// The IANA VXLAN port.
-pub const DEFAULT_VXLAN_PORT: u16 = 4789;
 
 /// When the kernel runs `udp_gro_receive_segment` for plain UDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
