@@ -2,12 +2,12 @@
 //! kernel coupling rule, veth/VXLAN creation, ethtool features and sysfs, all
 //! inside anonymous namespaces. Needs root; fails without it.
 
-use std::time::Duration;
 use offload_sys::ethtool::Ethtool;
 use offload_sys::rtnl::{Rtnl, VxlanParams};
 use offload_sys::sysfs::{read_sysctl, write_sysctl, Sysfs};
 use offload_sys::tun::{offload, TunDevice, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
 use offload_sys::{Error, NetNs};
+use std::time::Duration;
 
 #[test]
 fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
