@@ -5,7 +5,6 @@
 use crate::dissect;
 use crate::figures::FlowWhatIf;
 use crate::flow::{BigPacketSide, FlowStats};
-use crate::kernel::KernelProfile;
 use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
 use offload::gro::FlushReason;
@@ -120,6 +119,7 @@ pub fn find(
         retrans_findings(&mut cx, f, r, w);
         above_mtu(&mut cx, f, r);
         table_full(&mut cx, f, r, w);
+        cut_in_headers(&mut cx, f, r);
     }
     big_tcp(&mut cx, flows, reports, adjusted);
     let mut out = cx.out;
@@ -144,9 +144,9 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     };
     let profile = cx.opts.kernel;
     let outer_df = outer.df_set > outer.df_clear;
-    let outer_bad = !profile.ids_mergeable(outer.pattern(), outer_df, true);
+    let outer_bad = !profile.ip_ids_mergeable(outer.pattern(), outer_df, true);
     let inner_df = f.inner.df_set > f.inner.df_clear;
-    let inner_bad = !f.key.v6 && !profile.ids_mergeable(f.inner.pattern(), inner_df, false);
+    let inner_bad = !f.key.v6 && !profile.ip_ids_mergeable(f.inner.pattern(), inner_df, false);
     if f.packets < 4 || !(outer_bad || inner_bad) {
         return;
     }
@@ -197,7 +197,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            KernelProfile::V6_1 | KernelProfile::V6_12 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            _ if profile.fixed_id_needs_df() => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
@@ -233,6 +233,42 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         ],
         fix.join("; "),
         now.saturating_sub(healthy),
+    );
+}
+
+/// Frames the capture cut inside the headers GRO reads: the what-if
+/// cannot judge them (it passes them up unmerged), so the flow's figures
+/// and findings stand on the rest; the fix is a longer snapshot length.
+fn cut_in_headers(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
+    let s = &f.snap;
+    if s.cut_in_headers_frames == 0 {
+        return;
+    }
+    let needed = s.snaplen_needed.unwrap_or(0);
+    cx.push(
+        Severity::Medium,
+        "snaplen",
+        Some(r),
+        f.file,
+        format!(
+            "{}: capture cut {} frames inside their headers (snaplen {}, needs at least {needed})",
+            r.description,
+            s.cut_in_headers_frames,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        format!(
+            "{} of {} frames end before the headers GRO reads do (captured {} bytes, headers need at least {needed}): the what-if cannot judge them and passes them up unmerged, so this flow's GRO figures and findings are not those of the traffic.",
+            s.cut_in_headers_frames,
+            f.packets,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        vec![],
+        vec![
+            ("cut_in_headers_frames", s.cut_in_headers_frames),
+            ("snaplen_needed", needed as u64),
+        ],
+        format!("capture again with a snapshot length of at least {needed} bytes (`tcpdump -s {needed}`), or whole frames"),
+        0,
     );
 }
 
@@ -604,7 +640,7 @@ fn big_tcp(
         let v4 = flows
             .iter()
             .any(|f| !f.key.v6 && f.key.proto == dissect::PROTO_TCP);
-        let why = if v4 && !profile.ipv4_big_tcp() {
+        let why = if v4 && !profile.has_ipv4_big_tcp() {
             " (kernel 6.1 has no IPv4 BIG TCP)"
         } else {
             ""

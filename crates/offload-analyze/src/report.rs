@@ -7,7 +7,6 @@ use crate::dissect;
 use crate::flow::{
     BigPacketSide, CsumCounts, FlowStats, HeaderTrack, IdPattern, OtherFlows, SeqPoint,
 };
-use crate::kernel::KernelProfile;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
@@ -31,7 +30,8 @@ pub struct Report {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
-    pub kernel: KernelProfile,
+    #[serde(serialize_with = "crate::kernel::serialize_line")]
+    pub kernel: crate::kernel::KernelLine,
     /// False: the profile's differences from 6.18 are derived from the
     /// kernel source, not compared with a running kernel.
     pub kernel_verified_live: bool,
@@ -61,11 +61,15 @@ pub struct InputReport {
     /// Frames whose captured length exceeded the file's snapshot length:
     /// read whole (as tshark does), unless `--strict`.
     pub frames_above_snaplen: u64,
+    /// Frames cut short by the capture (header-only captures).
+    #[serde(flatten)]
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// One network header's behaviour.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeaderReport {
+    #[serde(serialize_with = "crate::kernel::serialize_pattern")]
     pub ip_id_pattern: IdPattern,
     /// "set", "clear", "mixed" or "n/a" (IPv6).
     pub df: &'static str,
@@ -172,6 +176,9 @@ pub struct FlowReport {
     pub l4_checksum: &'static str,
     pub l4_checksum_counts: CsumCounts,
     pub ip_header_checksum_bad: u64,
+    /// Frames of this flow cut short by the capture.
+    #[serde(flatten)]
+    pub snap: crate::figures::SnapCounts,
     pub what_if: Vec<FlowWhatIfReport>,
     /// TCP sequence analysis (windows, RTT, Wireshark's flags, loss and
     /// reordering with their location); null for other protocols.
@@ -199,7 +206,8 @@ pub struct FrameRef {
 pub struct WhatIfReport {
     pub gro_max_size: u32,
     pub gro_ipv4_max_size: u32,
-    pub kernel: KernelProfile,
+    #[serde(serialize_with = "crate::kernel::serialize_line")]
+    pub kernel: crate::kernel::KernelLine,
     /// Some figures come from the profile's post-classification or from
     /// tunnel header analysis, not from the engine alone.
     pub derived: bool,
@@ -362,6 +370,7 @@ pub fn flow_report(
         l4_checksum: f.l4_csum.summary(),
         l4_checksum_counts: f.l4_csum,
         ip_header_checksum_bad: f.ip_csum_bad,
+        snap: f.snap,
         what_if,
         tcp: f
             .analysis

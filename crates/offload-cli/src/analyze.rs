@@ -4,7 +4,7 @@
 use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::{KernelProfile, Options};
+use offload_analyze::{KernelLine, Options};
 use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -48,8 +48,8 @@ pub struct AnalyzeArgs {
     #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_gro_size)]
     pub gro_max_size: Vec<u32>,
     /// Kernel line whose GRO rules the what-if runs: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
-    #[arg(long)]
-    pub kernel: Option<KernelProfile>,
+    #[arg(long, value_parser = offload_analyze::kernel::parse_line)]
+    pub kernel: Option<KernelLine>,
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
@@ -58,6 +58,12 @@ pub struct AnalyzeArgs {
     /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
+    /// Frames the capture cut short after their headers (`tcpdump -s N`):
+    /// `headers` judges them from their headers and wire length, checksums
+    /// taken as valid (the figures of the whole capture); `unmerged` passes
+    /// them up unmerged.
+    #[arg(long, value_enum, default_value = "headers", value_name = "HOW")]
+    pub truncated_frames: TruncatedArg,
     /// Print the report as JSON (schema in docs/analyze.md) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -84,6 +90,13 @@ pub struct AnalyzeArgs {
     /// a lone capture over N threads: shorter wall time, about 1.5x the CPU).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+}
+
+/// `--truncated-frames`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TruncatedArg {
+    Headers,
+    Unmerged,
 }
 
 /// The embedded samples, unpacked into a private temporary directory
@@ -141,7 +154,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         },
         kernel: args
             .kernel
-            .unwrap_or_else(|| crate::capture::running_kernel_line().into()),
+            .unwrap_or_else(crate::capture::running_kernel_line),
         mtu: args.mtu,
         vxlan_ports: args.capture.vxlan_ports(),
         strict: args.capture.strict,
@@ -154,6 +167,10 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .csv
             .as_deref()
             .map(offload_analyze::export::evicted_path),
+        truncated: match args.truncated_frames {
+            TruncatedArg::Headers => offload_analyze::options::TruncatedFrames::Headers,
+            TruncatedArg::Unmerged => offload_analyze::options::TruncatedFrames::Unmerged,
+        },
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;

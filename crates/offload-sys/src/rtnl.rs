@@ -1,22 +1,16 @@
 //! Synchronous rtnetlink control of links, addresses, neighbours and the GRO
 //! size knobs.
 //!
-//! Messages are built with `netlink-packet-route` and sent over a blocking
-//! `netlink-sys` socket: one request, then read until the kernel's ACK (or
-//! `NLMSG_DONE` for dumps). There is no async runtime here on purpose: a lab
-//! does a handful of requests and the oracle none on its hot path
-//! (docs/decisions/0020-netlink-and-syscall-crates.md).
+//! Messages are built with `netlink-packet-route` and sent through the
+//! crate's one request loop ([`crate::netlink::NetlinkSocket`]): one
+//! request, then read until the kernel's ACK (or `NLMSG_DONE` for dumps).
 //!
 //! An [`Rtnl`] socket acts on the network namespace it was *created* in, and
 //! keeps doing so from whatever thread later uses it.
 
-use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 
-use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REPLACE, NLM_F_REQUEST,
-};
+use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
     InfoData, InfoGeneve, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
@@ -30,16 +24,15 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use netlink_sys::protocols::NETLINK_ROUTE;
 
 use crate::error::{Error, Result};
+use crate::netlink::NetlinkSocket;
 
-/// Largest value the kernel accepts for `gro_max_size` / `gro_ipv4_max_size`
-/// (`GRO_MAX_SIZE` = 8 × 65535, `include/linux/netdevice.h`).
-pub const GRO_MAX_SIZE: u32 = 8 * 65535;
-
-/// Default of both GRO size knobs (`GRO_LEGACY_MAX_SIZE`).
-pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
+/// The GRO size knobs' bounds: the engine's constants (`GRO_MAX_SIZE` =
+/// 8 × 65535, the largest `gro_max_size` / `gro_ipv4_max_size` the kernel
+/// accepts; `GRO_LEGACY_MAX_SIZE`, their default).
+pub use offload::gro::{GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
 
 /// The parts of a link's state the lab cares about, as read by `RTM_GETLINK`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -78,8 +71,17 @@ pub struct LinkState {
     pub loopback: bool,
     /// An XDP program is attached (`IFLA_XDP` with a program id).
     pub xdp: bool,
-    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index.
+    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index
+    /// (also the `link` of ip6tnl, GRE and ip6gre tunnels).
     pub tunnel_link: Option<u32>,
+    /// `IFLA_LINK`: the lower device of a macvlan, ipvlan, VLAN or
+    /// tunnel (and a veth's peer), by index in `link_netnsid`'s namespace.
+    pub link: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: `link` lives in another namespace.
+    pub link_netnsid: Option<i32>,
+    /// A tunnel whose outer header is IPv6: ip6tnl, ip6gre, ip6gretap,
+    /// ip6erspan, or VXLAN/Geneve with an IPv6 remote or local address.
+    pub ipv6_outer: bool,
 }
 
 /// Parameters of a VXLAN device (`ip link add NAME type vxlan ...`).
@@ -100,109 +102,26 @@ pub struct VxlanParams {
 /// A blocking rtnetlink socket bound to one network namespace.
 #[derive(Debug)]
 pub struct Rtnl {
-    sock: Socket,
-    seq: u32,
-    buf: Vec<u8>,
+    sock: NetlinkSocket,
 }
 
 impl Rtnl {
     /// Opens a socket in the *calling thread's* network namespace.
     pub fn open() -> Result<Self> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| Error::sys("socket(NETLINK_ROUTE)", e))?;
-        sock.bind_auto()
-            .map_err(|e| Error::sys("bind(NETLINK_ROUTE)", e))?;
-        // Extended ACKs make the kernel's refusal reasons (e.g. "too big
-        // gro_max_size") part of the error; failure to enable them is harmless.
-        let _ = sock.set_ext_ack(true);
         Ok(Rtnl {
-            sock,
-            seq: 0,
-            buf: Vec::with_capacity(256 * 1024),
+            sock: NetlinkSocket::open(NETLINK_ROUTE, "NETLINK_ROUTE")?,
         })
     }
 
     /// Sends one request and collects every inner message of the reply until
-    /// the final ACK or `NLMSG_DONE`.
+    /// the final ACK or `NLMSG_DONE` ([`NetlinkSocket::request`]).
     fn request(
         &mut self,
         op: &str,
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
-        header.sequence_number = seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
-        packet.finalize();
-        let mut out = vec![0u8; packet.buffer_len()];
-        packet.serialize(&mut out);
-        let kernel = SocketAddr::new(0, 0);
-        self.sock
-            .send_to(&out, &kernel, 0)
-            .map_err(|e| Error::Netlink {
-                op: op.to_string(),
-                source: e,
-            })?;
-
-        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
-        let mut replies = Vec::new();
-        loop {
-            self.buf.clear();
-            let (len, _) = self
-                .sock
-                .recv_from(&mut self.buf, 0)
-                .map_err(|e| Error::Netlink {
-                    op: op.to_string(),
-                    source: e,
-                })?;
-            let mut offset = 0;
-            while offset < len {
-                let bytes = &self.buf[offset..len];
-                let reply =
-                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).map_err(|e| {
-                        Error::NetlinkReply {
-                            op: op.to_string(),
-                            detail: e.to_string(),
-                        }
-                    })?;
-                let step = reply.header.length as usize;
-                if step == 0 {
-                    return Err(Error::NetlinkReply {
-                        op: op.to_string(),
-                        detail: "zero-length netlink message".into(),
-                    });
-                }
-                offset += (step + 3) & !3;
-                if reply.header.sequence_number != seq {
-                    // A reply to an earlier request (cannot happen with
-                    // strictly sequential use, but never mix them up).
-                    continue;
-                }
-                match reply.payload {
-                    NetlinkPayload::Error(err) => {
-                        return match err.code {
-                            None => Ok(replies),
-                            Some(code) => Err(Error::Netlink {
-                                op: op.to_string(),
-                                source: io::Error::from_raw_os_error(-code.get()),
-                            }),
-                        };
-                    }
-                    NetlinkPayload::Done(_) => return Ok(replies),
-                    NetlinkPayload::InnerMessage(inner) => {
-                        replies.push(inner);
-                        if !dump && flags & NLM_F_ACK == 0 {
-                            return Ok(replies);
-                        }
-                    }
-                    NetlinkPayload::Noop | NetlinkPayload::Overrun(_) => {}
-                    _ => {}
-                }
-            }
-        }
+        self.sock.request(op, msg, flags)
     }
 
     fn ack(&mut self, op: &str, msg: RouteNetlinkMessage, flags: u16) -> Result<()> {
@@ -677,6 +596,8 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::NumRxQueues(v) => s.rx_queues = Some(*v),
             LinkAttribute::NumTxQueues(v) => s.tx_queues = Some(*v),
             LinkAttribute::Qdisc(q) => s.qdisc = Some(q.clone()),
+            LinkAttribute::Link(i) => s.link = Some(*i),
+            LinkAttribute::LinkNetNsId(i) => s.link_netnsid = Some(*i),
             LinkAttribute::Xdp(x) => {
                 s.xdp = x.iter().any(
                     |a| matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0),
@@ -685,11 +606,65 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
                     match i {
-                        LinkInfo::Kind(k) => s.kind = Some(k.to_string()),
+                        LinkInfo::Kind(k) => {
+                            s.kind = Some(k.to_string());
+                            if matches!(
+                                k,
+                                InfoKind::Ip6Tnl
+                                    | InfoKind::GreTun6
+                                    | InfoKind::GreTap6
+                                    | InfoKind::Ip6ErSpan
+                            ) {
+                                s.ipv6_outer = true;
+                            }
+                        }
                         LinkInfo::Data(InfoData::Vxlan(data)) => {
                             for d in data {
-                                if let InfoVxlan::Link(idx) = d {
-                                    s.tunnel_link = Some(*idx);
+                                match d {
+                                    InfoVxlan::Link(idx) => s.tunnel_link = Some(*idx),
+                                    InfoVxlan::Group6(_) | InfoVxlan::Local6(_) => {
+                                        s.ipv6_outer = true
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                        LinkInfo::Data(InfoData::Geneve(data))
+                            if data.iter().any(|d| {
+                                matches!(d, InfoGeneve::Remote6(_) | InfoGeneve::Local6(_))
+                            }) =>
+                        {
+                            s.ipv6_outer = true;
+                        }
+                        LinkInfo::Data(InfoData::IpTunnel(data)) => {
+                            for d in data {
+                                match d {
+                                    netlink_packet_route::link::InfoIpTunnel::Link(i)
+                                        if *i != 0 =>
+                                    {
+                                        s.tunnel_link = Some(*i)
+                                    }
+                                    netlink_packet_route::link::InfoIpTunnel::Remote(
+                                        IpAddr::V6(_),
+                                    )
+                                    | netlink_packet_route::link::InfoIpTunnel::Local(
+                                        IpAddr::V6(_),
+                                    ) => s.ipv6_outer = true,
+                                    _ => {}
+                                }
+                            }
+                        }
+                        LinkInfo::Data(
+                            InfoData::GreTun6(data)
+                            | InfoData::GreTap6(data)
+                            | InfoData::Ip6ErSpan(data),
+                        ) => {
+                            s.ipv6_outer = true;
+                            for d in data {
+                                if let netlink_packet_route::link::InfoGre6::Link(i) = d {
+                                    if *i != 0 {
+                                        s.tunnel_link = Some(*i);
+                                    }
                                 }
                             }
                         }
