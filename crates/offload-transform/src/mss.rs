@@ -71,6 +71,9 @@ impl MssSource {
 /// Distinct super-packet payload lengths kept per flow.
 pub const MAX_SIZES: usize = 32;
 
+/// The fewest packets without PSH the PSH rule needs.
+const MIN_UNPUSHED: u64 = 3;
+
 /// The smallest segment size believed (RFC 9293's default MSS is 536; a
 /// divisor below this is an artefact of a few unlucky lengths).
 const MIN_MSS: u32 = 88;
@@ -244,7 +247,10 @@ impl FlowEvidence {
     /// IPv4 ID estimate refines it when it divides the result.
     fn unpushed_divisor(&self) -> Option<u32> {
         let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
-        if total == 0 {
+        // A segment the window cut short goes out without PSH too
+        // (`tcp_mss_split_point`, net/ipv4/tcp_output.c): one or two such
+        // packets are no evidence.
+        if total < MIN_UNPUSHED {
             return None;
         }
         let mut top = self.unpushed.clone();
@@ -648,6 +654,29 @@ mod tests {
         assert_eq!(
             receiver_flow(&p).infer(Some(1000)),
             Some((988, MssSource::Syn))
+        );
+    }
+
+    #[test]
+    fn one_window_limited_packet_without_psh_is_no_evidence() {
+        // A real receiver capture (IPv6, MTU 9000, TCP_MAXSEG 1452): every
+        // packet but one 160-byte one carries PSH.
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for k in [5, 5, 10, 15, 17, 31, 31, 34, 34, 34] {
+            p.push((1440 * k, true));
+        }
+        p.extend(std::iter::repeat_n((1440 * 45, true), 40));
+        p.extend([(33504, true), (1120, true), (64, true), (24160, true)]);
+        p.extend([
+            (2944, true),
+            (2944, true),
+            (8800, true),
+            (8800, true),
+            (160, false),
+        ]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1440, MssSource::SuperPackets))
         );
     }
 
