@@ -100,7 +100,6 @@
 //! gro.handle_timeout(deadline - 1, &mut write); // too early: still held
 //! gro.handle_timeout(deadline, &mut write);
 //! assert_eq!(gro.poll_timeout(), None);
-//! drop(write);
 //! assert_eq!(tun.0.len(), 1); // one super-packet of 8 segments
 //! assert_eq!(tun.0[0].len(), HDR_LEN + 40 + 8 * 1000);
 //! ```

@@ -627,7 +627,6 @@ fn handle_timeout_completes_only_what_is_older_than_the_flush_timeout() {
     // Flow 2 (held at 30 µs) is not due yet.
     assert_eq!(e.poll_timeout(), Some(80_000));
     e.handle_timeout(80_000, &mut push);
-    drop(push);
     assert_eq!(
         out,
         vec![(1, 2, FlushReason::Timeout), (3, 1, FlushReason::Timeout)]
