@@ -118,6 +118,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             &file_name(f.file),
             t0.get(f.file).copied().unwrap_or(0),
             wi,
+            f.reverse.and_then(|r| pass.flows.get(r)),
         ));
     }
 
@@ -137,7 +138,8 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             )
         })
         .collect();
-    let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
+    let mut findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
+    crate::tcp_findings::add(&mut findings, &pass.flows, &flows, &file_name);
     let graphs = pass
         .flows
         .iter()
@@ -286,7 +288,11 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
         seq: f.series.points.clone(),
         acks,
         ack_only,
-        rtt: f.rtt.points.clone(),
+        rtt: f
+            .analysis
+            .as_ref()
+            .map(|d| d.rtt_points.points.clone())
+            .unwrap_or_default(),
         bin_ns: f.bins.width_ns,
         bins: f.bins.bytes.clone(),
         gro: f.gro.clone(),

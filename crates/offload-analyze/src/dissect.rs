@@ -70,6 +70,8 @@ pub struct TcpFields {
     /// The first two SACK blocks (left, right edges), `nsack` of them.
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
+    /// How many SACK blocks the option holds (up to 4).
+    pub sack_blocks: u8,
 }
 
 /// The transport header.
@@ -186,6 +188,7 @@ struct TcpOptions {
     wscale: Option<u8>,
     sack: [(u32, u32); 2],
     nsack: u8,
+    sack_blocks: u8,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -221,6 +224,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
     let mut wscale = None;
     let mut sack = [(0u32, 0u32); 2];
     let mut nsack = 0u8;
+    let mut sack_blocks = 0u8;
     let mut i = 0;
     while i < opts.len() {
         let kind = opts[i];
@@ -256,6 +260,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(SIG_PRIME);
                 }
+                sack_blocks = ((len - 2) / 8) as u8;
                 for (b, slot) in sack.iter_mut().enumerate().take((len - 2) / 8) {
                     let at = i + 2 + b * 8;
                     *slot = (be32(opts, at), be32(opts, at + 4));
@@ -277,6 +282,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
         wscale,
         sack,
         nsack,
+        sack_blocks,
     }
 }
 
@@ -307,6 +313,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     wscale: o.wscale,
                     sack: o.sack,
                     nsack: o.nsack,
+                    sack_blocks: o.sack_blocks,
                 }),
                 off,
                 l4_room.saturating_sub(hl as u32),

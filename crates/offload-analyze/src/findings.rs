@@ -10,7 +10,7 @@ use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
 use offload::gro::FlushReason;
 
-fn flow_ref(r: &FlowReport) -> FlowRef {
+pub(crate) fn flow_ref(r: &FlowReport) -> FlowRef {
     FlowRef {
         id: r.id,
         description: r.description.clone(),

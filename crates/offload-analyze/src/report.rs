@@ -173,6 +173,9 @@ pub struct FlowReport {
     pub l4_checksum_counts: CsumCounts,
     pub ip_header_checksum_bad: u64,
     pub what_if: Vec<FlowWhatIfReport>,
+    /// TCP sequence analysis (windows, RTT, Wireshark's flags, loss and
+    /// reordering with their location); null for other protocols.
+    pub tcp: Option<crate::tcp::report::TcpReport>,
 }
 
 /// One flush reason over the whole run.
@@ -301,6 +304,7 @@ pub fn flow_report(
     file: &str,
     t0: u64,
     what_if: Vec<FlowWhatIfReport>,
+    peer: Option<&FlowStats>,
 ) -> FlowReport {
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
@@ -359,5 +363,9 @@ pub fn flow_report(
         l4_checksum_counts: f.l4_csum,
         ip_header_checksum_bad: f.ip_csum_bad,
         what_if,
+        tcp: f
+            .analysis
+            .as_deref()
+            .map(|d| crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))),
     }
 }

@@ -24,13 +24,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
-use offload_bench::stats::{paired_difference, PairedDifference};
 use offload_bench::{BenchResult, ClientConfig, Secret, Server, ServerOptions, TestKind};
 use offload_lab::live::{DeviceCounters, GroCounts, TracepointIds};
 use offload_lab::relay::{Mode, Relay};
 use offload_lab::sample::{self, SampleOptions};
 use offload_lab::topo::{VethPair, VxlanPath};
 use offload_lab::NetNs;
+use offload_report::html::escape as html_escape;
+use offload_report::stats::{mean_ci95, paired_difference, t_interval95, PairedDifference};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -515,13 +516,7 @@ fn paired_json(d: &PairedDifference) -> Value {
     // A plain t interval of the mean difference: offload-bench's summary
     // switches to a log-normal interval when every value is positive,
     // which suits rates but not differences that happen to share a sign.
-    let n = d.difference.n;
-    let half = if n >= 2 {
-        offload_bench::stats::t95(n - 1) * d.difference.stddev / (n as f64).sqrt()
-    } else {
-        f64::INFINITY
-    };
-    let (low, high) = (d.difference.mean - half, d.difference.mean + half);
+    let (low, high) = t_interval95(d.difference.mean, d.difference.stddev, d.difference.n);
     let rel = |v: f64| {
         if d.a.mean != 0.0 {
             100.0 * v / d.a.mean
@@ -1136,25 +1131,6 @@ fn short(metric: &str) -> &str {
     }
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// Two-sided 95% Student t quantile for `df` degrees of freedom (exact to
-/// three decimals up to 10, then an approximation within 1% of the table).
-fn t95(df: usize) -> f64 {
-    const TABLE: [f64; 10] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=10 => TABLE[df - 1],
-        _ => 1.96 + 2.4 / df as f64,
-    }
-}
-
 /// One arm's bar in a chart: the mean of a metric over its runs, the 95%
 /// confidence interval (two runs or more) and the number of runs.
 struct Bar {
@@ -1176,11 +1152,7 @@ fn arm_interval(arm: &Value, metric: &str) -> Option<Bar> {
     }
     let n = v.len();
     let mean = v.iter().sum::<f64>() / n as f64;
-    let ci = (n >= 2).then(|| {
-        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = t95(n - 1) * (var / n as f64).sqrt();
-        (mean - half, mean + half)
-    });
+    let ci = (n >= 2).then(|| mean_ci95(&v)).flatten();
     Some(Bar {
         name: arm["name"].as_str().unwrap_or("").to_string(),
         mean,
