@@ -47,7 +47,7 @@ impl Severity {
 }
 
 /// One knob a fix sets, in `offload tune --set` syntax (see
-/// [`super::tune::Knob`]).
+/// `tune::Knob`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     /// The knob, e.g. `eth0:gro_max_size`, `eth0:feature:rx-gro`,

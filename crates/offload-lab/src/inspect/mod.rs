@@ -787,6 +787,28 @@ pub fn read_softnet() -> Vec<SoftnetCpu> {
     parse_softnet(&std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default())
 }
 
+/// Per-CPU `after - before`.
+pub fn softnet_delta(after: &[SoftnetCpu], before: &[SoftnetCpu]) -> Vec<SoftnetCpu> {
+    after
+        .iter()
+        .map(|a| {
+            let b = before
+                .iter()
+                .find(|b| b.cpu == a.cpu)
+                .copied()
+                .unwrap_or_default();
+            SoftnetCpu {
+                cpu: a.cpu,
+                processed: a.processed.saturating_sub(b.processed),
+                dropped: a.dropped.saturating_sub(b.dropped),
+                time_squeeze: a.time_squeeze.saturating_sub(b.time_squeeze),
+                received_rps: a.received_rps.saturating_sub(b.received_rps),
+                flow_limit_count: a.flow_limit_count.saturating_sub(b.flow_limit_count),
+            }
+        })
+        .collect()
+}
+
 fn kernel_release() -> String {
     rustix::system::uname()
         .release()
