@@ -49,6 +49,8 @@ pub struct FileFacts {
     pub checksums_offloaded: bool,
     /// Frames whose captured length exceeded the snapshot length (read anyway).
     pub above_snaplen: u64,
+    /// Frames the capture cut short, by where.
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -384,6 +386,7 @@ fn run_job(
             verify,
             opts.vxlan_ports.clone(),
             per_job_cap(opts.max_flows, nfiles),
+            opts.truncated == crate::options::TruncatedFrames::Headers,
         )
     });
     let cap = per_job_cap(opts.max_flows, nfiles);
@@ -461,6 +464,13 @@ fn run_job(
         if parsed.is_none() {
             facts.unparsed += 1;
         }
+        let snap = if job.stats {
+            let s = dissect::snap(link, frame.data, frame.orig_len, &opts.vxlan_ports);
+            facts.snap.add(s, frame.data.len());
+            s
+        } else {
+            dissect::Snap::Whole
+        };
         // The flow's key, made once for the statistics and the what-if.
         let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
@@ -475,6 +485,7 @@ fn run_job(
                     opts,
                     job.file,
                 );
+                table.note_snap(snap, frame.data.len());
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, frame.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -672,6 +683,14 @@ impl FlowTable {
             self.tunnel_pairs.insert(key.pairing_key(), i as u32);
         }
         i
+    }
+
+    /// Counts how much of the frame just added ([`Self::update`]) the
+    /// capture kept, in its flow.
+    pub fn note_snap(&mut self, snap: dissect::Snap, captured: usize) {
+        if let (Some((_, i)), false) = (self.last, snap == dissect::Snap::Whole) {
+            self.flows[i as usize].snap.add(snap, captured);
+        }
     }
 
     /// Adds a frame; returns its flow's serial (order of first appearance).

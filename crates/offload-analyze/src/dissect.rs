@@ -411,6 +411,64 @@ fn parse_vxlan(
     })
 }
 
+/// How much of a frame the capture kept, as the GRO what-if sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snap {
+    /// Every byte of the frame.
+    Whole,
+    /// Cut short (`tcpdump -s N`) after every header GRO reads (link,
+    /// network, tunnel, inner network, transport): GRO decides on headers
+    /// and lengths, so the frame can be judged from them and its wire
+    /// length (`orig_len`).
+    HeadersOnly,
+    /// Cut inside a header GRO reads. `needed` is a snapshot length that
+    /// would have kept that header (a lower bound: a header after it may
+    /// need more).
+    CutInHeaders { needed: u32 },
+}
+
+/// Judges a frame whose capture kept `frame.len()` of its `orig_len`
+/// bytes, walking its headers as the engine's segmentation does
+/// (`offload::gso::layout`: VXLAN on `vxlan_ports`, Geneve, GRE, IP in IP).
+pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Snap {
+    use offload::gso::GsoError;
+    use offload::wire::WireErrorKind;
+    if frame.len() as u64 >= orig_len as u64 {
+        return Snap::Whole;
+    }
+    let cut_at = |needed: usize| Snap::CutInHeaders {
+        needed: needed.max(frame.len() + 1).min(u32::MAX as usize) as u32,
+    };
+    match offload::gso::layout(link, frame, vxlan_ports) {
+        Ok(lay) => {
+            // The walk reads a VXLAN port's payload as plain UDP when the
+            // inner Ethernet header is missing: that is a cut, not UDP.
+            if lay.outer.is_none() && lay.l4_proto == offload::wire::Transport::Udp {
+                let udp = lay.l4_off;
+                let dport = frame
+                    .get(udp + 2..udp + 4)
+                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
+                // VXLAN header, inner Ethernet, inner IPv4 and TCP headers.
+                let inner = udp + 8 + 8 + 14 + 20 + 20;
+                if dport.is_some_and(|d| vxlan_ports.contains(&d)) && frame.len() < inner {
+                    return cut_at(inner);
+                }
+            }
+            Snap::HeadersOnly
+        }
+        Err(GsoError::Wire(e)) => match e.kind {
+            WireErrorKind::Truncated { need, .. } => cut_at(e.offset + need),
+            // A header that is wrong where it was captured: the engine
+            // passes it for that, as it would the whole frame.
+            WireErrorKind::Invalid { .. } => Snap::HeadersOnly,
+        },
+        Err(GsoError::Unsupported(why)) if why.contains("cut short") => cut_at(0),
+        // Not TCP or UDP, a tunnel the engine does not merge: GRO passes
+        // such a frame whatever its payload.
+        Err(_) => Snap::HeadersOnly,
+    }
+}
+
 /// Checksum state of a header, as the capture shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CsumState {

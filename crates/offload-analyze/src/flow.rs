@@ -560,6 +560,8 @@ pub struct FlowStats {
     pub what_if: Vec<crate::figures::FlowWhatIf>,
     /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
     pub healthy_what_if: Vec<crate::figures::FlowWhatIf>,
+    /// Frames the capture cut short, by where.
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -617,6 +619,7 @@ impl FlowStats {
             bins: Bins::default(),
             what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
             healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
+            snap: Default::default(),
         }
     }
 
