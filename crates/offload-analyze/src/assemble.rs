@@ -54,6 +54,9 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
             estimated,
             reasons: reasons_of(&w),
             healthy_tunnel_packets: healthy,
+            lost_packets: w.lost_packets,
+            lost_segments: w.lost_segments,
+            loss_reason: w.loss.map(|l| l.name()),
         },
         w,
         delta,
@@ -151,7 +154,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             schema: SCHEMA,
             settings: Settings {
                 kernel: opts.kernel,
-                kernel_verified_live: opts.kernel.verified_live(),
+                kernel_verified_live: crate::kernel::verified_live(opts.kernel),
                 gro_max_sizes: opts.gro_sizes.clone(),
                 mtu: opts.mtu,
                 vxlan_ports: opts.vxlan_ports.clone(),
@@ -213,7 +216,7 @@ fn what_if_report(
     flush_reasons.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
     let packets = (t.packets_out as i64 + delta.0).max(0) as u64;
     let mut notes = Vec::new();
-    if !opts.kernel.verified_live() {
+    if !crate::kernel::verified_live(opts.kernel) {
         notes.push(format!(
             "kernel {} rules are derived from the kernel source, not verified against a live kernel",
             opts.kernel

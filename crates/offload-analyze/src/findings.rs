@@ -5,7 +5,6 @@
 use crate::dissect;
 use crate::figures::FlowWhatIf;
 use crate::flow::{BigPacketSide, FlowStats};
-use crate::kernel::KernelProfile;
 use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
 use offload::gro::FlushReason;
@@ -121,6 +120,7 @@ pub fn find(
         above_mtu(&mut cx, f, r);
         table_full(&mut cx, f, r, w);
         cut_in_headers(&mut cx, f, r);
+        ipv6_tunnel_big_tcp(&mut cx, f, r, adj);
     }
     big_tcp(&mut cx, flows, reports, adjusted);
     let mut out = cx.out;
@@ -145,9 +145,9 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     };
     let profile = cx.opts.kernel;
     let outer_df = outer.df_set > outer.df_clear;
-    let outer_bad = !profile.ids_mergeable(outer.pattern(), outer_df, true);
+    let outer_bad = !profile.ip_ids_mergeable(outer.pattern(), outer_df, true);
     let inner_df = f.inner.df_set > f.inner.df_clear;
-    let inner_bad = !f.key.v6 && !profile.ids_mergeable(f.inner.pattern(), inner_df, false);
+    let inner_bad = !f.key.v6 && !profile.ip_ids_mergeable(f.inner.pattern(), inner_df, false);
     if f.packets < 4 || !(outer_bad || inner_bad) {
         return;
     }
@@ -198,7 +198,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            KernelProfile::V6_1 | KernelProfile::V6_12 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            _ if profile.fixed_id_needs_df() => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
@@ -270,6 +270,48 @@ fn cut_in_headers(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
         ],
         format!("capture again with a snapshot length of at least {needed} bytes (`tcpdump -s {needed}`), or whole frames"),
         0,
+    );
+}
+
+/// BIG TCP through a tunnel with an IPv6 outer header on a line that
+/// loses what GRO merges past 64 KiB there (`KernelLine::
+/// ipv6_outer_tunnel_loss`: 5.19-6.19): the flow, the size at which it
+/// happens and what is lost.
+fn ipv6_tunnel_big_tcp(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, adj: &[FlowWhatIf]) {
+    use offload::gro::LossReason;
+    let Some((i, w)) = adj
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.lost_packets > 0)
+        .min_by_key(|(i, _)| cx.opts.gro_sizes[*i])
+    else {
+        return;
+    };
+    let line = cx.opts.kernel;
+    let size = cx.opts.gro_sizes[i];
+    let what = match w.loss {
+        Some(LossReason::Ipv6TunnelJumboMangled) => "delivers them mangled (the Hop-by-Hop Jumbo header where the outer UDP header was: the stack drops them as UDP)",
+        _ => "drops them with a kernel WARNING (the Hop-by-Hop Jumbo header overwrites the tunnel's header)",
+    };
+    let citation = w.loss.map(|l| l.citation()).unwrap_or_default();
+    cx.push(
+        Severity::High,
+        "big-tcp-ipv6-tunnel",
+        Some(r),
+        f.file,
+        format!("BIG TCP with an IPv6-outer tunnel on kernel {line}: merged packets past 64 KiB are dropped ({})", r.description),
+        format!(
+            "{}: with gro_max_size {size}, GRO merges {} packets of this flow ({} segments) past 64 KiB of outer IPv6 payload, and kernel {line} {what}: those segments never reach the application and are retransmitted ({citation}).",
+            r.description, w.lost_packets, w.lost_segments,
+        ),
+        w.first(FlushReason::SizeLimit).into_iter().collect(),
+        vec![
+            ("gro_max_size", size as u64),
+            ("lost_packets", w.lost_packets),
+            ("lost_segments", w.lost_segments),
+        ],
+        "keep gro_max_size (and gso_max_size) at 65536 on the devices that carry or underlie this tunnel (`ip link set dev DEV gro_max_size 65536 gso_max_size 65536`), carry the tunnel over IPv4, or run a 7.0+ kernel".into(),
+        w.lost_segments,
     );
 }
 
@@ -641,7 +683,7 @@ fn big_tcp(
         let v4 = flows
             .iter()
             .any(|f| !f.key.v6 && f.key.proto == dissect::PROTO_TCP);
-        let why = if v4 && !profile.ipv4_big_tcp() {
+        let why = if v4 && !profile.has_ipv4_big_tcp() {
             " (kernel 6.1 has no IPv4 BIG TCP)"
         } else {
             ""

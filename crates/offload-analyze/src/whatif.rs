@@ -20,7 +20,7 @@
 //!
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
-pub use crate::kernel::KernelProfile;
+pub use crate::kernel::KernelLine;
 use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
@@ -95,6 +95,8 @@ pub struct WhatIfWorker {
     header_only: bool,
     /// Scratch: a header-only frame at its wire length.
     pad_buf: Vec<u8>,
+    /// The kernel line the engines run: what it loses after merging.
+    line: KernelLine,
     index: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow and slot (runs of one flow skip the hash).
     last: Option<(FlowKey, u32)>,
@@ -123,20 +125,20 @@ impl fmt::Debug for RingBox {
 /// The engine configuration for a size under a profile.
 pub fn config_for(
     size: u32,
-    profile: KernelProfile,
+    line: KernelLine,
     verify_checksums: bool,
     vxlan_ports: &[u16],
 ) -> GroConfig {
     GroConfig {
         gro_max_size: size,
-        gro_ipv4_max_size: if profile.ipv4_big_tcp() {
+        gro_ipv4_max_size: if line.has_ipv4_big_tcp() {
             size
         } else {
             size.min(offload::gro::GRO_LEGACY_MAX_SIZE)
         },
         verify_checksums,
         vxlan_ports: vxlan_ports.to_vec(),
-        kernel: profile.engine_line(),
+        kernel: line,
         ..GroConfig::default()
     }
 }
@@ -145,7 +147,7 @@ impl WhatIfWorker {
     pub fn new(
         file: usize,
         sizes: Vec<u32>,
-        profile: KernelProfile,
+        line: KernelLine,
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
         max_flows: usize,
@@ -160,7 +162,7 @@ impl WhatIfWorker {
                 .map(|(i, s)| {
                     let mut e = GroEngine::new(config_for(
                         *s,
-                        profile,
+                        line,
                         verify_checksums && i == 0,
                         &vxlan_ports,
                     ));
@@ -180,6 +182,7 @@ impl WhatIfWorker {
             healthy_buf: Vec::new(),
             header_only,
             pad_buf: Vec::new(),
+            line,
             totals: vec![
                 RunTotals {
                     file,
@@ -327,8 +330,11 @@ impl WhatIfWorker {
             healthy_engines,
             ring,
             flows,
+            line,
+            vxlan_ports,
             ..
         } = self;
+        let (line, ports) = (*line, vxlan_ports.as_slice());
         // A frame the first engine rejected for its checksum passes up
         // unmerged without touching any held packet (`tcp_gro_receive`,
         // `udp_gro_receive`): the other engines are not fed it and get the
@@ -349,7 +355,15 @@ impl WhatIfWorker {
                 ));
             } else {
                 engine.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
+                    pending.push(Pending::of(
+                        d,
+                        i,
+                        false,
+                        Some(input.frame),
+                        &ring.0,
+                        line,
+                        ports,
+                    ));
                 });
                 if i == 0 {
                     bad = pending
@@ -377,7 +391,15 @@ impl WhatIfWorker {
                     ..input
                 };
                 healthy_engines[i].receive_with_checksum(inp, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
+                    pending.push(Pending::of(
+                        d,
+                        i,
+                        true,
+                        Some(input.frame),
+                        &ring.0,
+                        line,
+                        ports,
+                    ));
                 });
                 if i == 0 {
                     bad_healthy = pending
@@ -427,6 +449,11 @@ impl WhatIfWorker {
                 }
                 w.largest = w.largest.max(p.len);
                 w.hit(p.reason, p.frame);
+                if p.loss.is_some() {
+                    w.lost_packets += 1;
+                    w.lost_segments += p.segs as u64;
+                    w.loss = w.loss.or(p.loss);
+                }
                 if p.i == 0 && !p.healthy {
                     f.gro.push(crate::series::GroPoint {
                         t_ns: p.ts,
@@ -447,18 +474,21 @@ impl WhatIfWorker {
             engines,
             healthy_engines,
             ring,
+            line,
+            vxlan_ports,
             ..
         } = self;
+        let (line, ports) = (*line, vxlan_ports.as_slice());
         for (i, (e, ie)) in engines
             .iter_mut()
             .zip(healthy_engines.iter_mut())
             .enumerate()
         {
             e.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, false, None, &ring.0))
+                pending.push(Pending::of(d, i, false, None, &ring.0, line, ports))
             });
             ie.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, true, None, &ring.0))
+                pending.push(Pending::of(d, i, true, None, &ring.0, line, ports))
             });
         }
         self.account(&mut pending);
@@ -490,6 +520,32 @@ fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
+/// What the kernel line does with a packet GRO merged past 64 KiB inside
+/// a tunnel with an IPv6 outer header: the engine delivers what a working
+/// kernel would, and lines 5.19-6.19 lose it
+/// ([`KernelLine::ipv6_outer_tunnel_loss`]: dropped with a WARN for IP in
+/// IP and GRE, delivered mangled for VXLAN and Geneve).
+fn ipv6_tunnel_loss(
+    d: &Delivered<'_>,
+    line: KernelLine,
+    vxlan_ports: &[u16],
+) -> Option<offload::gro::LossReason> {
+    // Outer IPv6 payload above 65,535 bytes needs at least this much.
+    if d.segments < 2 || d.len() <= 65_535 + 40 || !line.breaks_big_tcp_over_ipv6_tunnels() {
+        return None;
+    }
+    let lay = offload::gso::layout(d.link, d.data, vxlan_ports).ok()?;
+    let outer = lay.outer?;
+    if outer.ip != offload::wire::IpVersion::V6 || lay.l4_proto != offload::wire::Transport::Tcp {
+        return None;
+    }
+    let payload = d.len().checked_sub(outer.l3_off + 40)?;
+    if payload <= 65_535 {
+        return None;
+    }
+    line.ipv6_outer_tunnel_loss(outer.encap, lay.ip)
+}
+
 /// A delivery waiting to be attributed.
 #[derive(Debug)]
 struct Pending {
@@ -505,6 +561,8 @@ struct Pending {
     len: u32,
     /// Capture time of the delivery.
     ts: u64,
+    /// The kernel line loses this merged packet.
+    loss: Option<offload::gro::LossReason>,
 }
 
 impl Pending {
@@ -526,6 +584,7 @@ impl Pending {
             segs: 1,
             len: len as u32,
             ts,
+            loss: None,
         }
     }
 
@@ -542,6 +601,8 @@ impl Pending {
         healthy: bool,
         current: Option<u64>,
         ring: &Ring,
+        line: KernelLine,
+        vxlan_ports: &[u16],
     ) -> Pending {
         let slot = ring.get(d.first_frame);
         // Zero-copy: `data` holds the packet's headers, `len()` counts
@@ -557,6 +618,7 @@ impl Pending {
             segs: d.segments,
             len,
             ts: d.timestamp_ns,
+            loss: ipv6_tunnel_loss(d, line, vxlan_ports),
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct GroArgs {
     /// Kernel line whose GRO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
     #[arg(long, value_parser = parse_kernel)]
     pub kernel: Option<KernelLine>,
+    /// Write what a working kernel would deliver where the kernel line loses packets
+    /// (BIG TCP through IPv6-outer tunnels before 7.0); by default they are reported as lost.
+    #[arg(long)]
+    pub no_kernel_losses: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -188,6 +192,27 @@ pub fn warn_above_snaplen(input: &str, count: u64, first: u64) {
     }
 }
 
+/// Warns about timestamps read or written as the nearest time that could
+/// be (the summary's `timestamps_clamped`).
+pub fn warn_timestamps_clamped(input: &str, output: &str, t: &transform::TimestampsClamped) {
+    if t.input > 0 {
+        eprintln!(
+            "offload: warning: {input}: {} frame(s) have a timestamp outside the years 1677 to \
+             2262 (a huge pcapng timestamp or if_tsoffset; first: frame {}); read with the \
+             nearest time that range holds",
+            t.input, t.first_input_frame
+        );
+    }
+    if t.output > 0 {
+        eprintln!(
+            "offload: warning: {output}: {} frame(s) have a timestamp the output format cannot \
+             hold (before 1970, or in pcap from 2106-02-07 on; first: output frame {}); written \
+             with the nearest one it holds (write .pcapng to keep times after 2106)",
+            t.output, t.first_output_frame
+        );
+    }
+}
+
 /// Reports an input error after the output was written; the exit code says it.
 fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
     match &outcome.input_error {
@@ -210,6 +235,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         vxlan_ports: args.capture.vxlan_ports(),
         vlan_gro: args.vlan_gro,
         kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        kernel_losses: !args.no_kernel_losses,
         geneve_ports: match args.geneve_ports.as_slice() {
             [] => vec![offload::wire::geneve::PORT],
             ports => ports.iter().copied().filter(|p| *p != 0).collect(),
@@ -290,6 +316,13 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
             };
             writeln!(out, "{:<28} {:>10}  {}", r.reason, r.count, kind)?;
         }
+        for l in &s.lost {
+            writeln!(
+                out,
+                "\nlost on kernel {}: {} packets ({} segments), {}: {}",
+                s.settings.kernel, l.packets, l.segments, l.reason, l.citation
+            )?;
+        }
         if s.unsupported_link_frames > 0 {
             writeln!(
                 out,
@@ -299,6 +332,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
+    warn_timestamps_clamped(&s.input, &s.output, &s.timestamps_clamped);
     Ok(finish(&outcome))
 }
 
@@ -406,6 +440,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
+    warn_timestamps_clamped(&s.input, &s.output, &s.timestamps_clamped);
     Ok(finish(&outcome))
 }
 
