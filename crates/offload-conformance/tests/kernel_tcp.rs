@@ -34,12 +34,10 @@ fn run_size(size: u32, seed_base: u64) {
     };
     let mut kernel = KernelGro::new(knobs).expect("the kernel oracle needs root and /dev/net/tun");
     let a = addrs(&kernel);
-    let cfg = GroConfig {
-        gro_max_size: size,
-        gro_ipv4_max_size: size,
-        flush_timeout_ns: 10_000_000,
-        ..GroConfig::default()
-    };
+    let cfg = GroConfig::default()
+        .gro_max_size(size)
+        .gro_ipv4_max_size(size)
+        .flush_timeout_ns(10_000_000);
     let mut failures = Vec::new();
     let mut per_class: BTreeMap<&'static str, (u32, u32)> = BTreeMap::new();
     for i in 0..trains {
@@ -105,20 +103,11 @@ fn oracle_merges_and_comparison_detects_a_wrong_engine() {
         k.len()
     );
     let good = engine_gro(
-        &GroConfig {
-            flush_timeout_ns: 10_000_000,
-            ..GroConfig::default()
-        },
+        &GroConfig::default().flush_timeout_ns(10_000_000),
         &train.frames,
     );
     assert_eq!(compare(&k, &good), None);
-    let never_holds = engine_gro(
-        &GroConfig {
-            flush_timeout_ns: 0,
-            ..GroConfig::default()
-        },
-        &train.frames,
-    );
+    let never_holds = engine_gro(&GroConfig::default().flush_timeout_ns(0), &train.frames);
     assert!(compare(&k, &never_holds).is_some());
 }
 
@@ -139,12 +128,10 @@ fn vlan_tagged_tcp_trains_match_the_kernel() {
         let mut kernel =
             KernelGro::new(knobs).expect("the kernel oracle needs root and /dev/net/tun");
         let a = addrs(&kernel);
-        let cfg = GroConfig {
-            gro_max_size: size,
-            gro_ipv4_max_size: size,
-            flush_timeout_ns: 10_000_000,
-            ..GroConfig::default()
-        };
+        let cfg = GroConfig::default()
+            .gro_max_size(size)
+            .gro_ipv4_max_size(size)
+            .flush_timeout_ns(10_000_000);
         let mut failures = Vec::new();
         for seed in 0..n {
             let train = tcp_train(500_000 + seed, &a, None);
