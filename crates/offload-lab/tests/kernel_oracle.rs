@@ -1,5 +1,5 @@
-//! The oracle against the table "What this machine's kernel was seen to do
-//! (6.18)" of kernel-oracle.md: each row is a train built here with correct
+//! The oracle against what the running kernel (6.18 here) was seen to do
+//! (docs/lab.md, "What the tests reproduce"): each row is a train built here with correct
 //! checksums and run through the live kernel's GRO. Needs root and
 //! /dev/net/tun; fails (never skips) without them.
 
@@ -361,7 +361,7 @@ fn set_knobs_changes_sizes_between_trains() {
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn flush_timeout_zero_merges_nothing_across_writes() {
     // Without gro_flush_timeout every write is its own NAPI poll and GRO
-    // flushes after each packet (kernel-oracle.md step 4).
+    // flushes after each packet.
     let mut o = oracle(GroKnobs {
         flush_timeout: Duration::ZERO,
         ..GroKnobs::default()
