@@ -235,7 +235,7 @@ impl GroEngine {
         if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
-        // Invariants the slicing below relies on (issue 9, item 6):
+        // Invariants the slicing below relies on:
         // `same_flow` only pairs packets whose header offsets are equal
         // (`th == th2`, and the network headers in `network_flush`), and
         // the flag-word check above has returned unless both TCP headers
