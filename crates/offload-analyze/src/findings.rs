@@ -113,6 +113,7 @@ pub fn find(
     for ((f, r), adj) in flows.iter().zip(reports).zip(adjusted) {
         let Some(w) = adj.get(bi) else { continue };
         tunnel_findings(&mut cx, f, r, w);
+        outer_keyed_tunnel(&mut cx, f, r, w, &f.healthy_what_if[bi]);
         plain_ip_id(&mut cx, f, r, w);
         checksum_findings(&mut cx, f, r, w);
         churn_findings(&mut cx, f, r, w);
@@ -324,8 +325,76 @@ fn short_inner(r: &FlowReport) -> String {
     )
 }
 
+/// A tunnel analyze keys by its outer header (GRE, IPIP/SIT, Geneve: the
+/// engine merges them, analyze's dissection stops at the outer header)
+/// whose packets merge far better with mergeable IDs: the healthy-tunnel
+/// run found it and gives the figure a healthy tunnel reaches.
+fn outer_keyed_tunnel(
+    cx: &mut Ctx<'_>,
+    f: &FlowStats,
+    r: &FlowReport,
+    w: &FlowWhatIf,
+    healthy: &FlowWhatIf,
+) {
+    if f.key.tunnel.is_some() || healthy.frames == 0 || f.packets < 4 {
+        return;
+    }
+    let (now, healthy) = (w.packets, healthy.packets.max(1));
+    let factor = now as f64 / healthy as f64;
+    if now < healthy + 4 || factor < 1.5 {
+        return;
+    }
+    let h = &f.inner;
+    let ex = &h.id_break_examples;
+    let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
+    let ids = ex
+        .iter()
+        .map(|x| x.1.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let outer_ids = !f.key.v6;
+    let cause = if outer_ids {
+        format!(
+            "outer IPv4 DF {} and IP ID {} (frames {}: {ids})",
+            h.df(),
+            h.pattern().name(),
+            frames_list(&frames)
+        )
+    } else {
+        "inner IPv4 IDs that do not increment".to_string()
+    };
+    cx.push(
+        Severity::High,
+        "ip-id-rule",
+        Some(r),
+        f.file,
+        format!(
+            "tunnel {}: GRO cannot merge ({})",
+            r.description,
+            if outer_ids {
+                format!("outer IP ID {}", h.pattern().name())
+            } else {
+                "inner IP IDs".to_string()
+            }
+        ),
+        format!(
+            "tunnel {}: {cause}: the receiver's GRO (kernel {}) hands its stack {now} packets where the same frames with mergeable IDs give {healthy} ({factor:.0}x) for {} frames.",
+            r.description, cx.opts.kernel, f.packets
+        ),
+        frames,
+        vec![
+            ("frames", f.packets),
+            ("outer_id_breaks", h.id_breaks),
+            ("stack_packets", now),
+            ("healthy_tunnel_packets", healthy),
+        ],
+        "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet or keep it fixed with DF set; kernel 6.18+ checks outer IDs whatever DF says".into(),
+        now - healthy,
+    );
+}
+
 fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
-    if f.key.tunnel.is_some() || f.key.v6 {
+    if f.key.tunnel.is_some() || f.key.v6 || f.healthy_what_if.iter().any(|h| h.frames > 0) {
         return;
     }
     let n = w.count(FlushReason::IpIdMismatch) + w.count(FlushReason::DfChanged);

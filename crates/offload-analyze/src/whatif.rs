@@ -129,18 +129,15 @@ pub fn config_for(
     verify_checksums: bool,
     vxlan_ports: &[u16],
 ) -> GroConfig {
-    GroConfig {
-        gro_max_size: size,
-        gro_ipv4_max_size: if line.has_ipv4_big_tcp() {
+    GroConfig::for_kernel(line)
+        .gro_max_size(size)
+        .gro_ipv4_max_size(if line.has_ipv4_big_tcp() {
             size
         } else {
             size.min(offload::gro::GRO_LEGACY_MAX_SIZE)
-        },
-        verify_checksums,
-        vxlan_ports: vxlan_ports.to_vec(),
-        kernel: line,
-        ..GroConfig::default()
-    }
+        })
+        .verify_checksums(verify_checksums)
+        .vxlan_ports(vxlan_ports.to_vec())
 }
 
 impl WhatIfWorker {
@@ -311,13 +308,12 @@ impl WhatIfWorker {
             self.ring.0.put(input.frame, s);
         }
         let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
-        let healthy_frame = match parsed.and_then(|p| p.tunnel.as_ref().map(|t| (p, t))) {
-            Some((p, t)) => {
+        let healthy_frame = match parsed.filter(|p| may_be_tunnel(p)) {
+            Some(_) => {
                 healthy_buf.clear();
                 healthy_buf.extend_from_slice(input.data);
-                fix_ipv4_id(&mut healthy_buf, &t.ip);
-                fix_ipv4_id(&mut healthy_buf, &p.ip);
-                Some(healthy_buf.as_slice())
+                healthy_tunnel(&mut healthy_buf, input.link, &self.vxlan_ports)
+                    .then_some(healthy_buf.as_slice())
             }
             None => None,
         };
@@ -496,19 +492,57 @@ impl WhatIfWorker {
     }
 }
 
-/// Makes an IPv4 header's ID fixed (0, DF set) and redoes its checksum, in
-/// a copy of the frame: what a sender (or tunnel endpoint) that satisfies
-/// every kernel's IP ID rule would have sent. The header's one's-complement
-/// sum stays the same, so an outer UDP checksum covering it still verifies.
-fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
-    if ip.v6 {
-        return;
+/// A frame that may carry a tunnel the engine merges: VXLAN (as dissected),
+/// IP in IP (IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6), GRE, or UDP to the
+/// Geneve port. Only these are walked for the healthy-tunnel run.
+fn may_be_tunnel(p: &dissect::Parsed) -> bool {
+    p.tunnel.is_some()
+        || matches!(p.ip.proto, 4 | 41 | 47)
+        || (p.ip.proto == dissect::PROTO_UDP && p.dport == offload::wire::geneve::PORT)
+}
+
+/// Rewrites a tunnelled frame, in place, into what a healthy tunnel would
+/// have sent: the outer IPv4 header's ID made mergeable on every kernel
+/// line (fixed at 0 with DF set: 6.18 merges fixed IDs, and 6.1-6.17 do not
+/// check an outer ID under DF), the inner IPv4 ID likewise, each header
+/// checksum redone. Everything else the rewrite touches stays consistent:
+/// a valid IPv4 header always sums to 0xffff, so rewriting the inner one
+/// leaves the one's-complement sum of the tunnel payload, and with it a
+/// non-zero outer UDP or GRE checksum, valid; a zero outer UDP checksum
+/// stays zero (none of the outer IPv4 fields changed enters the UDP
+/// pseudo-header). Finds the headers with the engine's walk
+/// (`offload::gso::layout`) for every tunnel kind it merges: VXLAN,
+/// Geneve, GRE, IPIP/SIT/IP6IP6, IPv4 or IPv6 outer (an IPv6 outer header
+/// has no ID: only the inner one changes). False when the frame is no
+/// tunnel.
+pub fn healthy_tunnel(frame: &mut [u8], link: offload::LinkKind, vxlan_ports: &[u16]) -> bool {
+    let Ok(lay) = offload::gso::layout(link, frame, vxlan_ports) else {
+        return false;
+    };
+    let Some(outer) = lay.outer else {
+        return false;
+    };
+    if outer.ip == offload::wire::IpVersion::V4 {
+        fix_ipv4_id(frame, outer.l3_off);
     }
-    let Some(h) = frame.get_mut(ip.off..ip.off + ip.hdr_len) else {
+    if lay.ip == offload::wire::IpVersion::V4 {
+        fix_ipv4_id(frame, lay.l3_off);
+    }
+    true
+}
+
+/// Makes the IPv4 header at `off` carry ID 0 with DF set and redoes its
+/// checksum. A header that did not verify stays as it was: the engine
+/// judges it.
+fn fix_ipv4_id(frame: &mut [u8], off: usize) {
+    let Some(&b0) = frame.get(off) else {
+        return;
+    };
+    let ihl = (b0 & 0x0f) as usize * 4;
+    let Some(h) = frame.get_mut(off..off + ihl) else {
         return;
     };
     if h.len() < 20 || offload::checksum::checksum(h) != 0 {
-        // A header that did not verify stays as it was: the engine judges it.
         return;
     }
     h[4] = 0;
