@@ -163,6 +163,10 @@ pub struct ClientConfig {
     pub interval: Option<Duration>,
     /// A UDP transaction with no response after this long counts as lost.
     pub udp_timeout: Duration,
+    /// The shared secret of a server that requires authentication (see
+    /// [`crate::auth`]); with one, the client also requires the server to
+    /// prove it holds the same secret.
+    pub auth: Option<crate::auth::Secret>,
 }
 
 impl ClientConfig {
@@ -200,6 +204,7 @@ impl ClientConfig {
             null: false,
             interval: None,
             udp_timeout: Duration::from_millis(200),
+            auth: None,
         }
     }
 

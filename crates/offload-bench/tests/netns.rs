@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use common::{assert_sane, serial, short};
 use offload_bench::netns::{NetnsPair, Side};
 use offload_bench::report::BenchResult;
-use offload_bench::{client, ClientConfig, Direction, Server, TestKind};
+use offload_bench::{client, ClientConfig, Direction, Secret, Server, ServerOptions, TestKind};
 
 fn run_between(
     pair: &NetnsPair,
@@ -21,16 +21,23 @@ fn run_between(
     } else {
         NetnsPair::addr4(Side::A)
     };
+    // Beyond loopback the server requires a shared secret.
+    let secret = Secret::random().unwrap();
+    let opts = ServerOptions {
+        secret: Some(secret.clone()),
+        ..ServerOptions::default()
+    };
     let server = pair
         .run_in(Side::A, move || {
-            Server::bind(SocketAddr::new(ip, 0))
+            Server::bind_with(&[SocketAddr::new(ip, 0)], opts)
                 .unwrap()
                 .echo_log(false)
                 .spawn()
                 .unwrap()
         })
         .unwrap();
-    let cfg = make(server.addr());
+    let mut cfg = make(server.addr());
+    cfg.auth = Some(secret);
     let r = pair
         .run_in(Side::B, move || client::run_once(&cfg, &mut |_| {}))
         .unwrap();
@@ -68,6 +75,7 @@ fn exists(id: i32) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn every_test_type_between_namespaces_over_ipv4() {
     let _g = serial();
     let pair = NetnsPair::create("v4").unwrap();
@@ -111,6 +119,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tcp_rr_80000_over_ipv6_between_namespaces() {
     let _g = serial();
     let pair = NetnsPair::create("v6").unwrap();
@@ -141,6 +150,7 @@ fn tcp_rr_80000_over_ipv6_between_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_rr_many_flows_over_ipv6_between_namespaces() {
     let _g = serial();
     let pair = NetnsPair::create("u6").unwrap();
@@ -156,6 +166,7 @@ fn udp_rr_many_flows_over_ipv6_between_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn namespaces_are_removed_on_drop_and_on_panic() {
     let _g = serial();
     let pair = NetnsPair::create("gone").unwrap();

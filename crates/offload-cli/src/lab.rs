@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
-use offload_bench::{BenchResult, ClientConfig, Server, TestKind};
+use offload_bench::{BenchResult, ClientConfig, Secret, Server, ServerOptions, TestKind};
 use offload_lab::live::{DeviceCounters, GroCounts, TracepointIds};
 use offload_lab::relay::{Mode, Relay};
 use offload_lab::sample::{self, SampleOptions};
@@ -324,6 +324,9 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// A bench server serving inside a namespace until dropped.
 struct ServerInNs {
     addr: SocketAddr,
+    /// A fresh secret per server: it listens beyond loopback (in the
+    /// experiment's namespace), where the bench server requires one.
+    secret: Secret,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<offload_lab::Result<()>>>,
 }
@@ -335,6 +338,11 @@ impl ServerInNs {
         // table of its own before it binds, so that the flows it accepts do
         // not count against the table the in-process client fills.
         let (tx, rx) = std::sync::mpsc::channel();
+        let secret = Secret::random()?;
+        let opts = ServerOptions {
+            secret: Some(secret.clone()),
+            ..ServerOptions::default()
+        };
         let thread = ns.spawn("ofl-lab-server", move || {
             let sys_err = |op: &str, e: std::io::Error| offload_lab::Error::Sys {
                 op: op.into(),
@@ -343,7 +351,7 @@ impl ServerInNs {
             let bound = offload_bench::sys::unshare_fd_table()
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    Server::bind(SocketAddr::new(ip, 0))
+                    Server::bind_with(&[SocketAddr::new(ip, 0)], opts)
                         .map(|s| s.echo_log(false))
                         .map_err(|e| e.to_string())
                 })
@@ -378,9 +386,19 @@ impl ServerInNs {
         };
         Ok(ServerInNs {
             addr,
+            secret,
             stop,
             thread: Some(thread),
         })
+    }
+}
+
+impl ServerInNs {
+    /// A client configuration for this server, secret included.
+    fn config(&self, kind: TestKind) -> ClientConfig {
+        let mut c = ClientConfig::new(kind, self.addr);
+        c.auth = Some(self.secret.clone());
+        c
     }
 }
 
@@ -554,7 +572,7 @@ fn big_tcp(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Resul
     let mut pair = VethPair::new("b")?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER6.into())?;
-    let mut cfg = ClientConfig::new(TestKind::TcpRr, server.addr);
+    let mut cfg = server.config(TestKind::TcpRr);
     cfg.spec.request = 80_000;
     cfg.spec.response = 80_000;
     cfg.spec.knobs.nodelay = true;
@@ -615,7 +633,7 @@ fn vxlan_ip_id(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::R
     path.attach_tuns()?;
     let ids = TracepointIds::read()?;
     let server = ServerInNs::start(&path.b.ns, VxlanPath::B_INNER.into())?;
-    let mut cfg = ClientConfig::new(TestKind::TcpStream, server.addr);
+    let mut cfg = server.config(TestKind::TcpStream);
     cfg.duration = args.duration;
     cfg.warmup = Duration::from_secs(1);
     let mut arms = vec![
@@ -801,7 +819,7 @@ fn udp_rx(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Result
     let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
     let cpus = offload_lab::live::online_cpus().len().max(1);
     let base = {
-        let mut c = ClientConfig::new(TestKind::UdpStream, server.addr);
+        let mut c = server.config(TestKind::UdpStream);
         c.spec.request = 32;
         c.duration = args.duration;
         c.warmup = Duration::from_secs(1);
@@ -919,7 +937,7 @@ fn many_flows(args: &RunArgs, cancel: &AtomicBool, progress: bool) -> anyhow::Re
             // holds no sockets of the previous level still being torn
             // down, which a worker's private copy would inherit.
             let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
-            let mut cfg = ClientConfig::new(TestKind::TcpRr, server.addr);
+            let mut cfg = server.config(TestKind::TcpRr);
             cfg.spec.flows = *flows;
             cfg.threads = (*flows).min(2);
             cfg.spec.server_threads = (*flows).min(2);
