@@ -211,6 +211,9 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         }
         let _ = write!(line, ", checksum {}", f.l4_checksum);
         let _ = writeln!(s, "{line}");
+        if let Some(t) = &f.tcp {
+            let _ = writeln!(s, "     {}", tcp_line(t));
+        }
         if let Some(t) = &f.tunnel {
             let _ = writeln!(
                 s,
@@ -250,4 +253,46 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         let _ = writeln!(s, "     GRO {}", wi.join("; "));
     }
     s
+}
+
+/// One line of a flow's TCP analysis: RTT, window, loss and reordering.
+fn tcp_line(t: &crate::tcp::report::TcpReport) -> String {
+    use crate::tcp::scale::WindowScale;
+    let rtt = match t.rtt.median_ms {
+        Some(m) => format!("RTT median {m:.3} ms ({} samples)", t.rtt.samples),
+        None => "no RTT sample".to_string(),
+    };
+    let scale = match t.window.scale {
+        WindowScale::Shift(s) => format!("scale {s}"),
+        WindowScale::NotUsed => "no scaling".to_string(),
+        WindowScale::Unknown => "scale unknown (no handshake): raw".to_string(),
+    };
+    let l = &t.loss;
+    let mut line = format!(
+        "TCP: {rtt}; window {}..{} B ({scale})",
+        t.window.min.unwrap_or(0),
+        t.window.max
+    );
+    if l.lost_before_capture + l.lost_after_capture + l.spurious > 0 {
+        let _ = write!(
+            line,
+            "; lost {} before / {} after the capture point, {} spurious",
+            l.lost_before_capture, l.lost_after_capture, l.spurious
+        );
+    }
+    if l.reordered_before_capture + l.reordered_after_capture > 0 {
+        let _ = write!(
+            line,
+            "; reordered {} before / {} after",
+            l.reordered_before_capture, l.reordered_after_capture
+        );
+    }
+    if t.window.zero_window_episodes > 0 {
+        let _ = write!(
+            line,
+            "; zero window {}x, {:.3} s",
+            t.window.zero_window_episodes, t.window.zero_window_s
+        );
+    }
+    line
 }
