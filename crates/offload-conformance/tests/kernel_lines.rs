@@ -48,6 +48,7 @@ fn release() -> String {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn running_kernel_suite() {
     let trains = env_u64("OFFLOAD_LINE_TRAINS", 300);
     let seed0 = env_u64("OFFLOAD_LINE_SEED", 9_000_000);
@@ -664,11 +665,13 @@ fn in_vm(line: &str) {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_6_1_in_vm() {
     in_vm("6.1");
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_6_12_in_vm() {
     in_vm("6.12");
 }

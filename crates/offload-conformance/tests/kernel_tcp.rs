@@ -73,11 +73,13 @@ fn run_size(size: u32, seed_base: u64) {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tcp_trains_match_the_kernel_at_gro_max_size_65536() {
     run_size(65536, env_u64("OFFLOAD_CONFORMANCE_SEED", 1));
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tcp_trains_match_the_kernel_at_gro_max_size_185000() {
     run_size(185_000, env_u64("OFFLOAD_CONFORMANCE_SEED", 1) + 1_000_000);
 }
@@ -86,6 +88,7 @@ fn tcp_trains_match_the_kernel_at_gro_max_size_185000() {
 /// really tells a different answer apart (an engine that never holds
 /// anything must disagree with the kernel on a clean train).
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn oracle_merges_and_comparison_detects_a_wrong_engine() {
     let mut kernel = KernelGro::new(GroKnobs {
         flush_timeout: Duration::from_millis(20),
@@ -116,6 +119,7 @@ fn oracle_merges_and_comparison_detects_a_wrong_engine() {
 /// CONFIG_VLAN_8021Q, so it has no `vlan_gro_receive`: tagged frames pass
 /// GRO untouched, and the engine's default says the same.
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vlan_tagged_tcp_trains_match_the_kernel() {
     let n = env_u64("OFFLOAD_CONFORMANCE_TRAINS", 1000) / 4;
     for size in [65536u32, 185_000] {

@@ -1,4 +1,5 @@
-//! Generic Receive Offload, as Linux 6.18 does it.
+//! Generic Receive Offload, as Linux does it on each modelled kernel line
+//! (6.1, 6.12, 6.18, 7.x; [`KernelLine`], 6.18 by default).
 //!
 //! [`GroEngine::receive`] takes one frame at a time and delivers packets
 //! through a callback in the order the kernel would hand them to the stack:
