@@ -127,6 +127,40 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             if w.derived { " [derived]" } else { "" }
         );
     }
+    if !r.hops.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nWhich hop ({} flows seen at more than one capture point, in the order given):",
+            r.hops.len()
+        );
+        for h in &r.hops {
+            let at = h
+                .points
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {} pkts -> {} ({})",
+                        p.capture,
+                        p.packets,
+                        p.stack_packets,
+                        if p.mergeable {
+                            "mergeable"
+                        } else {
+                            "NOT mergeable"
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let _ = writeln!(s, "  {}: {at}", h.flow);
+            if let Some(c) = &h.first_unmergeable {
+                let _ = writeln!(s, "     stops being mergeable at {c}");
+            }
+            for c in &h.changes {
+                let _ = writeln!(s, "     {c}");
+            }
+        }
+    }
     let mut order: Vec<usize> = (0..r.flows.len()).collect();
     order.sort_by(|a, b| r.flows[*b].bytes.cmp(&r.flows[*a].bytes));
     let _ = writeln!(
@@ -149,7 +183,12 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     }
     for &i in order.iter().take(max_flows) {
         let f = &r.flows[i];
-        let _ = writeln!(s, "  #{} {}", f.id, f.description);
+        if multi_file {
+            // Several captures: each flow is labelled with its capture.
+            let _ = writeln!(s, "  #{} [{}] {}", f.id, f.file, f.description);
+        } else {
+            let _ = writeln!(s, "  #{} {}", f.id, f.description);
+        }
         let mut line = format!(
             "     {} pkts, {}, {:.3} s, {}",
             f.packets,
