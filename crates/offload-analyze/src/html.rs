@@ -197,6 +197,37 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         );
     }
     o.push_str("</table>");
+    if !r.hops.is_empty() {
+        o.push_str("<h2>Which hop</h2><table><tr><th>flow</th><th>capture points (packets, GRO stack packets)</th><th>stops being mergeable at</th><th>what changed</th></tr>");
+        for h in &r.hops {
+            let pts = h
+                .points
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {} -> {}{}",
+                        esc(&p.capture),
+                        p.packets,
+                        p.stack_packets,
+                        if p.mergeable { "" } else { " (not mergeable)" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("<br>");
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{pts}</td><td>{}</td><td>{}</td></tr>",
+                esc(&h.flow),
+                esc(h.first_unmergeable.as_deref().unwrap_or("-")),
+                h.changes
+                    .iter()
+                    .map(|c| esc(c))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            );
+        }
+        o.push_str("</table>");
+    }
     o.push_str("<h2>Flows</h2><table><tr><th>#</th><th>flow</th><th>packets</th><th>bytes</th><th>throughput</th><th>MSS</th><th>retrans / ooo</th><th>above MTU</th><th>IP ID / DF</th><th>checksum</th><th>GRO stack packets</th></tr>");
     let mut order: Vec<usize> = (0..r.flows.len())
         .filter(|&i| r.flows[i].packets > NOISE_PACKETS)
@@ -232,7 +263,12 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
             "<tr><td><a href=\"#flow-{}\">{}</a></td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{} / {}</td><td class=n>{}</td><td>{idp}</td><td>{}</td><td>{gro}</td></tr>",
             f.id,
             f.id,
-            esc(&f.description),
+            if r.inputs.len() > 1 {
+                // Several captures: each flow is labelled with its capture.
+                esc(&format!("[{}] {}", f.file, f.description))
+            } else {
+                esc(&f.description)
+            },
             f.packets,
             fmt_bytes(f.bytes),
             fmt_bps(f.throughput_bps),
