@@ -273,6 +273,9 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
             .collect(),
         dup: a.dup,
         zero_window: a.zero_window,
+        frame: a.frame,
+        window: a.window,
+        window_scale_known: a.window_scale_known,
     };
     let mut acks = Vec::new();
     let mut ack_only = false;
@@ -308,6 +311,17 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
         bin_ns: f.bins.width_ns,
         bins: f.bins.bytes.clone(),
         gro: f.gro.clone(),
+        shown: [
+            f.series.shown(),
+            f.reverse
+                .and_then(|r| all.get(r))
+                .filter(|_| !ack_only)
+                .map_or(f.acks.shown(), |r| r.acks.shown()),
+            f.analysis
+                .as_ref()
+                .map(|d| d.rtt_points.shown())
+                .unwrap_or_default(),
+        ],
     }
 }
 

@@ -6,7 +6,9 @@
 //! - time-sequence: data segments (retransmissions in red), the peer's ACK
 //!   line, the receive-window edge, SACK blocks, duplicate-ACK and
 //!   zero-window marks (an ACK-only direction plots its own ACK line);
-//! - round-trip time from data to the ACK covering it (Karn's rule);
+//! - round-trip time: every ACK of a segment's end (as Wireshark's
+//!   `tcp.analysis.ack_rtt`);
+//! - the receive window the peer advertised and the bytes in flight;
 //! - throughput per bin, the bin width in the title, with a moving average;
 //! - the GRO view: segments per packet handed to the stack over time,
 //!   coloured by flush reason.
@@ -306,7 +308,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
     }
     let _ = write!(
         o,
-        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values. Series are thinned to a fixed number of points per flow; retransmissions, duplicate ACKs, SACKs and zero windows are always kept.</p>",
+        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values and frame number. Series are thinned to a fixed number of points per flow and each graph says how many it shows; retransmissions, duplicate ACKs, SACKs and zero windows are kept before other points, and thinned evenly (and counted) only when they alone exceed the cap.</p>",
         GRAPHED_FLOWS.min(order.len())
     );
     let gro_size = r.settings.gro_max_sizes.first().copied().unwrap_or(0);

@@ -287,6 +287,10 @@ pub struct AckView {
     pub sack: Vec<(i64, i64)>,
     pub dup: bool,
     pub zero_window: bool,
+    pub frame: u64,
+    /// The advertised window in bytes, and whether its scale is known.
+    pub window: u32,
+    pub window_scale_known: bool,
 }
 
 /// One flow's graph data: bounded series (see `series`).
@@ -302,6 +306,8 @@ pub struct FlowGraphs {
     pub bin_ns: u64,
     pub bins: Vec<u64>,
     pub gro: Vec<crate::series::GroPoint>,
+    /// How much of each series the graphs show (data segments, ACKs, RTT).
+    pub shown: [crate::series::Shown; 3],
 }
 
 /// The report plus what the HTML needs but JSON does not carry.
