@@ -7,6 +7,8 @@ mod bench;
 mod capture;
 mod capture_opts;
 mod docs;
+mod duration;
+mod experiments;
 mod inspect;
 mod lab;
 
