@@ -93,7 +93,8 @@ fn run_one(args: RunArgs) -> anyhow::Result<ExitCode> {
         runs: args.runs,
         flows: args.flows,
     };
-    let rep = experiments::run(experiment, &opts, &cancel, !args.json)?;
+    // Progress goes to stderr, so it is printed with --json too.
+    let rep = experiments::run(experiment, &opts, &cancel, true)?;
     if let Some(path) = &args.html {
         std::fs::write(path, report::render_html(&rep))
             .with_context(|| format!("writing {}", path.display()))?;

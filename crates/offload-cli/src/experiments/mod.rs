@@ -175,7 +175,7 @@ pub struct RunFigures {
     #[serde(flatten)]
     pub values: BTreeMap<String, f64>,
     /// Facts of the run that are not figures (GRO size buckets...).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(flatten)]
     pub facts: BTreeMap<String, Value>,
 }
 

@@ -114,7 +114,7 @@ pub fn render_text(r: &Report) -> String {
         s.push_str(&table(&arms));
     }
     if r.arms.iter().all(|a| a.runs.is_empty()) {
-        s.push_str("\nno run completed\n");
+        s.push_str("\nno pair of runs completed\n");
     }
     s.push_str("\nsettings read back:\n");
     for a in &r.arms {
