@@ -115,11 +115,6 @@ pub fn run_pass(
     opts: &Options,
     ctl: &mut Control<'_>,
 ) -> Result<PassResult, AnalyzeError> {
-    if opts.parquet_dir.is_some() && !crate::columnar::available() {
-        return Err(AnalyzeError::Parquet(
-            crate::columnar::ColumnarError::NotBuilt,
-        ));
-    }
     // Each input is opened once, here, so that a wrong path fails before
     // minutes of work; every reader below (the checksum probe, the jobs)
     // reads that one open file from its own position. A stream (`-`, a
@@ -481,7 +476,7 @@ fn run_job(
                     job.file,
                 );
                 if let Some(w) = pq_out.as_mut() {
-                    w.push(job.file, frame.number, ts, idx, p)
+                    w.push(job.file, frame.number, ts, idx, p, frame.data.len())
                         .map_err(AnalyzeError::Parquet)?;
                 }
                 if let Some(w) = csv_out.as_mut() {

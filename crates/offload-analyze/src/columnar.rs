@@ -1,19 +1,35 @@
-//! Parquet output (cargo feature `parquet`): the same two tables as
-//! `--csv` (flows and packets), columnar, for DuckDB, Spark or pandas.
+//! Parquet output (`--parquet DIR`, in every build): the report as tables
+//! that DuckDB, Spark, Trino or pandas query across many captures at once.
 //!
-//! Packets are written while the pass reads, in row groups of
-//! [`ROW_GROUP`] rows, so memory stays bounded; one file per input
-//! (`packets.parquet`, or `packets-N.parquet` with several inputs:
-//! `read_parquet('packets*.parquet')` reads them together). Columns that do
-//! not apply to a packet (an IPv6 packet's IP ID, a UDP packet's sequence
-//! number) are NULL.
+//! - `flows.parquet`: one row per flow, every scalar of the flow's `--json`
+//!   record as a column (nested objects flattened with `_`: `above_mtu_packets`,
+//!   `tunnel_outer_ip_df`), lists as JSON text, plus `stack_packets_<size>`
+//!   and `merge_ratio_<size>` per `--gro-max-size`.
+//! - `flow_what_if.parquet`: one row per flow and `--gro-max-size`: the
+//!   per-flow GRO figures (stack packets, super-packets, merge ratio, the
+//!   healthy-tunnel figure, flush reasons as JSON text).
+//! - `findings.parquet`: one row per finding, flattened the same way.
+//! - `packets.parquet` (`packets-N.parquet` with several inputs): one row
+//!   per dissected frame, written while the pass reads, in row groups of
+//!   [`ROW_GROUP`] rows, so memory stays bounded.
 //!
-//! Without the feature every entry point returns
-//! [`ColumnarError::NotBuilt`], so callers need no `cfg`.
+//! The flow and finding tables are derived from the report's serde form,
+//! so a field added to [`crate::report::FlowReport`] (or anything nested
+//! in it) becomes a column without a change here. A column's type is the
+//! JSON type of its values (integers INT64, other numbers DOUBLE, booleans,
+//! text); every column but the packet table's keys is nullable, NULL where
+//! it does not apply.
 
-use crate::dissect::Parsed;
+use crate::dissect::{Parsed, L4};
 use crate::report::Report;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::Type;
+use serde_json::Value;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Rows per row group.
 pub const ROW_GROUP: usize = 65_536;
@@ -21,8 +37,6 @@ pub const ROW_GROUP: usize = 65_536;
 /// Why Parquet output failed.
 #[derive(Debug)]
 pub enum ColumnarError {
-    /// This build has no Parquet support.
-    NotBuilt,
     Io {
         path: PathBuf,
         error: std::io::Error,
@@ -36,9 +50,6 @@ pub enum ColumnarError {
 impl std::fmt::Display for ColumnarError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ColumnarError::NotBuilt => f.write_str(
-                "this build has no Parquet output: rebuild with the cargo feature `offload-analyze/parquet`",
-            ),
             ColumnarError::Io { path, error } => write!(f, "{}: {error}", path.display()),
             ColumnarError::Parquet { path, error } => write!(f, "{}: {error}", path.display()),
         }
@@ -56,373 +67,494 @@ pub fn packets_path(dir: &Path, file: usize, inputs: usize) -> PathBuf {
     }
 }
 
-/// True when this build writes Parquet.
-pub const fn available() -> bool {
-    cfg!(feature = "parquet")
+/// A column's physical type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Float,
+    Bool,
+    Text,
 }
 
-#[cfg(not(feature = "parquet"))]
-mod imp {
-    use super::*;
+/// One cell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Text(String),
+}
 
-    /// Streams packet rows into a Parquet file.
-    #[derive(Debug)]
-    pub struct PacketWriter;
+/// A column: name, type, and whether it may hold NULL.
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub name: String,
+    pub kind: Kind,
+    pub nullable: bool,
+}
 
-    impl PacketWriter {
-        pub fn create(_path: &Path) -> Result<Self, ColumnarError> {
-            Err(ColumnarError::NotBuilt)
+impl Column {
+    pub fn new(name: &str, kind: Kind, nullable: bool) -> Column {
+        Column {
+            name: name.to_string(),
+            kind,
+            nullable,
         }
-        pub fn push(
-            &mut self,
-            _file: usize,
-            _frame: u64,
-            _ts: u64,
-            _flow: usize,
-            _p: &Parsed,
-        ) -> Result<(), ColumnarError> {
-            Err(ColumnarError::NotBuilt)
-        }
-        pub fn finish(self) -> Result<(), ColumnarError> {
-            Err(ColumnarError::NotBuilt)
-        }
-    }
-
-    /// Writes `flows.parquet` into `dir`.
-    pub fn write_flows(_report: &Report, _dir: &Path) -> Result<(), ColumnarError> {
-        Err(ColumnarError::NotBuilt)
     }
 }
 
-#[cfg(feature = "parquet")]
-mod imp {
-    use super::*;
-    use crate::dissect::L4;
-    use parquet::data_type::{
-        BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type,
-    };
-    use parquet::file::properties::WriterProperties;
-    use parquet::file::writer::SerializedFileWriter;
-    use parquet::schema::parser::parse_message_type;
-    use std::fs::File;
-    use std::sync::Arc;
+/// One column's values of the row group being filled.
+#[derive(Debug)]
+enum Buf {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+    Bool(Vec<bool>),
+    Text(Vec<ByteArray>),
+}
 
-    /// One column's values for a row group.
-    enum Col {
-        I32(Vec<i32>, Option<Vec<i16>>),
-        I64(Vec<i64>, Option<Vec<i16>>),
-        F64(Vec<f64>),
-        Bool(Vec<bool>, Option<Vec<i16>>),
-        Str(Vec<ByteArray>, Option<Vec<i16>>),
+/// Writes rows of a fixed schema into one Parquet file, a row group at a
+/// time.
+pub struct TableWriter {
+    w: SerializedFileWriter<File>,
+    cols: Vec<Column>,
+    bufs: Vec<Buf>,
+    /// Definition levels of nullable columns (1 = value present).
+    defs: Vec<Vec<i16>>,
+    rows: usize,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
+}
 
-    impl Col {
-        fn clear(&mut self) {
-            match self {
-                Col::I32(v, d) => {
-                    v.clear();
-                    d.iter_mut().for_each(Vec::clear);
+fn perr(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> ColumnarError + '_ {
+    move |e| ColumnarError::Parquet {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    }
+}
+
+impl TableWriter {
+    /// Creates `path` with the columns `cols` (names must be unique).
+    pub fn create(path: &Path, cols: Vec<Column>) -> Result<TableWriter, ColumnarError> {
+        use parquet::basic::{ConvertedType, Repetition, Type as Physical};
+        let fields = cols
+            .iter()
+            .map(|c| {
+                let physical = match c.kind {
+                    Kind::Int => Physical::INT64,
+                    Kind::Float => Physical::DOUBLE,
+                    Kind::Bool => Physical::BOOLEAN,
+                    Kind::Text => Physical::BYTE_ARRAY,
+                };
+                let mut b = Type::primitive_type_builder(&c.name, physical).with_repetition(
+                    if c.nullable {
+                        Repetition::OPTIONAL
+                    } else {
+                        Repetition::REQUIRED
+                    },
+                );
+                if c.kind == Kind::Text {
+                    b = b.with_converted_type(ConvertedType::UTF8);
                 }
-                Col::I64(v, d) => {
-                    v.clear();
-                    d.iter_mut().for_each(Vec::clear);
-                }
-                Col::F64(v) => v.clear(),
-                Col::Bool(v, d) => {
-                    v.clear();
-                    d.iter_mut().for_each(Vec::clear);
-                }
-                Col::Str(v, d) => {
-                    v.clear();
-                    d.iter_mut().for_each(Vec::clear);
-                }
-            }
-        }
-    }
-
-    fn opt_i32(c: &mut Col, v: Option<i32>) {
-        if let Col::I32(vals, Some(def)) = c {
-            def.push(v.is_some() as i16);
-            vals.extend(v);
-        }
-    }
-    fn opt_i64(c: &mut Col, v: Option<i64>) {
-        if let Col::I64(vals, Some(def)) = c {
-            def.push(v.is_some() as i16);
-            vals.extend(v);
-        }
-    }
-    fn opt_bool(c: &mut Col, v: Option<bool>) {
-        if let Col::Bool(vals, Some(def)) = c {
-            def.push(v.is_some() as i16);
-            vals.extend(v);
-        }
-    }
-    fn req_i32(c: &mut Col, v: i32) {
-        if let Col::I32(vals, None) = c {
-            vals.push(v);
-        }
-    }
-    fn req_i64(c: &mut Col, v: i64) {
-        if let Col::I64(vals, None) = c {
-            vals.push(v);
-        }
-    }
-    fn req_f64(c: &mut Col, v: f64) {
-        if let Col::F64(vals) = c {
-            vals.push(v);
-        }
-    }
-    fn str_col(c: &mut Col, v: Option<&str>) {
-        if let Col::Str(vals, def) = c {
-            if let Some(d) = def.as_mut() {
-                d.push(v.is_some() as i16);
-            }
-            vals.extend(v.map(|s| ByteArray::from(s.as_bytes().to_vec())));
-        }
-    }
-
-    fn perr(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> ColumnarError + '_ {
-        move |e| ColumnarError::Parquet {
-            path: path.to_path_buf(),
-            error: e.to_string(),
-        }
-    }
-
-    /// Writes one row group from `cols` (schema order).
-    fn write_group(
-        w: &mut SerializedFileWriter<File>,
-        cols: &mut [Col],
-        path: &Path,
-    ) -> Result<(), ColumnarError> {
-        let mut rg = w.next_row_group().map_err(perr(path))?;
-        for c in cols.iter_mut() {
-            let Some(mut cw) = rg.next_column().map_err(perr(path))? else {
-                break;
-            };
-            let r = match c {
-                Col::I32(v, d) => cw.typed::<Int32Type>().write_batch(v, d.as_deref(), None),
-                Col::I64(v, d) => cw.typed::<Int64Type>().write_batch(v, d.as_deref(), None),
-                Col::F64(v) => cw.typed::<DoubleType>().write_batch(v, None, None),
-                Col::Bool(v, d) => cw.typed::<BoolType>().write_batch(v, d.as_deref(), None),
-                Col::Str(v, d) => cw
-                    .typed::<ByteArrayType>()
-                    .write_batch(v, d.as_deref(), None),
-            };
-            r.map_err(perr(path))?;
-            cw.close().map_err(perr(path))?;
-            c.clear();
-        }
-        rg.close().map_err(perr(path))?;
-        Ok(())
-    }
-
-    fn open(path: &Path, schema: &str) -> Result<SerializedFileWriter<File>, ColumnarError> {
-        let schema = Arc::new(parse_message_type(schema).map_err(perr(path))?);
+                b.build().map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(perr(path))?;
+        let schema = Type::group_type_builder("schema")
+            .with_fields(fields)
+            .build()
+            .map_err(perr(path))?;
         let file = File::create(path).map_err(|error| ColumnarError::Io {
             path: path.to_path_buf(),
             error,
         })?;
-        SerializedFileWriter::new(file, schema, Arc::new(WriterProperties::builder().build()))
-            .map_err(perr(path))
-    }
-
-    const PACKET_SCHEMA: &str = "message packet {
-        REQUIRED INT32 file;
-        REQUIRED INT64 frame;
-        REQUIRED INT64 time_ns;
-        REQUIRED INT64 flow_id;
-        REQUIRED INT64 ip_len;
-        REQUIRED INT64 payload;
-        OPTIONAL INT32 ip_id;
-        OPTIONAL BOOLEAN df;
-        REQUIRED INT32 ttl;
-        REQUIRED INT32 tos;
-        OPTIONAL INT64 seq;
-        OPTIONAL INT64 ack;
-        OPTIONAL INT32 tcp_flags;
-        OPTIONAL INT32 window;
-        OPTIONAL INT32 outer_ip_id;
-        OPTIONAL BOOLEAN outer_df;
-    }";
-
-    /// Streams packet rows into a Parquet file.
-    pub struct PacketWriter {
-        w: SerializedFileWriter<File>,
-        cols: Vec<Col>,
-        rows: usize,
-        path: PathBuf,
-    }
-
-    impl std::fmt::Debug for PacketWriter {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("PacketWriter")
-                .field("path", &self.path)
-                .finish_non_exhaustive()
-        }
-    }
-
-    impl PacketWriter {
-        pub fn create(path: &Path) -> Result<Self, ColumnarError> {
-            let opt = || Some(Vec::new());
-            Ok(PacketWriter {
-                w: open(path, PACKET_SCHEMA)?,
-                cols: vec![
-                    Col::I32(Vec::new(), None),
-                    Col::I64(Vec::new(), None),
-                    Col::I64(Vec::new(), None),
-                    Col::I64(Vec::new(), None),
-                    Col::I64(Vec::new(), None),
-                    Col::I64(Vec::new(), None),
-                    Col::I32(Vec::new(), opt()),
-                    Col::Bool(Vec::new(), opt()),
-                    Col::I32(Vec::new(), None),
-                    Col::I32(Vec::new(), None),
-                    Col::I64(Vec::new(), opt()),
-                    Col::I64(Vec::new(), opt()),
-                    Col::I32(Vec::new(), opt()),
-                    Col::I32(Vec::new(), opt()),
-                    Col::I32(Vec::new(), opt()),
-                    Col::Bool(Vec::new(), opt()),
-                ],
-                rows: 0,
-                path: path.to_path_buf(),
+        let w = SerializedFileWriter::new(
+            file,
+            Arc::new(schema),
+            Arc::new(WriterProperties::builder().build()),
+        )
+        .map_err(perr(path))?;
+        let bufs = cols
+            .iter()
+            .map(|c| match c.kind {
+                Kind::Int => Buf::Int(Vec::new()),
+                Kind::Float => Buf::Float(Vec::new()),
+                Kind::Bool => Buf::Bool(Vec::new()),
+                Kind::Text => Buf::Text(Vec::new()),
             })
-        }
-
-        pub fn push(
-            &mut self,
-            file: usize,
-            frame: u64,
-            ts: u64,
-            flow: usize,
-            p: &Parsed,
-        ) -> Result<(), ColumnarError> {
-            let c = &mut self.cols;
-            req_i32(&mut c[0], file as i32);
-            req_i64(&mut c[1], frame as i64);
-            req_i64(&mut c[2], ts as i64);
-            req_i64(&mut c[3], flow as i64);
-            req_i64(&mut c[4], p.ip.ip_len as i64);
-            req_i64(&mut c[5], p.payload as i64);
-            opt_i32(&mut c[6], (!p.ip.v6).then_some(p.ip.id as i32));
-            opt_bool(&mut c[7], (!p.ip.v6).then_some(p.ip.df));
-            req_i32(&mut c[8], p.ip.ttl as i32);
-            req_i32(&mut c[9], p.ip.tos as i32);
-            let tcp = match p.l4 {
-                L4::Tcp(t) => Some(t),
-                _ => None,
-            };
-            opt_i64(&mut c[10], tcp.map(|t| t.seq as i64));
-            opt_i64(&mut c[11], tcp.map(|t| t.ack as i64));
-            opt_i32(&mut c[12], tcp.map(|t| t.flags as i32));
-            opt_i32(&mut c[13], tcp.map(|t| t.window as i32));
-            let outer = p.tunnel.filter(|t| !t.ip.v6);
-            opt_i32(&mut c[14], outer.map(|t| t.ip.id as i32));
-            opt_bool(&mut c[15], outer.map(|t| t.ip.df));
-            self.rows += 1;
-            if self.rows == ROW_GROUP {
-                self.rows = 0;
-                write_group(&mut self.w, &mut self.cols, &self.path)?;
-            }
-            Ok(())
-        }
-
-        pub fn finish(mut self) -> Result<(), ColumnarError> {
-            if self.rows > 0 {
-                write_group(&mut self.w, &mut self.cols, &self.path)?;
-            }
-            self.w.close().map_err(perr(&self.path))?;
-            Ok(())
-        }
+            .collect();
+        Ok(TableWriter {
+            w,
+            defs: vec![Vec::new(); cols.len()],
+            cols,
+            bufs,
+            rows: 0,
+            path: path.to_path_buf(),
+        })
     }
 
-    /// Writes `flows.parquet` into `dir`: the columns of `flows.csv`.
-    pub fn write_flows(report: &Report, dir: &Path) -> Result<(), ColumnarError> {
-        let path = dir.join("flows.parquet");
-        let sizes = &report.settings.gro_max_sizes;
-        let mut schema = String::from(
-            "message flow {
-            REQUIRED INT64 flow_id; REQUIRED BINARY file (UTF8); REQUIRED BINARY protocol (UTF8);
-            REQUIRED BINARY src (UTF8); REQUIRED INT32 sport; REQUIRED BINARY dst (UTF8); REQUIRED INT32 dport;
-            OPTIONAL BINARY tunnel (UTF8); REQUIRED INT64 packets; REQUIRED INT64 bytes; REQUIRED INT64 payload_bytes;
-            REQUIRED DOUBLE start_s; REQUIRED DOUBLE duration_s; REQUIRED DOUBLE throughput_bps;
-            OPTIONAL INT64 observed_mss; REQUIRED INT64 retransmissions; REQUIRED INT64 out_of_order;
-            REQUIRED INT64 above_mtu; REQUIRED BINARY ip_id_pattern (UTF8); REQUIRED BINARY df (UTF8);
-            REQUIRED BINARY l4_checksum (UTF8);",
-        );
-        for s in sizes {
-            schema.push_str(&format!(
-                " REQUIRED INT64 stack_packets_{s}; REQUIRED DOUBLE merge_ratio_{s};"
-            ));
-        }
-        schema.push('}');
-        let mut w = open(&path, &schema)?;
-        let req_s = || Col::Str(Vec::new(), None);
-        let mut cols = vec![
-            Col::I64(Vec::new(), None),
-            req_s(),
-            req_s(),
-            req_s(),
-            Col::I32(Vec::new(), None),
-            req_s(),
-            Col::I32(Vec::new(), None),
-            Col::Str(Vec::new(), Some(Vec::new())),
-            Col::I64(Vec::new(), None),
-            Col::I64(Vec::new(), None),
-            Col::I64(Vec::new(), None),
-            Col::F64(Vec::new()),
-            Col::F64(Vec::new()),
-            Col::F64(Vec::new()),
-            Col::I64(Vec::new(), Some(Vec::new())),
-            Col::I64(Vec::new(), None),
-            Col::I64(Vec::new(), None),
-            Col::I64(Vec::new(), None),
-            req_s(),
-            req_s(),
-            req_s(),
-        ];
-        for _ in sizes {
-            cols.push(Col::I64(Vec::new(), None));
-            cols.push(Col::F64(Vec::new()));
-        }
-        for f in &report.flows {
-            let tunnel = f.tunnel.as_ref().map(|t| {
-                format!(
-                    "vxlan {}:{} -> {}:{} vni {}",
-                    t.src, t.sport, t.dst, t.dport, t.vni
-                )
-            });
-            req_i64(&mut cols[0], f.id as i64);
-            str_col(&mut cols[1], Some(&f.file));
-            str_col(&mut cols[2], Some(f.protocol));
-            str_col(&mut cols[3], Some(&f.src));
-            req_i32(&mut cols[4], f.sport as i32);
-            str_col(&mut cols[5], Some(&f.dst));
-            req_i32(&mut cols[6], f.dport as i32);
-            str_col(&mut cols[7], tunnel.as_deref());
-            req_i64(&mut cols[8], f.packets as i64);
-            req_i64(&mut cols[9], f.bytes as i64);
-            req_i64(&mut cols[10], f.payload_bytes as i64);
-            req_f64(&mut cols[11], f.start_s);
-            req_f64(&mut cols[12], f.duration_s);
-            req_f64(&mut cols[13], f.throughput_bps);
-            opt_i64(&mut cols[14], f.observed_mss.map(i64::from));
-            req_i64(&mut cols[15], f.retransmissions as i64);
-            req_i64(&mut cols[16], f.out_of_order as i64);
-            req_i64(&mut cols[17], f.above_mtu.packets as i64);
-            str_col(&mut cols[18], Some(f.ip.ip_id_pattern.name()));
-            str_col(&mut cols[19], Some(f.ip.df));
-            str_col(&mut cols[20], Some(f.l4_checksum));
-            for (k, wi) in f.what_if.iter().enumerate() {
-                req_i64(&mut cols[21 + 2 * k], wi.stack_packets as i64);
-                req_f64(&mut cols[22 + 2 * k], wi.merge_ratio);
+    /// Adds one row, its cells in column order. A cell of another type
+    /// than its column is converted where that loses nothing (an integer
+    /// into a DOUBLE column) and is NULL otherwise.
+    pub fn push(&mut self, cells: impl IntoIterator<Item = Cell>) -> Result<(), ColumnarError> {
+        let mut cells = cells.into_iter();
+        for (i, buf) in self.bufs.iter_mut().enumerate() {
+            let cell = cells.next().unwrap_or(Cell::Null);
+            let present = match (buf, cell) {
+                (Buf::Int(v), Cell::Int(x)) => {
+                    v.push(x);
+                    true
+                }
+                (Buf::Int(v), Cell::Bool(x)) => {
+                    v.push(x as i64);
+                    true
+                }
+                (Buf::Float(v), Cell::Float(x)) => {
+                    v.push(x);
+                    true
+                }
+                (Buf::Float(v), Cell::Int(x)) => {
+                    v.push(x as f64);
+                    true
+                }
+                (Buf::Bool(v), Cell::Bool(x)) => {
+                    v.push(x);
+                    true
+                }
+                (Buf::Text(v), Cell::Text(x)) => {
+                    v.push(ByteArray::from(x.into_bytes()));
+                    true
+                }
+                (Buf::Text(v), Cell::Int(x)) => {
+                    v.push(ByteArray::from(x.to_string().into_bytes()));
+                    true
+                }
+                (Buf::Text(v), Cell::Float(x)) => {
+                    v.push(ByteArray::from(x.to_string().into_bytes()));
+                    true
+                }
+                (Buf::Text(v), Cell::Bool(x)) => {
+                    v.push(ByteArray::from(x.to_string().into_bytes()));
+                    true
+                }
+                _ => false,
+            };
+            if self.cols[i].nullable {
+                self.defs[i].push(present as i16);
+            } else if !present {
+                return Err(ColumnarError::Parquet {
+                    path: self.path.clone(),
+                    error: format!("column {} may not be NULL", self.cols[i].name),
+                });
             }
         }
-        write_group(&mut w, &mut cols, &path)?;
-        w.close().map_err(perr(&path))?;
+        self.rows += 1;
+        if self.rows == ROW_GROUP {
+            self.write_group()?;
+        }
+        Ok(())
+    }
+
+    fn write_group(&mut self) -> Result<(), ColumnarError> {
+        let path = self.path.clone();
+        let mut rg = self.w.next_row_group().map_err(perr(&path))?;
+        for (i, buf) in self.bufs.iter_mut().enumerate() {
+            let Some(mut cw) = rg.next_column().map_err(perr(&path))? else {
+                break;
+            };
+            let def = self.cols[i].nullable.then_some(self.defs[i].as_slice());
+            let r = match buf {
+                Buf::Int(v) => cw.typed::<Int64Type>().write_batch(v, def, None),
+                Buf::Float(v) => cw.typed::<DoubleType>().write_batch(v, def, None),
+                Buf::Bool(v) => cw.typed::<BoolType>().write_batch(v, def, None),
+                Buf::Text(v) => cw.typed::<ByteArrayType>().write_batch(v, def, None),
+            };
+            r.map_err(perr(&path))?;
+            cw.close().map_err(perr(&path))?;
+            match buf {
+                Buf::Int(v) => v.clear(),
+                Buf::Float(v) => v.clear(),
+                Buf::Bool(v) => v.clear(),
+                Buf::Text(v) => v.clear(),
+            }
+            self.defs[i].clear();
+        }
+        rg.close().map_err(perr(&path))?;
+        self.rows = 0;
+        Ok(())
+    }
+
+    /// Writes what is left and closes the file.
+    pub fn finish(mut self) -> Result<(), ColumnarError> {
+        if self.rows > 0 {
+            self.write_group()?;
+        }
+        let path = self.path.clone();
+        self.w.close().map_err(perr(&path))?;
         Ok(())
     }
 }
 
-pub use imp::{write_flows, PacketWriter};
+/// Streams packet rows (`packets.parquet`) while the pass reads.
+#[derive(Debug)]
+pub struct PacketWriter(TableWriter);
+
+/// The packet table's columns: the same as `packets.csv`.
+fn packet_columns() -> Vec<Column> {
+    let req = |n: &str| Column::new(n, Kind::Int, false);
+    let opt = |n: &str, k: Kind| Column::new(n, k, true);
+    vec![
+        req("file"),
+        req("frame"),
+        req("time_ns"),
+        req("flow_id"),
+        req("ip_len"),
+        req("payload"),
+        opt("ip_id", Kind::Int),
+        opt("df", Kind::Bool),
+        req("ttl"),
+        req("tos"),
+        opt("seq", Kind::Int),
+        opt("ack", Kind::Int),
+        opt("tcp_flags", Kind::Int),
+        opt("window", Kind::Int),
+        opt("outer_ip_id", Kind::Int),
+        opt("outer_df", Kind::Bool),
+        req("captured_len"),
+    ]
+}
+
+impl PacketWriter {
+    pub fn create(path: &Path) -> Result<Self, ColumnarError> {
+        TableWriter::create(path, packet_columns()).map(PacketWriter)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        file: usize,
+        frame: u64,
+        ts: u64,
+        flow: usize,
+        p: &Parsed,
+        captured_len: usize,
+    ) -> Result<(), ColumnarError> {
+        let int = |x: i64| Cell::Int(x);
+        let opt_int = |x: Option<i64>| x.map_or(Cell::Null, Cell::Int);
+        let opt_bool = |x: Option<bool>| x.map_or(Cell::Null, Cell::Bool);
+        let tcp = match p.l4 {
+            L4::Tcp(t) => Some(t),
+            _ => None,
+        };
+        let outer = p.tunnel.filter(|t| !t.ip.v6);
+        self.0.push([
+            int(file as i64),
+            int(frame as i64),
+            int(ts as i64),
+            int(flow as i64),
+            int(p.ip.ip_len as i64),
+            int(p.payload as i64),
+            opt_int((!p.ip.v6).then_some(p.ip.id as i64)),
+            opt_bool((!p.ip.v6).then_some(p.ip.df)),
+            int(p.ip.ttl as i64),
+            int(p.ip.tos as i64),
+            opt_int(tcp.map(|t| t.seq as i64)),
+            opt_int(tcp.map(|t| t.ack as i64)),
+            opt_int(tcp.map(|t| t.flags as i64)),
+            opt_int(tcp.map(|t| t.window as i64)),
+            opt_int(outer.map(|t| t.ip.id as i64)),
+            opt_bool(outer.map(|t| t.ip.df)),
+            int(captured_len as i64),
+        ])
+    }
+
+    pub fn finish(self) -> Result<(), ColumnarError> {
+        self.0.finish()
+    }
+}
+
+/// Flattens a JSON object into `(column, cell)` pairs: nested objects
+/// join their keys with `_`, lists become JSON text.
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Cell)>) {
+    let name = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}_{k}")
+        }
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match x {
+                    Value::Object(_) => flatten(&name(k), x, out),
+                    _ => out.push((name(k), cell(x))),
+                }
+            }
+        }
+        _ => out.push((prefix.to_string(), cell(v))),
+    }
+}
+
+fn cell(v: &Value) -> Cell {
+    match v {
+        Value::Null => Cell::Null,
+        Value::Bool(b) => Cell::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Cell::Int(i),
+            None => Cell::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Cell::Text(s.clone()),
+        Value::Array(_) => Cell::Text(v.to_string()),
+        Value::Object(_) => Cell::Text(v.to_string()),
+    }
+}
+
+/// The kind a column takes from its cells: integers stay INT64 unless a
+/// float is among them; a column with text, or with nothing but NULL, is
+/// text.
+fn merge_kind(k: Option<Kind>, c: &Cell) -> Option<Kind> {
+    let this = match c {
+        Cell::Null => return k,
+        Cell::Int(_) => Kind::Int,
+        Cell::Float(_) => Kind::Float,
+        Cell::Bool(_) => Kind::Bool,
+        Cell::Text(_) => Kind::Text,
+    };
+    Some(match (k, this) {
+        (None, t) => t,
+        (Some(a), b) if a == b => a,
+        (Some(Kind::Int), Kind::Float) | (Some(Kind::Float), Kind::Int) => Kind::Float,
+        _ => Kind::Text,
+    })
+}
+
+/// Writes rows made by [`flatten`] (one `Vec` per row) as one table:
+/// the `base` columns first (present even when no row has a value there,
+/// e.g. `flow_id` when no finding names a flow, so that queries bind),
+/// then the others in order of first appearance; every column nullable.
+fn write_flattened(
+    path: &Path,
+    rows: Vec<Vec<(String, Cell)>>,
+    base: &[(&str, Kind)],
+) -> Result<(), ColumnarError> {
+    let mut names: Vec<String> = Vec::new();
+    let mut kinds: Vec<Option<Kind>> = Vec::new();
+    let mut index = rustc_hash::FxHashMap::default();
+    for (n, k) in base {
+        index.insert(n.to_string(), names.len());
+        names.push(n.to_string());
+        kinds.push(Some(*k));
+    }
+    for row in &rows {
+        for (n, c) in row {
+            let i = *index.entry(n.clone()).or_insert_with(|| {
+                names.push(n.clone());
+                kinds.push(None);
+                names.len() - 1
+            });
+            kinds[i] = merge_kind(kinds[i], c);
+        }
+    }
+    let cols = names
+        .iter()
+        .zip(&kinds)
+        .map(|(n, k)| Column::new(n, k.unwrap_or(Kind::Text), true))
+        .collect();
+    let mut w = TableWriter::create(path, cols)?;
+    for row in rows {
+        let mut cells = vec![Cell::Null; names.len()];
+        for (n, c) in row {
+            cells[index[&n]] = c;
+        }
+        w.push(cells)?;
+    }
+    w.finish()
+}
+
+/// Writes `flows.parquet`, `flow_what_if.parquet` and `findings.parquet`
+/// into `dir`.
+pub fn write_tables(report: &Report, dir: &Path) -> Result<(), ColumnarError> {
+    let json_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: serde_json::Error| ColumnarError::Parquet {
+            path: path.clone(),
+            error: e.to_string(),
+        }
+    };
+    let flows_path = dir.join("flows.parquet");
+    let mut flows = Vec::with_capacity(report.flows.len());
+    let mut what_if = Vec::new();
+    for f in &report.flows {
+        let mut v = serde_json::to_value(f).map_err(json_err(&flows_path))?;
+        let wi = v.as_object_mut().and_then(|m| m.remove("what_if"));
+        let mut row = Vec::new();
+        flatten("", &v, &mut row);
+        for w in &f.what_if {
+            let s = w.gro_max_size;
+            row.push((
+                format!("stack_packets_{s}"),
+                Cell::Int(w.stack_packets as i64),
+            ));
+            row.push((format!("merge_ratio_{s}"), Cell::Float(w.merge_ratio)));
+        }
+        flows.push(row);
+        for w in wi.iter().filter_map(Value::as_array).flatten() {
+            let mut row = vec![
+                ("flow_id".to_string(), Cell::Int(f.id as i64)),
+                ("file".to_string(), Cell::Text(f.file.clone())),
+            ];
+            flatten("", w, &mut row);
+            what_if.push(row);
+        }
+    }
+    write_flattened(
+        &flows_path,
+        flows,
+        &[
+            ("id", Kind::Int),
+            ("file", Kind::Text),
+            ("protocol", Kind::Text),
+            ("description", Kind::Text),
+        ],
+    )?;
+    write_flattened(
+        &dir.join("flow_what_if.parquet"),
+        what_if,
+        &[
+            ("flow_id", Kind::Int),
+            ("file", Kind::Text),
+            ("gro_max_size", Kind::Int),
+            ("stack_packets", Kind::Int),
+        ],
+    )?;
+    let findings_path = dir.join("findings.parquet");
+    let mut findings = Vec::with_capacity(report.findings.len());
+    for f in &report.findings {
+        let v = serde_json::to_value(f).map_err(json_err(&findings_path))?;
+        let mut row = Vec::new();
+        flatten("", &v, &mut row);
+        findings.push(row);
+    }
+    write_flattened(
+        &findings_path,
+        findings,
+        &[
+            ("rank", Kind::Int),
+            ("severity", Kind::Text),
+            ("kind", Kind::Text),
+            ("flow_id", Kind::Int),
+            ("flow_description", Kind::Text),
+            ("title", Kind::Text),
+            ("evidence_file", Kind::Text),
+            ("extra_packets", Kind::Int),
+        ],
+    )
+}

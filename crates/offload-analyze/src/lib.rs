@@ -6,8 +6,7 @@
 //!   as it reads ([`packets`], [`columnar`]); then [`assemble`] applies the
 //!   kernel profile ([`kernel`]) and ranks the findings ([`findings`]) into
 //!   a [`report::Report`] that renders as text ([`text`]), JSON (serde),
-//!   HTML ([`html`]), CSV ([`export`]) and, with the cargo feature
-//!   `parquet`, Parquet ([`columnar`]).
+//!   HTML ([`html`]), CSV ([`export`]) and Parquet ([`columnar`]).
 //!
 //! Dependencies point one way (checked by scripts/check-module-cycles.py):
 //! leaf modules hold the shared vocabulary ([`options`], [`kernel`],

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 /// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
 pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
 
-/// VXLAN's IANA port and the Linux default.
-pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+/// VXLAN's IANA port and the Linux default: the engine's.
+pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
 /// What to compute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +32,7 @@ pub struct Options {
     pub strict: bool,
     /// Write a per-packet CSV table here while reading.
     pub packet_csv: Option<PathBuf>,
-    /// Write per-packet Parquet files into this directory while reading
-    /// (cargo feature `parquet`; an error without it).
+    /// Write per-packet Parquet files into this directory while reading.
     pub parquet_dir: Option<PathBuf>,
     /// Flows kept in detail (over all inputs). Past it, the least recently
     /// active flows are folded into the report's `other_flows` total, so

@@ -1,9 +1,12 @@
-//! Parquet output: written and read back with the feature, a clear error
-//! without it (one of the two tests exists in every build).
+//! Parquet output, in every build: the tables are read back with the
+//! parquet crate (every packet, flow and finding, the columns the JSON
+//! report has), and the example query of docs/analyze.md runs in DuckDB.
 
 use offload_analyze::{analyze, Options};
 use offload_capture::Control;
-use std::path::PathBuf;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::Field;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 fn sample(name: &str) -> PathBuf {
@@ -12,7 +15,7 @@ fn sample(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn run(dir: &std::path::Path) -> Result<offload_analyze::Analysis, offload_analyze::AnalyzeError> {
+fn run(dir: &Path, names: &[&str]) -> offload_analyze::Analysis {
     let cancel = AtomicBool::new(false);
     let mut progress = |_| {};
     let mut ctl = Control {
@@ -23,41 +26,147 @@ fn run(dir: &std::path::Path) -> Result<offload_analyze::Analysis, offload_analy
         parquet_dir: Some(dir.to_path_buf()),
         ..Options::default()
     };
-    analyze(&[sample("vxlan-broken.pcapng")], &opts, &mut ctl)
+    let paths: Vec<PathBuf> = names.iter().map(|n| sample(n)).collect();
+    let a = analyze(&paths, &opts, &mut ctl).unwrap();
+    offload_analyze::columnar::write_tables(&a.report, dir).unwrap();
+    a
 }
 
-#[cfg(feature = "parquet")]
+/// One row: (column, value) pairs.
+type Row = Vec<(String, Field)>;
+
+/// Row count, column names and all rows of a Parquet file.
+fn read(path: &Path) -> (i64, Vec<String>, Vec<Row>) {
+    let r = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let md = r.metadata().file_metadata();
+    let names = md
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let n = md.num_rows();
+    let rows = r
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .collect();
+    (n, names, rows)
+}
+
+fn get<'a>(row: &'a [(String, Field)], name: &str) -> &'a Field {
+    &row.iter().find(|(k, _)| k == name).unwrap().1
+}
+
 #[test]
-fn parquet_tables_hold_every_packet_and_flow() {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
+fn parquet_tables_hold_every_packet_flow_and_finding() {
     let d = tempfile::tempdir().unwrap();
-    let a = run(d.path()).unwrap();
-    offload_analyze::columnar::write_flows(&a.report, d.path()).unwrap();
-    let rows = |name: &str| {
-        let f = std::fs::File::open(d.path().join(name)).unwrap();
-        let r = SerializedFileReader::new(f).unwrap();
-        let md = r.metadata().file_metadata();
-        let names: Vec<String> = md
-            .schema_descr()
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        (md.num_rows(), names)
-    };
-    let (packets, cols) = rows("packets.parquet");
+    let a = run(d.path(), &["vxlan-broken.pcapng"]);
+    let (packets, cols, _) = read(&d.path().join("packets.parquet"));
     let dissected = a.report.inputs[0].frames - a.report.inputs[0].unparsed_frames;
     assert_eq!(packets as u64, dissected);
     assert!(cols.contains(&"outer_ip_id".to_string()));
-    let (flows, cols) = rows("flows.parquet");
-    assert_eq!(flows as usize, a.report.flows.len());
-    assert!(cols.contains(&"stack_packets_185000".to_string()));
+    assert!(cols.contains(&"captured_len".to_string()));
+
+    let (n, cols, rows) = read(&d.path().join("flows.parquet"));
+    assert_eq!(n as usize, a.report.flows.len());
+    for c in [
+        "id",
+        "file",
+        "stack_packets_185000",
+        "merge_ratio_65536",
+        "above_mtu_packets",
+        "tunnel_outer_ip_df",
+        "ip_ip_id_pattern",
+    ] {
+        assert!(cols.contains(&c.to_string()), "{c} not in {cols:?}");
+    }
+    for (f, row) in a.report.flows.iter().zip(&rows) {
+        assert_eq!(get(row, "id"), &Field::Long(f.id as i64));
+        assert_eq!(get(row, "packets"), &Field::Long(f.packets as i64));
+        assert_eq!(
+            get(row, "stack_packets_65536"),
+            &Field::Long(f.what_if[0].stack_packets as i64)
+        );
+    }
+
+    let (n, cols, rows) = read(&d.path().join("flow_what_if.parquet"));
+    let sizes = a.report.settings.gro_max_sizes.len();
+    assert_eq!(n as usize, a.report.flows.len() * sizes);
+    assert!(cols.contains(&"healthy_tunnel_packets".to_string()));
+    let tunnel = a.report.flows.iter().find(|f| f.tunnel.is_some()).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| {
+            get(r, "flow_id") == &Field::Long(tunnel.id as i64)
+                && get(r, "gro_max_size") == &Field::Long(65536)
+        })
+        .unwrap();
+    assert_eq!(
+        get(row, "healthy_tunnel_packets"),
+        &Field::Long(tunnel.what_if[0].healthy_tunnel_packets.unwrap() as i64)
+    );
+
+    let (n, cols, rows) = read(&d.path().join("findings.parquet"));
+    assert_eq!(n as usize, a.report.findings.len());
+    assert!(cols.contains(&"flow_id".to_string()), "{cols:?}");
+    assert_eq!(get(&rows[0], "severity"), &Field::Str("high".into()));
+    assert_eq!(get(&rows[0], "kind"), &Field::Str("ip-id-rule".into()));
 }
 
-#[cfg(not(feature = "parquet"))]
+/// The query of docs/analyze.md ("Querying many captures") in DuckDB:
+/// the worst flows over several captures' tables.
 #[test]
-fn parquet_without_the_feature_is_an_error_saying_how_to_get_it() {
-    let d = tempfile::tempdir().unwrap();
-    let e = run(d.path()).unwrap_err();
-    assert!(e.to_string().contains("offload-analyze/parquet"), "{e}");
+#[ignore = "needs DuckDB's Python package: .ci/install installs it; scripts/test.sh runs it"]
+fn the_documented_duckdb_query_runs_over_several_captures() {
+    let root = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    for name in ["vxlan-broken.pcapng", "healthy-tcp.pcapng"] {
+        let d = root.path().join(name.trim_end_matches(".pcapng"));
+        std::fs::create_dir(&d).unwrap();
+        let a = run(&d, &[name]);
+        for f in &a.report.findings {
+            if f.severity == offload_analyze::report::Severity::High {
+                expected.push((f.kind.to_string(), f.extra_packets));
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/analyze.md"),
+    )
+    .unwrap();
+    // The query between the markers in the doc, run as written from the
+    // folder that holds one sub-folder per capture.
+    let q = doc
+        .split("```sql\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("an sql block in docs/analyze.md");
+    let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([[str(c) for c in r] for r in rows]))\n";
+    let out = std::process::Command::new("python3")
+        .current_dir(root.path())
+        .args(["-c", script, q])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "duckdb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!expected.is_empty());
+    // One row per high finding, with its kind and extra packets.
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (kind, extra) in &expected {
+        assert!(
+            rows.iter()
+                .any(|r| r.contains(kind) && r.contains(&extra.to_string())),
+            "{kind} {extra} not in {rows:?}"
+        );
+    }
 }

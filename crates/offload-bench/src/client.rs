@@ -20,8 +20,8 @@ use crate::report::{
     RunsReport, ServerReport, ServerSettings, Settings, TcpInfoReport, UdpReport,
 };
 use crate::sock;
-use crate::stats;
 use crate::sys;
+use offload_report::stats;
 
 /// A callback for per-interval lines.
 pub type IntervalFn<'a> = &'a mut dyn FnMut(&IntervalLine);

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{CloseMode, Direction, TestKind};
 use crate::cpu::{MachineCpu, ProcessCpu, UdpCounters};
-use crate::stats::{PairedDifference, Summary};
+use offload_report::stats::{PairedDifference, Summary};
 
 /// Latency percentiles in microseconds, from an HDR histogram (3 significant
 /// digits), per transaction, measured on the client.

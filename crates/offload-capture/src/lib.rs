@@ -17,6 +17,9 @@
 //!   [`CaptureFormat::from_path`]) with nanosecond timestamps and frames up to
 //!   [`MAX_FRAME_LEN`], lossless by default; see [`Oversize`] for files that
 //!   tshark must read (it stops at frames above [`WIRESHARK_MAX_CAPLEN`]).
+//! * [`tempfiles`]: the private temporary directory every temporary file of
+//!   the capture commands lives in, removed on every exit path including
+//!   SIGINT, SIGTERM and SIGHUP.
 //! * Every problem is a [`CaptureError`] naming the file, the frame number
 //!   (1-based, as Wireshark numbers frames), the byte offset, the structure and
 //!   field, and an [`ErrorKind`] with the numbers. The reader returns every good
@@ -60,6 +63,7 @@ mod linktype;
 mod open_count;
 mod reader;
 pub mod stdio;
+pub mod tempfiles;
 mod writer;
 
 pub use control::Control;

@@ -11,13 +11,15 @@
 //! flow's MSS first; `offload analyze` runs parallel jobs over one file)
 //! copies a one-shot input to a private temporary file first with
 //! [`SpooledInput`]: the stream is read once, memory stays bounded, and the
-//! copy is removed when the value is dropped.
+//! copy is removed when the value is dropped (see [`crate::tempfiles`]).
 
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
+use crate::tempfiles::PrivateDir;
 use std::fs::File;
 use std::io;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The name meaning standard input or output.
 pub const STDIO: &str = "-";
@@ -88,55 +90,58 @@ pub(crate) fn stdout_file() -> io::Result<File> {
 }
 
 /// An input that can be read as often as needed: the path itself when it is
-/// a regular file, else a temporary copy of the stream.
+/// a regular file, else a copy of the stream in a
+/// [`PrivateDir`](crate::tempfiles::PrivateDir), removed when the value is
+/// dropped (and on SIGINT, SIGTERM and SIGHUP once
+/// [`cancel_on_signals`](crate::tempfiles::cancel_on_signals) is installed).
 #[derive(Debug)]
 pub struct SpooledInput {
     path: PathBuf,
     name: String,
-    temporary: bool,
+    /// The copy's directory, when the input was copied.
+    dir: Option<PrivateDir>,
 }
-
-static SPOOL_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl SpooledInput {
     /// Copies `path` to a temporary file unless it is a regular file.
     pub fn new(path: &Path) -> Result<SpooledInput, CaptureError> {
+        SpooledInput::new_cancellable(path, &AtomicBool::new(false))
+    }
+
+    /// Like [`SpooledInput::new`], and stops copying when `cancel` is set
+    /// (checked at least every 200 ms, also while the stream is silent):
+    /// the copy is removed and an error of kind
+    /// [`std::io::ErrorKind::Interrupted`] returned.
+    pub fn new_cancellable(path: &Path, cancel: &AtomicBool) -> Result<SpooledInput, CaptureError> {
         let name = input_name(path);
         if is_rereadable(path) {
             return Ok(SpooledInput {
                 path: path.to_path_buf(),
                 name,
-                temporary: false,
+                dir: None,
             });
         }
-        let err = |field, e| input_io_error(&name, field, e);
         let mut src = open_input(path, &name)?;
-        let tmp = std::env::temp_dir().join(format!(
-            "offload-input-{}-{}",
-            std::process::id(),
-            SPOOL_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let spooled = SpooledInput {
-            path: tmp.clone(),
-            name: name.clone(),
-            temporary: true,
+        let tmp_err = |field, e| {
+            CaptureError::from(ErrorDetail {
+                file: std::env::temp_dir().display().to_string(),
+                frame: None,
+                last_frame: 0,
+                offset: 0,
+                structure: "temporary copy of the input",
+                field,
+                kind: ErrorKind::Io(e),
+            })
         };
-        let mut dst = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| {
-                CaptureError::from(ErrorDetail {
-                    file: tmp.display().to_string(),
-                    frame: None,
-                    last_frame: 0,
-                    offset: 0,
-                    structure: "temporary copy of the input",
-                    field: "create",
-                    kind: ErrorKind::Io(e),
-                })
-            })?;
-        io::copy(&mut src, &mut dst).map_err(|e| err("read", e))?;
+        let dir = PrivateDir::new("input").map_err(|e| tmp_err("create", e))?;
+        let (tmp, mut dst) = dir.create_file("input").map_err(|e| tmp_err("create", e))?;
+        let spooled = SpooledInput {
+            path: tmp,
+            name: name.clone(),
+            dir: Some(dir),
+        };
+        copy_until_cancelled(&mut src, &mut dst, cancel)
+            .map_err(|e| input_io_error(&name, "read", e))?;
         Ok(spooled)
     }
 
@@ -152,13 +157,13 @@ impl SpooledInput {
 
     /// True when the input was copied.
     pub fn is_copy(&self) -> bool {
-        self.temporary
+        self.dir.is_some()
     }
 
     /// Replaces the copy's path by the input's name in `text` (messages
     /// produced while reading the copy).
     pub fn rename_in(&self, text: &str) -> String {
-        if self.temporary {
+        if self.is_copy() {
             text.replace(&self.path.display().to_string(), &self.name)
         } else {
             text.to_string()
@@ -166,10 +171,34 @@ impl SpooledInput {
     }
 }
 
-impl Drop for SpooledInput {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_file(&self.path);
+/// Copies `src` to `dst`, waiting for input at most 200 ms at a time so
+/// that `cancel` is seen while a pipe's writer is silent.
+fn copy_until_cancelled(src: &mut File, dst: &mut File, cancel: &AtomicBool) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut buf = vec![0u8; 1 << 16];
+    let wait = Timespec {
+        tv_sec: 0,
+        tv_nsec: 200_000_000,
+    };
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "interrupted while copying the input",
+            ));
+        }
+        let mut fds = [PollFd::new(&*src, PollFlags::IN)];
+        match poll(&mut fds, Some(&wait)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        match src.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => dst.write_all(&buf[..n])?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
     }
 }

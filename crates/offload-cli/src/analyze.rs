@@ -2,15 +2,13 @@
 //! `offload_analyze::analyze`.
 
 use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offload_analyze::{KernelProfile, Options};
 use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// The bundled sample captures (made by scripts/make-samples.sh from real
 /// kernel traffic), analysed when no file is given.
@@ -69,8 +67,8 @@ pub struct AnalyzeArgs {
     /// Write flows.csv and packets.csv into this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
-    /// Write flows.parquet and packets.parquet into this directory (builds with the
-    /// cargo feature `offload-analyze/parquet`).
+    /// Write flows.parquet, flow_what_if.parquet, findings.parquet and
+    /// packets.parquet into this directory (for DuckDB, Spark, Trino).
     #[arg(long, value_name = "DIR")]
     pub parquet: Option<PathBuf>,
     /// Flows listed in the terminal summary.
@@ -88,32 +86,32 @@ pub struct AnalyzeArgs {
     pub threads: usize,
 }
 
-/// Writes the embedded samples to a private temporary directory.
-struct SampleDir(PathBuf);
+/// The embedded samples, unpacked into a private temporary directory
+/// (removed on every exit path: `offload_capture::tempfiles`).
+struct SampleDir(offload_capture::tempfiles::PrivateDir);
 
 impl SampleDir {
     fn create() -> anyhow::Result<(SampleDir, Vec<PathBuf>)> {
-        let dir = std::env::temp_dir().join(format!("offload-samples-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let guard = SampleDir(dir.clone());
+        let dir = offload_capture::tempfiles::PrivateDir::new("samples")
+            .context("creating a private temporary directory for the bundled samples")?;
         let mut paths = Vec::new();
         for (name, bytes) in SAMPLES {
-            let p = dir.join(name);
-            std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+            let (p, mut f) = dir
+                .create_file(name)
+                .with_context(|| format!("creating {}", dir.path().join(name).display()))?;
+            f.write_all(bytes)
+                .with_context(|| format!("writing {}", p.display()))?;
             paths.push(p);
         }
-        Ok((guard, paths))
-    }
-}
-
-impl Drop for SampleDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        Ok((SampleDir(dir), paths))
     }
 }
 
 /// Runs `offload analyze`.
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    // Ctrl-C (or SIGTERM, SIGHUP) stops reading; what was found so far is
+    // still printed, and temporary files are removed on every exit path.
+    let cancel = crate::capture::cancel_flag();
     let (samples_dir, files) = if args.files.is_empty() {
         let (g, p) = SampleDir::create()?;
         if !args.json {
@@ -127,7 +125,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     // parallel jobs then read (removed on every exit path by Drop).
     let spooled = files
         .iter()
-        .map(|p| offload_capture::SpooledInput::new(p))
+        .map(|p| offload_capture::SpooledInput::new_cancellable(p, &cancel))
         .collect::<Result<Vec<_>, _>>()?;
     let files: Vec<PathBuf> = spooled.iter().map(|s| s.path().to_path_buf()).collect();
     let rename = |text: &str| {
@@ -177,10 +175,6 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
-    // Ctrl-C stops reading; what was found so far is still printed.
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
     let mut on_progress = |b: u64| pb.set_position(b);
     let mut ctl = Control {
         on_progress: &mut on_progress,
@@ -211,7 +205,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     pb.finish_and_clear();
     if let Some(g) = &samples_dir {
         // Name the bundled samples, not their temporary copies.
-        let prefix = format!("{}/", g.0.display());
+        let prefix = format!("{}/", g.0.path().display());
         let fix = |s: &mut String| {
             if let Some(rest) = s.strip_prefix(&prefix) {
                 *s = format!("(bundled) samples/{rest}");
@@ -240,7 +234,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", d.join("flows.csv").display()))?;
     }
     if let Some(d) = &args.parquet {
-        offload_analyze::columnar::write_flows(report, d)?;
+        offload_analyze::columnar::write_tables(report, d)?;
     }
     // Buffered: stdout is line-buffered, and a pretty JSON report of many
     // flows has millions of lines (one write each otherwise).
@@ -301,9 +295,10 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             types.join(", ")
         );
     }
-    if report.flows.is_empty() && report.inputs.iter().all(|i| i.frames == 0) {
-        let names: Vec<&str> = report.inputs.iter().map(|i| i.path.as_str()).collect();
-        bail!("no frames in {}", names.join(", "));
+    // A valid capture without frames is empty, not an error (as libpcap,
+    // tshark, `offload gro` and `offload gso` read it): said, exit 0.
+    for i in report.inputs.iter().filter(|i| i.frames == 0) {
+        eprintln!("offload analyze: {}: no frames", i.path);
     }
     Ok(ExitCode::SUCCESS)
 }

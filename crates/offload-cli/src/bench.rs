@@ -17,8 +17,8 @@ use offload_bench::report::{
     canonical_selector, BenchResult, CompareReport, IntervalLine, RunsReport, Selected, SELECTORS,
 };
 use offload_bench::server::ServerEvent;
-use offload_bench::stats::{PairedDifference, Summary};
 use offload_bench::{client, config, ClientConfig, CloseMode, Direction, Server, TestKind};
+use offload_report::stats::{PairedDifference, Summary};
 
 use offload_bench::output as bench_output;
 
@@ -1100,7 +1100,7 @@ fn print_runs(r: &RunsReport) {
         let mbit: Vec<f64> = r.runs.iter().map(|x| x.bits_per_sec / 1e6).collect();
         println!(
             "Mbit/s:            {}",
-            fmt_summary(&offload_bench::stats::summarize(&mbit), 1.0)
+            fmt_summary(&offload_report::stats::summarize(&mbit), 1.0)
         );
     }
     println!(
@@ -1146,7 +1146,7 @@ fn print_compare(r: &CompareReport) {
         let f = |v: &[BenchResult]| v.iter().map(|x| x.bits_per_sec / 1e6).collect::<Vec<_>>();
         fmt_diff(
             "Mbit/s",
-            &offload_bench::stats::paired_difference(&f(&r.a_runs), &f(&r.b_runs)),
+            &offload_report::stats::paired_difference(&f(&r.a_runs), &f(&r.b_runs)),
             1.0,
         );
     }

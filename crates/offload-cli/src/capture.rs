@@ -127,13 +127,11 @@ fn progress_bar(total: Option<u64>) -> ProgressBar {
     pb
 }
 
-/// Installs a Ctrl-C handler that sets the returned flag (once per process).
-fn cancel_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    // A second installation fails; tests call run() once per process.
-    let _ = ctrlc::set_handler(move || f.store(true, std::sync::atomic::Ordering::Relaxed));
-    flag
+/// The cancel flag set by SIGINT, SIGTERM or SIGHUP; the handlers also
+/// remove every temporary file before the process ends
+/// (`offload_capture::tempfiles`).
+pub fn cancel_flag() -> Arc<AtomicBool> {
+    offload_capture::tempfiles::cancel_on_signals()
 }
 
 fn file_len(p: &PathBuf) -> Option<u64> {

@@ -3,10 +3,10 @@
 
 use offload::gro::GRO_MAX_SIZE;
 
-/// UDP ports read as VXLAN by default: IANA's 4789 and 8472, the Linux
-/// kernel's default when `ip link add ... type vxlan` names no port
-/// (drivers/net/vxlan/vxlan_core.c, `vxlan_port`; iproute2 warns about it).
-pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+/// UDP ports read as VXLAN by default: the engine's (IANA's 4789 and 8472,
+/// the Linux kernel's default when `ip link add ... type vxlan` names no
+/// port).
+pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
 /// The path MTU assumed unless `--mtu` says otherwise.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -85,6 +85,10 @@ mod tests {
     #[test]
     fn the_library_defaults_agree_with_the_cli() {
         assert_eq!(DEFAULT_VXLAN_PORTS, offload_analyze::DEFAULT_VXLAN_PORTS);
+        assert_eq!(
+            DEFAULT_VXLAN_PORTS.to_vec(),
+            offload::GroConfig::default().vxlan_ports
+        );
         assert_eq!(
             DEFAULT_VXLAN_PORTS.to_vec(),
             offload_transform::GsoOptions::default().vxlan_ports

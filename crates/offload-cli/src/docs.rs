@@ -73,7 +73,8 @@ mod tests {
 
     #[test]
     fn man_pages_cover_every_subcommand() {
-        let dir = std::env::temp_dir().join(format!("offload-man-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("man");
         man(ManArgs {
             dir: Some(dir.clone()),
         })
@@ -83,7 +84,6 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         pages.sort();
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(pages.contains(&"offload.1".to_string()));
         for sub in crate::Cli::command().get_subcommands() {
             let page = format!("offload-{}.1", sub.get_name());

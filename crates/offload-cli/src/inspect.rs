@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +45,13 @@ struct Output<'a> {
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let ins = inspect::inspect(&args.devices).context("inspect")?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    if args.live.is_some() || args.sample.is_some() {
-        let flag = cancel.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-    }
+    // SIGINT, SIGTERM and SIGHUP stop the measurement (and remove the
+    // sample's temporary pcap: offload_capture::tempfiles).
+    let cancel = if args.live.is_some() || args.sample.is_some() {
+        crate::capture::cancel_flag()
+    } else {
+        Arc::new(AtomicBool::new(false))
+    };
     // Devices measured live: the named ones, else every up device but lo.
     let watched: Vec<(String, u32)> = ins
         .devices

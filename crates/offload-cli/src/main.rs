@@ -62,7 +62,11 @@ fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("offload: error: {}", error_chain(&err));
-            std::process::ExitCode::from(2)
+            // Stopped by SIGINT, SIGTERM or SIGHUP: exit as the shell expects.
+            match offload_capture::tempfiles::signal_received() {
+                Some(sig) => std::process::ExitCode::from((128 + sig) as u8),
+                None => std::process::ExitCode::from(2),
+            }
         }
     }
 }

@@ -414,8 +414,18 @@ fn look_inside(pid: u32) -> Vec<Seen> {
 /// the differences of the paired runs, their mean, and mean -/+ t95 * sd
 /// / sqrt(n).
 fn assert_intervals_recompute(report: &serde_json::Value) {
+    // Two-sided 95% Student t quantiles, df 1..=10 (to nine decimals).
     const T95: [f64; 10] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        12.706204736,
+        4.302652730,
+        3.182446305,
+        2.776445105,
+        2.570581836,
+        2.446911851,
+        2.364624252,
+        2.306004135,
+        2.262157163,
+        2.228138852,
     ];
     let arms = report["arms"].as_array().unwrap();
     let runs_of = |name: &str| {

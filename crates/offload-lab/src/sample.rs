@@ -101,20 +101,39 @@ pub fn sample(
         )?;
         socks.push((name.clone(), plain, vnet));
     }
-    let path = opts.keep.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!(
-            "offload-sample-{}-{}.pcap",
-            std::process::id(),
-            Instant::now().elapsed().as_nanos()
-        ))
-    });
+    // Without --sample-pcap the packets go to a file in a private
+    // temporary directory (offload_capture::tempfiles), removed when `_tmp`
+    // is dropped, on every exit path.
+    let io = |path: &std::path::Path| {
+        let p = path.display().to_string();
+        move |e: offload_capture::CaptureError| {
+            Error::sys(format!("write {p}"), std::io::Error::other(e.to_string()))
+        }
+    };
+    let (path, _tmp, mut writer) = match &opts.keep {
+        Some(p) => (
+            p.clone(),
+            None,
+            CaptureWriter::create(p, Some(CaptureFormat::Pcap)).map_err(io(p))?,
+        ),
+        None => {
+            let dir = offload_capture::tempfiles::PrivateDir::new("sample")
+                .map_err(|e| Error::sys("create a private temporary directory", e))?;
+            let (p, f) = dir
+                .create_file("sample.pcap")
+                .map_err(|e| Error::sys("create the sample pcap", e))?;
+            let w = CaptureWriter::from_writer(f, p.display().to_string(), CaptureFormat::Pcap)
+                .map_err(io(&p))?;
+            (p, Some(dir), w)
+        }
+    };
+    let shown = path.display().to_string();
     let io = |e: offload_capture::CaptureError| {
         Error::sys(
-            format!("write {}", path.display()),
+            format!("write {shown}"),
             std::io::Error::other(e.to_string()),
         )
     };
-    let mut writer = CaptureWriter::create(&path, Some(CaptureFormat::Pcap)).map_err(io)?;
     let mut per_dev: BTreeMap<String, DeviceSample> = BTreeMap::new();
     let start = Instant::now();
     let mut frames = 0u64;
@@ -192,9 +211,6 @@ pub fn sample(
                 });
             }
         }
-    }
-    if opts.keep.is_none() {
-        let _ = std::fs::remove_file(&path);
     }
     Ok(SampleReport {
         frames,

@@ -213,7 +213,7 @@ pub fn gso_capture(
     // The first pass learns each flow's MSS and IPv4 ID pattern (a file
     // is read twice; the flow table stays small).
     // A pipe or FIFO is copied to a temporary file first (read once).
-    let spooled = SpooledInput::new(input)?;
+    let spooled = SpooledInput::new_cancellable(input, ctl.cancel)?;
     let learned = learn_mss(&spooled, opts)?;
     let mut reader = CaptureReader::open_as(spooled.path(), spooled.name().to_string())?;
     reader.set_snaplen_check(opts.read.strict);

@@ -25,9 +25,10 @@ pub use offload_capture::{Control, GsoMeta};
 
 use offload_capture::CaptureError;
 
-/// UDP ports read as VXLAN by default: IANA's 4789 and 8472, the Linux
-/// kernel's default when `ip link add ... type vxlan` names no port.
-pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [4789, 8472];
+/// UDP ports read as VXLAN by default: the engine's (IANA's 4789 and 8472,
+/// the Linux kernel's default when `ip link add ... type vxlan` names no
+/// port).
+pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
 /// How the input is read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -26,10 +26,12 @@ use offload_bench::{ClientConfig, TestKind};
 use offload_lab::live::{FilteredCounter, TracepointIds};
 use offload_lab::topo::{Node, VethPair};
 
+use offload_report::{Finding, Severity};
+
 use super::paired::{compare_all, describe};
 use super::{
-    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, LabFinding,
-    Outcome, RunFigures, Section, ServerInNs, WARMUP,
+    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome,
+    RunFigures, Section, ServerInNs, WARMUP,
 };
 
 /// The BIG TCP size of the seed.
@@ -304,10 +306,15 @@ impl Experiment for BigTcp {
                 }
             }
             if !lines.is_empty() {
-                findings.push(LabFinding::info(
-                    format!("{} against {} ({group})", c.b, c.a),
-                    lines.join("; "),
-                ));
+                findings.push(
+                    Finding::new(
+                        Severity::Info,
+                        "big-tcp-paired",
+                        format!("{} against {} ({group})", c.b, c.a),
+                        lines.join("; "),
+                    )
+                    .with_citation("Eric Dumazet, BIG TCP, netdev 0x15"),
+                );
             }
         }
         let big_shares: Vec<f64> = arms
@@ -317,13 +324,12 @@ impl Experiment for BigTcp {
             .filter_map(|(a, _)| a.mean("over_64k_share"))
             .collect();
         if !big_shares.is_empty() && big_shares.iter().all(|v| *v == 0.0) {
-            findings.push(LabFinding {
-                severity: "medium",
-                title: "GRO built no packet above 64 KiB in the 185000 arms".into(),
-                detail: "netif_receive_skb saw no skb longer than 65535 bytes on either receiving veth: the knobs were set, but the receive path did not merge past 64 KiB".into(),
-                flow: None,
-                fix: None,
-            });
+            findings.push(Finding::new(
+                Severity::Medium,
+                "big-tcp-gro-not-above-64k",
+                "GRO built no packet above 64 KiB in the 185000 arms",
+                "netif_receive_skb saw no skb longer than 65535 bytes on either receiving veth: the knobs were set, but the receive path did not merge past 64 KiB",
+            ));
         }
         Ok(Outcome {
             arms,

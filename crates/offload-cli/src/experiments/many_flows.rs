@@ -25,10 +25,12 @@ use offload_bench::{ClientConfig, TestKind};
 use offload_lab::live::TracepointIds;
 use offload_lab::topo::VethPair;
 
+use offload_report::{Finding, Severity};
+
 use super::paired::{compare_all, describe};
 use super::{
     bench_private_table, btf, counted, figures, interleave, settings, Arm, Context, Experiment,
-    LabFinding, Outcome, Section, ServerInNs, WARMUP,
+    Outcome, Section, ServerInNs, WARMUP,
 };
 
 /// The flow counts of the seed's curve.
@@ -282,7 +284,9 @@ impl Experiment for ManyFlows {
         let mut findings = Vec::new();
         for c in &comparisons {
             if let Some(st) = c.get("cpu_us_per_transaction") {
-                findings.push(LabFinding::info(
+                findings.push(Finding::new(
+                    Severity::Info,
+                    "many-flows-cpu",
                     format!(
                         "machine CPU per transaction at {} against {}: {}",
                         c.b,

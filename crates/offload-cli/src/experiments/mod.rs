@@ -33,6 +33,7 @@ use anyhow::{anyhow, bail, Context as _};
 use offload_bench::{BenchResult, ClientConfig, Server};
 use offload_lab::live::{DeviceCounters, GroCounts, TracepointIds};
 use offload_lab::NetNs;
+use offload_report::Finding;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -236,34 +237,6 @@ impl Arm {
     }
 }
 
-/// A lab finding.
-#[derive(Debug, Clone, Serialize)]
-pub struct LabFinding {
-    /// `high`, `medium` or `info`.
-    pub severity: &'static str,
-    /// One line.
-    pub title: String,
-    /// Why, with the evidence.
-    pub detail: String,
-    /// The flow it is about.
-    pub flow: Option<String>,
-    /// What to do.
-    pub fix: Option<String>,
-}
-
-impl LabFinding {
-    /// An `info` finding without flow or fix.
-    pub fn info(title: String, detail: String) -> Self {
-        LabFinding {
-            severity: "info",
-            title,
-            detail,
-            flow: None,
-            fix: None,
-        }
-    }
-}
-
 /// A block of the text report: a heading and its lines (already words,
 /// never JSON).
 #[derive(Debug, Clone, Serialize)]
@@ -282,7 +255,7 @@ pub struct Outcome {
     /// Paired comparisons (only those with two pairs or more).
     pub comparisons: Vec<Comparison>,
     /// Findings.
-    pub findings: Vec<LabFinding>,
+    pub findings: Vec<Finding>,
     /// Text blocks for people.
     pub sections: Vec<Section>,
     /// The same facts for programs.
@@ -320,8 +293,8 @@ pub struct Report {
     pub arms: Vec<ArmReport>,
     /// Paired comparisons.
     pub comparison: Vec<Comparison>,
-    /// Findings.
-    pub findings: Vec<LabFinding>,
+    /// Findings, ranked.
+    pub findings: Vec<Finding>,
     /// What the setup cannot reproduce.
     pub limits: &'static [&'static str],
     /// Facts beyond the arms' figures.
@@ -375,6 +348,8 @@ pub fn run(
             runs: a.runs.clone(),
         })
         .collect();
+    let mut findings = out.findings;
+    offload_report::rank(&mut findings);
     Ok(Report {
         scenario: e.name(),
         claim: e.claim(),
@@ -382,7 +357,7 @@ pub fn run(
         runs_per_arm: out.arms.iter().map(|a| a.runs.len()).max().unwrap_or(0),
         arms,
         comparison: out.comparisons,
-        findings: out.findings,
+        findings,
         limits: e.limits(),
         details: out.details,
         sections: out.sections,

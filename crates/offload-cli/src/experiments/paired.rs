@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use offload_report::stats;
 use serde::Serialize;
 
 use super::{Arm, METRICS};
@@ -43,10 +44,8 @@ impl PairedStat {
             return None;
         }
         let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| y - x).collect();
-        let mean = d.iter().sum::<f64>() / n as f64;
-        let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = offload_bench::stats::t95(n - 1) * (var / n as f64).sqrt();
-        let (low, high) = (mean - half, mean + half);
+        let mean = stats::mean(&d)?;
+        let (low, high) = stats::t_interval95(mean, stats::stddev(&d)?, n);
         let a_mean = a[..n].iter().sum::<f64>() / n as f64;
         let b_mean = b[..n].iter().sum::<f64>() / n as f64;
         let rel = |v: f64| {
@@ -166,12 +165,12 @@ mod tests {
 
     #[test]
     fn interval_recomputes_by_hand() {
-        // Differences 1, 2, 3: mean 2, sd 1, t95(2) = 4.303.
-        let s = PairedStat::of(&[10.0, 10.0, 10.0], &[11.0, 12.0, 13.0]).unwrap();
-        assert_eq!(s.mean, 2.0);
-        let half = 4.303 / 3f64.sqrt();
-        assert!((s.ci95[0] - (2.0 - half)).abs() < 1e-9);
-        assert!((s.ci95[1] - (2.0 + half)).abs() < 1e-9);
+        // Differences 2, 3, 4: mean 3, sd 1, t95(2) = 4.3027.
+        let s = PairedStat::of(&[10.0, 10.0, 10.0], &[12.0, 13.0, 14.0]).unwrap();
+        assert_eq!(s.mean, 3.0);
+        let half = 4.302_652_730 / 3f64.sqrt();
+        assert!((s.ci95[0] - (3.0 - half)).abs() < 1e-8);
+        assert!((s.ci95[1] - (3.0 + half)).abs() < 1e-8);
         assert!(s.significant);
         assert_eq!(s.direction(), Some("higher"));
         // One pair: no interval at all.

@@ -2,6 +2,8 @@
 //! differences, findings, details in words, never JSON) and a
 //! self-contained HTML page with an inline SVG bar chart per metric.
 
+use offload_report::html::escape as html_escape;
+use offload_report::stats::mean_ci95;
 use serde_json::Value;
 
 use super::{ArmReport, Report, METRICS};
@@ -159,9 +161,9 @@ pub fn render_text(r: &Report) -> String {
     if !r.findings.is_empty() {
         s.push_str("\nfindings:\n");
         for x in &r.findings {
-            s.push_str(&format!("  [{}] {}\n", x.severity, x.title));
+            s.push_str(&format!("  {}. [{}] {}\n", x.rank, x.severity, x.title));
             if let Some(fl) = &x.flow {
-                s.push_str(&format!("      flow: {fl}\n"));
+                s.push_str(&format!("      flow: {}\n", fl.description));
             }
             s.push_str(&format!("      {}\n", x.detail));
             if let Some(fix) = &x.fix {
@@ -196,14 +198,6 @@ pub fn render_text(r: &Report) -> String {
     s
 }
 
-/// Escapes text for HTML.
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// One arm's bar in a chart.
 struct Bar {
     name: String,
@@ -220,11 +214,7 @@ fn arm_interval(arm: &ArmReport, metric: &str) -> Option<Bar> {
     }
     let n = v.len();
     let mean = v.iter().sum::<f64>() / n as f64;
-    let ci = (n >= 2).then(|| {
-        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = offload_bench::stats::t95(n - 1) * (var / n as f64).sqrt();
-        (mean - half, mean + half)
-    });
+    let ci = (n >= 2).then(|| mean_ci95(&v)).flatten();
     Some(Bar {
         name: arm.name.clone(),
         mean,

@@ -24,11 +24,13 @@ use offload_bench::{ClientConfig, TestKind};
 use offload_lab::live::TracepointIds;
 use offload_lab::topo::{Node, VethPair};
 
+use offload_report::{Finding, Severity};
+
 use super::paired::{compare_all, describe};
 use super::pingpong::{self, Mode};
 use super::{
-    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, LabFinding,
-    Outcome, RunFigures, Section, ServerInNs, WARMUP,
+    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome,
+    RunFigures, Section, ServerInNs, WARMUP,
 };
 
 /// The experiment.
@@ -302,15 +304,14 @@ impl Experiment for UdpRx {
                 ("packets_per_sec", " packets/s", "receive rate")
             };
             if let Some(st) = c.get(metric) {
-                findings.push(LabFinding::info(
+                findings.push(Finding::new(
+                    Severity::Info,
+                    "udp-rx-paired",
                     format!(
                         "{} against {}: {what} {}",
                         c.b,
                         c.a,
-                        match st.direction() {
-                            Some(d) => d.to_string(),
-                            None => "not shown to differ".into(),
-                        }
+                        st.direction().unwrap_or("not shown to differ")
                     ),
                     describe(st, unit),
                 ));

@@ -23,10 +23,12 @@ use offload_lab::relay::{Mode, Relay};
 use offload_lab::sample::{self, SampleOptions};
 use offload_lab::topo::VxlanPath;
 
+use offload_report::{Finding, Severity};
+
 use super::paired::{compare_all, describe};
 use super::{
-    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, LabFinding,
-    Outcome, Section, ServerInNs, WARMUP,
+    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome, Section,
+    ServerInNs, WARMUP,
 };
 
 /// The experiment.
@@ -141,17 +143,30 @@ impl Experiment for VxlanIpId {
                 .iter()
                 .filter(|f| f.flow.is_some())
             {
-                findings.push(LabFinding {
-                    severity: match f.severity {
-                        offload_analyze::report::Severity::High => "high",
-                        offload_analyze::report::Severity::Medium => "medium",
-                        offload_analyze::report::Severity::Info => "info",
+                let mut x = Finding::new(
+                    match f.severity {
+                        offload_analyze::report::Severity::High => Severity::High,
+                        offload_analyze::report::Severity::Medium => Severity::Medium,
+                        offload_analyze::report::Severity::Info => Severity::Info,
                     },
-                    title: f.title.clone(),
-                    detail: f.detail.clone(),
-                    flow: f.flow.as_ref().map(|fl| fl.description.clone()),
-                    fix: Some(f.fix.clone()),
-                });
+                    "vxlan-ip-id-analysis",
+                    f.title.clone(),
+                    f.detail.clone(),
+                )
+                .with_fix(f.fix.clone());
+                if let Some(fl) = &f.flow {
+                    x = x.with_flow(offload_report::FlowRef {
+                        id: fl.id,
+                        description: fl.description.clone(),
+                        protocol: fl.protocol,
+                        src: fl.src.clone(),
+                        dst: fl.dst.clone(),
+                        sport: fl.sport,
+                        dport: fl.dport,
+                        tunnel: fl.tunnel.clone(),
+                    });
+                }
+                findings.push(x);
             }
             let mut lines = Vec::new();
             for (dev, d) in &scrambled.devices {
@@ -201,16 +216,18 @@ impl Experiment for VxlanIpId {
                 df.what_if.iter().find(|w| w.kernel == "6.1"),
                 df.what_if.iter().find(|w| w.kernel == "6.18"),
             ) {
-                findings.push(LabFinding {
-                    severity: "info",
-                    title: format!(
-                        "model: with DF set and random outer IDs the engine's 6.1 profile merges this sample {:.1}:1, its 6.18 profile {:.1}:1",
-                        old.merge_ratio, new.merge_ratio
-                    ),
-                    detail: "6.1 ignored the IP ID of DF-set (atomic) outer headers; 6.18 accepts only incrementing or fixed IDs whatever DF says, so a hop that randomises IDs breaks GRO after an upgrade even when it keeps DF. The ratio depends on the sample (a model replay, not a 6.1 kernel)".into(),
-                    flow: None,
-                    fix: Some("make the hop keep the IDs it received (or a fixed ID with DF set)".into()),
-                });
+                findings.push(
+                    Finding::new(
+                        Severity::Info,
+                        "vxlan-ip-id-model",
+                        format!(
+                            "model: with DF set and random outer IDs the engine's 6.1 profile merges this sample {:.1}:1, its 6.18 profile {:.1}:1",
+                            old.merge_ratio, new.merge_ratio
+                        ),
+                        "6.1 ignored the IP ID of DF-set (atomic) outer headers; 6.18 accepts only incrementing or fixed IDs whatever DF says, so a hop that randomises IDs breaks GRO after an upgrade even when it keeps DF. The ratio depends on the sample (a model replay, not a 6.1 kernel)",
+                    )
+                    .with_fix("make the hop keep the IDs it received (or a fixed ID with DF set)"),
+                );
             }
         }
         let comparisons = compare_all(&arms, &[(0, 1), (0, 2)]);
@@ -225,23 +242,23 @@ impl Experiment for VxlanIpId {
                 .unwrap_or_default();
             findings.insert(
                 0,
-                LabFinding {
-                    severity: if h >= 5.0 * s { "high" } else { "info" },
-                    title: format!(
+                Finding::new(
+                    if h >= 5.0 * s { Severity::High } else { Severity::Info },
+                    "vxlan-ip-id-merge",
+                    format!(
                         "receiver GRO merges {h:.1} packets per stack packet behind a healthy hop, {s:.1} behind the scrambling one"
                     ),
-                    detail: format!(
-                        "on {} (B's underlay, veth GRO): net:napi_gro_receive_entry / net:netif_receive_skb{shown}; outer headers without DF must carry consecutive IP IDs to merge (inet_gro_receive, 6.x)",
-                        path.b_dev
-                    ),
-                    flow: Some(format!(
-                        "{} -> {} udp/{} (VXLAN vni 42)",
+                    format!(
+                        "on {} (B's underlay, veth GRO): net:napi_gro_receive_entry / net:netif_receive_skb{shown}; outer headers without DF must carry consecutive IP IDs to merge; flow {} -> {} udp/{} (VXLAN vni 42)",
+                        path.b_dev,
                         VxlanPath::A_OUTER,
                         VxlanPath::B_OUTER,
                         VxlanPath::PORT
-                    )),
-                    fix: Some("fix the middle hop: keep DF, or keep the sender's IP IDs".into()),
-                },
+                    ),
+                )
+                .with_device(path.b_dev.clone())
+                .with_citation("inet_gro_receive, net/ipv4/af_inet.c")
+                .with_fix("fix the middle hop: keep DF, or keep the sender's IP IDs"),
             );
         }
         let st = relay.stats();

@@ -469,7 +469,7 @@ fn flows_whose_hints_cross_settle_at_one_probe() {
         let tcp = TcpSpec::data(sport, 5201, seq).with_timestamps(1, 2);
         FrameSpec::tcp6(a, b, tcp).payload(vec![7; 1000]).build()
     };
-    let hints = |sport: u16| super::fast::hint_index(&frame(sport, 1), L4);
+    let hints = |sport: u16| super::template::hint_index(&frame(sport, 1), L4);
     // A pair of source ports whose indices cross and share nothing else;
     // B is held after A, so B's second index takes A's first.
     let (a, b) = (1u16..4000)

@@ -97,13 +97,14 @@ mod reason;
 mod rx;
 mod table;
 mod tcp;
+mod template;
 #[cfg(test)]
 mod tests;
 mod udp;
 
 pub use buf::Frag;
-pub use profile::KernelLine;
-pub use reason::FlushReason;
+pub use profile::{IpIdPattern, KernelLine};
+pub use reason::{FlushReason, LossReason};
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::layout::Layout;
@@ -172,7 +173,8 @@ pub struct GroConfig {
     /// Which plain UDP datagrams are coalesced.
     pub udp: UdpGro,
     /// UDP destination ports on which a VXLAN socket listens: GRO looks
-    /// inside only those (4789 by default).
+    /// inside only those ([`crate::wire::vxlan::DEFAULT_PORTS`], 4789 and
+    /// 8472, by default).
     pub vxlan_ports: Vec<u16>,
     /// Coalesce in-band 802.1Q/802.1ad tagged frames (`vlan_gro_receive`).
     /// Off by default because the reference kernel is built without
@@ -196,16 +198,13 @@ impl Default for GroConfig {
             flush_timeout_ns: DEFAULT_FLUSH_TIMEOUT_NS,
             verify_checksums: true,
             udp: UdpGro::AllPorts,
-            vxlan_ports: vec![DEFAULT_VXLAN_PORT],
+            vxlan_ports: crate::wire::vxlan::DEFAULT_PORTS.to_vec(),
             vlan_gro: false,
             kernel: KernelLine::default(),
             geneve_ports: vec![crate::wire::geneve::PORT],
         }
     }
 }
-
-/// The IANA VXLAN port.
-pub const DEFAULT_VXLAN_PORT: u16 = 4789;
 
 /// When the kernel runs `udp_gro_receive_segment` for plain UDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -807,8 +806,8 @@ impl GroEngine {
         p.mss = payload;
         p.fixedid = 0;
         // Read by the ≤ 6.9 IP-ID rule only (`profile::ip_id_flush_6_1`).
-        p.atomic = self.cfg.kernel == KernelLine::V6_1
-            && profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
+        p.atomic =
+            self.cfg.kernel.tracks_atomic() && profile::is_atomic(&f[skb.lay.l3_off..], skb.lay.ip);
         p.payload = payload;
         p.first_frame = skb.input.frame;
         p.last_frame = skb.input.frame;

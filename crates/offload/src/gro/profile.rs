@@ -35,9 +35,12 @@
 //!
 //! [`GroConfig::kernel`]: super::GroConfig::kernel
 
-use super::{FlushReason, Held};
+use super::rx::Skb;
+use super::{FlushReason, Held, LossReason};
+use crate::layout::Encap;
 use crate::wire::ipv4::{Ipv4, DF};
 use crate::wire::IpVersion;
+use crate::wire::{be32, ipv6};
 use core::fmt;
 
 /// A Linux kernel line whose GRO the engine reproduces.
@@ -163,6 +166,299 @@ impl KernelLine {
     pub(super) fn has_ipv4_max_size(self) -> bool {
         self > KernelLine::V6_1
     }
+
+    /// IPv4 BIG TCP: GRO may build IPv4 packets above 64 KiB
+    /// (`gro_ipv4_max_size`, `net/core/gro.c` `skb_gro_receive`, 6.3:
+    /// "net: add support for ipv4 big tcp").
+    #[inline]
+    pub fn has_ipv4_big_tcp(self) -> bool {
+        self.has_ipv4_max_size()
+    }
+
+    /// ≤ 6.9 tracks `NAPI_GRO_CB(skb)->is_atomic` (the DF bit of the
+    /// innermost IPv4 header) for the `flush_id` rule
+    /// (`net/ipv4/af_inet.c` `inet_gro_receive`, `tcp_gro_receive`).
+    #[inline]
+    pub(super) fn tracks_atomic(self) -> bool {
+        self == KernelLine::V6_1
+    }
+
+    /// One `ip_fixedid` bit shared by the outer and the inner IPv4 header
+    /// (6.10–6.17 `gro_receive_network_flush`, and the single
+    /// `SKB_GSO_TCP_FIXEDID` bit of ≤ 6.17); 6.18 has one bit per header
+    /// ("only merge packets with incrementing or fixed outer ids").
+    #[inline]
+    pub fn one_fixedid_bit(self) -> bool {
+        self < KernelLine::V6_18
+    }
+
+    /// A fixed IPv4 ID merges only with DF set, and a tunnel's outer
+    /// header with DF set is not checked at all (`inet_gro_flush` of
+    /// 6.10–6.17 with `outer`; the `flush_id`/`is_atomic` rule of ≤ 6.9).
+    /// From 6.18 a fixed or incrementing ID merges whatever DF says, outer
+    /// header included.
+    #[inline]
+    pub fn fixed_id_needs_df(self) -> bool {
+        self < KernelLine::V6_18
+    }
+
+    /// Whether GRO of this line merges a flow whose IPv4 ID (in one
+    /// header: the only one, or a tunnel's `outer` or inner header) moves
+    /// as `pattern`, with DF as `df_set`: the rule of `inet_gro_flush`
+    /// (`include/net/gro.h`, 6.10+) and of `flush_id` (≤ 6.9), stated per
+    /// pattern rather than per packet. The per-packet rule is what the
+    /// engine applies; this is its summary for findings and advice.
+    pub fn ip_ids_mergeable(self, pattern: IpIdPattern, df_set: bool, outer: bool) -> bool {
+        match pattern {
+            IpIdPattern::IncrementingPerFlow | IpIdPattern::NotApplicable => true,
+            IpIdPattern::Fixed | IpIdPattern::FixedZero => !self.fixed_id_needs_df() || df_set,
+            IpIdPattern::GlobalCounter | IpIdPattern::Random => {
+                self.fixed_id_needs_df() && outer && df_set
+            }
+        }
+    }
+
+    /// BIG TCP through a tunnel with an IPv6 outer header is broken on
+    /// this line: once GRO merges such a packet past 64 KiB of outer
+    /// payload, `ipv6_gro_complete` (`net/ipv6/ip6_offload.c`, 5.19–6.19,
+    /// 81fbc812132c "ipv6/gro: insert temporary HBH/jumbo header") inserts
+    /// the Hop-by-Hop Jumbo header for the *outer* header but shifts the
+    /// headers as if they ended at the innermost transport header, so the
+    /// 8 bytes after the outer IPv6 header (the tunnel's own header, or
+    /// the start of the inner IP header) are overwritten. The rest of the
+    /// completion chain then parses garbage: the packet is dropped with a
+    /// `WARN` (ip6ip6, ip4ip6, ip6gre, ip6gretap) or delivered mangled
+    /// (VXLAN and Geneve over IPv6). 7.0 writes payload length 0 and no
+    /// Hop-by-Hop header (81be30c1f5f2 "net/ipv6: Drop HBH for BIG TCP on
+    /// RX side", the "BIG TCP without HBH in IPv6" series), so merged
+    /// packets come out sound. Tunnels with an IPv4 outer header are not
+    /// affected on any line. What each tunnel loses:
+    /// [`KernelLine::ipv6_outer_tunnel_loss`].
+    #[inline]
+    pub fn breaks_big_tcp_over_ipv6_tunnels(self) -> bool {
+        self.ipv6_jumbo_hbh()
+    }
+
+    /// What a receiver on this line loses when GRO completes a TCP packet
+    /// carried in tunnel `encap` over an IPv6 outer header, whose outer
+    /// payload exceeds 65,535 bytes and whose innermost IP version is
+    /// `inner` ([`KernelLine::breaks_big_tcp_over_ipv6_tunnels`]); `None`
+    /// when it arrives sound.
+    ///
+    /// Whether such a merge happens at all is the size check's business:
+    /// `skb_gro_receive` (`net/core/gro.c`) lets any TCP packet grow to
+    /// `gro_max_size` from 6.3; 5.19–6.2 (the 6.1 line) let only a packet
+    /// whose network header (the innermost IP header) is IPv6 with next
+    /// header TCP grow past 64 KiB, so on 6.1 an IPv4 inner header keeps
+    /// the merge below 64 KiB and nothing is lost
+    /// ([`KernelLine::tunnel_big_tcp_needs_ipv6_inner`]).
+    pub fn ipv6_outer_tunnel_loss(self, encap: Encap, inner: IpVersion) -> Option<LossReason> {
+        if !self.breaks_big_tcp_over_ipv6_tunnels() {
+            return None;
+        }
+        if self.tunnel_big_tcp_needs_ipv6_inner() && inner == IpVersion::V4 {
+            return None;
+        }
+        Some(match encap {
+            // `udp6_gro_complete` reads the VXLAN/Geneve header as the UDP
+            // header: no tunnel socket matches its "ports", so
+            // `udp_gro_complete_segment` delivers the packet as UDP GSO
+            // with the Hop-by-Hop option where the UDP header was.
+            Encap::Vxlan | Encap::Geneve { .. } => LossReason::Ipv6TunnelJumboMangled,
+            // The GRE header, or the inner IP header, is overwritten; the
+            // next `gro_complete` finds no offload for the garbage
+            // protocol: `WARN_ON(!ops || !ops->callbacks.gro_complete)` in
+            // `ipv6_gro_complete` / `inet_gro_complete`, and
+            // `napi_gro_complete` frees the packet.
+            Encap::IpInIp | Encap::Gre { .. } => LossReason::Ipv6TunnelJumboDropped,
+        })
+    }
+
+    /// 5.19–6.2 `skb_gro_receive`: above 64 KiB only when `p->protocol`
+    /// is IPv6 and `ipv6_hdr(p)->nexthdr` is TCP. The network header of a
+    /// tunnelled packet is its innermost IP header (`inet_gro_receive` and
+    /// `ipv6_gro_receive` set it for each header they pull), so an IPv6
+    /// outer header with an IPv4 inner one stops at 64 KiB there. 6.3
+    /// ("net: add support for ipv4 big tcp") tests
+    /// `NAPI_GRO_CB(skb)->proto` instead.
+    #[inline]
+    pub fn tunnel_big_tcp_needs_ipv6_inner(self) -> bool {
+        self == KernelLine::V6_1
+    }
+}
+
+/// How the IPv4 ID of one header moves from packet to packet within a
+/// flow, as a capture shows it (the vocabulary of
+/// [`KernelLine::ip_ids_mergeable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IpIdPattern {
+    /// Each packet's ID is the previous one plus its segment count.
+    IncrementingPerFlow,
+    /// IDs go up by varying small steps: a counter shared with other flows.
+    GlobalCounter,
+    /// Always 0.
+    FixedZero,
+    /// Always the same non-zero value.
+    Fixed,
+    /// No order.
+    Random,
+    /// IPv6 (no ID), or too few packets to say.
+    NotApplicable,
+}
+
+impl IpIdPattern {
+    /// The name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpIdPattern::IncrementingPerFlow => "incrementing per flow",
+            IpIdPattern::GlobalCounter => "global counter",
+            IpIdPattern::FixedZero => "fixed zero",
+            IpIdPattern::Fixed => "fixed",
+            IpIdPattern::Random => "random",
+            IpIdPattern::NotApplicable => "n/a",
+        }
+    }
+}
+
+/// The network-layer rules that differ per line, called by the full
+/// path (`tcp.rs`, `udp.rs`) and the fast path (`fast.rs`).
+impl KernelLine {
+    /// `gro_receive_network_flush`: `inet_gro_flush` (6.18 IP-ID rules) or
+    /// `ipv6_gro_flush` on the outer (or only) header, then on the inner
+    /// header of an encapsulated packet.
+    pub(super) fn network_flush(self, p: &mut Held, skb: &Skb<'_>) -> Option<FlushReason> {
+        let f = skb.frame();
+        let lay = &skb.lay;
+        match self {
+            KernelLine::V6_18 | KernelLine::V7 => {
+                let (count, fixedid) = (p.count, &mut p.fixedid);
+                if let Some(o) = lay.outer {
+                    let r =
+                        header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
+                    if let Some(r) = r {
+                        return Some(outer_reason(r));
+                    }
+                    return header_flush(
+                        &f[lay.l3_off..],
+                        &p.data[lay.l3_off..],
+                        lay.ip,
+                        count,
+                        fixedid,
+                        1,
+                    );
+                }
+                header_flush(
+                    &f[lay.l3_off..],
+                    &p.data[lay.l3_off..],
+                    lay.ip,
+                    count,
+                    fixedid,
+                    0,
+                )
+            }
+            KernelLine::V6_12 => {
+                // `gro_receive_network_flush` of 6.10–6.17: outer header with
+                // `outer = true`, then the inner one; one shared fixed-ID bit.
+                let count = p.count;
+                let one = |a: &[u8], b: &[u8], ip, fixedid: &mut u8, outer| match ip {
+                    IpVersion::V4 => inet_flush_6_12(a, b, count, fixedid, outer),
+                    IpVersion::V6 => ipv6_flush(a, b),
+                };
+                if let Some(o) = lay.outer {
+                    let r = one(
+                        &f[o.l3_off..],
+                        &p.data[o.l3_off..],
+                        o.ip,
+                        &mut p.fixedid,
+                        true,
+                    );
+                    if let Some(r) = r {
+                        return Some(outer_reason(r));
+                    }
+                }
+                one(
+                    &f[lay.l3_off..],
+                    &p.data[lay.l3_off..],
+                    lay.ip,
+                    &mut p.fixedid,
+                    false,
+                )
+            }
+            KernelLine::V6_1 => {
+                // ≤ 6.9: TTL/TOS/DF and traffic class/hop limit of every
+                // header (`NAPI_GRO_CB(p)->flush`), then the `flush_id` rule.
+                let fixed = |a: &[u8], b: &[u8], ip| match ip {
+                    IpVersion::V4 => ttl_tos_df(&Ipv4::new_unchecked(a), &Ipv4::new_unchecked(b)),
+                    IpVersion::V6 => ipv6_flush(a, b),
+                };
+                let mut hdrs = Vec::with_capacity(2);
+                if let Some(o) = lay.outer {
+                    if let Some(r) = fixed(&f[o.l3_off..], &p.data[o.l3_off..], o.ip) {
+                        return Some(outer_reason(r));
+                    }
+                    hdrs.push((o.l3_off, o.ip));
+                }
+                if let Some(r) = fixed(&f[lay.l3_off..], &p.data[lay.l3_off..], lay.ip) {
+                    return Some(r);
+                }
+                hdrs.push((lay.l3_off, lay.ip));
+                let data = std::mem::take(&mut p.data);
+                let hs: Vec<Hdr<'_>> = hdrs
+                    .iter()
+                    .map(|&(at, ip)| Hdr {
+                        skb: &f[at..],
+                        p: &data[at..],
+                        ip,
+                    })
+                    .collect();
+                let r = ip_id_flush_6_1(p, &hs);
+                drop(hs);
+                p.data = data;
+                r
+            }
+        }
+    }
+
+    /// The IPv4 ID rule of `line` for a plain (untunnelled) header, as
+    /// `inet_gro_flush` (6.18, 7.x), the 6.10–6.17 `inet_gro_flush` and the
+    /// ≤ 6.9 `flush_id`/`is_atomic` rule (`profile.rs`) decide it when TTL,
+    /// TOS and DF already match: `Some((fixedid, atomic))`, the held packet's
+    /// new state, when the segment may merge; `None` when the full path would
+    /// flush.
+    #[inline(always)]
+    pub(super) fn ip_id_rule(
+        self,
+        offset: u16,
+        count: u16,
+        df: bool,
+        fixedid: u8,
+        atomic: bool,
+    ) -> Option<(u8, bool)> {
+        match self {
+            KernelLine::V6_18 | KernelLine::V7 | KernelLine::V6_12 => {
+                let mut fx = fixedid;
+                // 6.10–6.17 mark a fixed-ID flow only with DF.
+                let may_fix = self != KernelLine::V6_12 || df;
+                if count == 1 && offset == 0 && may_fix {
+                    fx |= 1;
+                }
+                let want = if fx & 1 != 0 { 0 } else { count };
+                (offset == want).then_some((fx, atomic))
+            }
+            KernelLine::V6_1 => {
+                if atomic && df {
+                    match offset {
+                        0 => Some((fixedid, atomic)),
+                        1 if count == 1 => Some((fixedid, false)),
+                        _ => None,
+                    }
+                } else {
+                    (offset == count).then_some((fixedid, atomic))
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Display for KernelLine {
@@ -286,6 +582,85 @@ pub(super) fn is_atomic(innermost: &[u8], ip: IpVersion) -> bool {
     }
 }
 
+/// `ipv6_gro_flush`: traffic class (ECN included) and hop limit.
+fn ipv6_flush(a: &[u8], b: &[u8]) -> Option<FlushReason> {
+    let first = ipv6::field::VERSION_TC_FLOW.start;
+    if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+        return Some(FlushReason::TosChanged);
+    }
+    if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+        return Some(FlushReason::HopLimitChanged);
+    }
+    None
+}
+
+/// The outer-header variant of a network flush reason.
+fn outer_reason(r: FlushReason) -> FlushReason {
+    match r {
+        FlushReason::IpIdMismatch => FlushReason::OuterIpIdMismatch,
+        FlushReason::TtlChanged | FlushReason::HopLimitChanged => FlushReason::OuterTtlChanged,
+        FlushReason::TosChanged => FlushReason::OuterTosChanged,
+        FlushReason::DfChanged => FlushReason::OuterDfChanged,
+        other => other,
+    }
+}
+
+fn header_flush(
+    a: &[u8],
+    b: &[u8],
+    ip: IpVersion,
+    count: u32,
+    fixedid: &mut u8,
+    inner: u8,
+) -> Option<FlushReason> {
+    match ip {
+        IpVersion::V6 => {
+            let first = ipv6::field::VERSION_TC_FLOW.start;
+            if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
+                return Some(FlushReason::TosChanged);
+            }
+            if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
+                return Some(FlushReason::HopLimitChanged);
+            }
+            None
+        }
+        IpVersion::V4 => inet_flush(a, b, count, fixedid, inner),
+    }
+}
+
+/// `inet_gro_flush(iph, iph2, p, inner)`: TTL, TOS and DF must match; the
+/// ID must be the head's ID plus the segment count, or (6.18: whatever DF
+/// says) fixed when the second segment had the head's ID.
+pub(super) fn inet_flush(
+    iph: &[u8],
+    iph2: &[u8],
+    count: u32,
+    fixedid: &mut u8,
+    inner: u8,
+) -> Option<FlushReason> {
+    let (a, b) = (Ipv4::new_unchecked(iph), Ipv4::new_unchecked(iph2));
+    if a.ttl() != b.ttl() {
+        return Some(FlushReason::TtlChanged);
+    }
+    if a.tos() != b.tos() {
+        return Some(FlushReason::TosChanged);
+    }
+    if (a.frag_word() ^ b.frag_word()) & DF != 0 {
+        return Some(FlushReason::DfChanged);
+    }
+    let offset = a.ident().wrapping_sub(b.ident());
+    let count = count as u16;
+    if count == 1 && offset == 0 {
+        *fixedid |= 1 << inner;
+    }
+    let fixed = *fixedid & (1 << inner) != 0;
+    let want = if fixed { 0 } else { count };
+    if offset != want {
+        return Some(FlushReason::IpIdMismatch);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +687,63 @@ mod tests {
             assert_eq!(KernelLine::parse(l.name()), Some(l));
         }
         assert_eq!(KernelLine::parse("6.6"), None);
+    }
+
+    #[test]
+    fn ipv6_outer_tunnel_big_tcp_per_line() {
+        use IpVersion::{V4, V6};
+        let gre = Encap::Gre { len: 4, eth: false };
+        for l in KernelLine::ALL {
+            assert_eq!(
+                l.breaks_big_tcp_over_ipv6_tunnels(),
+                l != KernelLine::V7,
+                "{l}"
+            );
+        }
+        assert_eq!(
+            KernelLine::V7.ipv6_outer_tunnel_loss(Encap::IpInIp, V6),
+            None
+        );
+        for l in [KernelLine::V6_12, KernelLine::V6_18] {
+            for inner in [V4, V6] {
+                assert_eq!(
+                    l.ipv6_outer_tunnel_loss(Encap::IpInIp, inner),
+                    Some(LossReason::Ipv6TunnelJumboDropped)
+                );
+                assert_eq!(
+                    l.ipv6_outer_tunnel_loss(gre, inner),
+                    Some(LossReason::Ipv6TunnelJumboDropped)
+                );
+                assert_eq!(
+                    l.ipv6_outer_tunnel_loss(Encap::Vxlan, inner),
+                    Some(LossReason::Ipv6TunnelJumboMangled)
+                );
+            }
+        }
+        // 5.19-6.2: an IPv4 inner header never passes 64 KiB.
+        assert_eq!(
+            KernelLine::V6_1.ipv6_outer_tunnel_loss(Encap::IpInIp, V4),
+            None
+        );
+        assert_eq!(
+            KernelLine::V6_1.ipv6_outer_tunnel_loss(Encap::Vxlan, V6),
+            Some(LossReason::Ipv6TunnelJumboMangled)
+        );
+    }
+
+    #[test]
+    fn ip_id_patterns_per_line() {
+        use IpIdPattern::*;
+        for l in KernelLine::ALL {
+            assert!(l.ip_ids_mergeable(IncrementingPerFlow, false, false));
+            assert!(l.ip_ids_mergeable(Fixed, true, false));
+            assert!(!l.ip_ids_mergeable(Random, false, false));
+        }
+        // A fixed ID without DF: only 6.18 and later.
+        assert!(!KernelLine::V6_12.ip_ids_mergeable(FixedZero, false, false));
+        assert!(KernelLine::V6_18.ip_ids_mergeable(FixedZero, false, false));
+        // A random outer ID with DF: ignored before 6.18, fatal from 6.18.
+        assert!(KernelLine::V6_1.ip_ids_mergeable(Random, true, true));
+        assert!(!KernelLine::V6_18.ip_ids_mergeable(Random, true, true));
     }
 }

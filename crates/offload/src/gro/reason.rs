@@ -333,6 +333,47 @@ impl FlushReason {
     }
 }
 
+/// Why a packet GRO completed never reached the stack sound: the kernel
+/// line's completion drops or corrupts it. Its segments count as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// BIG TCP over an IPv6-outer IP-in-IP or GRE tunnel (ip6ip6, ip4ip6,
+    /// ip6gre, ip6gretap): `ipv6_gro_complete` writes the Hop-by-Hop Jumbo
+    /// header over the tunnel's header; the completion chain then hits
+    /// `WARN_ON(!ops ...)` and the packet is freed (5.19–6.19;
+    /// [`super::KernelLine::ipv6_outer_tunnel_loss`]).
+    Ipv6TunnelJumboDropped,
+    /// BIG TCP over VXLAN or Geneve over IPv6: the Hop-by-Hop Jumbo header
+    /// replaces the outer UDP header and the packet goes up mangled, as
+    /// UDP GSO (5.19–6.19).
+    Ipv6TunnelJumboMangled,
+}
+
+impl LossReason {
+    /// The short name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossReason::Ipv6TunnelJumboDropped => "ipv6-tunnel-jumbo-dropped",
+            LossReason::Ipv6TunnelJumboMangled => "ipv6-tunnel-jumbo-mangled",
+        }
+    }
+
+    /// The kernel code that loses the packet.
+    pub fn citation(self) -> &'static str {
+        match self {
+            LossReason::Ipv6TunnelJumboDropped => "net/ipv6/ip6_offload.c ipv6_gro_complete (HBH jumbo insert, 81fbc812132c, 5.19-6.19; WARN_ON(!ops) there or in net/ipv4/af_inet.c inet_gro_complete); fixed by 81be30c1f5f2 (7.0)",
+            LossReason::Ipv6TunnelJumboMangled => "net/ipv6/ip6_offload.c ipv6_gro_complete (HBH jumbo over the outer UDP header, 5.19-6.19); net/ipv6/udp_offload.c udp6_gro_complete -> udp_gro_complete_segment; fixed by 81be30c1f5f2 (7.0)",
+        }
+    }
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl fmt::Display for FlushReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

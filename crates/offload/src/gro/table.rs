@@ -18,7 +18,7 @@
 //! checked against its head without hashing the flow or touching the other
 //! slots.
 
-use super::fast::Template;
+use super::template::Template;
 use super::{Held, MAX_GRO_SKBS};
 
 /// The per-frame line: slot hashes, age order, occupancy.
@@ -54,7 +54,7 @@ pub(super) struct Table {
     /// apart from `slots` so that holding and completing never move it.
     templates: [Template; MAX_GRO_SKBS],
     /// Which slot a flow used last, indexed by a hash of its ports and
-    /// the end of its addresses ([`super::fast`]'s `hint_index`): a hint
+    /// the end of its addresses ([`super::template::hint_index`]): a hint
     /// only, checked against the slot's template before use, so a stale
     /// or colliding entry costs a lookup, never a wrong answer.
     hints: [u8; HINTS],

@@ -3,15 +3,14 @@
 //! `net/ipv6/tcpv6_offload.c`), with the network checks of
 //! `gro_receive_network_flush` (`include/net/gro.h`, 6.18 IP-ID rules).
 
-use super::profile::{self, KernelLine};
 use super::rx::Skb;
 use super::Delivered;
-use super::{max_size, FlushReason, GroEngine, Held, Verdict};
+use super::{max_size, FlushReason, GroEngine, Verdict};
 use crate::checksum;
-use crate::wire::ipv4::{Ipv4, DF};
+
 use crate::wire::tcp::{self, flag_word as fw};
 use crate::wire::{be32, put32};
-use crate::wire::{ipv6, IpVersion, Transport};
+use crate::wire::{IpVersion, Transport};
 
 /// FIN and PSH may differ between merged segments (`~(TCP_FLAG_FIN | TCP_FLAG_PSH)`).
 const FLAG_WORD_IGNORED: u32 = fw::FIN | fw::PSH;
@@ -187,7 +186,7 @@ impl GroEngine {
                     lay.ip,
                     thlen,
                 )
-                .then(|| super::fast::hint_of(t.tag()))
+                .then(|| super::template::hint_of(t.tag()))
             };
             if let Some(hint) = hint {
                 self.held.hint(hint, slot);
@@ -251,7 +250,7 @@ impl GroEngine {
         if !super::rx::bytes_eq(&mine[opts..], &held[opts..]) {
             return Some(options_reason(mine, held));
         }
-        if let Some(r) = network_flush(p, skb, line) {
+        if let Some(r) = line.network_flush(p, skb) {
             return Some(r);
         }
         if len.wrapping_sub(1) >= p.mss {
@@ -316,182 +315,6 @@ fn options_reason(a: &[u8], b: &[u8]) -> FlushReason {
         }
     }
     FlushReason::OptionsChanged
-}
-
-/// `gro_receive_network_flush`: `inet_gro_flush` (6.18 IP-ID rules) or
-/// `ipv6_gro_flush` on the outer (or only) header, then on the inner
-/// header of an encapsulated packet.
-pub(super) fn network_flush(p: &mut Held, skb: &Skb<'_>, line: KernelLine) -> Option<FlushReason> {
-    let f = skb.frame();
-    let lay = &skb.lay;
-    match line {
-        KernelLine::V6_18 | KernelLine::V7 => {
-            let (count, fixedid) = (p.count, &mut p.fixedid);
-            if let Some(o) = lay.outer {
-                let r = header_flush(&f[o.l3_off..], &p.data[o.l3_off..], o.ip, count, fixedid, 0);
-                if let Some(r) = r {
-                    return Some(outer_reason(r));
-                }
-                return header_flush(
-                    &f[lay.l3_off..],
-                    &p.data[lay.l3_off..],
-                    lay.ip,
-                    count,
-                    fixedid,
-                    1,
-                );
-            }
-            header_flush(
-                &f[lay.l3_off..],
-                &p.data[lay.l3_off..],
-                lay.ip,
-                count,
-                fixedid,
-                0,
-            )
-        }
-        KernelLine::V6_12 => {
-            // `gro_receive_network_flush` of 6.10–6.17: outer header with
-            // `outer = true`, then the inner one; one shared fixed-ID bit.
-            let count = p.count;
-            let one = |a: &[u8], b: &[u8], ip, fixedid: &mut u8, outer| match ip {
-                IpVersion::V4 => profile::inet_flush_6_12(a, b, count, fixedid, outer),
-                IpVersion::V6 => ipv6_flush(a, b),
-            };
-            if let Some(o) = lay.outer {
-                let r = one(
-                    &f[o.l3_off..],
-                    &p.data[o.l3_off..],
-                    o.ip,
-                    &mut p.fixedid,
-                    true,
-                );
-                if let Some(r) = r {
-                    return Some(outer_reason(r));
-                }
-            }
-            one(
-                &f[lay.l3_off..],
-                &p.data[lay.l3_off..],
-                lay.ip,
-                &mut p.fixedid,
-                false,
-            )
-        }
-        KernelLine::V6_1 => {
-            // ≤ 6.9: TTL/TOS/DF and traffic class/hop limit of every
-            // header (`NAPI_GRO_CB(p)->flush`), then the `flush_id` rule.
-            let fixed = |a: &[u8], b: &[u8], ip| match ip {
-                IpVersion::V4 => {
-                    profile::ttl_tos_df(&Ipv4::new_unchecked(a), &Ipv4::new_unchecked(b))
-                }
-                IpVersion::V6 => ipv6_flush(a, b),
-            };
-            let mut hdrs = Vec::with_capacity(2);
-            if let Some(o) = lay.outer {
-                if let Some(r) = fixed(&f[o.l3_off..], &p.data[o.l3_off..], o.ip) {
-                    return Some(outer_reason(r));
-                }
-                hdrs.push((o.l3_off, o.ip));
-            }
-            if let Some(r) = fixed(&f[lay.l3_off..], &p.data[lay.l3_off..], lay.ip) {
-                return Some(r);
-            }
-            hdrs.push((lay.l3_off, lay.ip));
-            let data = std::mem::take(&mut p.data);
-            let hs: Vec<profile::Hdr<'_>> = hdrs
-                .iter()
-                .map(|&(at, ip)| profile::Hdr {
-                    skb: &f[at..],
-                    p: &data[at..],
-                    ip,
-                })
-                .collect();
-            let r = profile::ip_id_flush_6_1(p, &hs);
-            drop(hs);
-            p.data = data;
-            r
-        }
-    }
-}
-
-/// `ipv6_gro_flush`: traffic class (ECN included) and hop limit.
-fn ipv6_flush(a: &[u8], b: &[u8]) -> Option<FlushReason> {
-    let first = ipv6::field::VERSION_TC_FLOW.start;
-    if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
-        return Some(FlushReason::TosChanged);
-    }
-    if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
-        return Some(FlushReason::HopLimitChanged);
-    }
-    None
-}
-
-/// The outer-header variant of a network flush reason.
-fn outer_reason(r: FlushReason) -> FlushReason {
-    match r {
-        FlushReason::IpIdMismatch => FlushReason::OuterIpIdMismatch,
-        FlushReason::TtlChanged | FlushReason::HopLimitChanged => FlushReason::OuterTtlChanged,
-        FlushReason::TosChanged => FlushReason::OuterTosChanged,
-        FlushReason::DfChanged => FlushReason::OuterDfChanged,
-        other => other,
-    }
-}
-
-fn header_flush(
-    a: &[u8],
-    b: &[u8],
-    ip: IpVersion,
-    count: u32,
-    fixedid: &mut u8,
-    inner: u8,
-) -> Option<FlushReason> {
-    match ip {
-        IpVersion::V6 => {
-            let first = ipv6::field::VERSION_TC_FLOW.start;
-            if (be32(a, first) ^ be32(b, first)) & ipv6::first_word::TRAFFIC_CLASS != 0 {
-                return Some(FlushReason::TosChanged);
-            }
-            if a[ipv6::field::HOP_LIMIT] != b[ipv6::field::HOP_LIMIT] {
-                return Some(FlushReason::HopLimitChanged);
-            }
-            None
-        }
-        IpVersion::V4 => inet_flush(a, b, count, fixedid, inner),
-    }
-}
-
-/// `inet_gro_flush(iph, iph2, p, inner)`: TTL, TOS and DF must match; the
-/// ID must be the head's ID plus the segment count, or (6.18: whatever DF
-/// says) fixed when the second segment had the head's ID.
-pub(super) fn inet_flush(
-    iph: &[u8],
-    iph2: &[u8],
-    count: u32,
-    fixedid: &mut u8,
-    inner: u8,
-) -> Option<FlushReason> {
-    let (a, b) = (Ipv4::new_unchecked(iph), Ipv4::new_unchecked(iph2));
-    if a.ttl() != b.ttl() {
-        return Some(FlushReason::TtlChanged);
-    }
-    if a.tos() != b.tos() {
-        return Some(FlushReason::TosChanged);
-    }
-    if (a.frag_word() ^ b.frag_word()) & DF != 0 {
-        return Some(FlushReason::DfChanged);
-    }
-    let offset = a.ident().wrapping_sub(b.ident());
-    let count = count as u16;
-    if count == 1 && offset == 0 {
-        *fixedid |= 1 << inner;
-    }
-    let fixed = *fixedid & (1 << inner) != 0;
-    let want = if fixed { 0 } else { count };
-    if offset != want {
-        return Some(FlushReason::IpIdMismatch);
-    }
-    None
 }
 
 /// Software TCP checksum validation (`skb_gro_checksum_validate` with the

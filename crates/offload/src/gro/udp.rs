@@ -9,7 +9,7 @@
 //! and ends the run; at most 64 datagrams; below 64 KiB in total.
 
 use super::rx::Skb;
-use super::tcp::{l4_checksum_ok_at, network_flush};
+use super::tcp::l4_checksum_ok_at;
 use super::{max_size, Delivered, FlushReason, GroEngine, Verdict, GRO_LEGACY_MAX_SIZE};
 use crate::wire::udp::{self, field};
 use crate::wire::{be16, Transport};
@@ -87,7 +87,7 @@ impl GroEngine {
         };
         let held = self.held.get(idx);
         let p_ulen = be16(&held.data, held.lay.l4_off + field::LENGTH.start) as usize;
-        let reason = if let Some(r) = network_flush(self.held.get_mut(idx), skb, self.cfg.kernel) {
+        let reason = if let Some(r) = self.cfg.kernel.network_flush(self.held.get_mut(idx), skb) {
             Some(r)
         } else if ulen > p_ulen {
             Some(FlushReason::DatagramLarger)

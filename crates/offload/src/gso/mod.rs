@@ -77,8 +77,7 @@ impl GsoParams {
     ///
     /// [`KernelLine::marks_accecn`]: crate::gro::KernelLine::marks_accecn
     pub fn on_line(self, line: crate::gro::KernelLine, tunnelled: bool) -> Self {
-        use crate::gro::KernelLine;
-        let one_fixedid_bit = line < KernelLine::V6_18;
+        let one_fixedid_bit = line.one_fixedid_bit();
         GsoParams {
             fixed_id: self.fixed_id && !(one_fixedid_bit && tunnelled),
             fixed_id_inner: if one_fixedid_bit && tunnelled {

@@ -11,6 +11,13 @@
 
 use super::{be32, put32, WireError};
 
+/// The UDP ports a Linux VXLAN device listens on unless told otherwise:
+/// IANA's 4789 (RFC 7348; iproute2's `dstport 4789`) and 8472, the
+/// kernel's own default when `ip link add ... type vxlan` names no port
+/// (`vxlan_port` in `drivers/net/vxlan/vxlan_core.c`; iproute2 warns about
+/// it). The GRO default and every command's `--vxlan-port` default.
+pub const DEFAULT_PORTS: [u16; 2] = [4789, 8472];
+
 /// Length of the header.
 pub const HEADER_LEN: usize = 8;
 /// The I flag: the VNI is valid.

@@ -1,0 +1,77 @@
+//! `offload analyze` as a user runs it: exit statuses and what stderr
+//! says, beside tshark on the same input.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_offload");
+
+/// A pcap global header (nanoseconds, Ethernet, snaplen 262144) and no
+/// record: a valid, empty capture.
+fn empty_pcap() -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&262_144u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f
+}
+
+/// A pcapng with a section header and one Ethernet interface, no packet.
+fn empty_pcapng() -> Vec<u8> {
+    let mut f = Vec::new();
+    // Section header block: type, length, byte-order magic, version 1.0,
+    // section length unknown (-1), length again.
+    f.extend_from_slice(&0x0a0d_0d0au32.to_le_bytes());
+    f.extend_from_slice(&28u32.to_le_bytes());
+    f.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+    f.extend_from_slice(&1u16.to_le_bytes());
+    f.extend_from_slice(&0u16.to_le_bytes());
+    f.extend_from_slice(&u64::MAX.to_le_bytes());
+    f.extend_from_slice(&28u32.to_le_bytes());
+    // Interface description block: Ethernet, snaplen 0 (none).
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&20u32.to_le_bytes());
+    f.extend_from_slice(&1u16.to_le_bytes());
+    f.extend_from_slice(&0u16.to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    f.extend_from_slice(&20u32.to_le_bytes());
+    f
+}
+
+#[test]
+fn an_empty_capture_is_empty_and_exits_0_as_tshark_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("empty.pcap", empty_pcap()),
+        ("empty.pcapng", empty_pcapng()),
+    ] {
+        let input = dir.path().join(name);
+        std::fs::write(&input, bytes).unwrap();
+        let tshark = Command::new("tshark").arg("-r").arg(&input).output();
+        if let Ok(t) = tshark {
+            // Where tshark runs, it reads the file as empty and valid.
+            assert!(t.status.success(), "tshark on {name}: {t:?}");
+            assert_eq!(String::from_utf8_lossy(&t.stdout).lines().count(), 0);
+        }
+        let out = Command::new(BIN)
+            .args(["analyze", "--json"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+        assert!(err.contains("no frames"), "{name}: {err}");
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["inputs"][0]["frames"], 0);
+        assert_eq!(r["flows"].as_array().map(Vec::len), Some(0));
+        // The text summary too.
+        let out = Command::new(BIN)
+            .arg("analyze")
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{name}");
+    }
+}
