@@ -49,6 +49,8 @@ pub struct FileFacts {
     pub checksums_offloaded: bool,
     /// Frames whose captured length exceeded the snapshot length (read anyway).
     pub above_snaplen: u64,
+    /// Frames the capture cut short, by where.
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -384,6 +386,7 @@ fn run_job(
             verify,
             opts.vxlan_ports.clone(),
             per_job_cap(opts.max_flows, nfiles),
+            opts.truncated == crate::options::TruncatedFrames::Headers,
         )
     });
     let cap = per_job_cap(opts.max_flows, nfiles);
@@ -461,6 +464,13 @@ fn run_job(
         if parsed.is_none() {
             facts.unparsed += 1;
         }
+        let snap = if job.stats {
+            let s = dissect::snap(link, frame.data, frame.orig_len, &opts.vxlan_ports);
+            facts.snap.add(s, frame.data.len());
+            s
+        } else {
+            dissect::Snap::Whole
+        };
         // The flow's key, made once for the statistics and the what-if.
         let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
@@ -475,6 +485,7 @@ fn run_job(
                     opts,
                     job.file,
                 );
+                table.note_snap(snap, frame.data.len());
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, frame.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -539,11 +550,12 @@ pub struct Spill {
 }
 
 impl Spill {
-    fn write(&mut self, f: &FlowStats) {
+    fn write(&mut self, f: &FlowStats, peer: Option<&FlowStats>) {
         if self.error.is_some() {
             return;
         }
-        let r = crate::report::flow_report(f.serial as usize, f, &self.file_name, 0, Vec::new());
+        let r =
+            crate::report::flow_report(f.serial as usize, f, &self.file_name, 0, Vec::new(), peer);
         if let Err(e) = crate::export::write_flow_row(&mut self.out, &r, self.sizes) {
             self.error = Some(e);
         }
@@ -569,6 +581,9 @@ impl Spill {
 #[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
+    /// Tunnelled flows by `FlowKey::pairing_key`, to find the other
+    /// direction whose outer source port differs.
+    tunnel_pairs: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow: a bulk transfer sends runs of segments
     /// of one flow, which then skip the hash lookup.
     last: Option<(FlowKey, u32)>,
@@ -589,6 +604,7 @@ impl FlowTable {
     pub fn with_capacity(cap: usize) -> Self {
         FlowTable {
             index: FxHashMap::default(),
+            tunnel_pairs: FxHashMap::default(),
             last: None,
             flows: Vec::new(),
             cap: cap.max(1),
@@ -609,7 +625,7 @@ impl FlowTable {
             if evict[i] {
                 self.other.add(f);
                 if let Some(s) = self.spill.as_mut() {
-                    s.write(f);
+                    s.write(f, f.reverse.and_then(|r| self.flows.get(r)));
                 }
             } else {
                 map[i] = kept;
@@ -632,6 +648,11 @@ impl FlowTable {
             *v = m;
             m != u32::MAX
         });
+        self.tunnel_pairs.retain(|_, v| {
+            let m = map[*v as usize];
+            *v = m;
+            m != u32::MAX
+        });
     }
 
     /// The slot of `key`, a new flow (evicting first when full) if unseen.
@@ -639,15 +660,37 @@ impl FlowTable {
         if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
             self.evict();
         }
-        let flows = &mut self.flows;
-        let serial = &mut self.next_serial;
-        *self.index.entry(key).or_insert_with(|| {
-            let mut f = FlowStats::new(key, file, number, ts, sizes);
-            f.serial = *serial;
-            *serial += 1;
-            flows.push(f);
-            (flows.len() - 1) as u32
-        }) as usize
+        if let Some(&i) = self.index.get(&key) {
+            return i as usize;
+        }
+        let mut f = FlowStats::new(key, file, number, ts, sizes);
+        f.serial = self.next_serial;
+        self.next_serial += 1;
+        let i = self.flows.len();
+        // The other direction, when it came first: the two are linked for
+        // the sequence analysis (ACKs, windows, RTT).
+        let reverse = match key.tunnel {
+            None => self.index.get(&key.reverse()),
+            Some(_) => self.tunnel_pairs.get(&key.reverse().pairing_key()),
+        };
+        if let Some(&r) = reverse {
+            f.reverse = Some(r as usize);
+            self.flows[r as usize].reverse = Some(i);
+        }
+        self.flows.push(f);
+        self.index.insert(key, i as u32);
+        if key.tunnel.is_some() {
+            self.tunnel_pairs.insert(key.pairing_key(), i as u32);
+        }
+        i
+    }
+
+    /// Counts how much of the frame just added ([`Self::update`]) the
+    /// capture kept, in its flow.
+    pub fn note_snap(&mut self, snap: dissect::Snap, captured: usize) {
+        if let (Some((_, i)), false) = (self.last, snap == dissect::Snap::Whole) {
+            self.flows[i as usize].snap.add(snap, captured);
+        }
     }
 
     /// Adds a frame; returns its flow's serial (order of first appearance).
@@ -668,26 +711,37 @@ impl FlowTable {
             _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
         };
         self.last = Some((key, idx as u32));
-        self.flows[idx].update(p, data, number, ts, orig_len, opts.mtu);
+        let (flow, mut peer) = flow_and_peer(&mut self.flows, idx);
+        let peer_analysis = peer.as_mut().and_then(|r| r.analysis.as_deref_mut());
+        flow.update(p, data, number, ts, orig_len, opts.mtu, peer_analysis);
         if let L4::Tcp(t) = p.l4 {
             if p.payload > 0 {
                 let big = p.tunnel.as_ref().map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
-                self.flows[idx].note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);
+                flow.note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);
             }
             if t.flags & 0x10 != 0 {
-                if self.flows[idx].want_reverse() {
-                    let rk = key.reverse();
-                    if let Some(&r) = self.index.get(&rk) {
-                        self.flows[idx].reverse = Some(r as usize);
-                        self.flows[r as usize].reverse = Some(idx);
-                    }
-                }
-                if let Some(r) = self.flows[idx].reverse {
-                    self.flows[r].note_ack(ts, t.ack);
+                if let Some(r) = peer {
+                    r.note_ack(ts, t.ack);
                 }
             }
         }
         self.flows[idx].serial as usize
+    }
+}
+
+/// The flow at `idx` and its other direction, both mutable.
+fn flow_and_peer(flows: &mut [FlowStats], idx: usize) -> (&mut FlowStats, Option<&mut FlowStats>) {
+    match flows[idx].reverse {
+        Some(r) if r != idx && r < flows.len() => {
+            if r < idx {
+                let (a, b) = flows.split_at_mut(idx);
+                (&mut b[0], Some(&mut a[r]))
+            } else {
+                let (a, b) = flows.split_at_mut(r);
+                (&mut a[idx], Some(&mut b[0]))
+            }
+        }
+        _ => (&mut flows[idx], None),
     }
 }
 
@@ -738,6 +792,15 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         }
     }
     let interrupted = files.iter().any(|f| f.interrupted);
+    // Links to the other direction index a file's own flows: make them
+    // index the list of all files' flows.
+    let mut offset = 0;
+    for flows in &mut per_file_flows {
+        for f in flows.iter_mut() {
+            f.reverse = f.reverse.map(|r| r + offset);
+        }
+        offset += flows.len();
+    }
     PassResult {
         files,
         flows: per_file_flows.into_iter().flatten().collect(),

@@ -82,6 +82,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,
             frames_above_snaplen: f.above_snaplen,
+            snap: f.snap,
         })
         .collect();
     let t0: Vec<u64> = pass.files.iter().map(|f| f.first_ns.unwrap_or(0)).collect();
@@ -118,6 +119,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             &file_name(f.file),
             t0.get(f.file).copied().unwrap_or(0),
             wi,
+            f.reverse.and_then(|r| pass.flows.get(r)),
         ));
     }
 
@@ -133,11 +135,12 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
                 &pass.totals[i],
                 &deltas[i],
                 &file_name,
-                pass.files.iter().filter(|f| f.checksums_offloaded).count(),
+                &pass.files,
             )
         })
         .collect();
-    let findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
+    let mut findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
+    crate::tcp_findings::add(&mut findings, &pass.flows, &flows, &file_name);
     let graphs = pass
         .flows
         .iter()
@@ -173,8 +176,9 @@ fn what_if_report(
     t: &RunTotals,
     delta: &(i64, Vec<(FlushReason, i64)>),
     file_name: &dyn Fn(usize) -> String,
-    offloaded_files: usize,
+    files: &[crate::analysis::FileFacts],
 ) -> WhatIfReport {
+    let offloaded_files = files.iter().filter(|f| f.checksums_offloaded).count();
     let cfg =
         crate::whatif::config_for(size, opts.kernel, opts.verify_checksums, &opts.vxlan_ports);
     type Signed = (FlushReason, i64, Vec<(usize, u64)>);
@@ -224,11 +228,13 @@ fn what_if_report(
         notes.push("some per-flow figures are estimates from header analysis (see flows[].what_if[].estimated)".into());
     }
     let _ = i;
+    let derived = notes.iter().any(|n| !n.contains("offloaded checksums"));
+    notes.extend(snap_notes(files, opts));
     WhatIfReport {
         gro_max_size: size,
         gro_ipv4_max_size: cfg.gro_ipv4_max_size,
         kernel: opts.kernel,
-        derived: notes.iter().any(|n| !n.contains("offloaded checksums")),
+        derived,
         notes,
         frames_in: t.frames_in,
         stack_packets: packets,
@@ -286,9 +292,48 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
         seq: f.series.points.clone(),
         acks,
         ack_only,
-        rtt: f.rtt.points.clone(),
+        rtt: f
+            .analysis
+            .as_ref()
+            .map(|d| d.rtt_points.points.clone())
+            .unwrap_or_default(),
         bin_ns: f.bins.width_ns,
         bins: f.bins.bytes.clone(),
         gro: f.gro.clone(),
     }
+}
+
+/// What the what-if did with frames the capture cut short, one note per
+/// capture that has such frames (shown in every output).
+pub fn snap_notes(files: &[crate::analysis::FileFacts], opts: &Options) -> Vec<String> {
+    let mut notes = Vec::new();
+    for f in files {
+        let s = &f.snap;
+        if s.header_only_frames > 0 {
+            notes.push(match opts.truncated {
+                crate::options::TruncatedFrames::Headers => format!(
+                    "{}: {} frames captured header-only (snaplen {}): GRO decided from their headers and wire lengths, their checksums taken as valid, as the kernel takes verified ones (--truncated-frames unmerged passes them up unmerged)",
+                    f.path,
+                    s.header_only_frames,
+                    s.snaplen_seen.unwrap_or(0)
+                ),
+                crate::options::TruncatedFrames::Unmerged => format!(
+                    "{}: {} frames captured header-only (snaplen {}): passed up unmerged (--truncated-frames unmerged)",
+                    f.path,
+                    s.header_only_frames,
+                    s.snaplen_seen.unwrap_or(0)
+                ),
+            });
+        }
+        if s.cut_in_headers_frames > 0 {
+            notes.push(format!(
+                "{}: {} frames cut inside the headers GRO reads (snaplen {}): passed up unmerged; a snaplen of at least {} keeps them",
+                f.path,
+                s.cut_in_headers_frames,
+                s.snaplen_seen.unwrap_or(0),
+                s.snaplen_needed.unwrap_or(0)
+            ));
+        }
+    }
+    notes
 }

@@ -70,6 +70,8 @@ pub struct TcpFields {
     /// The first two SACK blocks (left, right edges), `nsack` of them.
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
+    /// How many SACK blocks the option holds (up to 4).
+    pub sack_blocks: u8,
 }
 
 /// The transport header.
@@ -186,6 +188,7 @@ struct TcpOptions {
     wscale: Option<u8>,
     sack: [(u32, u32); 2],
     nsack: u8,
+    sack_blocks: u8,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -221,6 +224,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
     let mut wscale = None;
     let mut sack = [(0u32, 0u32); 2];
     let mut nsack = 0u8;
+    let mut sack_blocks = 0u8;
     let mut i = 0;
     while i < opts.len() {
         let kind = opts[i];
@@ -256,6 +260,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(SIG_PRIME);
                 }
+                sack_blocks = ((len - 2) / 8) as u8;
                 for (b, slot) in sack.iter_mut().enumerate().take((len - 2) / 8) {
                     let at = i + 2 + b * 8;
                     *slot = (be32(opts, at), be32(opts, at + 4));
@@ -277,6 +282,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
         wscale,
         sack,
         nsack,
+        sack_blocks,
     }
 }
 
@@ -307,6 +313,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     wscale: o.wscale,
                     sack: o.sack,
                     nsack: o.nsack,
+                    sack_blocks: o.sack_blocks,
                 }),
                 off,
                 l4_room.saturating_sub(hl as u32),
@@ -402,6 +409,64 @@ fn parse_vxlan(
         complete: true,
         outgoing: None,
     })
+}
+
+/// How much of a frame the capture kept, as the GRO what-if sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snap {
+    /// Every byte of the frame.
+    Whole,
+    /// Cut short (`tcpdump -s N`) after every header GRO reads (link,
+    /// network, tunnel, inner network, transport): GRO decides on headers
+    /// and lengths, so the frame can be judged from them and its wire
+    /// length (`orig_len`).
+    HeadersOnly,
+    /// Cut inside a header GRO reads. `needed` is a snapshot length that
+    /// would have kept that header (a lower bound: a header after it may
+    /// need more).
+    CutInHeaders { needed: u32 },
+}
+
+/// Judges a frame whose capture kept `frame.len()` of its `orig_len`
+/// bytes, walking its headers as the engine's segmentation does
+/// (`offload::gso::layout`: VXLAN on `vxlan_ports`, Geneve, GRE, IP in IP).
+pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Snap {
+    use offload::gso::GsoError;
+    use offload::wire::WireErrorKind;
+    if frame.len() as u64 >= orig_len as u64 {
+        return Snap::Whole;
+    }
+    let cut_at = |needed: usize| Snap::CutInHeaders {
+        needed: needed.max(frame.len() + 1).min(u32::MAX as usize) as u32,
+    };
+    match offload::gso::layout(link, frame, vxlan_ports) {
+        Ok(lay) => {
+            // The walk reads a VXLAN port's payload as plain UDP when the
+            // inner Ethernet header is missing: that is a cut, not UDP.
+            if lay.outer.is_none() && lay.l4_proto == offload::wire::Transport::Udp {
+                let udp = lay.l4_off;
+                let dport = frame
+                    .get(udp + 2..udp + 4)
+                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
+                // VXLAN header, inner Ethernet, inner IPv4 and TCP headers.
+                let inner = udp + 8 + 8 + 14 + 20 + 20;
+                if dport.is_some_and(|d| vxlan_ports.contains(&d)) && frame.len() < inner {
+                    return cut_at(inner);
+                }
+            }
+            Snap::HeadersOnly
+        }
+        Err(GsoError::Wire(e)) => match e.kind {
+            WireErrorKind::Truncated { need, .. } => cut_at(e.offset + need),
+            // A header that is wrong where it was captured: the engine
+            // passes it for that, as it would the whole frame.
+            WireErrorKind::Invalid { .. } => Snap::HeadersOnly,
+        },
+        Err(GsoError::Unsupported(why)) if why.contains("cut short") => cut_at(0),
+        // Not TCP or UDP, a tunnel the engine does not merge: GRO passes
+        // such a frame whatever its payload.
+        Err(_) => Snap::HeadersOnly,
+    }
 }
 
 /// Checksum state of a header, as the capture shows it.

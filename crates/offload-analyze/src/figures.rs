@@ -2,7 +2,52 @@
 //! one `gro_max_size`. Plain data shared by the engine driver (`whatif`),
 //! the pass and the report; no logic beyond adding figures up.
 
+use crate::dissect::Snap;
 use offload::gro::FlushReason;
+use serde::Serialize;
+
+/// How much of the frames (of a flow, or of a file) the capture kept,
+/// where it cut them short (`tcpdump -s N`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SnapCounts {
+    /// Frames cut after every header GRO reads: the what-if decided from
+    /// their headers and wire length (`orig_len`), their checksums taken
+    /// as valid.
+    pub header_only_frames: u64,
+    /// Frames cut inside a header GRO reads: the what-if passes them up
+    /// unmerged (`capture-truncated`).
+    pub cut_in_headers_frames: u64,
+    /// A snapshot length that keeps every header of those frames (a lower
+    /// bound when a later header was missing too); null when none was cut
+    /// there.
+    pub snaplen_needed: Option<u32>,
+    /// The largest captured length among cut frames: the capture's
+    /// snapshot length as the frames show it; null when nothing was cut.
+    pub snaplen_seen: Option<u32>,
+}
+
+impl SnapCounts {
+    /// Counts one frame of `captured` bytes.
+    pub fn add(&mut self, snap: Snap, captured: usize) {
+        let captured = captured.min(u32::MAX as usize) as u32;
+        match snap {
+            Snap::Whole => return,
+            Snap::HeadersOnly => self.header_only_frames += 1,
+            Snap::CutInHeaders { needed } => {
+                self.cut_in_headers_frames += 1;
+                self.snaplen_needed = Some(self.snaplen_needed.unwrap_or(0).max(needed));
+            }
+        }
+        self.snaplen_seen = Some(self.snaplen_seen.unwrap_or(0).max(captured));
+    }
+
+    pub fn merge(&mut self, o: &SnapCounts) {
+        self.header_only_frames += o.header_only_frames;
+        self.cut_in_headers_frames += o.cut_in_headers_frames;
+        self.snaplen_needed = self.snaplen_needed.max(o.snaplen_needed);
+        self.snaplen_seen = self.snaplen_seen.max(o.snaplen_seen);
+    }
+}
 
 /// One reason's count within a flow, with the first frame it hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

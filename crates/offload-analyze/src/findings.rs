@@ -10,7 +10,7 @@ use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
 use offload::gro::FlushReason;
 
-fn flow_ref(r: &FlowReport) -> FlowRef {
+pub(crate) fn flow_ref(r: &FlowReport) -> FlowRef {
     FlowRef {
         id: r.id,
         description: r.description.clone(),
@@ -120,6 +120,7 @@ pub fn find(
         retrans_findings(&mut cx, f, r, w);
         above_mtu(&mut cx, f, r);
         table_full(&mut cx, f, r, w);
+        cut_in_headers(&mut cx, f, r);
     }
     big_tcp(&mut cx, flows, reports, adjusted);
     let mut out = cx.out;
@@ -233,6 +234,42 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         ],
         fix.join("; "),
         now.saturating_sub(healthy),
+    );
+}
+
+/// Frames the capture cut inside the headers GRO reads: the what-if
+/// cannot judge them (it passes them up unmerged), so the flow's figures
+/// and findings stand on the rest; the fix is a longer snapshot length.
+fn cut_in_headers(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
+    let s = &f.snap;
+    if s.cut_in_headers_frames == 0 {
+        return;
+    }
+    let needed = s.snaplen_needed.unwrap_or(0);
+    cx.push(
+        Severity::Medium,
+        "snaplen",
+        Some(r),
+        f.file,
+        format!(
+            "{}: capture cut {} frames inside their headers (snaplen {}, needs at least {needed})",
+            r.description,
+            s.cut_in_headers_frames,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        format!(
+            "{} of {} frames end before the headers GRO reads do (captured {} bytes, headers need at least {needed}): the what-if cannot judge them and passes them up unmerged, so this flow's GRO figures and findings are not those of the traffic.",
+            s.cut_in_headers_frames,
+            f.packets,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        vec![],
+        vec![
+            ("cut_in_headers_frames", s.cut_in_headers_frames),
+            ("snaplen_needed", needed as u64),
+        ],
+        format!("capture again with a snapshot length of at least {needed} bytes (`tcpdump -s {needed}`), or whole frames"),
+        0,
     );
 }
 

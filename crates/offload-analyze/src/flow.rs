@@ -12,6 +12,8 @@ use serde::Serialize;
 pub use crate::kernel::IdPattern;
 pub use crate::key::{FlowKey, TunnelKey};
 pub use crate::series::{Decimated, Keep};
+pub use crate::tcp::RttPoint;
+use crate::tcp::{seq_lt, Segment, TcpDirection};
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -214,7 +216,15 @@ pub struct SeqPoint {
     pub seq: u64,
     /// Payload bytes.
     pub len: u32,
+    /// Sent again (lost before or after the capture point, or spurious).
     pub retrans: bool,
+    /// A late original (reordered before the capture point).
+    pub ooo: bool,
+    pub frame: u64,
+    /// The sequence analysis' flags (`tcp::sequence::flag`).
+    pub flags: u32,
+    /// Bytes in flight after it (0: unknown).
+    pub in_flight: u32,
 }
 
 /// One ACK this flow sent (for the peer's time-sequence graph), raw
@@ -224,8 +234,12 @@ pub struct AckPoint {
     /// Seconds since this flow's first packet.
     pub t: f64,
     pub ack: u32,
-    /// Right edge of the advertised window: ack + window << scale.
+    /// Right edge of the advertised window: ack + window in bytes.
     pub win_edge: u32,
+    /// The advertised window in bytes (scaled when the scale is known).
+    pub window: u32,
+    pub window_scale_known: bool,
+    pub frame: u64,
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
     /// Same ACK, same window, no data: a duplicate ACK.
@@ -234,30 +248,15 @@ pub struct AckPoint {
     pub zero_window: bool,
 }
 
-/// A round-trip sample: a data segment and the first ACK covering it
-/// (Karn: retransmitted segments give none).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RttPoint {
-    /// Seconds since the data flow's first packet, at the ACK.
-    pub t: f64,
-    pub rtt_ms: f64,
-}
-
 impl Keep for SeqPoint {
     fn keep(&self) -> bool {
-        self.retrans
+        self.retrans || self.ooo
     }
 }
 
 impl Keep for AckPoint {
     fn keep(&self) -> bool {
         self.dup || self.zero_window || self.nsack > 0
-    }
-}
-
-impl Keep for RttPoint {
-    fn keep(&self) -> bool {
-        false
     }
 }
 
@@ -300,23 +299,18 @@ impl Bins {
     }
 }
 
-/// Sequence-space bookkeeping of one TCP direction.
+/// Sequence-space bookkeeping of one TCP direction for the GRO view
+/// (window and option churn); the sequence analysis proper (loss,
+/// reordering, windows, RTT) is [`crate::tcp`].
 #[derive(Debug, Clone, Default)]
 pub struct TcpTrack {
     started: bool,
     /// The first sequence number seen (relative sequence numbers start here).
     pub isn: u32,
-    /// Window scale from this direction's SYN (its windows are scaled by it).
-    pub wscale: Option<u8>,
-    /// Last pure ACK (ack, window): the next identical one is a duplicate.
-    last_pure_ack: Option<(u32, u16)>,
-    max_end: u32,
-    /// Holes left by segments that jumped ahead, to tell a late
-    /// (out-of-order) segment from a retransmission. A fixed small set:
-    /// constant memory.
-    holes: [(u32, u32); 8],
-    nholes: usize,
+    /// Segments sent again (lost before or after the capture point, or
+    /// spurious), as [`crate::tcp`] tells them.
     pub retransmissions: u64,
+    /// Late originals (reordered before the capture point).
     pub out_of_order: u64,
     pub first_retransmission: Option<u64>,
     pub first_out_of_order: Option<u64>,
@@ -332,30 +326,23 @@ pub struct TcpTrack {
     pub cwr: u64,
 }
 
-fn seq_lt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
 impl TcpTrack {
-    /// Returns (relative seq, is_retransmission).
-    fn update(&mut self, t: &dissect::TcpFields, payload: u32, frame: u64) -> (u64, bool) {
+    /// Returns the relative sequence number.
+    fn update(&mut self, t: &dissect::TcpFields, payload: u32, frame: u64) -> u64 {
         if t.flags & 0x02 != 0 {
             self.syn_mss = t.mss_opt.or(self.syn_mss);
-            self.wscale = t.wscale.or(self.wscale);
         }
-        let seq_len = payload + ((t.flags & 0x03 != 0) as u32); // SYN/FIN take a number
         if !self.started {
             self.started = true;
             self.isn = t.seq;
-            self.max_end = t.seq.wrapping_add(seq_len);
             if payload > 0 {
                 self.data_segments += 1;
             }
-            return (0, false);
+            return 0;
         }
         let rel = t.seq.wrapping_sub(self.isn) as u64;
         if payload == 0 {
-            return (rel, false);
+            return rel;
         }
         self.data_segments += 1;
         if t.flags & 0x08 != 0 {
@@ -378,53 +365,20 @@ impl TcpTrack {
             }
         }
         self.last_opt = Some(t.opt_sig);
-        let end = t.seq.wrapping_add(seq_len);
-        let mut retrans = false;
-        if seq_lt(t.seq, self.max_end) {
-            // Behind the highest byte seen: it fills a hole or repeats data.
-            if let Some(i) = self.holes[..self.nholes]
-                .iter()
-                .position(|&(a, b)| !seq_lt(t.seq, a) && seq_lt(t.seq, b))
-            {
-                self.out_of_order += 1;
-                self.first_out_of_order.get_or_insert(frame);
-                let (a, b) = self.holes[i];
-                // Shrink the hole from whichever side the segment covers.
-                if t.seq == a && seq_lt(end, b) {
-                    self.holes[i] = (end, b);
-                } else if !seq_lt(end, b) {
-                    self.holes[i] = (a, t.seq);
-                    if a == t.seq {
-                        self.holes[i] = self.holes[self.nholes - 1];
-                        self.nholes -= 1;
-                    }
-                } else {
-                    // A segment inside the hole: keep the left part as the hole.
-                    self.holes[i] = (a, t.seq);
-                }
-            } else {
-                self.retransmissions += 1;
-                self.first_retransmission.get_or_insert(frame);
-                retrans = true;
-            }
-            if seq_lt(self.max_end, end) {
-                self.max_end = end;
-            }
-        } else {
-            if seq_lt(self.max_end, t.seq) {
-                // A gap: remember it so the late segment is recognised.
-                let hole = (self.max_end, t.seq);
-                if self.nholes < self.holes.len() {
-                    self.holes[self.nholes] = hole;
-                    self.nholes += 1;
-                } else {
-                    self.holes.rotate_left(1);
-                    self.holes[self.holes.len() - 1] = hole;
-                }
-            }
-            self.max_end = end;
+        rel
+    }
+
+    /// Counts a segment the sequence analysis flagged.
+    fn note(&mut self, flags: u32, frame: u64) {
+        use crate::tcp::sequence::flag;
+        if flags & flag::RESENT != 0 {
+            self.retransmissions += 1;
+            self.first_retransmission.get_or_insert(frame);
         }
-        (rel, retrans)
+        if flags & flag::REORDER_BEFORE != 0 {
+            self.out_of_order += 1;
+            self.first_out_of_order.get_or_insert(frame);
+        }
     }
 }
 
@@ -538,43 +492,6 @@ pub fn eviction_set(last_frames: impl Iterator<Item = u64>) -> Vec<bool> {
     evict
 }
 
-/// Data segments awaiting their ACK: a small ring, oldest overwritten.
-#[derive(Debug, Clone, Default)]
-struct InFlight {
-    /// (end sequence, sent at ns, retransmitted).
-    segs: [(u32, u64, bool); 16],
-    head: usize,
-    len: usize,
-}
-
-impl InFlight {
-    fn sent(&mut self, end: u32, ts: u64, retrans: bool) {
-        let i = (self.head + self.len) % 16;
-        self.segs[i] = (end, ts, retrans);
-        if self.len == 16 {
-            self.head = (self.head + 1) % 16;
-        } else {
-            self.len += 1;
-        }
-    }
-
-    /// Drops what `ack` covers; the RTT of the newest covered segment, if
-    /// it was not retransmitted (Karn's rule).
-    fn acked(&mut self, ack: u32, ts: u64) -> Option<u64> {
-        let mut sample = None;
-        while self.len > 0 {
-            let (end, sent, retrans) = self.segs[self.head];
-            if seq_lt(ack, end) {
-                break;
-            }
-            sample = (!retrans).then(|| ts.saturating_sub(sent));
-            self.head = (self.head + 1) % 16;
-            self.len -= 1;
-        }
-        sample
-    }
-}
-
 /// Everything known about one flow.
 #[derive(Debug, Clone)]
 pub struct FlowStats {
@@ -627,17 +544,15 @@ pub struct FlowStats {
     pub acks_inside_big: u64,
     pub acks_at_big_end: u64,
     last_ack_seen_ns: Option<u64>,
+    /// The other direction of the connection (paired when the second
+    /// direction's first packet arrives; tunnels by the inner 5-tuple).
     pub reverse: Option<usize>,
-    reverse_tries: u32,
     pub series: Decimated<SeqPoint>,
     /// This flow's ACKs (TCP), for the peer's graph or its own ACK line.
     pub acks: Decimated<AckPoint>,
-    /// Round trips of this flow's data, from the peer's ACKs.
-    pub rtt: Decimated<RttPoint>,
-    /// Segments in flight awaiting an ACK, for RTT samples; made when the
-    /// reverse direction is known.
-    inflight: Option<Box<InFlight>>,
-    last_retrans: bool,
+    /// The TCP sequence analysis of this direction (windows, RTT of its
+    /// data, loss and reordering).
+    pub analysis: Option<Box<TcpDirection>>,
     /// GRO deliveries at the first what-if size (filled from the worker).
     pub gro: Vec<crate::series::GroPoint>,
     pub bins: Bins,
@@ -645,6 +560,8 @@ pub struct FlowStats {
     pub what_if: Vec<crate::figures::FlowWhatIf>,
     /// The same frames with fixed IPv4 IDs (tunnels only): a healthy tunnel.
     pub healthy_what_if: Vec<crate::figures::FlowWhatIf>,
+    /// Frames the capture cut short, by where.
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// How often checksums are verified after a flow's first packets: they
@@ -695,20 +612,20 @@ impl FlowStats {
             acks_at_big_end: 0,
             last_ack_seen_ns: None,
             reverse: None,
-            reverse_tries: 0,
             series: Decimated::default(),
             acks: Decimated::default(),
-            rtt: Decimated::default(),
-            inflight: None,
-            last_retrans: false,
+            analysis: (key.proto == dissect::PROTO_TCP).then(|| Box::new(TcpDirection::new(ts))),
             gro: Vec::new(),
             bins: Bins::default(),
             what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
             healthy_what_if: vec![crate::figures::FlowWhatIf::default(); sizes],
+            snap: Default::default(),
         }
     }
 
-    /// Adds one frame. `mtu` is the path MTU (IP bytes).
+    /// Adds one frame. `mtu` is the path MTU (IP bytes); `peer` is the
+    /// other direction's sequence analysis, when the capture has it.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
         p: &Parsed,
@@ -717,6 +634,7 @@ impl FlowStats {
         ts: u64,
         orig_len: u32,
         mtu: u32,
+        peer: Option<&mut TcpDirection>,
     ) {
         self.packets += 1;
         self.bytes += orig_len as u64;
@@ -806,35 +724,65 @@ impl FlowStats {
         self.csum_checked += 1;
         let rel_ns = ts.saturating_sub(self.first_ns);
         self.bins.add(rel_ns, p.payload as u64);
-        let (seq, retrans) = match (&mut self.tcp, p.l4) {
-            (Some(tr), L4::Tcp(t)) => {
-                let r = tr.update(&t, p.payload, number);
+        let (seq, outcome) = match (&mut self.tcp, p.l4, self.analysis.as_mut()) {
+            (Some(tr), L4::Tcp(t), Some(dir)) => {
+                let rel = tr.update(&t, p.payload, number);
+                let seg = Segment {
+                    frame: number,
+                    ts,
+                    seq: t.seq,
+                    ack: t.ack,
+                    flags: t.flags,
+                    len: p.payload,
+                    window: t.window,
+                    wscale: t.wscale,
+                    sack: t.sack,
+                    nsack: t.nsack,
+                    sack_blocks: t.sack_blocks,
+                    ip_id: (!ip.v6).then_some(ip.id),
+                    tsval: t.tsval,
+                };
+                let mut scratch;
+                let peer = match peer {
+                    Some(p) => p,
+                    None => {
+                        scratch = TcpDirection::default();
+                        &mut scratch
+                    }
+                };
+                let o = crate::tcp::sequence::analyze(dir, peer, &seg);
+                tr.note(o.flags, number);
                 if t.flags & 0x10 != 0 {
-                    let scale = tr.wscale.unwrap_or(0);
-                    let pure = p.payload == 0 && t.flags & 0x07 == 0;
-                    let dup = pure && tr.last_pure_ack == Some((t.ack, t.window));
-                    tr.last_pure_ack = pure.then_some((t.ack, t.window));
+                    use crate::tcp::sequence::flag;
                     self.acks.push(AckPoint {
                         t: rel_ns as f64 / 1e9,
                         ack: t.ack,
-                        win_edge: t.ack.wrapping_add((t.window as u32) << scale),
+                        win_edge: t.ack.wrapping_add(o.window),
+                        window: o.window,
+                        window_scale_known: dir.window_scale_known,
+                        frame: number,
                         sack: t.sack,
                         nsack: t.nsack,
-                        dup,
-                        zero_window: t.window == 0 && t.flags & 0x04 == 0,
+                        dup: o.flags & flag::DUPLICATE_ACK != 0,
+                        zero_window: o.flags & flag::ZERO_WINDOW != 0,
                     });
                 }
-                r
+                (rel, Some(o))
             }
-            _ => (self.payload_bytes - p.payload as u64, false),
+            _ => (self.payload_bytes - p.payload as u64, None),
         };
-        self.last_retrans = retrans;
         if p.payload > 0 || self.tcp.is_none() {
+            use crate::tcp::sequence::flag;
+            let fl = outcome.map_or(0, |o| o.flags);
             self.series.push(SeqPoint {
                 t: rel_ns as f64 / 1e9,
                 seq,
                 len: p.payload,
-                retrans,
+                retrans: fl & flag::RESENT != 0,
+                ooo: fl & flag::REORDER_BEFORE != 0,
+                frame: number,
+                flags: fl,
+                in_flight: outcome.and_then(|o| o.in_flight).unwrap_or(0),
             });
         }
     }
@@ -855,12 +803,6 @@ impl FlowStats {
         if big && self.pending_big.is_none() {
             self.pending_big = Some((end, ts));
         }
-        if self.reverse.is_some() {
-            let retrans = self.last_retrans;
-            self.inflight
-                .get_or_insert_with(Default::default)
-                .sent(end, ts, retrans);
-        }
     }
 
     /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
@@ -875,12 +817,6 @@ impl FlowStats {
                 break;
             }
         }
-        if let Some(rtt) = self.inflight.as_mut().and_then(|f| f.acked(ack, ts)) {
-            self.rtt.push(RttPoint {
-                t: ts.saturating_sub(self.first_ns) as f64 / 1e9,
-                rtt_ms: rtt as f64 / 1e6,
-            });
-        }
         if let Some((end, t0)) = self.pending_big {
             if !seq_lt(ack, end) {
                 self.timing.get_or_insert_with(Default::default)[0].add(ts.saturating_sub(t0));
@@ -888,16 +824,6 @@ impl FlowStats {
             }
         }
         self.last_ack_seen_ns = Some(ts);
-    }
-
-    /// Whether to look the reverse flow up again (rate-limited for
-    /// one-directional captures).
-    pub fn want_reverse(&mut self) -> bool {
-        if self.reverse.is_some() {
-            return false;
-        }
-        self.reverse_tries += 1;
-        self.reverse_tries < 8 || self.reverse_tries % 256 == 0
     }
 
     pub fn duration_ns(&self) -> u64 {
@@ -1033,6 +959,10 @@ mod tests {
                 seq: i,
                 len: 1,
                 retrans: i == 77_777,
+                ooo: false,
+                frame: i,
+                flags: 0,
+                in_flight: 0,
             });
         }
         assert!(d.points.len() <= 1500);

@@ -193,7 +193,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
             w.merge_ratio,
             w.super_packets,
             w.largest_packet,
-            if w.derived { format!("<br><i>{}</i>", esc(&w.notes.join("; "))) } else { String::new() }
+            if w.notes.is_empty() { String::new() } else { format!("<br><i>{}</i>", esc(&w.notes.join("; "))) }
         );
     }
     o.push_str("</table>");

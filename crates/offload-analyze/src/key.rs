@@ -90,9 +90,8 @@ impl FlowKey {
                 src: t.dst,
                 dst: t.src,
                 // The reverse tunnel direction picks its own source port
-                // (a hash of the inner flow), so this key finds it only when
-                // both ends use the same port; tunnelled flows then go
-                // without the ACK-based TSO/GRO evidence.
+                // (a hash of the inner flow): tunnelled flows pair by
+                // `pairing_key` instead.
                 sport: t.dport,
                 dport: t.sport,
                 vni: t.vni,
@@ -104,6 +103,21 @@ impl FlowKey {
             dport: self.sport,
             proto: self.proto,
             v6: self.v6,
+        }
+    }
+
+    /// The key without the tunnel's UDP ports: each direction of a
+    /// tunnelled connection picks its own outer source port (a hash of the
+    /// inner flow), so the two directions pair by the inner 5-tuple, the
+    /// outer addresses and the VNI, as tshark pairs them.
+    pub fn pairing_key(&self) -> FlowKey {
+        FlowKey {
+            tunnel: self.tunnel.map(|t| TunnelKey {
+                sport: 0,
+                dport: 0,
+                ..t
+            }),
+            ..*self
         }
     }
 

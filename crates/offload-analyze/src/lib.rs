@@ -30,6 +30,8 @@ pub mod options;
 pub mod packets;
 pub mod report;
 pub mod series;
+pub mod tcp;
+pub mod tcp_findings;
 pub mod text;
 pub mod whatif;
 

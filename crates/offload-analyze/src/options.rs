@@ -9,6 +9,21 @@ pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
 /// VXLAN's IANA port and the Linux default: the engine's.
 pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
+/// What the what-if does with a frame the capture cut short after its
+/// headers (`tcpdump -s N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TruncatedFrames {
+    /// Decide from its headers and wire length (`orig_len`), its
+    /// checksums taken as valid, as the kernel takes verified ones: the
+    /// figures of the whole capture when its checksums were valid.
+    #[default]
+    Headers,
+    /// Pass it up unmerged (`capture-truncated`), as a receiver that
+    /// could not read it would.
+    Unmerged,
+}
+
 /// What to compute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -41,6 +56,8 @@ pub struct Options {
     /// Stream the rows of evicted flows (the `flows.csv` columns, what-if
     /// columns empty) to this file as they are evicted.
     pub evicted_csv: Option<PathBuf>,
+    /// Frames cut after their headers: judged from them, or passed up.
+    pub truncated: TruncatedFrames,
 }
 
 /// Default for [`Options::max_flows`]: about 4 KB each, so 100,000 flows
@@ -61,6 +78,7 @@ impl Default for Options {
             parquet_dir: None,
             max_flows: DEFAULT_MAX_FLOWS,
             evicted_csv: None,
+            truncated: TruncatedFrames::Headers,
         }
     }
 }

@@ -61,6 +61,9 @@ pub struct InputReport {
     /// Frames whose captured length exceeded the file's snapshot length:
     /// read whole (as tshark does), unless `--strict`.
     pub frames_above_snaplen: u64,
+    /// Frames cut short by the capture (header-only captures).
+    #[serde(flatten)]
+    pub snap: crate::figures::SnapCounts,
 }
 
 /// One network header's behaviour.
@@ -172,7 +175,13 @@ pub struct FlowReport {
     pub l4_checksum: &'static str,
     pub l4_checksum_counts: CsumCounts,
     pub ip_header_checksum_bad: u64,
+    /// Frames of this flow cut short by the capture.
+    #[serde(flatten)]
+    pub snap: crate::figures::SnapCounts,
     pub what_if: Vec<FlowWhatIfReport>,
+    /// TCP sequence analysis (windows, RTT, Wireshark's flags, loss and
+    /// reordering with their location); null for other protocols.
+    pub tcp: Option<crate::tcp::report::TcpReport>,
 }
 
 /// One flush reason over the whole run.
@@ -301,6 +310,7 @@ pub fn flow_report(
     file: &str,
     t0: u64,
     what_if: Vec<FlowWhatIfReport>,
+    peer: Option<&FlowStats>,
 ) -> FlowReport {
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
@@ -358,6 +368,11 @@ pub fn flow_report(
         l4_checksum: f.l4_csum.summary(),
         l4_checksum_counts: f.l4_csum,
         ip_header_checksum_bad: f.ip_csum_bad,
+        snap: f.snap,
         what_if,
+        tcp: f
+            .analysis
+            .as_deref()
+            .map(|d| crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))),
     }
 }

@@ -64,6 +64,16 @@ pub fn render(r: &Report, max_flows: usize) -> String {
                 .unwrap_or_default()
         );
     }
+    if let Some(w) = r.what_if.first() {
+        // Header-only captures: what the what-if did with the cut frames.
+        for n in w
+            .notes
+            .iter()
+            .filter(|n| n.contains("captured header-only") || n.contains("cut inside the headers"))
+        {
+            let _ = writeln!(s, "  note: {n}");
+        }
+    }
     if r.interrupted {
         let _ = writeln!(s, "  interrupted: the figures cover what was read so far");
     }

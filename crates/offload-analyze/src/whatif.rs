@@ -90,6 +90,11 @@ pub struct WhatIfWorker {
     healthy_engines: Vec<GroEngine>,
     /// Scratch copy of the frame being normalised for the healthy engines.
     healthy_buf: Vec<u8>,
+    /// Judge frames cut after their headers from headers and wire length
+    /// (`TruncatedFrames::Headers`) instead of passing them up unmerged.
+    header_only: bool,
+    /// Scratch: a header-only frame at its wire length.
+    pad_buf: Vec<u8>,
     index: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow and slot (runs of one flow skip the hash).
     last: Option<(FlowKey, u32)>,
@@ -144,6 +149,7 @@ impl WhatIfWorker {
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
         max_flows: usize,
+        header_only: bool,
     ) -> Self {
         // Only the first engine verifies checksums; the others are told the
         // verdict (see `feed`): verifying costs a pass over every payload.
@@ -172,6 +178,8 @@ impl WhatIfWorker {
             engines: mk(),
             healthy_engines: mk(),
             healthy_buf: Vec::new(),
+            header_only,
+            pad_buf: Vec::new(),
             totals: vec![
                 RunTotals {
                     file,
@@ -253,7 +261,47 @@ impl WhatIfWorker {
     }
 
     /// Feeds one frame; `parsed` is its dissection and flow key, if any.
+    ///
+    /// A frame the capture cut short after its headers (`tcpdump -s N`,
+    /// [`dissect::Snap::HeadersOnly`]) is fed at its wire length
+    /// (`orig_len`), the missing payload as filler, with its checksums
+    /// marked as verified (`CHECKSUM_UNNECESSARY`): GRO decides on headers
+    /// and lengths, and reads payload bytes only to verify checksums, which
+    /// the capture cannot show. So the figures are those of the whole
+    /// capture whenever its checksums were valid. A frame cut inside its
+    /// headers goes in as it is, and the engine passes it up unmerged
+    /// (`capture-truncated`).
     pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, FlowKey)>) {
+        let mut pad_buf = std::mem::take(&mut self.pad_buf);
+        let mut csum = offload::RxChecksum::None;
+        let input = if self.header_only
+            && (input.data.len() as u64) < input.orig_len as u64
+            && dissect::snap(input.link, input.data, input.orig_len, &self.vxlan_ports)
+                == dissect::Snap::HeadersOnly
+        {
+            pad_buf.clear();
+            pad_buf.extend_from_slice(input.data);
+            pad_buf.resize(input.orig_len as usize, 0);
+            // Every checksum level a tunnel can have (outer UDP or GRE,
+            // inner transport), as a NIC that verified them says.
+            csum = offload::RxChecksum::Unnecessary { level: 2 };
+            Input {
+                data: &pad_buf,
+                ..input
+            }
+        } else {
+            input
+        };
+        self.feed_checked(input, parsed, csum);
+        self.pad_buf = pad_buf;
+    }
+
+    fn feed_checked(
+        &mut self,
+        input: Input<'_>,
+        parsed: Option<(&dissect::Parsed, FlowKey)>,
+        csum: offload::RxChecksum,
+    ) {
         let slot = parsed.map(|(_, key)| self.slot_of(key, input.frame));
         let parsed = parsed.map(|(p, _)| p);
         if let Some(s) = slot {
@@ -300,7 +348,7 @@ impl WhatIfWorker {
                     input.timestamp_ns,
                 ));
             } else {
-                engine.receive(input, &mut |d: &Delivered<'_>| {
+                engine.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
                 });
                 if i == 0 {
@@ -328,7 +376,7 @@ impl WhatIfWorker {
                     data: healthy,
                     ..input
                 };
-                healthy_engines[i].receive(inp, &mut |d: &Delivered<'_>| {
+                healthy_engines[i].receive_with_checksum(inp, csum, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
                 });
                 if i == 0 {

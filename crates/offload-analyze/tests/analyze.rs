@@ -202,17 +202,27 @@ fn retransmissions_and_out_of_order_are_told_apart() {
     for i in 0..10 {
         push(1 + i * 1000, i as u16);
     }
-    // Segment 11 is late: 12 and 13 first, then 11 (out of order).
-    push(1 + 11 * 1000, 10);
-    push(1 + 12 * 1000, 11);
-    push(1 + 10 * 1000, 12);
-    // A retransmission of segment 5.
+    // Segment 11 is late: 12 and 13 first, then 11 (out of order: it
+    // keeps the older IP ID it was sent with).
+    push(1 + 11 * 1000, 11);
+    push(1 + 12 * 1000, 12);
+    push(1 + 10 * 1000, 10);
+    // A retransmission of segment 5 (a new ID): the capture saw the
+    // original, so it was lost after the capture point.
     push(1 + 5 * 1000, 13);
     write(&p, &frames);
     let a = run(&[p], &Options::default());
     let f = &a.report.flows[0];
     assert_eq!(f.out_of_order, 1);
     assert_eq!(f.retransmissions, 1);
+    let t = f.tcp.as_ref().unwrap();
+    assert_eq!(t.loss.reordered_before_capture, 1);
+    assert_eq!(t.loss.lost_after_capture, 1);
+    assert_eq!(t.loss.lost_before_capture, 0);
+    // Wireshark's timing rule (within 3 ms of the highest segment, no
+    // handshake RTT) calls both out-of-order.
+    assert_eq!(t.wireshark.out_of_order, 2);
+    assert_eq!(t.wireshark.lost_segments, 1);
     let fd = a
         .report
         .findings

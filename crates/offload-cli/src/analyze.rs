@@ -58,6 +58,12 @@ pub struct AnalyzeArgs {
     /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
     #[arg(long)]
     pub no_checksum_check: bool,
+    /// Frames the capture cut short after their headers (`tcpdump -s N`):
+    /// `headers` judges them from their headers and wire length, checksums
+    /// taken as valid (the figures of the whole capture); `unmerged` passes
+    /// them up unmerged.
+    #[arg(long, value_enum, default_value = "headers", value_name = "HOW")]
+    pub truncated_frames: TruncatedArg,
     /// Print the report as JSON (schema in docs/analyze.md) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -84,6 +90,13 @@ pub struct AnalyzeArgs {
     /// a lone capture over N threads: shorter wall time, about 1.5x the CPU).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+}
+
+/// `--truncated-frames`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TruncatedArg {
+    Headers,
+    Unmerged,
 }
 
 /// The embedded samples, unpacked into a private temporary directory
@@ -154,6 +167,10 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .csv
             .as_deref()
             .map(offload_analyze::export::evicted_path),
+        truncated: match args.truncated_frames {
+            TruncatedArg::Headers => offload_analyze::options::TruncatedFrames::Headers,
+            TruncatedArg::Unmerged => offload_analyze::options::TruncatedFrames::Unmerged,
+        },
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;

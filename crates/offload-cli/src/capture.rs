@@ -99,6 +99,12 @@ pub struct GsoArgs {
     /// Link MTU used to tell super-packets from segments.
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
+    /// Flow directions whose MSS evidence is kept at once (about 300 bytes
+    /// each, at most 900); past it, directions without super-packets are forgotten
+    /// first, then new flows are cut at the MTU-derived size (the summary
+    /// says how many).
+    #[arg(long, default_value_t = transform::DEFAULT_MAX_FLOWS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
+    pub max_flows: usize,
     #[command(flatten)]
     pub capture: CaptureOpts,
     /// Kernel line whose GSO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
@@ -305,6 +311,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
             strict: args.capture.strict,
         },
         kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        max_flows: args.max_flows,
     };
     let outcome = with_progress(&args.input, "offload gso", |ctl| {
         transform::gso_capture(&args.input, &args.output, &opts, ctl)
@@ -317,12 +324,53 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{} -> {}  (kernel {})", s.input, s.output, s.kernel)?;
         writeln!(
             out,
-            "frames in {}  frames out {}  super-packets split {}  copied unchanged {}{}",
+            "frames in {}  frames out {}{}",
             s.frames_in,
             s.frames_out,
-            s.super_packets,
-            s.copied_unchanged,
             if s.interrupted { "  (interrupted)" } else { "" }
+        )?;
+        writeln!(
+            out,
+            "  split        {:>10}  super-packets into {} segments{}",
+            s.super_packets,
+            s.segments_out,
+            if s.header_only_super_packets > 0 {
+                format!(
+                    " ({} header-only: segments keep the captured bytes and their wire length)",
+                    s.header_only_super_packets
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        writeln!(
+            out,
+            "  one segment  {:>10}  written unchanged",
+            s.single_segments
+        )?;
+        writeln!(
+            out,
+            "  copied       {:>10}  written unchanged, not segmentable",
+            s.copied_unchanged
+        )?;
+        for r in &s.copied_reasons {
+            writeln!(out, "    {:>10}  {}", r.frames, r.reason)?;
+        }
+        let t = &s.flow_table;
+        writeln!(
+            out,
+            "flow table: peak {} of {} flow directions (--max-flows){}",
+            t.peak_flows,
+            t.max_flows,
+            if t.forgotten_flows + t.untracked_frames + t.unlisted_super_packets == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; {} forgotten without super-packets, {} frames of flows not tracked \
+                     (cut at the MTU-derived size), {} super-packets not listed per flow",
+                    t.forgotten_flows, t.untracked_frames, t.unlisted_super_packets
+                )
+            }
         )?;
         if !s.flow_sources.is_empty() {
             writeln!(out)?;

@@ -3,8 +3,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -31,6 +29,13 @@ pub struct InspectArgs {
     /// Keep the sampled packets in this pcap.
     #[arg(long, value_name = "FILE", requires = "sample")]
     pub sample_pcap: Option<std::path::PathBuf>,
+    /// Window over which drop and interrupt counters are measured: findings
+    /// give rates over it.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    pub window: Duration,
+    /// Also report since-boot totals of those counters, and findings on them.
+    #[arg(long)]
+    pub since_boot: bool,
 }
 
 #[derive(Serialize)]
@@ -44,14 +49,15 @@ struct Output<'a> {
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let ins = inspect::inspect(&args.devices).context("inspect")?;
     // SIGINT, SIGTERM and SIGHUP stop the measurement (and remove the
     // sample's temporary pcap: offload_capture::tempfiles).
-    let cancel = if args.live.is_some() || args.sample.is_some() {
-        crate::capture::cancel_flag()
-    } else {
-        Arc::new(AtomicBool::new(false))
+    let cancel = crate::capture::cancel_flag();
+    let opts = inspect::InspectOptions {
+        only: args.devices.clone(),
+        window: args.window,
+        since_boot: args.since_boot,
     };
+    let ins = inspect::inspect(&opts, &cancel).context("inspect")?;
     // Devices measured live: the named ones, else every up device but lo.
     let watched: Vec<(String, u32)> = ins
         .devices

@@ -11,6 +11,7 @@ mod duration;
 mod experiments;
 mod inspect;
 mod lab;
+mod tune;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// This host's offload state (devices, knobs, queues, IRQs) with ranked findings; --live measures GRO now.
     Inspect(inspect::InspectArgs),
+    /// Apply a finding's fix or a profile (throughput, latency, packet-rate); dry-run unless --apply; --revert restores.
+    Tune(tune::TuneArgs),
     /// One-command experiments in throw-away namespaces: list, run NAME.
     Lab(lab::LabArgs),
     /// Print shell completions (bash, zsh, fish, ...) generated from these options.
@@ -54,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Gso(args) => capture::run_gso(args),
         Command::Bench(args) => bench::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Tune(args) => tune::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),

@@ -19,6 +19,15 @@ const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETHTOOL_GCOALESCE: u32 = 0x0e;
+const ETHTOOL_SCOALESCE: u32 = 0x0f;
+const ETHTOOL_GRINGPARAM: u32 = 0x10;
+const ETHTOOL_SRINGPARAM: u32 = 0x11;
+const ETHTOOL_GRXRINGS: u32 = 0x2d;
+const ETHTOOL_GRXCLSRLCNT: u32 = 0x2e;
+const ETHTOOL_GRXCLSRULE: u32 = 0x2f;
+const ETHTOOL_GRXCLSRLALL: u32 = 0x30;
+const ETHTOOL_GRSSH: u32 = 0x46;
 const ETHTOOL_SFEATURES: u32 = 0x3b;
 const ETH_SS_FEATURES: u32 = 4;
 const ETH_GSTRING_LEN: usize = 32;
@@ -40,8 +49,91 @@ pub struct Feature {
     pub active: bool,
     /// Requested on (may differ from `active` when dependencies forbid it).
     pub requested: bool,
-    /// The device allows changing it.
+    /// The device allows changing it (`hw_features` has the bit).
     pub changeable: bool,
+    /// The kernel never lets it change (`NETIF_F_NEVER_CHANGE`).
+    pub never_changed: bool,
+}
+
+impl Feature {
+    /// `ethtool -k` prints it `[fixed]`: not in the device's changeable
+    /// set, or one the kernel never changes (`dump_feature` in ethtool's
+    /// netlink/features.c: `!hw || nochange`).
+    pub fn fixed(&self) -> bool {
+        !self.changeable || self.never_changed
+    }
+}
+
+/// Ring sizes as `ethtool -g` shows them (`struct ethtool_ringparam`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Rings {
+    /// Pre-set maximum RX ring.
+    pub rx_max: u32,
+    /// Pre-set maximum RX mini ring.
+    pub rx_mini_max: u32,
+    /// Pre-set maximum RX jumbo ring.
+    pub rx_jumbo_max: u32,
+    /// Pre-set maximum TX ring.
+    pub tx_max: u32,
+    /// Current RX ring.
+    pub rx: u32,
+    /// Current RX mini ring.
+    pub rx_mini: u32,
+    /// Current RX jumbo ring.
+    pub rx_jumbo: u32,
+    /// Current TX ring.
+    pub tx: u32,
+}
+
+/// Interrupt coalescing as `ethtool -c` shows it: the fields of
+/// `struct ethtool_coalesce`, in its order, under `ethtool -c`'s names.
+pub const COALESCE_FIELDS: [&str; 22] = [
+    "rx-usecs",
+    "rx-frames",
+    "rx-usecs-irq",
+    "rx-frames-irq",
+    "tx-usecs",
+    "tx-frames",
+    "tx-usecs-irq",
+    "tx-frames-irq",
+    "stats-block-usecs",
+    "adaptive-rx",
+    "adaptive-tx",
+    "pkt-rate-low",
+    "rx-usecs-low",
+    "rx-frame-low",
+    "tx-usecs-low",
+    "tx-frame-low",
+    "pkt-rate-high",
+    "rx-usecs-high",
+    "rx-frame-high",
+    "tx-usecs-high",
+    "tx-frame-high",
+    "sample-interval",
+];
+
+/// RSS configuration as `ethtool -x` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Rss {
+    /// The indirection table: RX queue of each entry (empty when the driver
+    /// has none).
+    pub indirection: Vec<u32>,
+    /// The hash key, hex bytes joined by `:` as `ethtool -x` prints it
+    /// (empty when the driver has none).
+    pub key: String,
+    /// Hash functions on (`toeplitz`, `xor`, `crc32`).
+    pub hash_functions: Vec<String>,
+}
+
+/// One ntuple (flow steering) rule as `ethtool -n` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NtupleRule {
+    /// Rule location (`loc` in `ethtool -N`).
+    pub location: u32,
+    /// `flow_type` (`TCP_V4_FLOW` = 1, ...).
+    pub flow_type: u32,
+    /// `ring_cookie`: the RX queue it steers to; `u64::MAX` drops.
+    pub action: u64,
 }
 
 /// Queue counts as `ethtool -l` shows them (`struct ethtool_channels`).
@@ -51,12 +143,16 @@ pub struct Channels {
     pub max_rx: u32,
     /// Maximum TX-only channels.
     pub max_tx: u32,
+    /// Maximum other channels.
+    pub max_other: u32,
     /// Maximum combined channels.
     pub max_combined: u32,
     /// Current RX-only channels.
     pub rx: u32,
     /// Current TX-only channels.
     pub tx: u32,
+    /// Current other channels.
+    pub other: u32,
     /// Current combined channels.
     pub combined: u32,
 }
@@ -157,6 +253,7 @@ impl Ethtool {
                     changeable: get_u32(&buf, base) & bit != 0,
                     requested: get_u32(&buf, base + 4) & bit != 0,
                     active: get_u32(&buf, base + 8) & bit != 0,
+                    never_changed: get_u32(&buf, base + 12) & bit != 0,
                 }
             })
             .collect())
@@ -187,11 +284,205 @@ impl Ethtool {
         Ok(Channels {
             max_rx: get_u32(&buf, 4),
             max_tx: get_u32(&buf, 8),
+            max_other: get_u32(&buf, 12),
             max_combined: get_u32(&buf, 16),
             rx: get_u32(&buf, 20),
             tx: get_u32(&buf, 24),
+            other: get_u32(&buf, 28),
             combined: get_u32(&buf, 32),
         })
+    }
+
+    /// Ring sizes (`ethtool -g`); `EOPNOTSUPP` where the driver has none.
+    pub fn rings(&self, dev: &str) -> Result<Rings> {
+        // struct ethtool_ringparam { u32 cmd; u32 rx_max_pending,
+        // rx_mini_max_pending, rx_jumbo_max_pending, tx_max_pending,
+        // rx_pending, rx_mini_pending, rx_jumbo_pending, tx_pending; }
+        let mut buf = vec![0u8; 36];
+        put_u32(&mut buf, 0, ETHTOOL_GRINGPARAM);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GRINGPARAM")?;
+        Ok(Rings {
+            rx_max: get_u32(&buf, 4),
+            rx_mini_max: get_u32(&buf, 8),
+            rx_jumbo_max: get_u32(&buf, 12),
+            tx_max: get_u32(&buf, 16),
+            rx: get_u32(&buf, 20),
+            rx_mini: get_u32(&buf, 24),
+            rx_jumbo: get_u32(&buf, 28),
+            tx: get_u32(&buf, 32),
+        })
+    }
+
+    /// Sets the current RX and TX ring sizes (`ethtool -G dev rx N tx M`).
+    pub fn set_rings(&self, dev: &str, rx: u32, tx: u32) -> Result<()> {
+        let now = self.rings(dev)?;
+        let mut buf = vec![0u8; 36];
+        put_u32(&mut buf, 0, ETHTOOL_SRINGPARAM);
+        for (at, v) in [
+            (4, now.rx_max),
+            (8, now.rx_mini_max),
+            (12, now.rx_jumbo_max),
+            (16, now.tx_max),
+            (20, rx),
+            (24, now.rx_mini),
+            (28, now.rx_jumbo),
+            (32, tx),
+        ] {
+            put_u32(&mut buf, at, v);
+        }
+        self.ioctl(
+            dev,
+            &mut buf,
+            &format!("ETHTOOL_SRINGPARAM rx {rx} tx {tx}"),
+        )?;
+        Ok(())
+    }
+
+    /// Interrupt coalescing (`ethtool -c`), by [`COALESCE_FIELDS`] name;
+    /// `EOPNOTSUPP` where the driver has none.
+    pub fn coalesce(&self, dev: &str) -> Result<std::collections::BTreeMap<String, u32>> {
+        // struct ethtool_coalesce: u32 cmd, then 22 u32 fields.
+        let mut buf = vec![0u8; 4 + 4 * COALESCE_FIELDS.len()];
+        put_u32(&mut buf, 0, ETHTOOL_GCOALESCE);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GCOALESCE")?;
+        Ok(COALESCE_FIELDS
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((*n).to_string(), get_u32(&buf, 4 + 4 * i)))
+            .collect())
+    }
+
+    /// Sets one coalescing field (`ethtool -C dev rx-usecs N`), keeping the
+    /// others as they are.
+    pub fn set_coalesce(&self, dev: &str, field: &str, value: u32) -> Result<()> {
+        let Some(pos) = COALESCE_FIELDS.iter().position(|f| *f == field) else {
+            return Err(Error::NoFeature {
+                dev: dev.to_string(),
+                feature: field.to_string(),
+            });
+        };
+        let mut buf = vec![0u8; 4 + 4 * COALESCE_FIELDS.len()];
+        put_u32(&mut buf, 0, ETHTOOL_GCOALESCE);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GCOALESCE")?;
+        put_u32(&mut buf, 0, ETHTOOL_SCOALESCE);
+        put_u32(&mut buf, 4 + 4 * pos, value);
+        self.ioctl(dev, &mut buf, &format!("ETHTOOL_SCOALESCE {field} {value}"))?;
+        Ok(())
+    }
+
+    /// RSS indirection table, key and hash function (`ethtool -x`), through
+    /// `ETHTOOL_GRSSH`; `EOPNOTSUPP` where the driver has no RSS.
+    pub fn rss(&self, dev: &str) -> Result<Rss> {
+        // struct ethtool_rxfh { u32 cmd, rss_context, indir_size, key_size;
+        // u8 hfunc, input_xfrm, rsvd8[2]; u32 rsvd32; u32 rss_config[]; }
+        // A first call with both sizes 0 returns the sizes.
+        let mut head = vec![0u8; 24];
+        put_u32(&mut head, 0, ETHTOOL_GRSSH);
+        self.ioctl(dev, &mut head, "ETHTOOL_GRSSH sizes")?;
+        let indir = get_u32(&head, 8) as usize;
+        let key = get_u32(&head, 12) as usize;
+        // Bounded: the kernel caps both far below this.
+        if indir > 1 << 16 || key > 1 << 12 {
+            return Err(Error::sys(
+                format!("ETHTOOL_GRSSH on {dev}: sizes {indir}/{key}"),
+                std::io::Error::from(std::io::ErrorKind::InvalidData),
+            ));
+        }
+        let mut buf = vec![0u8; 24 + 4 * indir + key];
+        put_u32(&mut buf, 0, ETHTOOL_GRSSH);
+        put_u32(&mut buf, 8, indir as u32);
+        put_u32(&mut buf, 12, key as u32);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GRSSH")?;
+        let hfunc = buf[16];
+        let names = ["toeplitz", "xor", "crc32"];
+        Ok(Rss {
+            indirection: (0..indir).map(|i| get_u32(&buf, 24 + 4 * i)).collect(),
+            key: buf[24 + 4 * indir..24 + 4 * indir + key]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+            hash_functions: names
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| hfunc & (1 << i) != 0)
+                .map(|(_, n)| (*n).to_string())
+                .collect(),
+        })
+    }
+
+    /// Number of RX rings the RSS and ntuple layer sees (`ETHTOOL_GRXRINGS`,
+    /// the "N RX rings available" of `ethtool -n`).
+    pub fn rx_rings(&self, dev: &str) -> Result<u64> {
+        let mut buf = vec![0u8; RXNFC_LEN];
+        put_u32(&mut buf, 0, ETHTOOL_GRXRINGS);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GRXRINGS")?;
+        Ok(get_u64(&buf, 8))
+    }
+
+    /// The ntuple rules (`ethtool -n`); `EOPNOTSUPP` where the driver has
+    /// no classification rules.
+    pub fn ntuple_rules(&self, dev: &str) -> Result<Vec<NtupleRule>> {
+        let mut buf = vec![0u8; RXNFC_LEN];
+        put_u32(&mut buf, 0, ETHTOOL_GRXCLSRLCNT);
+        self.ioctl(dev, &mut buf, "ETHTOOL_GRXCLSRLCNT")?;
+        let count = (get_u32(&buf, RXNFC_RULE_CNT) as usize).min(1 << 16);
+        let mut all = vec![0u8; RXNFC_LEN + 4 * count];
+        put_u32(&mut all, 0, ETHTOOL_GRXCLSRLALL);
+        put_u32(&mut all, RXNFC_RULE_CNT, count as u32);
+        if count > 0 {
+            self.ioctl(dev, &mut all, "ETHTOOL_GRXCLSRLALL")?;
+        }
+        let got = (get_u32(&all, RXNFC_RULE_CNT) as usize).min(count);
+        let mut out = Vec::with_capacity(got);
+        for i in 0..got {
+            let location = get_u32(&all, RXNFC_RULE_LOCS + 4 * i);
+            let mut one = vec![0u8; RXNFC_LEN];
+            put_u32(&mut one, 0, ETHTOOL_GRXCLSRULE);
+            put_u32(&mut one, RXNFC_FS + FS_LOCATION, location);
+            self.ioctl(dev, &mut one, "ETHTOOL_GRXCLSRULE")?;
+            out.push(NtupleRule {
+                location,
+                flow_type: get_u32(&one, RXNFC_FS),
+                action: get_u64(&one, RXNFC_FS + FS_RING_COOKIE),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Sets the requested state of several features at once, leaving the
+    /// rest alone; returns the names that did not end up as asked.
+    pub fn set_features(&self, dev: &str, wanted: &[(String, bool)]) -> Result<Vec<String>> {
+        let names = self.feature_names(dev)?;
+        let blocks = names.len().div_ceil(32);
+        let mut buf = vec![0u8; 8 + blocks * 8];
+        put_u32(&mut buf, 0, ETHTOOL_SFEATURES);
+        put_u32(&mut buf, 4, blocks as u32);
+        for (name, on) in wanted {
+            let index = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::NoFeature {
+                    dev: dev.to_string(),
+                    feature: name.clone(),
+                })?;
+            let (block, bit) = (index / 32, 1u32 << (index % 32));
+            let valid = get_u32(&buf, 8 + block * 8) | bit;
+            put_u32(&mut buf, 8 + block * 8, valid);
+            let req = get_u32(&buf, 8 + block * 8 + 4);
+            put_u32(
+                &mut buf,
+                8 + block * 8 + 4,
+                if *on { req | bit } else { req & !bit },
+            );
+        }
+        self.ioctl(dev, &mut buf, "ETHTOOL_SFEATURES")?;
+        let now = self.features(dev)?;
+        Ok(wanted
+            .iter()
+            .filter(|(n, on)| now.iter().any(|f| &f.name == n && f.requested != *on))
+            .map(|(n, _)| n.clone())
+            .collect())
     }
 
     /// Whether feature `name` is currently active.
@@ -238,6 +529,24 @@ impl Ethtool {
         }
         Ok(())
     }
+}
+
+/// `struct ethtool_rxnfc` (include/uapi/linux/ethtool.h): u32 cmd,
+/// flow_type; u64 data at 8; `struct ethtool_rx_flow_spec fs` at 16 (168
+/// bytes: u32 flow_type, a 52-byte union and a 20-byte extension for value
+/// and for mask, then u64 ring_cookie at 152 after padding and u32
+/// location at 160); `rule_cnt` at 184; `rule_locs[]` at 188; size 192.
+const RXNFC_FS: usize = 16;
+const RXNFC_RULE_LOCS: usize = 188;
+const FS_RING_COOKIE: usize = 152;
+const FS_LOCATION: usize = 160;
+const RXNFC_RULE_CNT: usize = 184;
+const RXNFC_LEN: usize = 192;
+
+fn get_u64(buf: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    u64::from_ne_bytes(b)
 }
 
 fn put_u32(buf: &mut [u8], at: usize, v: u32) {

@@ -27,8 +27,242 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 /// include/uapi/linux/netdev.h
+const NETDEV_CMD_QUEUE_GET: u8 = 10;
+const NETDEV_CMD_NAPI_GET: u8 = 11;
 const NETDEV_CMD_QSTATS_GET: u8 = 12;
 const NETDEV_A_QSTATS_IFINDEX: u16 = 1;
+const NETDEV_A_QSTATS_QUEUE_TYPE: u16 = 2;
+const NETDEV_A_QSTATS_QUEUE_ID: u16 = 3;
+const NETDEV_A_QSTATS_SCOPE: u16 = 4;
+const NETDEV_QSTATS_SCOPE_QUEUE: u32 = 1;
+const NETDEV_A_QUEUE_ID: u16 = 1;
+const NETDEV_A_QUEUE_IFINDEX: u16 = 2;
+const NETDEV_A_QUEUE_TYPE: u16 = 3;
+const NETDEV_A_QUEUE_NAPI_ID: u16 = 4;
+const NETDEV_A_NAPI_IFINDEX: u16 = 1;
+const NETDEV_A_NAPI_ID: u16 = 2;
+const NETDEV_A_NAPI_IRQ: u16 = 3;
+
+/// Every queue counter of the netdev spec (`NETDEV_A_QSTATS_*` from 8 on),
+/// by attribute number.
+const QUEUE_COUNTERS: [(u16, &str); 27] = [
+    (8, "rx-packets"),
+    (9, "rx-bytes"),
+    (10, "tx-packets"),
+    (11, "tx-bytes"),
+    (12, "rx-alloc-fail"),
+    (13, "rx-hw-drops"),
+    (14, "rx-hw-drop-overruns"),
+    (15, "rx-csum-complete"),
+    (16, "rx-csum-unnecessary"),
+    (17, "rx-csum-none"),
+    (18, "rx-csum-bad"),
+    (19, "rx-hw-gro-packets"),
+    (20, "rx-hw-gro-bytes"),
+    (21, "rx-hw-gro-wire-packets"),
+    (22, "rx-hw-gro-wire-bytes"),
+    (23, "rx-hw-drop-ratelimits"),
+    (24, "tx-hw-drops"),
+    (25, "tx-hw-drop-errors"),
+    (26, "tx-csum-none"),
+    (27, "tx-needs-csum"),
+    (28, "tx-hw-gso-packets"),
+    (29, "tx-hw-gso-bytes"),
+    (30, "tx-hw-gso-wire-packets"),
+    (31, "tx-hw-gso-wire-bytes"),
+    (32, "tx-hw-drop-ratelimits"),
+    (33, "tx-stop"),
+    (34, "tx-wake"),
+];
+
+/// One queue's statistics as the driver reports them (`qstats-get` with
+/// `scope: queue`); counters it does not fill are absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    /// `rx` or `tx`.
+    pub kind: &'static str,
+    /// Queue id.
+    pub id: u32,
+    /// Counters by spec name.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// A queue and the NAPI instance serving it (`queue-get`, 6.8+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct QueueNapi {
+    /// `rx` or `tx`.
+    pub kind: &'static str,
+    /// Queue id.
+    pub id: u32,
+    /// NAPI id, when the driver linked one (`netif_queue_set_napi`).
+    pub napi_id: Option<u32>,
+}
+
+/// A NAPI instance (`napi-get`, 6.8+): its id and IRQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Napi {
+    /// NAPI id.
+    pub id: u32,
+    /// The IRQ it runs from, when the driver set one (`netif_napi_set_irq`).
+    pub irq: Option<u32>,
+}
+
+fn number(value: &[u8]) -> Option<u64> {
+    match value.len() {
+        8 => Some(u64::from_ne_bytes(value.try_into().ok()?)),
+        4 => Some(u64::from(u32::from_ne_bytes(value.try_into().ok()?))),
+        _ => None,
+    }
+}
+
+fn dump(cmd: u8, op: &str, nlas: Vec<DefaultNla>) -> Result<Option<Vec<NetdevMsg>>> {
+    let mut genl = Genl::open()?;
+    let Some(family) = genl.family_id("netdev")? else {
+        return Ok(None);
+    };
+    let mut msg = GenlMessage::from_payload(NetdevMsg {
+        cmd,
+        nlas,
+        received: Vec::new(),
+    });
+    msg.set_resolved_family_id(family);
+    genl.request(op, msg, NLM_F_DUMP).map(Some)
+}
+
+fn queue_kind(v: u64) -> &'static str {
+    if v == 0 {
+        "rx"
+    } else {
+        "tx"
+    }
+}
+
+/// Per-queue statistics of device `ifindex` (calling thread's namespace).
+/// `Ok(None)`: no netdev family; an empty list: the driver reports none.
+pub fn queue_stats(ifindex: u32) -> Result<Option<Vec<QueueStats>>> {
+    let nlas = vec![
+        DefaultNla::new(NETDEV_A_QSTATS_IFINDEX, ifindex.to_ne_bytes().to_vec()),
+        DefaultNla::new(
+            NETDEV_A_QSTATS_SCOPE,
+            NETDEV_QSTATS_SCOPE_QUEUE.to_ne_bytes().to_vec(),
+        ),
+    ];
+    let replies = match dump(NETDEV_CMD_QSTATS_GET, "netdev qstats-get scope queue", nlas) {
+        Ok(r) => r,
+        // A device without netdev_stat_ops answers EOPNOTSUPP.
+        Err(Error::Netlink { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            return Ok(Some(Vec::new()))
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(replies) = replies else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for reply in replies {
+        let mut q = QueueStats {
+            kind: "rx",
+            id: 0,
+            counters: BTreeMap::new(),
+        };
+        for (kind, value) in &reply.received {
+            let Some(n) = number(value) else { continue };
+            match *kind {
+                NETDEV_A_QSTATS_QUEUE_TYPE => q.kind = queue_kind(n),
+                NETDEV_A_QSTATS_QUEUE_ID => q.id = n as u32,
+                k => {
+                    if let Some((_, name)) = QUEUE_COUNTERS.iter().find(|(id, _)| *id == k) {
+                        q.counters.insert((*name).to_string(), n);
+                    }
+                }
+            }
+        }
+        out.push(q);
+    }
+    Ok(Some(out))
+}
+
+/// The queues of device `ifindex` and their NAPI ids. `Ok(None)`: the
+/// kernel has no netdev family or no `queue-get` (before 6.8).
+pub fn queue_napis(ifindex: u32) -> Result<Option<Vec<QueueNapi>>> {
+    let nlas = vec![DefaultNla::new(
+        NETDEV_A_QUEUE_IFINDEX,
+        ifindex.to_ne_bytes().to_vec(),
+    )];
+    let replies = match dump(NETDEV_CMD_QUEUE_GET, "netdev queue-get", nlas) {
+        Ok(r) => r,
+        Err(Error::Netlink { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(replies.map(|replies| {
+        replies
+            .iter()
+            .map(|r| {
+                let mut q = QueueNapi {
+                    kind: "rx",
+                    id: 0,
+                    napi_id: None,
+                };
+                for (kind, value) in &r.received {
+                    let Some(n) = number(value) else { continue };
+                    match *kind {
+                        NETDEV_A_QUEUE_ID => q.id = n as u32,
+                        NETDEV_A_QUEUE_TYPE => q.kind = queue_kind(n),
+                        NETDEV_A_QUEUE_NAPI_ID => q.napi_id = Some(n as u32),
+                        _ => {}
+                    }
+                }
+                q
+            })
+            .collect()
+    }))
+}
+
+/// The NAPI instances of device `ifindex` with their IRQs. `Ok(None)`: no
+/// netdev family or no `napi-get` (before 6.8).
+pub fn napis(ifindex: u32) -> Result<Option<Vec<Napi>>> {
+    let nlas = vec![DefaultNla::new(
+        NETDEV_A_NAPI_IFINDEX,
+        ifindex.to_ne_bytes().to_vec(),
+    )];
+    let replies = match dump(NETDEV_CMD_NAPI_GET, "netdev napi-get", nlas) {
+        Ok(r) => r,
+        Err(Error::Netlink { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(replies.map(|replies| {
+        replies
+            .iter()
+            .filter_map(|r| {
+                let mut id = None;
+                let mut irq = None;
+                for (kind, value) in &r.received {
+                    let Some(n) = number(value) else { continue };
+                    match *kind {
+                        NETDEV_A_NAPI_ID => id = Some(n as u32),
+                        NETDEV_A_NAPI_IRQ => irq = Some(n as u32),
+                        _ => {}
+                    }
+                }
+                Some(Napi { id: id?, irq })
+            })
+            .collect()
+    }))
+}
 
 /// The counters reported, by their names in the netdev spec.
 const COUNTERS: [(u16, &str); 8] = [

@@ -78,8 +78,17 @@ pub struct LinkState {
     pub loopback: bool,
     /// An XDP program is attached (`IFLA_XDP` with a program id).
     pub xdp: bool,
-    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index.
+    /// For a VXLAN device, `IFLA_VXLAN_LINK`: its underlay device's index
+    /// (also the `link` of ip6tnl, GRE and ip6gre tunnels).
     pub tunnel_link: Option<u32>,
+    /// `IFLA_LINK`: the lower device of a macvlan, ipvlan, VLAN or
+    /// tunnel (and a veth's peer), by index in `link_netnsid`'s namespace.
+    pub link: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: `link` lives in another namespace.
+    pub link_netnsid: Option<i32>,
+    /// A tunnel whose outer header is IPv6: ip6tnl, ip6gre, ip6gretap,
+    /// ip6erspan, or VXLAN/Geneve with an IPv6 remote or local address.
+    pub ipv6_outer: bool,
 }
 
 /// Parameters of a VXLAN device (`ip link add NAME type vxlan ...`).
@@ -677,6 +686,8 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::NumRxQueues(v) => s.rx_queues = Some(*v),
             LinkAttribute::NumTxQueues(v) => s.tx_queues = Some(*v),
             LinkAttribute::Qdisc(q) => s.qdisc = Some(q.clone()),
+            LinkAttribute::Link(i) => s.link = Some(*i),
+            LinkAttribute::LinkNetNsId(i) => s.link_netnsid = Some(*i),
             LinkAttribute::Xdp(x) => {
                 s.xdp = x.iter().any(
                     |a| matches!(a, netlink_packet_route::link::LinkXdp::ProgId(id) if *id != 0),
@@ -685,11 +696,65 @@ fn link_state(l: &LinkMessage) -> LinkState {
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
                     match i {
-                        LinkInfo::Kind(k) => s.kind = Some(k.to_string()),
+                        LinkInfo::Kind(k) => {
+                            s.kind = Some(k.to_string());
+                            if matches!(
+                                k,
+                                InfoKind::Ip6Tnl
+                                    | InfoKind::GreTun6
+                                    | InfoKind::GreTap6
+                                    | InfoKind::Ip6ErSpan
+                            ) {
+                                s.ipv6_outer = true;
+                            }
+                        }
                         LinkInfo::Data(InfoData::Vxlan(data)) => {
                             for d in data {
-                                if let InfoVxlan::Link(idx) = d {
-                                    s.tunnel_link = Some(*idx);
+                                match d {
+                                    InfoVxlan::Link(idx) => s.tunnel_link = Some(*idx),
+                                    InfoVxlan::Group6(_) | InfoVxlan::Local6(_) => {
+                                        s.ipv6_outer = true
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                        LinkInfo::Data(InfoData::Geneve(data))
+                            if data.iter().any(|d| {
+                                matches!(d, InfoGeneve::Remote6(_) | InfoGeneve::Local6(_))
+                            }) =>
+                        {
+                            s.ipv6_outer = true;
+                        }
+                        LinkInfo::Data(InfoData::IpTunnel(data)) => {
+                            for d in data {
+                                match d {
+                                    netlink_packet_route::link::InfoIpTunnel::Link(i)
+                                        if *i != 0 =>
+                                    {
+                                        s.tunnel_link = Some(*i)
+                                    }
+                                    netlink_packet_route::link::InfoIpTunnel::Remote(
+                                        IpAddr::V6(_),
+                                    )
+                                    | netlink_packet_route::link::InfoIpTunnel::Local(
+                                        IpAddr::V6(_),
+                                    ) => s.ipv6_outer = true,
+                                    _ => {}
+                                }
+                            }
+                        }
+                        LinkInfo::Data(
+                            InfoData::GreTun6(data)
+                            | InfoData::GreTap6(data)
+                            | InfoData::Ip6ErSpan(data),
+                        ) => {
+                            s.ipv6_outer = true;
+                            for d in data {
+                                if let netlink_packet_route::link::InfoGre6::Link(i) = d {
+                                    if *i != 0 {
+                                        s.tunnel_link = Some(*i);
+                                    }
                                 }
                             }
                         }

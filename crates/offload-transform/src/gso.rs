@@ -27,7 +27,16 @@ pub struct GsoOptions {
     pub read: ReadOptions,
     /// The kernel line whose GSO rules apply ([`GsoParams::on_line`]).
     pub kernel: KernelLine,
+    /// Flow directions whose MSS evidence is kept at once (bounds memory:
+    /// about 300 bytes each with the table's slack, at most about 900 for
+    /// a direction with [`crate::mss::MAX_SIZES`] distinct super-packet
+    /// lengths); see [`GsoSummary::flow_table`].
+    pub max_flows: usize,
 }
+
+/// The default of [`GsoOptions::max_flows`] (2^18): the first pass then
+/// stays under about 250 MB whatever the capture holds.
+pub const DEFAULT_MAX_FLOWS: usize = 262_144;
 
 impl Default for GsoOptions {
     fn default() -> Self {
@@ -37,6 +46,7 @@ impl Default for GsoOptions {
             vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
             read: ReadOptions::default(),
             kernel: KernelLine::default(),
+            max_flows: DEFAULT_MAX_FLOWS,
         }
     }
 }
@@ -58,7 +68,38 @@ pub struct FlowMss {
 /// super-packets); the per-source totals cover every flow.
 pub const LISTED_FLOWS: usize = 64;
 
-/// What `offload gso` reports.
+/// Frames written unchanged for one reason.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CopiedReason {
+    /// Why (`not TCP or UDP`, `headers cut by the snapshot length`, ...).
+    pub reason: String,
+    pub frames: u64,
+}
+
+/// The bounded per-flow table: its cap and what happened past it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowTableSummary {
+    /// The cap ([`GsoOptions::max_flows`], `--max-flows`): flow directions
+    /// whose MSS evidence is held at once.
+    pub max_flows: usize,
+    /// The most directions held at once.
+    pub peak_flows: usize,
+    /// Directions forgotten to make room: none of their packets (nor their
+    /// reverse's) was a super-packet until then. A forgotten direction
+    /// that sends super-packets later is learned again from those.
+    pub forgotten_flows: u64,
+    /// Frames of directions not admitted because more than half the table
+    /// held flows with super-packets: their super-packets are cut at the
+    /// MTU-derived size (MSS source `mtu`) unless `--mss` or GSO metadata
+    /// gives it.
+    pub untracked_frames: u64,
+    /// Super-packets of flows past the cap in the second pass: split and
+    /// counted in the totals, not in `flow_sources` and `flows`.
+    pub unlisted_super_packets: u64,
+}
+
+/// What `offload gso` reports. Every input frame is counted once:
+/// `frames_in = super_packets + single_segments + copied_unchanged`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GsoSummary {
     pub input: String,
@@ -69,14 +110,27 @@ pub struct GsoSummary {
     pub frames_out: u64,
     /// Input packets larger than one segment that were split.
     pub super_packets: u64,
-    /// Frames that could not be segmented (not TCP, unreadable) and were copied.
+    /// The segments they were split into.
+    pub segments_out: u64,
+    /// Of the super-packets, those cut by the snapshot length (header-only
+    /// captures): their segments carry the headers, the payload bytes that
+    /// were captured, and their wire length as original length.
+    pub header_only_super_packets: u64,
+    /// Frames already one segment, written unchanged.
+    pub single_segments: u64,
+    /// Frames that could not be segmented, written unchanged (sum of
+    /// `copied_reasons`).
     pub copied_unchanged: u64,
+    /// Why, most frames first.
+    pub copied_reasons: Vec<CopiedReason>,
     /// How the MSS was chosen, per super-packet.
     pub mss_sources: Vec<(MssSource, u64)>,
     /// How the MSS was chosen, per flow with super-packets.
     pub flow_sources: Vec<(MssSource, u64)>,
     /// The flows with the most super-packets (at most [`LISTED_FLOWS`]).
     pub flows: Vec<FlowMss>,
+    /// The per-flow table's cap and what happened past it.
+    pub flow_table: FlowTableSummary,
     /// Frames whose captured length exceeded the snapshot length (read
     /// whole unless strict), and the first of them.
     pub frames_above_snaplen: u64,
@@ -128,8 +182,12 @@ impl std::fmt::Display for FlowKey {
 }
 
 /// A frame's flow and layout, when the engine can segment it.
-fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(FlowKey, Layout)> {
-    let lay = layout(link, f, vxlan_ports).ok()?;
+fn flow_of(
+    link: LinkKind,
+    f: &[u8],
+    vxlan_ports: &[u16],
+) -> Result<(FlowKey, Layout), offload::gso::GsoError> {
+    let lay = layout(link, f, vxlan_ports)?;
     let mut key = FlowKey {
         v6: lay.is_v6(),
         proto: lay.l4_proto.protocol(),
@@ -146,7 +204,7 @@ fn flow_of(link: LinkKind, f: &[u8], vxlan_ports: &[u16]) -> Option<(FlowKey, La
         key.src[..4].copy_from_slice(&f[lay.l3_off + 12..lay.l3_off + 16]);
         key.dst[..4].copy_from_slice(&f[lay.l3_off + 16..lay.l3_off + 20]);
     }
-    Some((key, lay))
+    Ok((key, lay))
 }
 
 /// The decision for one flow, made after the first pass.
@@ -156,23 +214,147 @@ struct Decision {
     fixed_id: bool,
 }
 
-/// First pass of `gso` without `--mss`: learns each flow's MSS.
-fn learn_mss(
-    input: &SpooledInput,
-    opts: &GsoOptions,
-) -> Result<HashMap<FlowKey, Decision>, CaptureError> {
+/// The largest original length a header-only frame may claim to be
+/// rebuilt for segmentation: the largest frame the capture crate handles.
+const MAX_WIRE_LEN: usize = offload_capture::MAX_FRAME_LEN as usize;
+
+/// A frame as long as it was on the wire: the captured bytes, and for a
+/// frame cut by the snapshot length zeros in place of the payload bytes not
+/// captured, so that the headers' lengths hold and the engine can cut it.
+/// One reused buffer: memory stays bounded by the largest frame.
+#[derive(Default)]
+struct WireView {
+    buf: Vec<u8>,
+}
+
+/// Why a frame was written unchanged, when it was not a super-packet.
+type CopyReason = &'static str;
+
+impl WireView {
+    /// The frame's bytes at wire length and its layout, or why it cannot
+    /// be segmented.
+    fn parse<'a>(
+        &'a mut self,
+        frame: &'a offload_capture::Frame<'_>,
+        vxlan_ports: &[u16],
+    ) -> Result<(&'a [u8], FlowKey, Layout), CopyReason> {
+        let link = LinkKind::from_linktype(frame.link_type.0).ok_or("link type not supported")?;
+        let data: &[u8] = if frame.is_truncated() {
+            let orig = frame.orig_len as usize;
+            if orig > MAX_WIRE_LEN {
+                return Err("cut by the snapshot length, original length above 16 MiB");
+            }
+            self.buf.clear();
+            self.buf.extend_from_slice(frame.data);
+            self.buf.resize(orig, 0);
+            &self.buf
+        } else {
+            frame.data
+        };
+        let (key, lay) = flow_of(link, data, vxlan_ports).map_err(|e| match e {
+            _ if frame.is_truncated() => "headers cut by the snapshot length",
+            offload::gso::GsoError::Unsupported(what) => what,
+            offload::gso::GsoError::Wire(_) => "headers malformed or cut short",
+            offload::gso::GsoError::ZeroMss => "MSS 0",
+        })?;
+        // Zeros stand in for payload only: every header must be captured.
+        if frame.is_truncated() && lay.payload_off() > frame.data.len() {
+            return Err("headers cut by the snapshot length");
+        }
+        Ok((data, key, lay))
+    }
+}
+
+/// The per-flow table of the first pass, bounded by `max_flows` entries
+/// (flow directions). When it is full, the directions that hold no
+/// super-packet (and whose reverse holds none, which may need their SYN's
+/// MSS) are forgotten; if more than half the table still holds flows with
+/// super-packets, new flows are no longer admitted and their frames
+/// counted. A forgotten direction that sends a super-packet later starts
+/// again from what comes after; an unadmitted one gets the MTU-derived
+/// segment size in the second pass.
+struct FlowTable {
+    flows: HashMap<FlowKey, FlowEvidence>,
+    max_flows: usize,
+    saturated: bool,
+    forgotten: u64,
+    untracked_frames: u64,
+    peak: usize,
+}
+
+impl FlowTable {
+    fn new(max_flows: usize) -> FlowTable {
+        FlowTable {
+            flows: HashMap::new(),
+            max_flows: max_flows.max(2),
+            saturated: false,
+            forgotten: 0,
+            untracked_frames: 0,
+            peak: 0,
+        }
+    }
+
+    /// The evidence of `key`, admitting it when there is room.
+    fn entry(&mut self, key: FlowKey) -> Option<&mut FlowEvidence> {
+        if !self.flows.contains_key(&key) {
+            if self.flows.len() >= self.max_flows && !self.saturated {
+                self.sweep();
+            }
+            if self.saturated || self.flows.len() >= self.max_flows {
+                self.untracked_frames += 1;
+                return None;
+            }
+            self.peak = self.peak.max(self.flows.len() + 1);
+        }
+        Some(self.flows.entry(key).or_default())
+    }
+
+    /// Forgets the directions no super-packet depends on.
+    fn sweep(&mut self) {
+        let idle: Vec<FlowKey> = self
+            .flows
+            .iter()
+            .filter(|(k, st)| {
+                st.super_packets == 0
+                    && self
+                        .flows
+                        .get(&k.reverse())
+                        .is_none_or(|r| r.super_packets == 0)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        self.forgotten += idle.len() as u64;
+        for k in &idle {
+            self.flows.remove(k);
+        }
+        if self.flows.len() > self.max_flows / 2 {
+            self.saturated = true;
+        }
+    }
+}
+
+/// What the first pass learned.
+struct Learned {
+    /// Directions with super-packets, and how to cut them.
+    decisions: HashMap<FlowKey, Decision>,
+    peak: usize,
+    forgotten: u64,
+    untracked_frames: u64,
+}
+
+/// First pass of `gso`: learns each flow's MSS and IPv4 ID pattern.
+fn learn_mss(input: &SpooledInput, opts: &GsoOptions) -> Result<Learned, CaptureError> {
     let mut reader = CaptureReader::open_as(input.path(), input.name().to_string())?;
     reader.set_snaplen_check(opts.read.strict);
-    let mut flows: HashMap<FlowKey, FlowEvidence> = HashMap::new();
+    let mut table = FlowTable::new(opts.max_flows);
+    let mut view = WireView::default();
     while let Ok(Some(frame)) = reader.next_frame() {
-        let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
+        let Ok((f, key, lay)) = view.parse(&frame, &opts.vxlan_ports) else {
             continue;
         };
-        let Some((key, lay)) = flow_of(link, frame.data, &opts.vxlan_ports) else {
+        let Some(st) = table.entry(key) else {
             continue;
         };
-        let f = frame.data;
-        let st = flows.entry(key).or_default();
         let tcp = lay.l4_proto == Transport::Tcp;
         let option_len = if tcp {
             lay.l4_header_len as u32 - 20
@@ -190,8 +372,10 @@ fn learn_mss(
         let id = (!lay.is_v6()).then(|| u16::from_be_bytes([f[lay.l3_off + 4], f[lay.l3_off + 5]]));
         st.note_data(lay.payload_len() as u32, ip_len > opts.mtu, option_len, id);
     }
-    Ok(flows
+    let flows = &table.flows;
+    let decisions = flows
         .iter()
+        .filter(|(_, st)| st.super_packets > 0)
         .map(|(k, st)| {
             let peer = flows.get(&k.reverse()).and_then(|r| r.syn_mss);
             let d = Decision {
@@ -200,7 +384,13 @@ fn learn_mss(
             };
             (*k, d)
         })
-        .collect())
+        .collect();
+    Ok(Learned {
+        decisions,
+        peak: table.peak,
+        forgotten: table.forgotten,
+        untracked_frames: table.untracked_frames,
+    })
 }
 
 /// Segments every super-packet of `input` and writes the result.
@@ -211,18 +401,23 @@ pub fn gso_capture(
     ctl: &mut Control<'_>,
 ) -> Result<Outcome<GsoSummary>, CaptureError> {
     // The first pass learns each flow's MSS and IPv4 ID pattern (a file
-    // is read twice; the flow table stays small).
+    // is read twice; the flow table is bounded by opts.max_flows).
     // A pipe or FIFO is copied to a temporary file first (read once).
     let spooled = SpooledInput::new_cancellable(input, ctl.cancel)?;
     let learned = learn_mss(&spooled, opts)?;
     let mut reader = CaptureReader::open_as(spooled.path(), spooled.name().to_string())?;
     reader.set_snaplen_check(opts.read.strict);
     let mut writer = CaptureWriter::create(output, None)?;
+    let mut view = WireView::default();
     let mut frames_in = 0u64;
     let mut super_packets = 0u64;
-    let mut copied = 0u64;
+    let mut segments_out = 0u64;
+    let mut single = 0u64;
+    let mut header_only = 0u64;
+    let mut copied: HashMap<CopyReason, u64> = HashMap::new();
     let mut sources: HashMap<MssSource, u64> = HashMap::new();
     let mut per_flow: HashMap<FlowKey, (u32, MssSource, u64)> = HashMap::new();
+    let mut flows_not_listed = 0u64;
     let mut input_error = None;
     let mut interrupted = false;
     loop {
@@ -243,17 +438,18 @@ pub fn gso_capture(
         };
         frames_in += 1;
         let meta = FrameMeta::from(&frame);
-        let parsed = LinkKind::from_linktype(frame.link_type.0)
-            .and_then(|link| flow_of(link, frame.data, &opts.vxlan_ports));
-        let Some((key, lay)) = parsed.filter(|_| !frame.is_truncated()) else {
-            copied += 1;
-            writer.write_frame(&meta, frame.data)?;
-            continue;
+        let (data, key, lay) = match view.parse(&frame, &opts.vxlan_ports) {
+            Ok(p) => p,
+            Err(reason) => {
+                *copied.entry(reason).or_default() += 1;
+                writer.write_frame(&meta, frame.data)?;
+                continue;
+            }
         };
         let first_l3 = lay.outer.map(|o| o.l3_off).unwrap_or(lay.l3_off);
         let hdrs = (lay.payload_off() - first_l3) as u32 - if lay.jumbo_hbh { 8 } else { 0 };
         let from_meta = frame.gso();
-        let flow = learned.get(&key);
+        let flow = learned.decisions.get(&key);
         let (mss, source) = match (opts.mss, from_meta) {
             (Some(m), _) => (m, MssSource::Given),
             (None, Some(g)) => (g.gso_size, MssSource::Metadata),
@@ -275,25 +471,57 @@ pub fn gso_capture(
         }
         .on_line(opts.kernel, lay.outer.is_some());
         if lay.payload_len() as u32 <= mss && !lay.jumbo_hbh {
+            single += 1;
             writer.write_frame(&meta, frame.data)?;
             continue;
         }
-        super_packets += 1;
-        *sources.entry(source).or_default() += 1;
-        per_flow.entry(key).or_insert((mss, source, 0)).2 += 1;
+        // Payload bytes of the super-packet that were captured: a
+        // header-only frame's segments keep only those (the first
+        // segment's), with their wire length as original length.
+        let captured_payload = frame.data.len().saturating_sub(lay.payload_off());
+        let total_payload = lay.payload_len();
         let mut werr = None;
-        let res = segment_layout(frame.data, &lay, &params, &mut |seg: &[u8]| {
+        let mut index = 0usize;
+        let res = segment_layout(data, &lay, &params, &mut |seg: &[u8]| {
+            let start = index * mss as usize;
+            let seg_payload = (total_payload - start.min(total_payload)).min(mss as usize);
+            let real = captured_payload.saturating_sub(start).min(seg_payload);
+            let keep = seg.len() - seg_payload + real;
+            index += 1;
             if werr.is_none() {
                 let m = FrameMeta::new(meta.timestamp_ns, meta.link_type, seg.len());
-                werr = writer.write_frame(&m, seg).err();
+                werr = writer.write_frame(&m, &seg[..keep]).err();
             }
         });
         if let Some(e) = werr {
             return Err(e);
         }
-        if res.is_err() {
-            copied += 1;
-            writer.write_frame(&meta, frame.data)?;
+        match res {
+            Ok(n) => {
+                super_packets += 1;
+                segments_out += n as u64;
+                if frame.is_truncated() {
+                    header_only += 1;
+                }
+                *sources.entry(source).or_default() += 1;
+                let room = per_flow.len() < opts.max_flows;
+                match per_flow.get_mut(&key) {
+                    Some(e) => e.2 += 1,
+                    None if room => {
+                        per_flow.insert(key, (mss, source, 1));
+                    }
+                    None => flows_not_listed += 1,
+                }
+            }
+            Err(e) => {
+                let reason = match e {
+                    offload::gso::GsoError::Unsupported(what) => what,
+                    offload::gso::GsoError::Wire(_) => "headers malformed or cut short",
+                    offload::gso::GsoError::ZeroMss => "MSS 0",
+                };
+                *copied.entry(reason).or_default() += 1;
+                writer.write_frame(&meta, frame.data)?;
+            }
         }
     }
     (ctl.on_progress)(reader.bytes_read());
@@ -321,6 +549,14 @@ pub fn gso_capture(
             .then(a.flow.cmp(&b.flow))
     });
     flows.truncate(LISTED_FLOWS);
+    let mut copied_reasons: Vec<CopiedReason> = copied
+        .into_iter()
+        .map(|(reason, frames)| CopiedReason {
+            reason: reason.to_string(),
+            frames,
+        })
+        .collect();
+    copied_reasons.sort_by(|a, b| b.frames.cmp(&a.frames).then(a.reason.cmp(&b.reason)));
     Ok(Outcome {
         summary: GsoSummary {
             input: spooled.name().to_string(),
@@ -329,14 +565,70 @@ pub fn gso_capture(
             frames_in,
             frames_out: stats.frames,
             super_packets,
-            copied_unchanged: copied,
+            segments_out,
+            header_only_super_packets: header_only,
+            single_segments: single,
+            copied_unchanged: copied_reasons.iter().map(|r| r.frames).sum(),
+            copied_reasons,
             mss_sources,
             flow_sources,
             flows,
+            flow_table: FlowTableSummary {
+                max_flows: opts.max_flows,
+                peak_flows: learned.peak,
+                forgotten_flows: learned.forgotten,
+                untracked_frames: learned.untracked_frames,
+                unlisted_super_packets: flows_not_listed,
+            },
             frames_above_snaplen: reader.above_snaplen().0,
             first_above_snaplen: reader.above_snaplen().1,
             interrupted,
         },
         input_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u16) -> FlowKey {
+        FlowKey {
+            v6: false,
+            proto: 6,
+            src: [10; 16],
+            dst: [11; 16],
+            sport: n,
+            dport: 80,
+        }
+    }
+
+    #[test]
+    fn flow_table_forgets_idle_flows_then_stops_admitting() {
+        let mut t = FlowTable::new(4);
+        // Four idle directions fill it; a fifth makes it forget them.
+        for n in 0..4 {
+            t.entry(key(n)).unwrap().note_data(100, false, 0, None);
+        }
+        t.entry(key(1).reverse())
+            .unwrap()
+            .note_data(60_000, true, 0, None);
+        assert_eq!((t.forgotten, t.flows.len()), (4, 1));
+        // An idle direction whose reverse has super-packets (its SYN's MSS
+        // may be needed) is kept by the next sweep.
+        t.entry(key(1)).unwrap().note_data(100, false, 0, None);
+        for n in 10..12 {
+            t.entry(key(n)).unwrap().note_data(60_000, true, 0, None);
+        }
+        assert_eq!(t.flows.len(), 4);
+        // Full of flows that matter: the next is not admitted, and counted.
+        assert!(t.entry(key(20)).is_none());
+        assert!(t.saturated);
+        assert_eq!(t.forgotten, 4);
+        assert!(t.entry(key(21)).is_none());
+        assert_eq!(t.untracked_frames, 2);
+        // Known flows are still updated.
+        assert!(t.entry(key(1)).is_some());
+        assert_eq!(t.peak, 4);
+    }
 }

@@ -19,7 +19,9 @@ pub mod gso;
 pub mod mss;
 
 pub use gro::{gro_capture, gro_capture_with, GroSettings, GroSummary, ProtoSummary, ReasonCount};
-pub use gso::{gso_capture, FlowMss, GsoOptions, GsoSummary};
+pub use gso::{
+    gso_capture, CopiedReason, FlowMss, FlowTableSummary, GsoOptions, GsoSummary, DEFAULT_MAX_FLOWS,
+};
 pub use mss::MssSource;
 pub use offload_capture::{Control, GsoMeta};
 

@@ -246,3 +246,108 @@ fn gro_merges_a_capture_whose_checksums_were_left_to_offload() {
     .unwrap();
     assert!(g.summary.settings.checksum_check && !g.summary.settings.checksums_offloaded);
 }
+
+/// Frames of `path` with their original lengths.
+fn read_with_len(path: &Path) -> Vec<(Vec<u8>, u32)> {
+    let mut r = CaptureReader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(f) = r.next_frame().unwrap() {
+        out.push((f.data.to_vec(), f.orig_len));
+    }
+    out
+}
+
+/// Copies `input` to `output` keeping the first `snaplen` bytes of every
+/// frame and its original length (what `editcap -s` and `tcpdump -s` do).
+fn cut(input: &Path, output: &Path, snaplen: usize) {
+    let mut r = CaptureReader::open(input).unwrap();
+    let mut w = CaptureWriter::create(output, None).unwrap();
+    while let Some(f) = r.next_frame().unwrap() {
+        let mut m = FrameMeta::from(&f);
+        m.orig_len = f.orig_len;
+        w.write_frame(&m, &f.data[..f.data.len().min(snaplen)])
+            .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn header_only_super_packets_give_header_only_segments_with_wire_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    let merged = dir.path().join("gro.pcap");
+    let merged_cut = dir.path().join("gro-cut.pcap");
+    write(&input, &train(30));
+    let (cancel, mut prog) = ctl_parts();
+    let mut ctl = Control {
+        on_progress: &mut prog,
+        cancel: &cancel,
+    };
+    let cfg = GroConfig {
+        flush_timeout_ns: 10_000_000,
+        ..GroConfig::default()
+    };
+    gro_capture(&input, &merged, &cfg, &mut ctl).unwrap();
+    for snaplen in [200usize, 96, 54] {
+        cut(&merged, &merged_cut, snaplen);
+        let full_out = dir.path().join("full.pcap");
+        let cut_out = dir.path().join("cut.pcap");
+        let opts = GsoOptions {
+            mss: Some(1460),
+            ..GsoOptions::default()
+        };
+        let a = gso_capture(&merged, &full_out, &opts, &mut ctl).unwrap();
+        let b = gso_capture(&merged_cut, &cut_out, &opts, &mut ctl).unwrap();
+        let s = &b.summary;
+        // Every frame accounted for.
+        assert_eq!(
+            s.frames_in,
+            s.super_packets + s.single_segments + s.copied_unchanged,
+            "{s:?}"
+        );
+        let full = read_with_len(&full_out);
+        let got = read_with_len(&cut_out);
+        if snaplen == 54 {
+            // 14 + 20 + 20 = 54: the IPv4 flow's headers are whole (its
+            // TCP header has no options), the IPv6 flow's are not, and
+            // those super-packets are copied with the reason.
+            assert!(
+                s.copied_reasons
+                    .iter()
+                    .any(|r| r.reason == "headers cut by the snapshot length" && r.frames > 0),
+                "{s:?}"
+            );
+            assert!(s.header_only_super_packets > 0);
+            continue;
+        }
+        assert_eq!(
+            (
+                s.super_packets,
+                s.header_only_super_packets,
+                s.copied_unchanged
+            ),
+            (a.summary.super_packets, a.summary.super_packets, 0),
+            "{s:?}"
+        );
+        assert_eq!(got.len(), full.len(), "snaplen {snaplen}");
+        for (i, ((g, glen), (f, flen))) in got.iter().zip(&full).enumerate() {
+            assert_eq!(glen, flen, "frame {i}: wire length");
+            assert!(g.len() <= snaplen.max(f.len().min(snaplen)), "frame {i}");
+            let n = g.len();
+            // The headers (and the payload bytes that were captured) equal
+            // the full run's, but the TCP checksum, which covers payload
+            // bytes the capture does not hold.
+            let l3 = 14;
+            let v6 = f[12..14] == [0x86, 0xdd];
+            let l4 = l3 + if v6 { 40 } else { 20 };
+            let csum = l4 + 16..l4 + 18;
+            for j in 0..n {
+                if !csum.contains(&j) {
+                    assert_eq!(g[j], f[j], "snaplen {snaplen} frame {i} byte {j}");
+                }
+            }
+            // Headers are always whole.
+            assert!(n >= l4 + 20, "frame {i}: {n} bytes kept");
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The receive window's scale from the handshake (RFC 7323 section 2):
+//! the window field of a SYN or SYN-ACK is never scaled; a direction's
+//! later windows are shifted by the scale its own SYN announced, but only
+//! when both SYNs carried the option (a host that receives none does not
+//! scale). Without the handshake the scale is unknown: windows are then
+//! the raw field, and the report says so (Wireshark shows "window size
+//! scaling factor: -1 (unknown)" for the same case).
+
+use serde::Serialize;
+
+/// What the capture knows about one direction's window scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "shift")]
+pub enum WindowScale {
+    /// No handshake (or only half of it) in the capture: raw windows.
+    Unknown,
+    /// The handshake was seen and does not enable scaling.
+    NotUsed,
+    /// Both SYNs carried the option: windows are shifted by this.
+    Shift(u8),
+}
+
+/// What one direction's SYN said: `None` before a SYN was seen, else its
+/// window-scale option and whether it was the SYN-ACK.
+pub type SynSeen = Option<(Option<u8>, bool)>;
+
+/// The scale of the windows sent by the direction whose SYN is `own`,
+/// given the peer's SYN `peer`.
+pub fn scale_of(own: SynSeen, peer: SynSeen) -> WindowScale {
+    match (own, peer) {
+        // Either SYN without the option: nobody scales.
+        (Some((None, _)), _) | (_, Some((None, _))) => WindowScale::NotUsed,
+        (Some((Some(s), _)), Some((Some(_), _))) => WindowScale::Shift(s),
+        // A SYN-ACK with the option answers a SYN that had it.
+        (Some((Some(s), true)), None) => WindowScale::Shift(s),
+        // A SYN with the option whose SYN-ACK was not captured, or no SYN.
+        _ => WindowScale::Unknown,
+    }
+}
+
+impl WindowScale {
+    /// The window in bytes of a segment's window field.
+    #[inline]
+    pub fn apply(self, raw: u16, syn: bool) -> u32 {
+        match self {
+            WindowScale::Shift(s) if !syn => (raw as u32) << s.min(14),
+            _ => raw as u32,
+        }
+    }
+
+    pub fn known(self) -> bool {
+        self != WindowScale::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handshake_rules() {
+        // Both sides: each direction its own shift.
+        assert_eq!(
+            scale_of(Some((Some(7), false)), Some((Some(9), true))),
+            WindowScale::Shift(7)
+        );
+        assert_eq!(
+            scale_of(Some((Some(9), true)), Some((Some(7), false))),
+            WindowScale::Shift(9)
+        );
+        // One side without the option: neither scales.
+        assert_eq!(
+            scale_of(Some((Some(7), false)), Some((None, true))),
+            WindowScale::NotUsed
+        );
+        assert_eq!(
+            scale_of(Some((None, true)), Some((Some(7), false))),
+            WindowScale::NotUsed
+        );
+        // A SYN-ACK with the option implies the SYN had it.
+        assert_eq!(scale_of(Some((Some(9), true)), None), WindowScale::Shift(9));
+        // A SYN alone, or nothing: unknown.
+        assert_eq!(scale_of(Some((Some(7), false)), None), WindowScale::Unknown);
+        assert_eq!(scale_of(None, None), WindowScale::Unknown);
+        assert_eq!(scale_of(None, Some((Some(7), false))), WindowScale::Unknown);
+        // The SYN's own window is never scaled.
+        assert_eq!(WindowScale::Shift(7).apply(64240, true), 64240);
+        assert_eq!(WindowScale::Shift(7).apply(509, false), 509 << 7);
+        assert_eq!(WindowScale::Unknown.apply(509, false), 509);
+    }
+}

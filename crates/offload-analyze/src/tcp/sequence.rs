@@ -1,0 +1,878 @@
+//! One direction's sequence analysis. [`analyze`] takes a segment of this
+//! direction and the state of both directions, and returns the segment's
+//! flags. The flags up to `WINDOW_FULL` are Wireshark's (`tcp.analysis.*`,
+//! same definitions and order of checks as `tcp_analyze_sequence_number`
+//! in epan/dissectors/packet-tcp.c; differences in docs/analyze.md); the
+//! rest interpret them:
+//!
+//! - a segment behind the highest one seen either fills a gap (bytes the
+//!   capture never saw) or repeats bytes it saw. Repeated bytes were sent
+//!   again after passing the capture point: a loss after the capture point,
+//!   or a spurious retransmission when the peer had acknowledged them
+//!   already or reports them in a D-SACK (RFC 2883).
+//! - a gap filler is a retransmission (the original was lost before the
+//!   capture point) when it is newer than the segments around it: a higher
+//!   IPv4 ID (Linux numbers each TCP socket's packets in order,
+//!   net/ipv4/ip_output.c `ip_select_ident_segs`) or a higher TCP
+//!   timestamp; an older one is an original overtaken on the way
+//!   (reordering before the capture point). With neither told apart, the
+//!   timing rule Wireshark uses decides.
+//! - the peer's duplicate ACKs for bytes the capture saw in order mean they
+//!   went missing after the capture point; if the ACK then moves past them
+//!   without a retransmission, they were only late: reordering after the
+//!   capture point.
+
+use super::rtt::{RttPoint, RttStats, Unacked};
+use super::scale::{scale_of, SynSeen, WindowScale};
+use super::{seq_gt, seq_le, seq_lt, Segment, ACK, FIN, RST, SYN};
+use crate::series::Decimated;
+use serde::Serialize;
+
+/// The flags of one segment.
+pub mod flag {
+    /// `tcp.analysis.retransmission` (neither fast nor spurious).
+    pub const RETRANSMISSION: u32 = 1 << 0;
+    pub const FAST_RETRANSMISSION: u32 = 1 << 1;
+    pub const SPURIOUS_RETRANSMISSION: u32 = 1 << 2;
+    pub const OUT_OF_ORDER: u32 = 1 << 3;
+    /// `tcp.analysis.lost_segment`: "previous segment not captured".
+    pub const LOST_SEGMENT: u32 = 1 << 4;
+    /// `tcp.analysis.ack_lost_segment`: "ACKed unseen segment".
+    pub const ACKED_UNSEEN: u32 = 1 << 5;
+    pub const DUPLICATE_ACK: u32 = 1 << 6;
+    pub const ZERO_WINDOW: u32 = 1 << 7;
+    pub const ZERO_WINDOW_PROBE: u32 = 1 << 8;
+    pub const ZERO_WINDOW_PROBE_ACK: u32 = 1 << 9;
+    pub const KEEP_ALIVE: u32 = 1 << 10;
+    pub const KEEP_ALIVE_ACK: u32 = 1 << 11;
+    pub const WINDOW_UPDATE: u32 = 1 << 12;
+    pub const WINDOW_FULL: u32 = 1 << 13;
+    /// Interpretation: a retransmission filling a gap (lost before the
+    /// capture point).
+    pub const LOSS_BEFORE: u32 = 1 << 14;
+    /// Interpretation: bytes the capture saw, sent again.
+    pub const LOSS_AFTER: u32 = 1 << 15;
+    /// Interpretation: a late original filling a gap.
+    pub const REORDER_BEFORE: u32 = 1 << 16;
+    /// The ACK carries a D-SACK block.
+    pub const DSACK: u32 = 1 << 17;
+    /// Interpretation: bytes the peer had acknowledged, sent again.
+    pub const RESENT_SPURIOUS: u32 = 1 << 18;
+    /// Interpretation: any segment sent again.
+    pub const RESENT: u32 = LOSS_BEFORE | LOSS_AFTER | RESENT_SPURIOUS;
+    /// Any retransmission (Wireshark's filter `tcp.analysis.retransmission`
+    /// matches all three).
+    pub const ANY_RETRANSMISSION: u32 =
+        RETRANSMISSION | FAST_RETRANSMISSION | SPURIOUS_RETRANSMISSION;
+}
+
+/// Counts of Wireshark's flags over one direction's segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WiresharkCounts {
+    /// All kinds (plain, fast, spurious), as `tcp.analysis.retransmission`.
+    pub retransmissions: u64,
+    pub fast_retransmissions: u64,
+    pub spurious_retransmissions: u64,
+    pub out_of_order: u64,
+    pub lost_segments: u64,
+    pub acked_unseen_segments: u64,
+    pub duplicate_acks: u64,
+    pub zero_windows: u64,
+    pub zero_window_probes: u64,
+    pub zero_window_probe_acks: u64,
+    pub keep_alives: u64,
+    pub keep_alive_acks: u64,
+    pub window_updates: u64,
+    pub window_full: u64,
+}
+
+/// Loss and reordering, located relative to the capture point.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LossCounts {
+    /// Retransmissions that filled a gap in the capture: the original was
+    /// lost between the sender and the capture point.
+    pub lost_before_capture: u64,
+    /// Bytes the capture saw, sent again: lost between the capture point
+    /// and the receiver (spurious ones excluded).
+    pub lost_after_capture: u64,
+    /// Retransmissions of bytes the peer had acknowledged or reported in a
+    /// D-SACK: nothing was lost.
+    pub spurious: u64,
+    /// Late originals that filled a gap: reordered before the capture point.
+    pub reordered_before_capture: u64,
+    /// Bytes the peer missed (duplicate ACKs) although the capture saw them
+    /// in order, then acknowledged without a retransmission: reordered (or
+    /// delayed) after the capture point.
+    pub reordered_after_capture: u64,
+    /// Gaps never filled in the capture (not captured, or lost before it
+    /// and never resent within the capture).
+    pub gaps_open: u64,
+}
+
+/// First frames of each kind, for evidence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FirstFrames {
+    pub retransmission: Option<u64>,
+    pub out_of_order: Option<u64>,
+    pub lost_segment: Option<u64>,
+    pub duplicate_ack: Option<u64>,
+    pub zero_window: Option<u64>,
+    pub window_full: Option<u64>,
+    pub lost_before_capture: Option<u64>,
+    pub lost_after_capture: Option<u64>,
+    pub reordered_before_capture: Option<u64>,
+    pub reordered_after_capture: Option<u64>,
+}
+
+/// What one segment was.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    pub flags: u32,
+    /// Its advertised window in bytes (scaled when the scale is known).
+    pub window: u32,
+    /// Bytes in flight after it (data segments with a known peer ACK).
+    pub in_flight: Option<u32>,
+}
+
+/// A run of duplicate ACKs from the peer for bytes the capture saw.
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    at: u32,
+    resent: bool,
+}
+
+/// Gaps in the sequence space the capture has not seen (a small fixed
+/// set: the oldest is forgotten when full).
+#[derive(Debug, Clone, Copy, Default)]
+struct Gaps {
+    g: [(u32, u32); 8],
+    n: usize,
+}
+
+impl Gaps {
+    fn add(&mut self, a: u32, b: u32) {
+        if self.n == self.g.len() {
+            self.g.copy_within(1.., 0);
+            self.n -= 1;
+        }
+        self.g[self.n] = (a, b);
+        self.n += 1;
+    }
+
+    fn contains(&self, s: u32) -> bool {
+        self.g[..self.n]
+            .iter()
+            .any(|&(a, b)| seq_le(a, s) && seq_lt(s, b))
+    }
+
+    /// Removes `[s, e)` from the gaps; true if it overlapped one.
+    fn fill(&mut self, s: u32, e: u32) -> bool {
+        let mut hit = false;
+        let mut i = 0;
+        while i < self.n {
+            let (a, b) = self.g[i];
+            if seq_le(e, a) || seq_le(b, s) {
+                i += 1;
+                continue;
+            }
+            hit = true;
+            let left = seq_lt(a, s).then_some((a, s));
+            let right = seq_lt(e, b).then_some((e, b));
+            match (left, right) {
+                (Some(l), Some(r)) => {
+                    self.g[i] = l;
+                    if self.n < self.g.len() {
+                        self.g[self.n] = r;
+                        self.n += 1;
+                    }
+                    i += 1;
+                }
+                (Some(x), None) | (None, Some(x)) => {
+                    self.g[i] = x;
+                    i += 1;
+                }
+                (None, None) => {
+                    self.g.copy_within(i + 1..self.n, i);
+                    self.n -= 1;
+                }
+            }
+        }
+        hit
+    }
+}
+
+/// Wireshark's out-of-order window when the handshake gave no RTT.
+const OOO_DEFAULT_NS: u64 = 3_000_000;
+/// Wireshark's fast-retransmission window after the last duplicate ACK.
+const FAST_RETRANS_NS: u64 = 20_000_000;
+
+/// The analysis state of one direction.
+#[derive(Debug, Clone, Default)]
+pub struct TcpDirection {
+    /// This direction's flow began here (graph times are relative to it).
+    first_ns: u64,
+    last_ns: u64,
+    pub syn: SynSeen,
+    syn_ns: Option<u64>,
+    /// Handshake RTT (SYN to the ACK of the SYN-ACK), shared by both sides.
+    first_rtt_ns: Option<u64>,
+    /// The first sequence number seen (or the SYN's), for relative numbers.
+    pub base: Option<u32>,
+    nextseq: Option<u32>,
+    nextseq_ns: u64,
+    maxseqtobeacked: Option<u32>,
+    lastack: Option<u32>,
+    lastack_ns: u64,
+    /// The last raw window field.
+    window: Option<u16>,
+    dupacknum: i32,
+    last_flags: u32,
+    valid_bif: bool,
+    sack: [(u32, u32); 2],
+    nsack: u8,
+    unacked: Unacked,
+    gaps: Gaps,
+    max_ip_id: Option<u16>,
+    ids_move: bool,
+    max_tsval: Option<u32>,
+    episode: Option<Episode>,
+    /// Recent retransmissions of seen bytes, to find them in a D-SACK.
+    resent: [(u32, u32); 8],
+    resent_next: usize,
+    zero_since: Option<u64>,
+    pub zero_window_ns: u64,
+    pub zero_window_episodes: u64,
+    pub ws: WiresharkCounts,
+    pub loss: LossCounts,
+    pub first: FirstFrames,
+    /// Window statistics (bytes, after scaling): the SYN's own, then the
+    /// other segments'.
+    pub syn_window: Option<u32>,
+    pub window_min: Option<u32>,
+    pub window_max: u32,
+    pub window_last: Option<u32>,
+    pub window_scale_known: bool,
+    pub in_flight_max: u32,
+    pub acks_with_sack: u64,
+    pub sack_blocks: u64,
+    pub dsack: u64,
+    /// RTT of this direction's data (from the peer's ACKs).
+    pub rtt: RttStats,
+    pub rtt_points: Decimated<RttPoint>,
+}
+
+fn first(slot: &mut Option<u64>, frame: u64) {
+    slot.get_or_insert(frame);
+}
+
+impl TcpDirection {
+    pub fn new(first_ns: u64) -> TcpDirection {
+        TcpDirection {
+            first_ns,
+            ..Default::default()
+        }
+    }
+
+    /// The window scale of this direction given its peer's state.
+    pub fn scale(&self, peer: Option<&TcpDirection>) -> WindowScale {
+        scale_of(self.syn, peer.and_then(|p| p.syn))
+    }
+
+    /// Relative sequence number of `seq` (Wireshark's: 0 at the SYN, 1 at
+    /// the first byte seen without one).
+    pub fn relative(&self, seq: u32) -> u32 {
+        seq.wrapping_sub(self.base.unwrap_or(seq))
+    }
+
+    /// Seconds of zero window, an unfinished one counted to the last packet.
+    pub fn zero_window_total_ns(&self) -> u64 {
+        self.zero_window_ns
+            + self
+                .zero_since
+                .map_or(0, |t| self.last_ns.saturating_sub(t))
+    }
+
+    pub fn gaps_open(&self) -> u64 {
+        self.gaps.n as u64
+    }
+
+    fn count(&mut self, fl: u32, frame: u64) {
+        use flag::*;
+        let w = &mut self.ws;
+        if fl & ANY_RETRANSMISSION != 0 {
+            w.retransmissions += 1;
+            first(&mut self.first.retransmission, frame);
+        }
+        w.fast_retransmissions += (fl & FAST_RETRANSMISSION != 0) as u64;
+        w.spurious_retransmissions += (fl & SPURIOUS_RETRANSMISSION != 0) as u64;
+        if fl & OUT_OF_ORDER != 0 {
+            w.out_of_order += 1;
+            first(&mut self.first.out_of_order, frame);
+        }
+        if fl & LOST_SEGMENT != 0 {
+            w.lost_segments += 1;
+            first(&mut self.first.lost_segment, frame);
+        }
+        w.acked_unseen_segments += (fl & ACKED_UNSEEN != 0) as u64;
+        if fl & DUPLICATE_ACK != 0 {
+            w.duplicate_acks += 1;
+            first(&mut self.first.duplicate_ack, frame);
+        }
+        if fl & ZERO_WINDOW != 0 {
+            w.zero_windows += 1;
+            first(&mut self.first.zero_window, frame);
+        }
+        w.zero_window_probes += (fl & ZERO_WINDOW_PROBE != 0) as u64;
+        w.zero_window_probe_acks += (fl & ZERO_WINDOW_PROBE_ACK != 0) as u64;
+        w.keep_alives += (fl & KEEP_ALIVE != 0) as u64;
+        w.keep_alive_acks += (fl & KEEP_ALIVE_ACK != 0) as u64;
+        w.window_updates += (fl & WINDOW_UPDATE != 0) as u64;
+        if fl & WINDOW_FULL != 0 {
+            w.window_full += 1;
+            first(&mut self.first.window_full, frame);
+        }
+    }
+}
+
+/// Analyses segment `s` of direction `fwd`; `rev` is the other direction
+/// (a fresh state when the capture has none).
+pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
+    use flag::*;
+    let (seq, ack, flags, len, ts) = (s.seq, s.ack, s.flags, s.len, s.ts);
+    let syn = flags & SYN != 0;
+    let ackf = flags & ACK != 0;
+    let sfr = flags & (SYN | FIN | RST) != 0;
+    fwd.last_ns = fwd.last_ns.max(ts);
+    if syn {
+        fwd.syn = Some((s.wscale, ackf));
+        if !ackf {
+            fwd.syn_ns = Some(ts);
+        }
+    } else if ackf && fwd.first_rtt_ns.is_none() && matches!(rev.syn, Some((_, true))) {
+        if let Some(t0) = fwd.syn_ns {
+            let r = ts.saturating_sub(t0);
+            fwd.first_rtt_ns = Some(r);
+            rev.first_rtt_ns = Some(r);
+        }
+    }
+    let scale = scale_of(fwd.syn, rev.syn);
+    let rev_scale = scale_of(rev.syn, fwd.syn);
+    let window = scale.apply(s.window, syn);
+    fwd.window_scale_known = scale.known();
+    if syn {
+        fwd.syn_window = Some(window);
+    } else if flags & RST == 0 {
+        fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
+        fwd.window_max = fwd.window_max.max(window);
+        fwd.window_last = Some(window);
+    }
+    if fwd.base.is_none() {
+        fwd.base = Some(if syn { seq } else { seq.wrapping_sub(1) });
+    }
+    if rev.base.is_none() && ackf {
+        rev.base = Some(ack.wrapping_sub(1));
+    }
+    if ackf {
+        rev.valid_bif = true;
+    }
+    let old_next = fwd.nextseq;
+    let mut fl = 0u32;
+    'checks: {
+        if len == 1 && Some(seq) == fwd.nextseq && rev.window == Some(0) {
+            fl |= ZERO_WINDOW_PROBE;
+            break 'checks;
+        }
+        if s.window == 0 && !sfr {
+            fl |= ZERO_WINDOW;
+        }
+        if fwd.nextseq.is_some_and(|n| seq_gt(seq, n)) && flags & RST == 0 {
+            fl |= LOST_SEGMENT;
+            fwd.valid_bif = false;
+        }
+        if len <= 1 && fwd.nextseq.map(|n| n.wrapping_sub(1)) == Some(seq) && !sfr {
+            fl |= KEEP_ALIVE;
+        }
+        let same = len == 0 && Some(seq) == fwd.nextseq && Some(ack) == fwd.lastack && !sfr;
+        if same && s.window != 0 && Some(s.window) != fwd.window {
+            fl |= WINDOW_UPDATE;
+        }
+        if len > 0 && rev_scale.known() && !sfr {
+            if let (Some(la), Some(w)) = (rev.lastack, rev.window) {
+                if seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false)) {
+                    fl |= WINDOW_FULL;
+                }
+            }
+        }
+        if same && s.window != 0 && Some(s.window) == fwd.window && rev.last_flags & KEEP_ALIVE != 0
+        {
+            fl |= KEEP_ALIVE_ACK;
+            break 'checks;
+        }
+        if same && s.window == 0 && fwd.window == Some(0) && rev.last_flags & ZERO_WINDOW_PROBE != 0
+        {
+            fl |= ZERO_WINDOW_PROBE_ACK;
+            break 'checks;
+        }
+        if same && s.window != 0 && Some(s.window) == fwd.window {
+            fwd.dupacknum = if fwd.dupacknum == -1 {
+                1
+            } else {
+                fwd.dupacknum + 1
+            };
+            fl |= DUPLICATE_ACK;
+        }
+    }
+    if Some(ack) != fwd.lastack {
+        fwd.dupacknum = 0;
+    }
+    if ackf {
+        if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
+            if seq_gt(ack, m) {
+                // Wireshark compares these two as plain numbers.
+                if m > n {
+                    rev.maxseqtobeacked = Some(n);
+                    fl |= ACKED_UNSEEN;
+                } else {
+                    if rev.dupacknum == 0 {
+                        fl |= ACKED_UNSEEN;
+                    }
+                    rev.dupacknum = -1;
+                }
+            }
+        }
+    }
+    let synfin = (flags & (SYN | FIN) != 0) as u32;
+    if (len > 0 || synfin > 0) && fl & KEEP_ALIVE == 0 {
+        let mut not_advanced = fwd.nextseq.is_some_and(|n| seq_lt(seq, n));
+        if len > 1 && fwd.nextseq.map(|n| n.wrapping_sub(1)) == Some(seq) {
+            not_advanced = false;
+        }
+        let ooo_ns = fwd
+            .first_rtt_ns
+            .filter(|&r| r > 0)
+            .unwrap_or(OOO_DEFAULT_NS);
+        if len > 0
+            && rev
+                .lastack
+                .is_some_and(|la| la != 0 && seq_le(seq.wrapping_add(len), la))
+        {
+            fl |= SPURIOUS_RETRANSMISSION;
+        } else if not_advanced
+            && rev.dupacknum >= 2
+            && rev.lastack == Some(seq)
+            && ts.saturating_sub(rev.lastack_ns) < FAST_RETRANS_NS
+        {
+            fl |= FAST_RETRANSMISSION;
+        } else if not_advanced
+            && ts.saturating_sub(fwd.nextseq_ns) < ooo_ns
+            && fwd.nextseq != Some(seq.wrapping_add(len).wrapping_add(synfin))
+        {
+            fl |= OUT_OF_ORDER;
+        } else if not_advanced {
+            fl |= RETRANSMISSION;
+        }
+    }
+    // Where the loss or reordering happened (data segments only).
+    if len > 0 && fl & (KEEP_ALIVE | ZERO_WINDOW_PROBE) == 0 {
+        let end = seq.wrapping_add(len);
+        if fl & LOST_SEGMENT != 0 {
+            if let Some(n) = old_next {
+                fwd.gaps.add(n, seq);
+            }
+        } else if old_next.is_some_and(|n| seq_lt(seq, n)) {
+            if fwd.gaps.fill(seq, end) {
+                let newer_id = match (s.ip_id, fwd.max_ip_id) {
+                    (Some(i), Some(m)) if fwd.ids_move => {
+                        let d = i.wrapping_sub(m) as i16;
+                        (d != 0).then_some(d > 0)
+                    }
+                    _ => None,
+                };
+                let newer_ts = match (s.tsval, fwd.max_tsval) {
+                    (Some(t), Some(m)) => {
+                        let d = t.wrapping_sub(m) as i32;
+                        (d != 0).then_some(d > 0)
+                    }
+                    _ => None,
+                };
+                let resent = newer_id.or(newer_ts).unwrap_or(fl & OUT_OF_ORDER == 0);
+                if resent {
+                    fl |= LOSS_BEFORE;
+                    fwd.loss.lost_before_capture += 1;
+                    first(&mut fwd.first.lost_before_capture, s.frame);
+                } else {
+                    fl |= REORDER_BEFORE;
+                    fwd.loss.reordered_before_capture += 1;
+                    first(&mut fwd.first.reordered_before_capture, s.frame);
+                }
+            } else if fl & SPURIOUS_RETRANSMISSION != 0 {
+                fl |= RESENT_SPURIOUS;
+                fwd.loss.spurious += 1;
+            } else {
+                fl |= LOSS_AFTER;
+                fwd.loss.lost_after_capture += 1;
+                first(&mut fwd.first.lost_after_capture, s.frame);
+                fwd.resent[fwd.resent_next % 8] = (seq, end);
+                fwd.resent_next += 1;
+                if let Some(e) = fwd.episode.as_mut() {
+                    if seq_le(seq, e.at) && seq_lt(e.at, end) {
+                        e.resent = true;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(id) = s.ip_id {
+        match fwd.max_ip_id {
+            Some(m) if id != m => {
+                fwd.ids_move = true;
+                if (id.wrapping_sub(m) as i16) > 0 {
+                    fwd.max_ip_id = Some(id);
+                }
+            }
+            Some(_) => {}
+            None => fwd.max_ip_id = Some(id),
+        }
+    }
+    if let Some(t) = s.tsval {
+        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
+            fwd.max_tsval = Some(t);
+        }
+    }
+    // Bookkeeping, as Wireshark's.
+    let nextseq = seq.wrapping_add(len).wrapping_add(synfin);
+    if len > 0 || synfin > 0 {
+        fwd.unacked.sent(seq, nextseq, ts, s.frame);
+    }
+    if fl & ZERO_WINDOW_PROBE == 0 {
+        if fwd.nextseq.is_none_or(|n| seq_gt(nextseq, n)) {
+            fwd.nextseq = Some(nextseq);
+            fwd.nextseq_ns = ts;
+        }
+        if fwd.maxseqtobeacked.is_none_or(|m| m == seq) {
+            fwd.maxseqtobeacked = fwd.nextseq;
+        }
+    }
+    fwd.window = Some(s.window);
+    fwd.lastack = Some(ack);
+    fwd.lastack_ns = ts;
+    fwd.last_flags = fl;
+    fwd.nsack = s.nsack;
+    fwd.sack = s.sack;
+    // Zero-window stalls (the receiver stopped reading).
+    if !sfr {
+        if s.window == 0 {
+            if fwd.zero_since.is_none() {
+                fwd.zero_since = Some(ts);
+                fwd.zero_window_episodes += 1;
+            }
+        } else if let Some(t0) = fwd.zero_since.take() {
+            fwd.zero_window_ns += ts.saturating_sub(t0);
+        }
+    }
+    // This segment's ACK, for the peer's data.
+    if ackf {
+        if s.nsack > 0 {
+            fwd.acks_with_sack += 1;
+            fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
+            let (l, r) = s.sack[0];
+            let dsack =
+                seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
+            if dsack {
+                fl |= DSACK;
+                fwd.dsack += 1;
+                for i in 0..rev.resent_next.min(8) {
+                    let (a, b) = rev.resent[i];
+                    if a != b && seq_lt(a, r) && seq_lt(l, b) {
+                        rev.resent[i] = (0, 0);
+                        rev.loss.lost_after_capture = rev.loss.lost_after_capture.saturating_sub(1);
+                        rev.loss.spurious += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(e) = rev.episode {
+            if seq_gt(ack, e.at) {
+                if !e.resent {
+                    rev.loss.reordered_after_capture += 1;
+                    first(&mut rev.first.reordered_after_capture, s.frame);
+                }
+                rev.episode = None;
+            }
+        }
+        if fl & DUPLICATE_ACK != 0
+            && rev.episode.is_none()
+            && rev.nextseq.is_some_and(|n| seq_lt(ack, n))
+            && !rev.gaps.contains(ack)
+        {
+            rev.episode = Some(Episode {
+                at: ack,
+                resent: false,
+            });
+        }
+        if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts) {
+            rev.rtt.add(rtt);
+            rev.rtt_points.push(RttPoint {
+                t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
+                rtt_ms: rtt as f64 / 1e6,
+                frame: s.frame,
+                data_frame,
+            });
+        }
+    }
+    let mut in_flight = None;
+    if len > 0 && fwd.valid_bif {
+        if let (Some(n), Some(la)) = (fwd.nextseq, rev.lastack) {
+            let mut f = n.wrapping_sub(la);
+            for &(l, r) in &rev.sack[..rev.nsack as usize] {
+                if seq_gt(r, l) && seq_gt(r, la) {
+                    f = f.saturating_sub(r.wrapping_sub(l));
+                }
+            }
+            if f > 0 && f < 2_000_000_000 {
+                in_flight = Some(f);
+                fwd.in_flight_max = fwd.in_flight_max.max(f);
+            }
+        }
+    }
+    fwd.count(fl, s.frame);
+    Outcome {
+        flags: fl,
+        window,
+        in_flight,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A two-direction conversation: `a` sends data, `b` acknowledges.
+    struct Conv {
+        a: TcpDirection,
+        b: TcpDirection,
+        frame: u64,
+        ts: u64,
+        id: u16,
+    }
+
+    impl Conv {
+        fn new() -> Conv {
+            Conv {
+                a: TcpDirection::new(0),
+                b: TcpDirection::new(0),
+                frame: 0,
+                ts: 0,
+                id: 100,
+            }
+        }
+
+        fn seg(&mut self, from_a: bool, s: Segment) -> Outcome {
+            self.frame += 1;
+            self.ts += 100_000;
+            let s = Segment {
+                frame: self.frame,
+                ts: self.ts,
+                ..s
+            };
+            if from_a {
+                analyze(&mut self.a, &mut self.b, &s)
+            } else {
+                analyze(&mut self.b, &mut self.a, &s)
+            }
+        }
+
+        fn handshake(&mut self) {
+            self.seg(true, syn(1000, 0, SYN, Some(7)));
+            self.seg(false, syn(5000, 1001, SYN | ACK, Some(9)));
+            self.seg(true, ack_seg(1001, 5001, 502));
+        }
+
+        /// Data of `a` at relative byte `rel` (1 = first), 1000 bytes,
+        /// with IP ID `id` (None: the next one).
+        fn data(&mut self, rel: u32, id: Option<u16>) -> Outcome {
+            let id = id.unwrap_or_else(|| {
+                self.id += 1;
+                self.id
+            });
+            self.seg(
+                true,
+                Segment {
+                    seq: 1000 + rel,
+                    ack: 5001,
+                    flags: ACK,
+                    len: 1000,
+                    window: 502,
+                    ip_id: Some(id),
+                    ..Default::default()
+                },
+            )
+        }
+
+        fn ack(&mut self, rel: u32, sack: Option<(u32, u32)>) -> Outcome {
+            let mut s = ack_seg(5001, 1000 + rel, 300);
+            if let Some((l, r)) = sack {
+                s.sack[0] = (1000 + l, 1000 + r);
+                s.nsack = 1;
+                s.sack_blocks = 1;
+            }
+            self.seg(false, s)
+        }
+    }
+
+    fn syn(seq: u32, ack: u32, flags: u8, ws: Option<u8>) -> Segment {
+        Segment {
+            seq,
+            ack,
+            flags,
+            window: 64240,
+            wscale: ws,
+            ..Default::default()
+        }
+    }
+
+    fn ack_seg(seq: u32, ack: u32, window: u16) -> Segment {
+        Segment {
+            seq,
+            ack,
+            flags: ACK,
+            window,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn windows_follow_the_handshake_and_every_segment_end_acked_is_an_rtt_sample() {
+        let mut c = Conv::new();
+        c.handshake();
+        assert_eq!(c.a.syn_window, Some(64240));
+        assert_eq!(c.b.syn_window, Some(64240));
+        // b's later windows are scaled by b's own shift (9).
+        for i in 0..4 {
+            c.data(1 + i * 1000, None);
+        }
+        let o = c.ack(2001, None);
+        assert_eq!(o.window, 300 << 9);
+        c.ack(4001, None);
+        assert_eq!(c.b.window_max, 300 << 9);
+        assert_eq!(c.a.window_max, 502 << 7);
+        // The SYN-ACK acknowledges the SYN, then two ACKs of segment ends;
+        // the handshake's last ACK acknowledges the SYN-ACK.
+        assert_eq!(c.a.rtt.samples, 3);
+        assert_eq!(c.b.rtt.samples, 1);
+        assert_eq!(c.a.ws, WiresharkCounts::default());
+    }
+
+    #[test]
+    fn without_the_handshake_the_scale_is_unknown_and_windows_raw() {
+        let mut c = Conv::new();
+        c.data(1, None);
+        let o = c.ack(1001, None);
+        assert_eq!(o.window, 300);
+        assert!(!c.b.window_scale_known);
+        assert_eq!(c.b.scale(Some(&c.a)), WindowScale::Unknown);
+    }
+
+    #[test]
+    fn a_gap_filled_by_a_newer_segment_is_loss_before_the_capture_point() {
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, Some(1));
+        // Segment 1001 (ID 2) never reaches the capture point.
+        let o = c.data(2001, Some(3));
+        assert!(o.flags & flag::LOST_SEGMENT != 0);
+        c.ack(1001, None);
+        c.ack(1001, Some((2001, 3001)));
+        c.ack(1001, Some((2001, 3001)));
+        let o = c.data(1001, Some(4));
+        assert!(o.flags & flag::LOSS_BEFORE != 0, "{:b}", o.flags);
+        assert!(o.flags & flag::FAST_RETRANSMISSION != 0);
+        assert_eq!(c.a.loss.lost_before_capture, 1);
+        assert_eq!(c.a.loss.reordered_before_capture, 0);
+        assert_eq!(c.b.ws.duplicate_acks, 2);
+        assert_eq!(c.b.acks_with_sack, 2);
+    }
+
+    #[test]
+    fn a_gap_filled_by_an_older_segment_is_reordering_before_the_capture_point() {
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, Some(1));
+        c.data(2001, Some(3));
+        // Long after Wireshark's out-of-order window: it says retransmission.
+        c.ts += 50_000_000;
+        let o = c.data(1001, Some(2));
+        assert!(o.flags & flag::REORDER_BEFORE != 0);
+        assert!(o.flags & flag::RETRANSMISSION != 0);
+        assert_eq!(c.a.loss.reordered_before_capture, 1);
+        assert_eq!(c.a.loss.lost_before_capture, 0);
+        assert_eq!(c.a.gaps_open(), 0);
+    }
+
+    #[test]
+    fn resent_bytes_the_capture_saw_are_loss_after_it_unless_dsacked() {
+        let mut c = Conv::new();
+        c.handshake();
+        for i in 0..3 {
+            c.data(1 + i * 1000, None);
+        }
+        c.ack(1001, Some((2001, 3001)));
+        c.ack(1001, Some((2001, 4001)));
+        let o = c.data(1001, None);
+        assert!(o.flags & flag::LOSS_AFTER != 0);
+        assert_eq!(c.a.loss.lost_after_capture, 1);
+        // The receiver had it after all: a D-SACK for 1001..2001.
+        let o = c.ack(4001, Some((1001, 2001)));
+        assert!(o.flags & flag::DSACK != 0);
+        assert_eq!(c.a.loss.lost_after_capture, 0);
+        assert_eq!(c.a.loss.spurious, 1);
+        assert_eq!(c.b.dsack, 1);
+    }
+
+    #[test]
+    fn a_hole_the_receiver_reports_then_acknowledges_without_resend_is_reordering_after() {
+        let mut c = Conv::new();
+        c.handshake();
+        for i in 0..3 {
+            c.data(1 + i * 1000, None);
+        }
+        c.ack(1001, None);
+        c.ack(1001, Some((2001, 3001)));
+        c.ack(4001, None);
+        assert_eq!(c.a.loss.reordered_after_capture, 1);
+        assert_eq!(c.a.loss.lost_after_capture, 0);
+    }
+
+    #[test]
+    fn zero_window_probes_and_stalls() {
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, None);
+        let o = c.ack(1001, None);
+        assert_eq!(o.flags & flag::ZERO_WINDOW, 0);
+        let mut z = ack_seg(5001, 2001, 0);
+        c.seg(false, z);
+        // A one-byte probe at the next sequence number.
+        let o = c.seg(
+            true,
+            Segment {
+                seq: 2001,
+                ack: 5001,
+                flags: ACK,
+                len: 1,
+                window: 502,
+                ..Default::default()
+            },
+        );
+        assert!(o.flags & flag::ZERO_WINDOW_PROBE != 0);
+        let o = c.seg(false, z);
+        assert!(o.flags & flag::ZERO_WINDOW_PROBE_ACK != 0);
+        z.window = 300;
+        let o = c.seg(false, z);
+        assert!(o.flags & flag::WINDOW_UPDATE != 0);
+        assert_eq!(c.b.ws.zero_windows, 2);
+        assert_eq!(c.b.zero_window_episodes, 1);
+        assert_eq!(c.b.zero_window_total_ns(), 300_000);
+    }
+}

@@ -1,0 +1,221 @@
+//! Header-only captures (`tcpdump -s N`, `editcap -s N`): GRO decides on
+//! headers, so wherever a flow's headers were all captured, the what-if,
+//! the BIG TCP verdict and the findings must be those of the whole capture;
+//! below that, the flow is named with the snapshot length it needs.
+//! Checked on every bundled sample and the kernel-made capture in
+//! tests/data, each cut to many lengths from 96 to 1514 bytes (the cut is
+//! made here, frame by frame, as editcap makes it: data cut, wire length
+//! kept); one run also goes through editcap itself.
+
+use offload_analyze::report::{Report, Severity};
+use offload_analyze::{analyze, Analysis, Options};
+use offload_capture::{CaptureReader, CaptureWriter, Control, FrameMeta};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+fn sample(name: &str) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if name.ends_with(".pcap") {
+        root.join("tests/data").join(name)
+    } else {
+        root.join("../../samples").join(name)
+    }
+}
+
+fn run(path: &Path) -> Analysis {
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    analyze(&[path.to_path_buf()], &Options::default(), &mut ctl).unwrap()
+}
+
+/// Copies `src` to `dst` with every frame's data cut to `snaplen` bytes,
+/// its wire length kept.
+fn cut(src: &Path, dst: &Path, snaplen: usize) {
+    let mut r = CaptureReader::open(src).unwrap();
+    let mut w = CaptureWriter::create(dst, None).unwrap();
+    while let Some(f) = r.next_frame().unwrap() {
+        let meta = FrameMeta::from(&f);
+        let n = f.data.len().min(snaplen);
+        w.write_frame(&meta, &f.data[..n]).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// What GRO made of the capture, per flow and in total, and the findings:
+/// everything that must not depend on the snapshot length. Flow figures
+/// that read payload (checksum states) are left out: a header-only capture
+/// cannot show them, and says so.
+fn verdicts(r: &Report, skip_flows: &[usize]) -> Value {
+    let flows: Vec<Value> = r
+        .flows
+        .iter()
+        .filter(|f| !skip_flows.contains(&f.id))
+        .map(|f| {
+            json!({
+                "flow": f.description, "packets": f.packets, "bytes": f.bytes,
+                "payload": f.payload_bytes, "above_mtu": f.above_mtu, "ip": f.ip,
+                "outer": f.tunnel.as_ref().map(|t| &t.outer_ip),
+                "what_if": f.what_if,
+            })
+        })
+        .collect();
+    let findings: Vec<Value> = r
+        .findings
+        .iter()
+        .map(|f| {
+            json!({
+                "severity": f.severity, "kind": f.kind,
+                "flow": f.flow.as_ref().map(|x| &x.description),
+                "title": f.title, "detail": f.detail, "frames": f.evidence.frames,
+                "counts": f.evidence.counts, "fix": f.fix, "extra": f.extra_packets,
+            })
+        })
+        .collect();
+    let totals: Vec<Value> = r
+        .what_if
+        .iter()
+        .map(|w| {
+            let reasons: Vec<Value> = w
+                .flush_reasons
+                .iter()
+                .map(|x| {
+                    json!([
+                        x.reason,
+                        x.count,
+                        x.examples.iter().map(|e| e.frame).collect::<Vec<_>>()
+                    ])
+                })
+                .collect();
+            json!({
+                "size": w.gro_max_size, "in": w.frames_in, "out": w.stack_packets,
+                "super": w.super_packets, "largest": w.largest_packet, "reasons": reasons,
+            })
+        })
+        .collect();
+    json!({"flows": flows, "findings": findings, "what_if": totals})
+}
+
+/// The lengths tried: every 4 bytes through the header range, then wider.
+fn lengths() -> Vec<usize> {
+    let mut v: Vec<usize> = (96..=260).step_by(4).collect();
+    v.extend([300, 400, 512, 700, 1000, 1200, 1400, 1450, 1500, 1514]);
+    v
+}
+
+fn check(name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = run(&sample(name)).report;
+    let whole_cut = whole.inputs[0].snap.snaplen_seen;
+    let mut compared = 0;
+    for n in lengths() {
+        // A sample already cut (the three header-only samples are cut at
+        // 200) is compared with itself above its own cut only.
+        if whole_cut.is_some_and(|c| n as u32 >= c) {
+            continue;
+        }
+        let p = dir.path().join(format!("{n}-{name}"));
+        cut(&sample(name), &p, n);
+        let r = run(&p).report;
+        let cut_flows: Vec<usize> = r
+            .flows
+            .iter()
+            .filter(|f| f.snap.cut_in_headers_frames > 0)
+            .map(|f| f.id)
+            .collect();
+        if cut_flows.is_empty() && r.inputs[0].snap.cut_in_headers_frames == 0 {
+            compared += 1;
+            assert_eq!(
+                verdicts(&r, &[]),
+                verdicts(&whole, &[]),
+                "{name} cut at {n}: what-if, verdicts or findings differ from the whole capture"
+            );
+            if r.inputs[0].snap.header_only_frames > 0 {
+                let note = &r.what_if[0].notes;
+                assert!(
+                    note.iter().any(|x| x.contains("captured header-only")),
+                    "{name} at {n}: {note:?}"
+                );
+            }
+        } else {
+            // Each flow cut inside its headers is named with a snaplen
+            // above the cut.
+            for id in &cut_flows {
+                let f = &r.flows[*id];
+                assert!(f.snap.snaplen_needed.unwrap() > n as u32, "{name} at {n}");
+                assert!(
+                    r.findings.iter().any(|x| x.kind == "snaplen"
+                        && x.flow.as_ref().is_some_and(|fl| fl.id == *id)
+                        && x.title.contains("needs at least")),
+                    "{name} at {n}: flow {} not named",
+                    f.description
+                );
+            }
+        }
+    }
+    // Most lengths keep every header (a VXLAN frame's reach 116-128 bytes).
+    eprintln!("{name}: {compared} lengths compared with the whole capture");
+    assert!(
+        compared >= 10,
+        "{name}: only {compared} lengths kept the headers"
+    );
+}
+
+#[test]
+fn healthy_tcp_cut_anywhere_keeps_its_verdicts() {
+    check("healthy-tcp.pcapng");
+}
+
+#[test]
+fn bigtcp_cut_anywhere_keeps_its_verdicts() {
+    check("bigtcp.pcapng");
+}
+
+#[test]
+fn vxlan_broken_cut_anywhere_keeps_its_verdicts() {
+    check("vxlan-broken.pcapng");
+}
+
+#[test]
+fn header_only_samples_cut_shorter_keep_their_verdicts() {
+    for s in [
+        "tso-sender.pcapng",
+        "gro-receiver.pcapng",
+        "bigtcp-sender.pcapng",
+    ] {
+        check(s);
+    }
+}
+
+#[test]
+fn kernel_gro_receiver_capture_cut_anywhere_keeps_its_verdicts() {
+    check("veth-gro-receiver-full.pcap");
+}
+
+/// The broken VXLAN sample through editcap itself: its HIGH finding at
+/// every snapshot length from 128 to 1400.
+#[test]
+fn editcap_cut_vxlan_keeps_its_high_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in [128, 150, 200, 256, 512, 1000, 1400] {
+        let p = dir.path().join(format!("vx-{n}.pcapng"));
+        let st = std::process::Command::new("editcap")
+            .args(["-s", &n.to_string()])
+            .arg(sample("vxlan-broken.pcapng"))
+            .arg(&p)
+            .status()
+            .expect("editcap (.ci/install installs tshark's tools)");
+        assert!(st.success());
+        let r = run(&p).report;
+        let high = r
+            .findings
+            .iter()
+            .find(|f| f.severity == Severity::High && f.kind == "ip-id-rule")
+            .unwrap_or_else(|| panic!("no HIGH ip-id-rule finding at snaplen {n}"));
+        assert!(high.detail.contains("outer IPv4 DF=0"), "{}", high.detail);
+    }
+}
