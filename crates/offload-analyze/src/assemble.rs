@@ -151,7 +151,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             schema: SCHEMA,
             settings: Settings {
                 kernel: opts.kernel,
-                kernel_verified_live: opts.kernel.verified_live(),
+                kernel_verified_live: crate::kernel::verified_live(opts.kernel),
                 gro_max_sizes: opts.gro_sizes.clone(),
                 mtu: opts.mtu,
                 vxlan_ports: opts.vxlan_ports.clone(),
@@ -213,7 +213,7 @@ fn what_if_report(
     flush_reasons.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(b.reason)));
     let packets = (t.packets_out as i64 + delta.0).max(0) as u64;
     let mut notes = Vec::new();
-    if !opts.kernel.verified_live() {
+    if !crate::kernel::verified_live(opts.kernel) {
         notes.push(format!(
             "kernel {} rules are derived from the kernel source, not verified against a live kernel",
             opts.kernel

@@ -5,7 +5,6 @@
 use crate::dissect;
 use crate::figures::FlowWhatIf;
 use crate::flow::{BigPacketSide, FlowStats};
-use crate::kernel::KernelProfile;
 use crate::options::Options;
 use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
 use offload::gro::FlushReason;
@@ -145,9 +144,9 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     };
     let profile = cx.opts.kernel;
     let outer_df = outer.df_set > outer.df_clear;
-    let outer_bad = !profile.ids_mergeable(outer.pattern(), outer_df, true);
+    let outer_bad = !profile.ip_ids_mergeable(outer.pattern(), outer_df, true);
     let inner_df = f.inner.df_set > f.inner.df_clear;
-    let inner_bad = !f.key.v6 && !profile.ids_mergeable(f.inner.pattern(), inner_df, false);
+    let inner_bad = !f.key.v6 && !profile.ip_ids_mergeable(f.inner.pattern(), inner_df, false);
     if f.packets < 4 || !(outer_bad || inner_bad) {
         return;
     }
@@ -198,7 +197,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            KernelProfile::V6_1 | KernelProfile::V6_12 => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            _ if profile.fixed_id_needs_df() => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
@@ -641,7 +640,7 @@ fn big_tcp(
         let v4 = flows
             .iter()
             .any(|f| !f.key.v6 && f.key.proto == dissect::PROTO_TCP);
-        let why = if v4 && !profile.ipv4_big_tcp() {
+        let why = if v4 && !profile.has_ipv4_big_tcp() {
             " (kernel 6.1 has no IPv4 BIG TCP)"
         } else {
             ""

@@ -9,7 +9,7 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-pub use crate::kernel::IdPattern;
+pub use crate::kernel::IpIdPattern as IdPattern;
 pub use crate::key::{FlowKey, TunnelKey};
 pub use crate::series::{Decimated, Keep};
 pub use crate::tcp::RttPoint;

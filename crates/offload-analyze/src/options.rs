@@ -1,6 +1,6 @@
 //! What `offload analyze` computes: the options every stage reads.
 
-use crate::kernel::KernelProfile;
+use crate::kernel::KernelLine;
 use std::path::PathBuf;
 
 /// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
@@ -29,7 +29,7 @@ pub enum TruncatedFrames {
 pub struct Options {
     /// `gro_max_size` values to simulate, in order.
     pub gro_sizes: Vec<u32>,
-    pub kernel: KernelProfile,
+    pub kernel: KernelLine,
     /// Path MTU in IP bytes: larger packets are super-packets.
     pub mtu: u32,
     /// UDP destination ports read as VXLAN.
@@ -68,7 +68,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
-            kernel: KernelProfile::V6_18,
+            kernel: KernelLine::V6_18,
             mtu: 1500,
             vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
             verify_checksums: true,

@@ -7,7 +7,6 @@ use crate::dissect;
 use crate::flow::{
     BigPacketSide, CsumCounts, FlowStats, HeaderTrack, IdPattern, OtherFlows, SeqPoint,
 };
-use crate::kernel::KernelProfile;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
@@ -31,7 +30,8 @@ pub struct Report {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
-    pub kernel: KernelProfile,
+    #[serde(serialize_with = "crate::kernel::serialize_line")]
+    pub kernel: crate::kernel::KernelLine,
     /// False: the profile's differences from 6.18 are derived from the
     /// kernel source, not compared with a running kernel.
     pub kernel_verified_live: bool,
@@ -69,6 +69,7 @@ pub struct InputReport {
 /// One network header's behaviour.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeaderReport {
+    #[serde(serialize_with = "crate::kernel::serialize_pattern")]
     pub ip_id_pattern: IdPattern,
     /// "set", "clear", "mixed" or "n/a" (IPv6).
     pub df: &'static str,
@@ -205,7 +206,8 @@ pub struct FrameRef {
 pub struct WhatIfReport {
     pub gro_max_size: u32,
     pub gro_ipv4_max_size: u32,
-    pub kernel: KernelProfile,
+    #[serde(serialize_with = "crate::kernel::serialize_line")]
+    pub kernel: crate::kernel::KernelLine,
     /// Some figures come from the profile's post-classification or from
     /// tunnel header analysis, not from the engine alone.
     pub derived: bool,

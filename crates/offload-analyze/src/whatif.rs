@@ -20,7 +20,7 @@
 //!
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
-pub use crate::kernel::KernelProfile;
+pub use crate::kernel::KernelLine;
 use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
@@ -123,20 +123,20 @@ impl fmt::Debug for RingBox {
 /// The engine configuration for a size under a profile.
 pub fn config_for(
     size: u32,
-    profile: KernelProfile,
+    line: KernelLine,
     verify_checksums: bool,
     vxlan_ports: &[u16],
 ) -> GroConfig {
     GroConfig {
         gro_max_size: size,
-        gro_ipv4_max_size: if profile.ipv4_big_tcp() {
+        gro_ipv4_max_size: if line.has_ipv4_big_tcp() {
             size
         } else {
             size.min(offload::gro::GRO_LEGACY_MAX_SIZE)
         },
         verify_checksums,
         vxlan_ports: vxlan_ports.to_vec(),
-        kernel: profile.engine_line(),
+        kernel: line,
         ..GroConfig::default()
     }
 }
@@ -145,7 +145,7 @@ impl WhatIfWorker {
     pub fn new(
         file: usize,
         sizes: Vec<u32>,
-        profile: KernelProfile,
+        line: KernelLine,
         verify_checksums: bool,
         vxlan_ports: Vec<u16>,
         max_flows: usize,
@@ -160,7 +160,7 @@ impl WhatIfWorker {
                 .map(|(i, s)| {
                     let mut e = GroEngine::new(config_for(
                         *s,
-                        profile,
+                        line,
                         verify_checksums && i == 0,
                         &vxlan_ports,
                     ));

@@ -1,7 +1,7 @@
 //! Throw-away pairs of network namespaces joined by a veth link, for the
 //! tests and for measurements between namespaces.
 //!
-//! The topology is offload-lab's ([`offload_lab::topo::VethPair`], the one
+//! The topology is offload-sys's ([`offload_sys::node::VethPair`], the one
 //! `offload lab` uses): two *anonymous* namespaces held
 //! only by file descriptors, so no `ip` process runs, nothing shows in
 //! `ip netns list`, and the kernel removes the namespaces (with the veth
@@ -12,11 +12,10 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use offload_lab::topo::VethPair;
-use offload_lab::NetNs;
+use offload_sys::node::VethPair;
+use offload_sys::NetNs;
 
 use crate::error::BenchError;
-use crate::sys;
 
 /// Which end of the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +54,7 @@ impl NetnsPair {
     /// loudly, it never skips.
     pub fn create(tag: &str) -> Result<Self, BenchError> {
         let _ = tag;
-        if !sys::is_root() {
+        if !offload_sys::is_root() {
             return Err(BenchError::Config(
                 "network namespaces need root; run the tests as root".into(),
             ));
@@ -112,30 +111,9 @@ impl NetnsPair {
         side: Side,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<std::thread::JoinHandle<T>, BenchError> {
-        let fd = self.ns_fd(side)?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let h = std::thread::Builder::new()
-            .name("ofl-bench-ns".into())
-            .spawn(move || {
-                let entered = sys::enter_netns_fd(&fd);
-                drop(fd);
-                let ok = entered.is_ok();
-                let _ = tx.send(entered);
-                if !ok {
-                    // The caller gets the error; f must not run outside.
-                    std::process::abort();
-                }
-                f()
-            })
-            .map_err(|e| BenchError::io("spawning a namespace thread", e))?;
-        match rx.recv() {
-            Ok(Ok(())) => Ok(h),
-            Ok(Err(e)) => Err(BenchError::io(
-                format!("entering namespace {side:?} (net:[{}])", self.inode(side)),
-                e,
-            )),
-            Err(_) => Err(BenchError::Config("the namespace thread died".into())),
-        }
+        self.ns(side)
+            .spawn_entered("ofl-bench-ns", f)
+            .map_err(|e| BenchError::Config(format!("entering namespace {side:?}: {e}")))
     }
 
     /// Writes a sysctl inside a side's namespace (gone with the namespace).

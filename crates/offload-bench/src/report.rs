@@ -132,10 +132,10 @@ impl HostInfo {
     }
 }
 
-/// The links of the calling thread's namespace, over rtnetlink (offload-lab's
+/// The links of the calling thread's namespace, over rtnetlink (offload-sys's
 /// implementation, shared with `offload inspect`).
 fn interfaces() -> Vec<InterfaceInfo> {
-    let Ok(links) = offload_lab::rtnl::Rtnl::open().and_then(|mut r| r.links()) else {
+    let Ok(links) = offload_sys::rtnl::Rtnl::open().and_then(|mut r| r.links()) else {
         return Vec::new();
     };
     links

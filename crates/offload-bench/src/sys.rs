@@ -8,7 +8,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
 
 /// `SO_BUSY_POLL` (include/uapi/asm-generic/socket.h).
 pub const SO_BUSY_POLL: libc::c_int = 46;
@@ -309,23 +308,6 @@ pub fn parse_tcp_info(b: &[u8]) -> TcpInfoRaw {
     }
 }
 
-/// Moves the calling thread into the network namespace at `path` (for
-/// example `/var/run/netns/NAME`). Threads it spawns afterwards start there.
-pub fn enter_netns(path: &Path) -> io::Result<()> {
-    let file = std::fs::File::open(path)?;
-    // SAFETY: the fd is valid for the life of `file`; CLONE_NEWNET asks the
-    // kernel to check that it refers to a network namespace.
-    let ret = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    cvt(ret).map(|_| ())
-}
-
-/// Moves the calling thread into the network namespace behind `fd`.
-pub fn enter_netns_fd(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: the fd is valid while borrowed; CLONE_NEWNET asks the kernel
-    // to check that it refers to a network namespace.
-    cvt(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
-}
-
 /// Accepts one connection from the listening socket `fd` (a descriptor of
 /// the calling thread's table, owned elsewhere), non-blocking, close-on-exec.
 pub fn accept_nonblocking(fd: RawFd) -> io::Result<std::net::TcpStream> {
@@ -341,12 +323,6 @@ pub fn accept_nonblocking(fd: RawFd) -> io::Result<std::net::TcpStream> {
     })?;
     // SAFETY: accept4 returned a fresh descriptor that nothing else owns.
     Ok(unsafe { std::net::TcpStream::from_raw_fd(new) })
-}
-
-/// Whether the process runs with effective uid 0.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// An epoll instance (level- or edge-triggered as registered).

@@ -41,7 +41,7 @@ fn run_between(
 /// Gives both namespaces of a pair an id in ours (nsids vanish with the
 /// namespace they name: the witness of teardown).
 fn witness(pair: &NetnsPair) -> Vec<i32> {
-    let mut rtnl = offload_lab::rtnl::Rtnl::open().unwrap();
+    let mut rtnl = offload_sys::rtnl::Rtnl::open().unwrap();
     [Side::A, Side::B]
         .iter()
         .map(|&s| {
@@ -58,7 +58,7 @@ fn witness(pair: &NetnsPair) -> Vec<i32> {
 fn exists(id: i32) -> bool {
     // Teardown runs in the kernel's cleanup work: give it a moment.
     for _ in 0..200 {
-        let ids = offload_lab::rtnl::Rtnl::open().unwrap().nsids().unwrap();
+        let ids = offload_sys::rtnl::Rtnl::open().unwrap().nsids().unwrap();
         if !ids.contains(&id) {
             return false;
         }
@@ -161,7 +161,7 @@ fn namespaces_are_removed_on_drop_and_on_panic() {
     let pair = NetnsPair::create("gone").unwrap();
     let ids = witness(&pair);
     let (a, b) = (ids[0], ids[1]);
-    assert!(offload_lab::rtnl::Rtnl::open()
+    assert!(offload_sys::rtnl::Rtnl::open()
         .unwrap()
         .nsids()
         .unwrap()

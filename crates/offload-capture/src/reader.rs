@@ -154,12 +154,18 @@ impl TsConv {
         })
     }
 
+    /// Nanoseconds since 1970 of `units`, and whether the value had to be
+    /// clamped to the `i64` range (years 1677 to 2262): a pcapng timestamp
+    /// of up to 2^64 units plus an `if_tsoffset` of up to 2^63 seconds can
+    /// lie far outside it. tshark keeps such times (64-bit seconds) and
+    /// libpcap reads the frames too; we read them with the nearest time we
+    /// can hold, and count them ([`CaptureReader::timestamps_clamped`]).
     #[inline]
-    fn to_ns(self, units: u64) -> Result<i64, i128> {
+    fn to_ns(self, units: u64) -> (i64, bool) {
         if self.mul != 0 && self.offset_ns == 0 {
             if let Some(v) = units.checked_mul(self.mul) {
                 if let Ok(v) = i64::try_from(v) {
-                    return Ok(v);
+                    return (v, false);
                 }
             }
         }
@@ -167,12 +173,16 @@ impl TsConv {
     }
 
     #[cold]
-    fn to_ns_slow(self, units: u64) -> Result<i64, i128> {
+    fn to_ns_slow(self, units: u64) -> (i64, bool) {
         // units < 2^64 and 10^9 < 2^30: the product fits in u128.
         let ns = (u128::from(units) * 1_000_000_000) / self.per_second;
         // ns < 2^94 fits i128, as does the sum with an offset below 2^94.
         let t = ns as i128 + self.offset_ns;
-        i64::try_from(t).map_err(|_| i128::from(units))
+        match i64::try_from(t) {
+            Ok(v) => (v, false),
+            Err(_) if t > 0 => (i64::MAX, true),
+            Err(_) => (i64::MIN, true),
+        }
     }
 }
 
@@ -234,6 +244,10 @@ pub struct CaptureReader {
     /// first of them (read anyway unless `check_snaplen`).
     above_snaplen: u64,
     first_above_snaplen: u64,
+    /// Frames whose timestamp was clamped to the `i64` nanosecond range,
+    /// and the first of them.
+    clamped_timestamps: u64,
+    first_clamped_timestamp: u64,
     done: bool,
 }
 
@@ -308,6 +322,8 @@ impl CaptureReader {
             check_snaplen: false,
             above_snaplen: 0,
             first_above_snaplen: 0,
+            clamped_timestamps: 0,
+            first_clamped_timestamp: 0,
             done: false,
         };
         let at = At {
@@ -387,6 +403,15 @@ impl CaptureReader {
     /// length, and the number of the first (0 when none).
     pub fn above_snaplen(&self) -> (u64, u64) {
         (self.above_snaplen, self.first_above_snaplen)
+    }
+
+    /// Frames read so far whose timestamp lay outside the nanosecond range
+    /// a [`Frame`] holds (1677 to 2262: a huge pcapng timestamp or
+    /// `if_tsoffset`) and was clamped to its nearest end, and the number of
+    /// the first (0 when none). tshark shows such times; libpcap and
+    /// tshark read the frames, and so do we.
+    pub fn timestamps_clamped(&self) -> (u64, u64) {
+        (self.clamped_timestamps, self.first_clamped_timestamp)
     }
 
     fn note_above_snaplen(&mut self) {
@@ -1069,16 +1094,14 @@ impl CaptureReader {
             0
         } else {
             let units = (u64::from(ts_hi) << 32) | u64::from(ts_lo);
-            match iface.conv.to_ns(units) {
-                Ok(t) => t,
-                Err(value) => {
-                    return Err(self.err(
-                        at,
-                        "timestamp",
-                        ErrorKind::TimestampOutOfRange { value },
-                    ));
+            let (t, clamped) = iface.conv.to_ns(units);
+            if clamped {
+                if self.clamped_timestamps == 0 {
+                    self.first_clamped_timestamp = number;
                 }
+                self.clamped_timestamps += 1;
             }
+            t
         };
         let data_at = (fixed - 4) as usize;
         self.number = number;
@@ -1131,27 +1154,31 @@ mod tests {
     #[test]
     fn resolutions_convert_exactly() {
         let us = TsConv::new(TsResolution(6), 0).unwrap();
-        assert_eq!(us.to_ns(1_500_000), Ok(1_500_000_000));
+        assert_eq!(us.to_ns(1_500_000), (1_500_000_000, false));
         let ps = TsConv::new(TsResolution(12), 0).unwrap();
-        assert_eq!(ps.to_ns(1_234_567), Ok(1_234));
+        assert_eq!(ps.to_ns(1_234_567), (1_234, false));
         // 2^-10 s units: 1024 units is one second.
         let bin = TsConv::new(TsResolution(0x80 | 10), 0).unwrap();
-        assert_eq!(bin.to_ns(1024 * 3 + 512), Ok(3_500_000_000));
+        assert_eq!(bin.to_ns(1024 * 3 + 512), (3_500_000_000, false));
         // 2^-30 s: 1 unit is 0.93 ns, rounded down.
         let bin30 = TsConv::new(TsResolution(0x80 | 30), 0).unwrap();
-        assert_eq!(bin30.to_ns(1 << 30), Ok(1_000_000_000));
-        assert_eq!(bin30.to_ns(1), Ok(0));
+        assert_eq!(bin30.to_ns(1 << 30), (1_000_000_000, false));
+        assert_eq!(bin30.to_ns(1), (0, false));
         let off = TsConv::new(TsResolution(9), -10).unwrap();
-        assert_eq!(off.to_ns(5), Ok(-9_999_999_995));
+        assert_eq!(off.to_ns(5), (-9_999_999_995, false));
     }
 
     #[test]
-    fn out_of_range_timestamps_are_reported_not_wrapped() {
+    fn out_of_range_timestamps_are_clamped_not_wrapped() {
         let s = TsConv::new(TsResolution(0), 0).unwrap();
-        assert!(s.to_ns(u64::MAX).is_err());
+        assert_eq!(s.to_ns(u64::MAX), (i64::MAX, true));
         let ns = TsConv::new(TsResolution(9), 0).unwrap();
-        assert!(ns.to_ns(u64::MAX).is_err());
-        assert_eq!(ns.to_ns(i64::MAX as u64), Ok(i64::MAX));
+        assert_eq!(ns.to_ns(u64::MAX), (i64::MAX, true));
+        assert_eq!(ns.to_ns(i64::MAX as u64), (i64::MAX, false));
+        let far_back = TsConv::new(TsResolution(6), -(1 << 62)).unwrap();
+        assert_eq!(far_back.to_ns(1), (i64::MIN, true));
+        let far_ahead = TsConv::new(TsResolution(6), i64::MAX).unwrap();
+        assert_eq!(far_ahead.to_ns(0), (i64::MAX, true));
     }
 
     #[test]

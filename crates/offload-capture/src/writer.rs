@@ -82,7 +82,9 @@ impl From<&Interface> for InterfaceDesc {
 /// Everything about a frame except its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameMeta {
-    /// Nanoseconds since 1970-01-01 UTC. Must be ≥ 0; pcap also needs < 2^32 s.
+    /// Nanoseconds since 1970-01-01 UTC. A time before 1970, or in pcap
+    /// from 2^32 s on, is written as the nearest one the format holds and
+    /// counted ([`WriterStats::timestamps_clamped`]).
     pub timestamp_ns: i64,
     /// Length on the wire. Raised to the captured length if smaller.
     pub orig_len: u32,
@@ -133,6 +135,13 @@ pub struct WriterStats {
     pub first_over_wireshark_limit: Option<u64>,
     /// Frames cut by [`Oversize::Truncate`].
     pub truncated: u64,
+    /// Frames whose timestamp the format cannot hold, written with the
+    /// nearest one it can: before 1970 (both formats) as 1970-01-01, at or
+    /// after 2^32 s (2106-02-07, pcap's 32-bit seconds) as 2^32 s less
+    /// 1 ns. pcapng holds every later time a frame can carry.
+    pub timestamps_clamped: u64,
+    /// Number of the first such frame.
+    pub first_timestamp_clamped: Option<u64>,
 }
 
 enum Sink {
@@ -542,15 +551,15 @@ impl CaptureWriter {
     ) -> Result<(), CaptureError> {
         let number = self.stats.frames + 1;
         let nf = Some(number);
-        if meta.timestamp_ns < 0 {
-            return Err(self.err(
-                nf,
-                "frame",
-                "timestamp_ns",
-                ErrorKind::TimestampOutOfRange {
-                    value: meta.timestamp_ns.into(),
-                },
-            ));
+        // The nearest time the format holds (counted in WriterStats).
+        let max_ns = match self.format {
+            CaptureFormat::Pcap => (1i64 << 32) * 1_000_000_000 - 1,
+            CaptureFormat::PcapNg => i64::MAX,
+        };
+        let timestamp_ns = meta.timestamp_ns.clamp(0, max_ns);
+        if timestamp_ns != meta.timestamp_ns {
+            self.stats.timestamps_clamped += 1;
+            self.stats.first_timestamp_clamped.get_or_insert(number);
         }
         let mut caplen: usize = parts.iter().map(|p| p.len()).sum();
         if let Oversize::Truncate(n) = self.oversize {
@@ -586,18 +595,9 @@ impl CaptureWriter {
                         },
                     ));
                 }
-                let secs = meta.timestamp_ns / 1_000_000_000;
-                let Ok(secs) = u32::try_from(secs) else {
-                    return Err(self.err(
-                        nf,
-                        "record header",
-                        "ts_sec",
-                        ErrorKind::TimestampOutOfRange {
-                            value: meta.timestamp_ns.into(),
-                        },
-                    ));
-                };
-                let nanos = (meta.timestamp_ns % 1_000_000_000) as u32;
+                // In range: clamped above.
+                let secs = (timestamp_ns / 1_000_000_000) as u32;
+                let nanos = (timestamp_ns % 1_000_000_000) as u32;
                 let mut h = [0u8; 16];
                 h[0..4].copy_from_slice(&secs.to_le_bytes());
                 h[4..8].copy_from_slice(&nanos.to_le_bytes());
@@ -607,7 +607,7 @@ impl CaptureWriter {
             }
             CaptureFormat::PcapNg => {
                 let id = self.interface_for(meta, nf)?;
-                let ts = meta.timestamp_ns as u64;
+                let ts = timestamp_ns as u64;
                 let pad = (4 - caplen % 4) % 4;
                 // opt_comment + opt_endofopt, each option padded to 4 bytes.
                 let comment = comment.map(|c| &c.as_bytes()[..c.len().min(u16::MAX as usize - 3)]);

@@ -576,15 +576,17 @@ fn pcapng_bad_section_headers_and_options() {
 }
 
 #[test]
-fn pcapng_timestamp_outside_the_nanosecond_range() {
+fn pcapng_timestamp_outside_the_nanosecond_range_is_clamped_and_counted() {
     let mut f = shb(false);
     f.extend(idb(false, 1, 0, &[(9, vec![0])])); // units of seconds
     f.extend(epb(false, 0, 1, 1, &[1]));
     f.extend(epb(false, 0, u64::MAX, 1, &[2]));
-    let e = fails(&f, "ts.pcapng", Via::Stream, 1);
-    assert!(
-        matches!(e.kind, ErrorKind::TimestampOutOfRange { .. }),
-        "{e}"
-    );
-    assert_eq!((e.frame, e.field), (Some(2), "timestamp"));
+    f.extend(epb(false, 0, 2, 1, &[3]));
+    let mut r = CaptureReader::from_reader(std::io::Cursor::new(f), "ts.pcapng").unwrap();
+    let mut times = Vec::new();
+    while let Some(fr) = r.next_frame().unwrap() {
+        times.push(fr.timestamp_ns);
+    }
+    assert_eq!(times, [1_000_000_000, i64::MAX, 2_000_000_000]);
+    assert_eq!(r.timestamps_clamped(), (1, 2));
 }

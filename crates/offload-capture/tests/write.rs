@@ -248,7 +248,7 @@ fn pcapng_writes_one_interface_per_link_type_or_the_declared_ones() {
 }
 
 #[test]
-fn pcap_refuses_a_second_link_type_and_bad_timestamps() {
+fn pcap_refuses_a_second_link_type_and_clamps_timestamps() {
     let t = TempFile::new("one.pcap");
     let mut w = CaptureWriter::create(&t.0, None).unwrap();
     w.write_frame(&FrameMeta::new(1, LinkType::ETHERNET, 60), &[0; 60])
@@ -267,21 +267,19 @@ fn pcap_refuses_a_second_link_type_and_bad_timestamps() {
         "{e}"
     );
     assert!(e.to_string().contains("frame 2"), "{e}");
-    let e = w
-        .write_frame(&FrameMeta::new(-1, LinkType::ETHERNET, 60), &[0; 60])
-        .unwrap_err();
-    assert!(
-        matches!(e.kind, ErrorKind::TimestampOutOfRange { value: -1 }),
-        "{e}"
-    );
-    // Beyond 2106 does not fit pcap's 32-bit seconds.
-    let e = w
-        .write_frame(&FrameMeta::new(1 << 62, LinkType::ETHERNET, 60), &[0; 60])
-        .unwrap_err();
-    assert!(
-        matches!(e.kind, ErrorKind::TimestampOutOfRange { .. }),
-        "{e}"
-    );
+    // Times pcap cannot hold are written as the nearest it can, and
+    // counted: before 1970, and from 2^32 s (2106) on.
+    w.write_frame(&FrameMeta::new(-1, LinkType::ETHERNET, 60), &[0; 60])
+        .unwrap();
+    w.write_frame(&FrameMeta::new(1 << 62, LinkType::ETHERNET, 60), &[0; 60])
+        .unwrap();
+    w.write_frame(
+        &FrameMeta::new((1 << 32) * 1_000_000_000 - 1, LinkType::ETHERNET, 60),
+        &[0; 60],
+    )
+    .unwrap();
+    assert_eq!(w.stats().timestamps_clamped, 2);
+    assert_eq!(w.stats().first_timestamp_clamped, Some(2));
     // ... but fits pcapng.
     let t2 = TempFile::new("far.pcapng");
     let mut w2 = CaptureWriter::create(&t2.0, None).unwrap();
@@ -291,6 +289,11 @@ fn pcap_refuses_a_second_link_type_and_bad_timestamps() {
     let mut r = CaptureReader::open(&t2.0).unwrap();
     assert_eq!(r.next_frame().unwrap().unwrap().timestamp_ns, 1 << 62);
     w.finish().unwrap();
+    let mut r = CaptureReader::open(&t.0).unwrap();
+    let times: Vec<i64> =
+        std::iter::from_fn(|| r.next_frame().unwrap().map(|f| f.timestamp_ns)).collect();
+    let last_pcap_ns = (1i64 << 32) * 1_000_000_000 - 1;
+    assert_eq!(times, [1, 0, last_pcap_ns, last_pcap_ns]);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::{KernelProfile, Options};
+use offload_analyze::{KernelLine, Options};
 use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -48,8 +48,8 @@ pub struct AnalyzeArgs {
     #[arg(long = "gro-max-size", value_delimiter = ',', value_parser = parse_gro_size)]
     pub gro_max_size: Vec<u32>,
     /// Kernel line whose GRO rules the what-if runs: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
-    #[arg(long)]
-    pub kernel: Option<KernelProfile>,
+    #[arg(long, value_parser = offload_analyze::kernel::parse_line)]
+    pub kernel: Option<KernelLine>,
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
@@ -154,7 +154,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         },
         kernel: args
             .kernel
-            .unwrap_or_else(|| crate::capture::running_kernel_line().into()),
+            .unwrap_or_else(crate::capture::running_kernel_line),
         mtu: args.mtu,
         vxlan_ports: args.capture.vxlan_ports(),
         strict: args.capture.strict,

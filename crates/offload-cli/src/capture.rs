@@ -188,6 +188,27 @@ pub fn warn_above_snaplen(input: &str, count: u64, first: u64) {
     }
 }
 
+/// Warns about timestamps read or written as the nearest time that could
+/// be (the summary's `timestamps_clamped`).
+pub fn warn_timestamps_clamped(input: &str, output: &str, t: &transform::TimestampsClamped) {
+    if t.input > 0 {
+        eprintln!(
+            "offload: warning: {input}: {} frame(s) have a timestamp outside the years 1677 to \
+             2262 (a huge pcapng timestamp or if_tsoffset; first: frame {}); read with the \
+             nearest time that range holds",
+            t.input, t.first_input_frame
+        );
+    }
+    if t.output > 0 {
+        eprintln!(
+            "offload: warning: {output}: {} frame(s) have a timestamp the output format cannot \
+             hold (before 1970, or in pcap from 2106-02-07 on; first: output frame {}); written \
+             with the nearest one it holds (write .pcapng to keep times after 2106)",
+            t.output, t.first_output_frame
+        );
+    }
+}
+
 /// Reports an input error after the output was written; the exit code says it.
 fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
     match &outcome.input_error {
@@ -299,6 +320,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
+    warn_timestamps_clamped(&s.input, &s.output, &s.timestamps_clamped);
     Ok(finish(&outcome))
 }
 
@@ -406,6 +428,7 @@ pub fn run_gso(args: GsoArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_above_snaplen(&s.input, s.frames_above_snaplen, s.first_above_snaplen);
+    warn_timestamps_clamped(&s.input, &s.output, &s.timestamps_clamped);
     Ok(finish(&outcome))
 }
 

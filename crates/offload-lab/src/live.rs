@@ -15,26 +15,22 @@
 //! global: a device of the same name in another namespace counts too (the
 //! lab names its devices uniquely for that reason).
 //!
-//! A tracepoint's id lives in tracefs (`events/net/NAME/id`). When tracefs
-//! is not mounted, [`TracepointIds::read`] mounts a *detached* tracefs
-//! (`fsopen("tracefs")`, `fsmount`) that appears in no mount table and goes
-//! away with its fd; only if that fails does it mount tracefs on
-//! `/sys/kernel/tracing` and unmount it as soon as the ids are read.
+//! The counting itself is offload-sys's ([`offload_sys::perf`]).
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inspect::{read_softnet, SoftnetCpu};
 use crate::qstats::{self, HwOffloadStats};
 
 /// The tracepoints counted, in `events/net/` order.
 pub const TRACEPOINTS: [&str; 2] = ["napi_gro_receive_entry", "netif_receive_skb"];
+
+pub use offload_sys::perf::online_cpus;
+use offload_sys::perf::TracepointCounter;
 
 /// Ids of the tracepoints in [`TRACEPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,156 +44,11 @@ pub struct TracepointIds {
 impl TracepointIds {
     /// Reads the ids, mounting tracefs (detached) when it is not mounted.
     pub fn read() -> Result<Self> {
-        for base in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-            if let (Ok(a), Ok(b)) = (
-                std::fs::read_to_string(format!("{base}/events/net/{}/id", TRACEPOINTS[0])),
-                std::fs::read_to_string(format!("{base}/events/net/{}/id", TRACEPOINTS[1])),
-            ) {
-                return Self::parse(&a, &b);
-            }
-        }
-        match Self::read_detached() {
-            Ok(ids) => Ok(ids),
-            Err(detached) => Self::read_mounted().map_err(|e| {
-                Error::sys(
-                    format!("tracefs: detached mount failed ({detached}), and"),
-                    std::io::Error::other(e.to_string()),
-                )
-            }),
-        }
-    }
-
-    fn parse(a: &str, b: &str) -> Result<Self> {
-        let p = |s: &str, name: &str| {
-            s.trim().parse::<u64>().map_err(|_| {
-                Error::sys(
-                    format!("tracepoint id of net:{name}: {s:?}"),
-                    std::io::Error::from(std::io::ErrorKind::InvalidData),
-                )
-            })
-        };
+        let ids = offload_sys::perf::tracepoint_ids("net", &TRACEPOINTS)?;
         Ok(TracepointIds {
-            gro_entry: p(a, TRACEPOINTS[0])?,
-            receive_skb: p(b, TRACEPOINTS[1])?,
+            gro_entry: ids[0],
+            receive_skb: ids[1],
         })
-    }
-
-    fn read_detached() -> Result<Self> {
-        use rustix::fs::{Mode, OFlags};
-        use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags};
-        let fs = rustix::mount::fsopen("tracefs", FsOpenFlags::FSOPEN_CLOEXEC)
-            .map_err(|e| Error::sys("fsopen(tracefs)", e.into()))?;
-        rustix::mount::fsconfig_create(&fs)
-            .map_err(|e| Error::sys("fsconfig(tracefs, CMD_CREATE)", e.into()))?;
-        let root = rustix::mount::fsmount(
-            &fs,
-            FsMountFlags::FSMOUNT_CLOEXEC,
-            MountAttrFlags::MOUNT_ATTR_NOSUID
-                | MountAttrFlags::MOUNT_ATTR_NODEV
-                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
-        )
-        .map_err(|e| Error::sys("fsmount(tracefs)", e.into()))?;
-        let read = |name: &str| -> Result<String> {
-            let rel = format!("events/net/{name}/id");
-            let fd =
-                rustix::fs::openat(&root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                    .map_err(|e| Error::sys(format!("open tracefs {rel}"), e.into()))?;
-            let mut s = String::new();
-            std::fs::File::from(fd)
-                .read_to_string(&mut s)
-                .map_err(|e| Error::sys(format!("read tracefs {rel}"), e))?;
-            Ok(s)
-        };
-        Self::parse(&read(TRACEPOINTS[0])?, &read(TRACEPOINTS[1])?)
-    }
-
-    fn read_mounted() -> Result<Self> {
-        let target = "/sys/kernel/tracing";
-        rustix::mount::mount(
-            "nodev",
-            target,
-            "tracefs",
-            rustix::mount::MountFlags::empty(),
-            None,
-        )
-        .map_err(|e| Error::sys(format!("mount tracefs on {target}"), e.into()))?;
-        let ids = (|| {
-            let a = std::fs::read_to_string(format!("{target}/events/net/{}/id", TRACEPOINTS[0]))
-                .map_err(|e| Error::sys("read tracepoint id", e))?;
-            let b = std::fs::read_to_string(format!("{target}/events/net/{}/id", TRACEPOINTS[1]))
-                .map_err(|e| Error::sys("read tracepoint id", e))?;
-            Self::parse(&a, &b)
-        })();
-        // Unmount what we mounted, whatever happened.
-        let _ = rustix::mount::unmount(target, rustix::mount::UnmountFlags::DETACH);
-        ids
-    }
-}
-
-const PERF_TYPE_TRACEPOINT: u32 = 2;
-const PERF_ATTR_SIZE: u32 = 136;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-/// `_IOW('$', 6, char *)`.
-const PERF_EVENT_IOC_SET_FILTER: libc::Ioctl = 0x4008_2406;
-
-/// One counting perf event (a tracepoint on one CPU, filtered).
-#[derive(Debug)]
-struct Counter {
-    fd: OwnedFd,
-}
-
-impl Counter {
-    fn open(id: u64, cpu: i32, filter: &str) -> Result<Self> {
-        // struct perf_event_attr (PERF_ATTR_SIZE_VER8 = 136 bytes): type at 0,
-        // size at 4, config at 8; everything else zero means "count, enabled
-        // from the start, no sampling".
-        let mut attr = [0u64; (PERF_ATTR_SIZE / 8) as usize];
-        attr[0] = u64::from(PERF_TYPE_TRACEPOINT) | (u64::from(PERF_ATTR_SIZE) << 32);
-        attr[1] = id;
-        // SAFETY: perf_event_open reads `size` bytes of attr from a live
-        // array of exactly that size; the other arguments are integers.
-        let raw = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                attr.as_ptr(),
-                -1 as libc::pid_t,
-                cpu as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(Error::last_os(format!(
-                "perf_event_open(tracepoint {id}, cpu {cpu})"
-            )));
-        }
-        // SAFETY: a fresh fd returned by the kernel, owned once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-        let c = CString::new(filter).map_err(|_| {
-            Error::sys(
-                format!("filter {filter:?}"),
-                std::io::Error::from(std::io::ErrorKind::InvalidInput),
-            )
-        })?;
-        // SAFETY: the ioctl reads a NUL-terminated string that outlives it.
-        let r = unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_FILTER, c.as_ptr()) };
-        if r < 0 {
-            return Err(Error::last_os(format!(
-                "PERF_EVENT_IOC_SET_FILTER {filter:?}"
-            )));
-        }
-        Ok(Counter { fd })
-    }
-
-    fn read(&self) -> u64 {
-        let mut v = [0u8; 8];
-        // SAFETY: read(2) of at most 8 bytes into a live local array.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
-        if n == 8 {
-            u64::from_ne_bytes(v)
-        } else {
-            0
-        }
     }
 }
 
@@ -229,10 +80,9 @@ impl FilteredCounter {
 #[derive(Debug)]
 pub struct DeviceCounters {
     name: String,
-    gro_entry: Vec<Counter>,
-    receive_skb: Vec<Counter>,
+    gro_entry: TracepointCounter,
+    receive_skb: TracepointCounter,
 }
-
 /// A snapshot of one device's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct GroCounts {
@@ -258,43 +108,15 @@ impl GroCounts {
     }
 }
 
-/// Online CPU numbers (`/sys/devices/system/cpu/online`, e.g. `0-1`).
-pub fn online_cpus() -> Vec<i32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut out = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<i32>().ok()),
-        }
-    }
-    if out.is_empty() {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        out.extend(0..n as i32);
-    }
-    out
-}
-
 impl DeviceCounters {
     /// Opens the counters of device `name` on every online CPU.
     pub fn open(ids: &TracepointIds, name: &str) -> Result<Self> {
         crate::rtnl::check_ifname(name)?;
         let filter = format!("name == \"{name}\"");
-        let cpus = online_cpus();
-        let mut gro_entry = Vec::new();
-        let mut receive_skb = Vec::new();
-        for &cpu in &cpus {
-            gro_entry.push(Counter::open(ids.gro_entry, cpu, &filter)?);
-            receive_skb.push(Counter::open(ids.receive_skb, cpu, &filter)?);
-        }
         Ok(DeviceCounters {
             name: name.to_string(),
-            gro_entry,
-            receive_skb,
+            gro_entry: TracepointCounter::open(ids.gro_entry, &filter)?,
+            receive_skb: TracepointCounter::open(ids.receive_skb, &filter)?,
         })
     }
 
@@ -306,8 +128,8 @@ impl DeviceCounters {
     /// Totals since the counters were opened.
     pub fn read(&self) -> GroCounts {
         GroCounts {
-            gro_in: self.gro_entry.iter().map(Counter::read).sum(),
-            stack: self.receive_skb.iter().map(Counter::read).sum(),
+            gro_in: self.gro_entry.read(),
+            stack: self.receive_skb.read(),
         }
     }
 }

@@ -70,6 +70,8 @@ pub struct GroSummary {
     /// whole unless `strict`), and the first of them.
     pub frames_above_snaplen: u64,
     pub first_above_snaplen: u64,
+    /// Timestamps read or written as the nearest time that could be.
+    pub timestamps_clamped: crate::TimestampsClamped,
     /// The run was stopped by the user before the end of the input.
     pub interrupted: bool,
 }
@@ -244,7 +246,7 @@ pub fn gro_capture_with(
     if let Some(e) = out.error {
         return Err(e);
     }
-    out.writer.finish()?;
+    let written = out.writer.finish()?;
     let (super_packets, largest) = (out.super_packets, out.largest);
 
     let st = engine.stats();
@@ -304,6 +306,7 @@ pub fn gro_capture_with(
             unsupported_link_frames: unsupported,
             frames_above_snaplen: reader.above_snaplen().0,
             first_above_snaplen: reader.above_snaplen().1,
+            timestamps_clamped: crate::TimestampsClamped::new(&reader, &written),
             interrupted,
         },
         input_error,

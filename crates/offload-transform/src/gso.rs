@@ -135,6 +135,8 @@ pub struct GsoSummary {
     /// whole unless strict), and the first of them.
     pub frames_above_snaplen: u64,
     pub first_above_snaplen: u64,
+    /// Timestamps read or written as the nearest time that could be.
+    pub timestamps_clamped: crate::TimestampsClamped,
     pub interrupted: bool,
 }
 
@@ -582,6 +584,7 @@ pub fn gso_capture(
             },
             frames_above_snaplen: reader.above_snaplen().0,
             first_above_snaplen: reader.above_snaplen().1,
+            timestamps_clamped: crate::TimestampsClamped::new(&reader, &stats),
             interrupted,
         },
         input_error,

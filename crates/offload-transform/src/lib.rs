@@ -32,6 +32,34 @@ use offload_capture::CaptureError;
 /// port).
 pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
+/// Timestamps a transform could not keep exactly: input times outside the
+/// nanosecond range a frame holds (years 1677 to 2262: a huge pcapng
+/// timestamp or `if_tsoffset`), and output times the output format cannot
+/// hold (before 1970; in pcap, from 2^32 s, 2106-02-07, on). Each is
+/// written as the nearest time that can be, and counted here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TimestampsClamped {
+    /// Input frames whose timestamp was clamped on reading.
+    pub input: u64,
+    /// Number of the first of them (0: none).
+    pub first_input_frame: u64,
+    /// Output frames whose timestamp was clamped on writing.
+    pub output: u64,
+    /// Number of the first of them (0: none).
+    pub first_output_frame: u64,
+}
+
+impl TimestampsClamped {
+    fn new(reader: &offload_capture::CaptureReader, out: &offload_capture::WriterStats) -> Self {
+        TimestampsClamped {
+            input: reader.timestamps_clamped().0,
+            first_input_frame: reader.timestamps_clamped().1,
+            output: out.timestamps_clamped,
+            first_output_frame: out.first_timestamp_clamped.unwrap_or(0),
+        }
+    }
+}
+
 /// How the input is read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {

@@ -57,9 +57,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use offload_lab::rtnl::Rtnl;
-use offload_lab::sysfs::write_sysctl;
-use offload_lab::NetNs;
+use offload_sys::rtnl::Rtnl;
+use offload_sys::sysfs::write_sysctl;
+use offload_sys::NetNs;
 use offload_tun::{CoalesceStats, Coalescer, CoalescerOptions, Split, TunDevice, TunOptions};
 
 /// Set by SIGINT/SIGTERM.
@@ -351,7 +351,7 @@ fn namespace_with_tun(
         // No IPv6: no router solicitations or MLD reports through the relay.
         write_sysctl("net/ipv6/conf/all/disable_ipv6", "1")?;
         write_sysctl("net/ipv6/conf/default/disable_ipv6", "1")?;
-        let dev = TunDevice::open(name, opts).map_err(|e| offload_lab::Error::Sys {
+        let dev = TunDevice::open(name, opts).map_err(|e| offload_sys::Error::Sys {
             op: e.to_string(),
             source: std::io::Error::other("TunDevice::open"),
         })?;

@@ -133,7 +133,7 @@ fn write_stream(
 
 #[allow(clippy::too_many_arguments)]
 fn write_stream_in(
-    ns: offload_lab::NetNs,
+    ns: offload_sys::NetNs,
     local: IpAddr,
     peer: IpAddr,
     name: &str,
@@ -424,7 +424,7 @@ fn kernel_tso6_output_is_segmented_exactly_like_kernel_gso() {
 
 /// A socket in `ns` sends 3 MiB to `remote` through a TUN with TSO; the
 /// test is the TCP peer on the TUN side, ACKing each read.
-fn tso_read_path(ns: offload_lab::NetNs, local: IpAddr, remote: IpAddr) {
+fn tso_read_path(ns: offload_sys::NetNs, local: IpAddr, remote: IpAddr) {
     let mut dev = tun_in(&ns, "ofltso0", local, TunOptions::default());
     assert!(dev
         .offloads()
@@ -718,7 +718,7 @@ fn tap_read_path_segments_ethernet_frames_like_the_kernel() {
     assert_eq!(dev.link(), offload::LinkKind::Ethernet);
     // A static neighbour: no ARP exchange to play.
     ns.run(|| {
-        let mut rtnl = offload_lab::rtnl::Rtnl::open()?;
+        let mut rtnl = offload_sys::rtnl::Rtnl::open()?;
         let l = rtnl.link_by_name("ofltap0")?;
         rtnl.add_neighbour(l.index, peer.into(), [2, 0, 0, 0, 0, 0x99])
     })
@@ -771,8 +771,8 @@ fn tap_read_path_segments_ethernet_frames_like_the_kernel() {
 /// same frames with the same GSO metadata, which are the segments merged.
 #[test]
 fn zero_copy_writes_give_the_kernel_the_same_packets_as_contiguous_writes() {
-    use offload_lab::capture::{CaptureOptions, PacketSocket};
-    use offload_lab::rtnl::Rtnl;
+    use offload_sys::packet::{CaptureOptions, PacketSocket};
+    use offload_sys::rtnl::Rtnl;
     require_root();
     let ns = namespace();
     let local = Ipv4Addr::new(10, 93, 0, 1);
@@ -832,7 +832,7 @@ fn zero_copy_writes_give_the_kernel_the_same_packets_as_contiguous_writes() {
                     .recv(Some(Duration::from_secs(5)))
                     .unwrap()
                     .expect("the kernel saw fewer packets than were written");
-                if c.pkttype == offload_lab::capture::PACKET_HOST {
+                if c.pkttype == offload_sys::packet::PACKET_HOST {
                     frames.push((c.vnet, c.frame.to_vec()));
                 }
             }

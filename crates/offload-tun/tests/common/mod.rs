@@ -3,7 +3,7 @@
 //! as an oracle (a `PACKET_VNET_HDR` socket transmitting a super-packet on
 //! a veth whose TX offloads are off, captured on its peer).
 //!
-//! Everything lives in anonymous namespaces (`offload_lab::NetNs`): the
+//! Everything lives in anonymous namespaces (`offload_sys::NetNs`): the
 //! kernel removes them, devices included, when the test lets go, on panic
 //! too.
 
@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use offload::build::{FrameSpec, L2Spec, TcpSpec};
 use offload::vnet::VnetHdr;
-use offload_lab::capture::{CaptureOptions, PacketSocket};
-use offload_lab::ethtool::Ethtool;
-use offload_lab::rtnl::Rtnl;
-use offload_lab::sysfs::write_sysctl;
-use offload_lab::NetNs;
+use offload_sys::ethtool::Ethtool;
+use offload_sys::packet::{CaptureOptions, PacketSocket};
+use offload_sys::rtnl::Rtnl;
+use offload_sys::sysfs::write_sysctl;
+use offload_sys::NetNs;
 use offload_tun::{TunDevice, TunOptions};
 
 /// Fails (never skips) when not root.
@@ -38,8 +38,8 @@ pub fn require_root() {
 }
 
 /// Converts this crate's error for `NetNs::run` closures.
-pub fn lab<E: std::fmt::Display>(e: E) -> offload_lab::Error {
-    offload_lab::Error::Sys {
+pub fn lab<E: std::fmt::Display>(e: E) -> offload_sys::Error {
+    offload_sys::Error::Sys {
         op: e.to_string(),
         source: io::Error::other("offload-tun"),
     }
@@ -260,7 +260,7 @@ impl KernelGso {
                     libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
                 };
                 if raw < 0 {
-                    return Err(offload_lab::Error::Sys {
+                    return Err(offload_sys::Error::Sys {
                         op: "socket(AF_PACKET)".into(),
                         source: io::Error::last_os_error(),
                     });
@@ -279,7 +279,7 @@ impl KernelGso {
                     )
                 };
                 if r < 0 {
-                    return Err(offload_lab::Error::Sys {
+                    return Err(offload_sys::Error::Sys {
                         op: "PACKET_VNET_HDR".into(),
                         source: io::Error::last_os_error(),
                     });

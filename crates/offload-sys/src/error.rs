@@ -124,7 +124,7 @@ pub enum Error {
 
 impl Error {
     /// Wraps the current `errno` as [`Error::Sys`].
-    pub(crate) fn last_os(op: impl Into<String>) -> Self {
+    pub fn last_os(op: impl Into<String>) -> Self {
         Error::Sys {
             op: op.into(),
             source: io::Error::last_os_error(),
@@ -132,7 +132,7 @@ impl Error {
     }
 
     /// Wraps an `io::Error` as [`Error::Sys`].
-    pub(crate) fn sys(op: impl Into<String>, source: io::Error) -> Self {
+    pub fn sys(op: impl Into<String>, source: io::Error) -> Self {
         Error::Sys {
             op: op.into(),
             source,

@@ -119,6 +119,52 @@ impl NetNs {
     }
 }
 
+impl NetNs {
+    /// Spawns a thread inside this namespace and returns once it is there:
+    /// a failed `setns` is this call's error, and `f` then never runs (the
+    /// thread ends without running it, silently). Threads `f` spawns stay in
+    /// the namespace.
+    pub fn spawn_entered<F, R>(&self, name: &str, f: F) -> Result<std::thread::JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let fd = self
+            .fd
+            .try_clone()
+            .map_err(|e| Error::sys("dup netns fd", e))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || -> R {
+                let entered = rustix::thread::move_into_link_name_space(
+                    fd.as_fd(),
+                    Some(LinkNameSpaceType::Network),
+                );
+                drop(fd);
+                let failed = entered.is_err();
+                let _ = tx.send(entered);
+                if failed {
+                    // The spawner reports the error; unwinding without the
+                    // panic hook ends the thread quietly, before `f`.
+                    std::panic::resume_unwind(Box::new(()));
+                }
+                f()
+            })
+            .map_err(|e| Error::sys("spawn namespace thread", e))?;
+        match rx.recv() {
+            Ok(Ok(())) => Ok(handle),
+            Ok(Err(e)) => Err(Error::sys(
+                format!("setns(CLONE_NEWNET) into net:[{}]", self.inode()),
+                e.into(),
+            )),
+            Err(_) => Err(Error::ThreadPanicked(
+                "the namespace thread died before entering".into(),
+            )),
+        }
+    }
+}
+
 impl AsFd for NetNs {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

@@ -2,16 +2,12 @@
 //! kernel coupling rule, veth/VXLAN creation, ethtool features and sysfs, all
 //! inside anonymous namespaces. Needs root; fails without it.
 
-mod common;
-
+use offload_sys::ethtool::Ethtool;
+use offload_sys::rtnl::{Rtnl, VxlanParams};
+use offload_sys::sysfs::{read_sysctl, write_sysctl, Sysfs};
+use offload_sys::tun::{offload, TunDevice, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
+use offload_sys::{Error, NetNs};
 use std::time::Duration;
-
-use common::require_root;
-use offload_lab::ethtool::Ethtool;
-use offload_lab::rtnl::{Rtnl, VxlanParams};
-use offload_lab::sysfs::{read_sysctl, write_sysctl, Sysfs};
-use offload_lab::tun::{offload, TunDevice, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
-use offload_lab::{Error, NetNs};
 
 #[test]
 fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
@@ -184,5 +180,18 @@ fn ethtool_features_sysfs_and_sysctls_act_on_the_namespace() {
         mounts_before.matches(" - sysfs ").count(),
         mounts_after.matches(" - sysfs ").count(),
         "{mounts_after}"
+    );
+}
+
+/// Fails the test (never skips) when it cannot run: it needs root and
+/// `/dev/net/tun`, which CI provides.
+fn require_root() {
+    assert!(
+        offload_sys::is_root(),
+        "this test needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root"
+    );
+    assert!(
+        std::path::Path::new("/dev/net/tun").exists(),
+        "this test needs /dev/net/tun"
     );
 }

@@ -290,7 +290,7 @@ impl AsFd for PacketSocket {
 }
 
 /// `setsockopt(fd, level, name, &value, sizeof(int))`.
-pub(crate) fn setsockopt_int(
+pub fn setsockopt_int(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,

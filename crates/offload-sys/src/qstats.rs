@@ -12,19 +12,18 @@
 //! plain u64 NLAs read with `netlink-packet-core`'s iterator.
 
 use std::collections::BTreeMap;
-use std::io;
 
 use netlink_packet_core::{
-    DecodeError, DefaultNla, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer,
-    NlasIterator, ParseableParametrized, NLM_F_DUMP, NLM_F_REQUEST,
+    DecodeError, DefaultNla, Emitable, NlaBuffer, NlasIterator, ParseableParametrized, NLM_F_DUMP,
 };
 use netlink_packet_generic::ctrl::nlas::GenlCtrlAttrs;
 use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_packet_generic::{GenlFamily, GenlHeader, GenlMessage};
-use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr};
+use netlink_sys::protocols::NETLINK_GENERIC;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::netlink::NetlinkSocket;
 
 /// include/uapi/linux/netdev.h
 const NETDEV_CMD_QUEUE_GET: u8 = 10;
@@ -344,85 +343,29 @@ impl ParseableParametrized<[u8], GenlHeader> for NetdevMsg {
 
 /// A generic-netlink socket in the calling thread's namespace.
 struct Genl {
-    sock: Socket,
-    seq: u32,
+    sock: NetlinkSocket,
 }
 
 impl Genl {
     fn open() -> Result<Self> {
-        let mut sock =
-            Socket::new(NETLINK_GENERIC).map_err(|e| Error::sys("socket(NETLINK_GENERIC)", e))?;
-        sock.bind_auto()
-            .map_err(|e| Error::sys("bind(NETLINK_GENERIC)", e))?;
-        Ok(Genl { sock, seq: 0 })
+        Ok(Genl {
+            sock: NetlinkSocket::open(NETLINK_GENERIC, "NETLINK_GENERIC")?,
+        })
     }
 
-    /// Sends `msg` and returns the inner replies up to ACK/DONE.
+    /// Sends `msg` and returns the payloads of the replies up to ACK/DONE
+    /// ([`NetlinkSocket::request`]).
     fn request<F>(&mut self, op: &str, mut msg: GenlMessage<F>, flags: u16) -> Result<Vec<F>>
     where
         F: GenlFamily + Emitable + ParseableParametrized<[u8], GenlHeader> + std::fmt::Debug,
     {
         msg.finalize();
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
-        header.sequence_number = seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
-        packet.finalize();
-        let mut out = vec![0u8; packet.buffer_len()];
-        packet.serialize(&mut out);
-        let netlink_err = |e: io::Error| Error::Netlink {
-            op: op.to_string(),
-            source: e,
-        };
-        self.sock
-            .send_to(&out, &SocketAddr::new(0, 0), 0)
-            .map_err(netlink_err)?;
-        let mut replies = Vec::new();
-        let mut buf = Vec::with_capacity(64 * 1024);
-        loop {
-            buf.clear();
-            let (len, _) = self.sock.recv_from(&mut buf, 0).map_err(netlink_err)?;
-            let mut offset = 0;
-            while offset < len {
-                let reply = NetlinkMessage::<GenlMessage<F>>::deserialize(&buf[offset..len])
-                    .map_err(|e| Error::NetlinkReply {
-                        op: op.to_string(),
-                        detail: e.to_string(),
-                    })?;
-                let step = reply.header.length as usize;
-                if step == 0 {
-                    return Err(Error::NetlinkReply {
-                        op: op.to_string(),
-                        detail: "zero-length netlink message".into(),
-                    });
-                }
-                offset += (step + 3) & !3;
-                if reply.header.sequence_number != seq {
-                    continue;
-                }
-                match reply.payload {
-                    NetlinkPayload::Error(err) => {
-                        return match err.code {
-                            None => Ok(replies),
-                            Some(code) => {
-                                Err(netlink_err(io::Error::from_raw_os_error(-code.get())))
-                            }
-                        };
-                    }
-                    NetlinkPayload::Done(_) => return Ok(replies),
-                    NetlinkPayload::InnerMessage(inner) => {
-                        let (_, payload) = inner.into_parts();
-                        replies.push(payload);
-                        if flags & NLM_F_DUMP != NLM_F_DUMP {
-                            return Ok(replies);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
+        Ok(self
+            .sock
+            .request(op, msg, flags)?
+            .into_iter()
+            .map(|reply| reply.into_parts().1)
+            .collect())
     }
 
     /// The dynamically assigned id of a generic-netlink family, or `None`

@@ -1,22 +1,16 @@
 //! Synchronous rtnetlink control of links, addresses, neighbours and the GRO
 //! size knobs.
 //!
-//! Messages are built with `netlink-packet-route` and sent over a blocking
-//! `netlink-sys` socket: one request, then read until the kernel's ACK (or
-//! `NLMSG_DONE` for dumps). There is no async runtime here on purpose: a lab
-//! does a handful of requests and the oracle none on its hot path
-//! (docs/decisions/0020-netlink-and-syscall-crates.md).
+//! Messages are built with `netlink-packet-route` and sent through the
+//! crate's one request loop ([`crate::netlink::NetlinkSocket`]): one
+//! request, then read until the kernel's ACK (or `NLMSG_DONE` for dumps).
 //!
 //! An [`Rtnl`] socket acts on the network namespace it was *created* in, and
 //! keeps doing so from whatever thread later uses it.
 
-use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 
-use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REPLACE, NLM_F_REQUEST,
-};
+use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
     InfoData, InfoGeneve, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
@@ -30,16 +24,15 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use netlink_sys::protocols::NETLINK_ROUTE;
 
 use crate::error::{Error, Result};
+use crate::netlink::NetlinkSocket;
 
-/// Largest value the kernel accepts for `gro_max_size` / `gro_ipv4_max_size`
-/// (`GRO_MAX_SIZE` = 8 × 65535, `include/linux/netdevice.h`).
-pub const GRO_MAX_SIZE: u32 = 8 * 65535;
-
-/// Default of both GRO size knobs (`GRO_LEGACY_MAX_SIZE`).
-pub const GRO_LEGACY_MAX_SIZE: u32 = 65536;
+/// The GRO size knobs' bounds: the engine's constants (`GRO_MAX_SIZE` =
+/// 8 × 65535, the largest `gro_max_size` / `gro_ipv4_max_size` the kernel
+/// accepts; `GRO_LEGACY_MAX_SIZE`, their default).
+pub use offload::gro::{GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
 
 /// The parts of a link's state the lab cares about, as read by `RTM_GETLINK`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -109,109 +102,26 @@ pub struct VxlanParams {
 /// A blocking rtnetlink socket bound to one network namespace.
 #[derive(Debug)]
 pub struct Rtnl {
-    sock: Socket,
-    seq: u32,
-    buf: Vec<u8>,
+    sock: NetlinkSocket,
 }
 
 impl Rtnl {
     /// Opens a socket in the *calling thread's* network namespace.
     pub fn open() -> Result<Self> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| Error::sys("socket(NETLINK_ROUTE)", e))?;
-        sock.bind_auto()
-            .map_err(|e| Error::sys("bind(NETLINK_ROUTE)", e))?;
-        // Extended ACKs make the kernel's refusal reasons (e.g. "too big
-        // gro_max_size") part of the error; failure to enable them is harmless.
-        let _ = sock.set_ext_ack(true);
         Ok(Rtnl {
-            sock,
-            seq: 0,
-            buf: Vec::with_capacity(256 * 1024),
+            sock: NetlinkSocket::open(NETLINK_ROUTE, "NETLINK_ROUTE")?,
         })
     }
 
     /// Sends one request and collects every inner message of the reply until
-    /// the final ACK or `NLMSG_DONE`.
+    /// the final ACK or `NLMSG_DONE` ([`NetlinkSocket::request`]).
     fn request(
         &mut self,
         op: &str,
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
-        header.sequence_number = seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
-        packet.finalize();
-        let mut out = vec![0u8; packet.buffer_len()];
-        packet.serialize(&mut out);
-        let kernel = SocketAddr::new(0, 0);
-        self.sock
-            .send_to(&out, &kernel, 0)
-            .map_err(|e| Error::Netlink {
-                op: op.to_string(),
-                source: e,
-            })?;
-
-        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
-        let mut replies = Vec::new();
-        loop {
-            self.buf.clear();
-            let (len, _) = self
-                .sock
-                .recv_from(&mut self.buf, 0)
-                .map_err(|e| Error::Netlink {
-                    op: op.to_string(),
-                    source: e,
-                })?;
-            let mut offset = 0;
-            while offset < len {
-                let bytes = &self.buf[offset..len];
-                let reply =
-                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).map_err(|e| {
-                        Error::NetlinkReply {
-                            op: op.to_string(),
-                            detail: e.to_string(),
-                        }
-                    })?;
-                let step = reply.header.length as usize;
-                if step == 0 {
-                    return Err(Error::NetlinkReply {
-                        op: op.to_string(),
-                        detail: "zero-length netlink message".into(),
-                    });
-                }
-                offset += (step + 3) & !3;
-                if reply.header.sequence_number != seq {
-                    // A reply to an earlier request (cannot happen with
-                    // strictly sequential use, but never mix them up).
-                    continue;
-                }
-                match reply.payload {
-                    NetlinkPayload::Error(err) => {
-                        return match err.code {
-                            None => Ok(replies),
-                            Some(code) => Err(Error::Netlink {
-                                op: op.to_string(),
-                                source: io::Error::from_raw_os_error(-code.get()),
-                            }),
-                        };
-                    }
-                    NetlinkPayload::Done(_) => return Ok(replies),
-                    NetlinkPayload::InnerMessage(inner) => {
-                        replies.push(inner);
-                        if !dump && flags & NLM_F_ACK == 0 {
-                            return Ok(replies);
-                        }
-                    }
-                    NetlinkPayload::Noop | NetlinkPayload::Overrun(_) => {}
-                    _ => {}
-                }
-            }
-        }
+        self.sock.request(op, msg, flags)
     }
 
     fn ack(&mut self, op: &str, msg: RouteNetlinkMessage, flags: u16) -> Result<()> {
