@@ -1,6 +1,6 @@
 //! `offload lab list` and `offload lab run NAME`: argument parsing and
 //! printing. The experiments, their statistics and their reports live in
-//! the `experiments` module.
+//! offload-lab (`offload_lab::experiments`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use crate::experiments::{self, report, Options};
+use offload_lab::experiments::{self, report, Options};
 
 #[derive(Debug, Args)]
 pub struct LabArgs {

@@ -8,7 +8,6 @@ mod capture;
 mod capture_opts;
 mod docs;
 mod duration;
-mod experiments;
 mod inspect;
 mod lab;
 mod tune;

@@ -52,30 +52,6 @@ impl TracepointIds {
     }
 }
 
-/// One tracepoint counted on every online CPU through one ftrace filter
-/// (`name == "veth0" && len > 65535`): the kernel counts only the events
-/// whose fields match, so a size histogram costs no sampling.
-#[derive(Debug)]
-pub struct FilteredCounter {
-    counters: Vec<Counter>,
-}
-
-impl FilteredCounter {
-    /// Opens tracepoint `id` with `filter` on every online CPU.
-    pub fn open(id: u64, filter: &str) -> Result<Self> {
-        let counters = online_cpus()
-            .into_iter()
-            .map(|cpu| Counter::open(id, cpu, filter))
-            .collect::<Result<_>>()?;
-        Ok(FilteredCounter { counters })
-    }
-
-    /// Events counted since it was opened, all CPUs.
-    pub fn read(&self) -> u64 {
-        self.counters.iter().map(Counter::read).sum()
-    }
-}
-
 /// GRO counters of one device: packets into GRO, packets into the stack.
 #[derive(Debug)]
 pub struct DeviceCounters {

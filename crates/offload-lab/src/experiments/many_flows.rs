@@ -21,9 +21,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use anyhow::bail;
 use serde_json::json;
 
+use crate::live::TracepointIds;
+use crate::topo::VethPair;
 use offload_bench::{ClientConfig, TestKind};
-use offload_lab::live::TracepointIds;
-use offload_lab::topo::VethPair;
 
 use offload_report::{Finding, Severity};
 
@@ -41,6 +41,7 @@ pub const IN_FLIGHT: u32 = 4;
 pub const THREADS: u32 = 2;
 
 /// The experiment.
+#[derive(Debug)]
 pub struct ManyFlows;
 
 const LIMITS: &[&str] = &[
@@ -59,7 +60,7 @@ impl CacheMisses {
     /// on every online CPU.
     fn open() -> Result<Self, String> {
         let mut fds = Vec::new();
-        for cpu in offload_lab::live::online_cpus() {
+        for cpu in crate::live::online_cpus() {
             // struct perf_event_attr, 136 bytes: type 0 (HARDWARE), size,
             // config 3 (CACHE_MISSES); everything else zero: count,
             // enabled at once.

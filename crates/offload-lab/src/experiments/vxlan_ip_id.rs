@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::live::TracepointIds;
+use crate::relay::{Mode, Relay};
+use crate::sample::{self, SampleOptions};
+use crate::topo::VxlanPath;
 use offload_bench::{ClientConfig, TestKind};
-use offload_lab::live::TracepointIds;
-use offload_lab::relay::{Mode, Relay};
-use offload_lab::sample::{self, SampleOptions};
-use offload_lab::topo::VxlanPath;
 
 use offload_report::{Finding, Severity};
 
@@ -32,6 +32,7 @@ use super::{
 };
 
 /// The experiment.
+#[derive(Debug)]
 pub struct VxlanIpId;
 
 const LIMITS: &[&str] = &[

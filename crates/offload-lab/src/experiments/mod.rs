@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::live::{DeviceCounters, GroCounts, TracepointIds};
+use crate::NetNs;
 use anyhow::{anyhow, bail, Context as _};
 use offload_bench::{BenchResult, ClientConfig, Server};
-use offload_lab::live::{DeviceCounters, GroCounts, TracepointIds};
-use offload_lab::NetNs;
 use offload_report::Finding;
 use serde::Serialize;
 use serde_json::Value;
@@ -103,6 +103,7 @@ impl Default for Options {
 }
 
 /// What an experiment gets to run with.
+#[derive(Debug)]
 pub struct Context<'a> {
     /// The options.
     pub opts: &'a Options,
@@ -400,11 +401,12 @@ pub fn interleave(
 }
 
 /// A bench server serving inside a namespace until dropped.
+#[derive(Debug)]
 pub struct ServerInNs {
     /// Its control address.
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<offload_lab::Result<()>>>,
+    thread: Option<std::thread::JoinHandle<crate::Result<()>>>,
 }
 
 impl ServerInNs {
@@ -416,7 +418,7 @@ impl ServerInNs {
         // not count against the table the in-process client fills.
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = ns.spawn("ofl-lab-server", move || {
-            let sys_err = |op: &str, e: std::io::Error| offload_lab::Error::Sys {
+            let sys_err = |op: &str, e: std::io::Error| crate::Error::Sys {
                 op: op.into(),
                 source: e,
             };
@@ -486,7 +488,7 @@ pub fn bench_in(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
 pub fn bench_private_table(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
     let cfg = cfg.clone();
     ns.run(move || {
-        offload_bench::sys::unshare_fd_table().map_err(|e| offload_lab::Error::Sys {
+        offload_bench::sys::unshare_fd_table().map_err(|e| crate::Error::Sys {
             op: "unshare(CLONE_FILES)".into(),
             source: e,
         })?;

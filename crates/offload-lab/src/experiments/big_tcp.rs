@@ -22,9 +22,10 @@
 
 use serde_json::json;
 
+use crate::live::TracepointIds;
+use crate::topo::{Node, VethPair};
 use offload_bench::{ClientConfig, TestKind};
-use offload_lab::live::{FilteredCounter, TracepointIds};
-use offload_lab::topo::{Node, VethPair};
+use offload_sys::perf::TracepointCounter;
 
 use offload_report::{Finding, Severity};
 
@@ -58,7 +59,7 @@ fn bucket_names() -> Vec<String> {
 
 /// Stack packets of one device counted by size.
 struct SizeCounters {
-    buckets: Vec<FilteredCounter>,
+    buckets: Vec<TracepointCounter>,
 }
 
 impl SizeCounters {
@@ -66,7 +67,7 @@ impl SizeCounters {
         let mut lo = 0;
         let mut buckets = Vec::new();
         for &hi in &SIZE_EDGES {
-            buckets.push(FilteredCounter::open(
+            buckets.push(TracepointCounter::open(
                 ids.receive_skb,
                 &format!("name == \"{dev}\" && len > {lo} && len <= {hi}"),
             )?);
@@ -76,11 +77,12 @@ impl SizeCounters {
     }
 
     fn read(&self) -> Vec<u64> {
-        self.buckets.iter().map(FilteredCounter::read).collect()
+        self.buckets.iter().map(TracepointCounter::read).collect()
     }
 }
 
 /// The experiment.
+#[derive(Debug)]
 pub struct BigTcp;
 
 const LIMITS: &[&str] = &[

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::live::TracepointIds;
+use crate::topo::{Node, VethPair};
 use offload_bench::{ClientConfig, TestKind};
-use offload_lab::live::TracepointIds;
-use offload_lab::topo::{Node, VethPair};
 
 use offload_report::{Finding, Severity};
 
@@ -34,6 +34,7 @@ use super::{
 };
 
 /// The experiment.
+#[derive(Debug)]
 pub struct UdpRx;
 
 const LIMITS: &[&str] = &[
@@ -67,7 +68,7 @@ fn veth_dropped(node: &Node, dev: &str) -> u64 {
     let dev = dev.to_string();
     node.ns
         .run(move || {
-            let fs = offload_lab::sysfs::Sysfs::mount_here()?;
+            let fs = crate::sysfs::Sysfs::mount_here()?;
             let mut n = 0;
             for attr in ["statistics/rx_dropped", "statistics/tx_dropped"] {
                 n += fs
@@ -125,7 +126,7 @@ impl Experiment for UdpRx {
         }
         let ids = TracepointIds::read()?;
         let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
-        let cpus: Vec<usize> = offload_lab::live::online_cpus()
+        let cpus: Vec<usize> = crate::live::online_cpus()
             .into_iter()
             .map(|c| c as usize)
             .collect();
