@@ -41,6 +41,9 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
     let estimated = false;
     let healthy = match (f.key.tunnel, f.outer.as_ref()) {
         (Some(_), Some(_)) => Some(f.healthy_what_if[i].packets),
+        // Tunnels analyze keys by their outer header (GRE, IP in IP,
+        // Geneve): the engine's walk found them, the healthy run has them.
+        _ if f.healthy_what_if[i].frames > 0 => Some(f.healthy_what_if[i].packets),
         _ => None,
     };
     let delta = w.packets as i64 - base.packets as i64;
@@ -54,6 +57,9 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
             estimated,
             reasons: reasons_of(&w),
             healthy_tunnel_packets: healthy,
+            lost_packets: w.lost_packets,
+            lost_segments: w.lost_segments,
+            loss_reason: w.loss.map(|l| l.name()),
         },
         w,
         delta,

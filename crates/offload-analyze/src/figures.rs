@@ -69,6 +69,12 @@ pub struct FlowWhatIf {
     pub largest: u32,
     /// Sparse reason counts: a flow meets few reasons.
     pub reasons: Vec<ReasonHit>,
+    /// Merged packets the kernel line loses after GRO built them (BIG TCP
+    /// over an IPv6-outer tunnel, `KernelLine::ipv6_outer_tunnel_loss`),
+    /// their segments, and why.
+    pub lost_packets: u64,
+    pub lost_segments: u64,
+    pub loss: Option<offload::gro::LossReason>,
 }
 
 impl FlowWhatIf {
@@ -102,6 +108,9 @@ impl FlowWhatIf {
         self.super_packets += o.super_packets;
         self.frames += o.frames;
         self.largest = self.largest.max(o.largest);
+        self.lost_packets += o.lost_packets;
+        self.lost_segments += o.lost_segments;
+        self.loss = self.loss.or(o.loss);
         for h in &o.reasons {
             match self.reasons.iter_mut().find(|x| x.reason == h.reason) {
                 Some(x) => {

@@ -113,6 +113,7 @@ pub fn find(
     for ((f, r), adj) in flows.iter().zip(reports).zip(adjusted) {
         let Some(w) = adj.get(bi) else { continue };
         tunnel_findings(&mut cx, f, r, w);
+        outer_keyed_tunnel(&mut cx, f, r, w, &f.healthy_what_if[bi]);
         plain_ip_id(&mut cx, f, r, w);
         checksum_findings(&mut cx, f, r, w);
         churn_findings(&mut cx, f, r, w);
@@ -120,6 +121,7 @@ pub fn find(
         above_mtu(&mut cx, f, r);
         table_full(&mut cx, f, r, w);
         cut_in_headers(&mut cx, f, r);
+        ipv6_tunnel_big_tcp(&mut cx, f, r, adj);
     }
     big_tcp(&mut cx, flows, reports, adjusted);
     let mut out = cx.out;
@@ -272,6 +274,48 @@ fn cut_in_headers(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
     );
 }
 
+/// BIG TCP through a tunnel with an IPv6 outer header on a line that
+/// loses what GRO merges past 64 KiB there (`KernelLine::
+/// ipv6_outer_tunnel_loss`: 5.19-6.19): the flow, the size at which it
+/// happens and what is lost.
+fn ipv6_tunnel_big_tcp(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, adj: &[FlowWhatIf]) {
+    use offload::gro::LossReason;
+    let Some((i, w)) = adj
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.lost_packets > 0)
+        .min_by_key(|(i, _)| cx.opts.gro_sizes[*i])
+    else {
+        return;
+    };
+    let line = cx.opts.kernel;
+    let size = cx.opts.gro_sizes[i];
+    let what = match w.loss {
+        Some(LossReason::Ipv6TunnelJumboMangled) => "delivers them mangled (the Hop-by-Hop Jumbo header where the outer UDP header was: the stack drops them as UDP)",
+        _ => "drops them with a kernel WARNING (the Hop-by-Hop Jumbo header overwrites the tunnel's header)",
+    };
+    let citation = w.loss.map(|l| l.citation()).unwrap_or_default();
+    cx.push(
+        Severity::High,
+        "big-tcp-ipv6-tunnel",
+        Some(r),
+        f.file,
+        format!("BIG TCP with an IPv6-outer tunnel on kernel {line}: merged packets past 64 KiB are dropped ({})", r.description),
+        format!(
+            "{}: with gro_max_size {size}, GRO merges {} packets of this flow ({} segments) past 64 KiB of outer IPv6 payload, and kernel {line} {what}: those segments never reach the application and are retransmitted ({citation}).",
+            r.description, w.lost_packets, w.lost_segments,
+        ),
+        w.first(FlushReason::SizeLimit).into_iter().collect(),
+        vec![
+            ("gro_max_size", size as u64),
+            ("lost_packets", w.lost_packets),
+            ("lost_segments", w.lost_segments),
+        ],
+        "keep gro_max_size (and gso_max_size) at 65536 on the devices that carry or underlie this tunnel (`ip link set dev DEV gro_max_size 65536 gso_max_size 65536`), carry the tunnel over IPv4, or run a 7.0+ kernel".into(),
+        w.lost_segments,
+    );
+}
+
 fn short_inner(r: &FlowReport) -> String {
     format!(
         "{} {} -> {}",
@@ -281,8 +325,76 @@ fn short_inner(r: &FlowReport) -> String {
     )
 }
 
+/// A tunnel analyze keys by its outer header (GRE, IPIP/SIT, Geneve: the
+/// engine merges them, analyze's dissection stops at the outer header)
+/// whose packets merge far better with mergeable IDs: the healthy-tunnel
+/// run found it and gives the figure a healthy tunnel reaches.
+fn outer_keyed_tunnel(
+    cx: &mut Ctx<'_>,
+    f: &FlowStats,
+    r: &FlowReport,
+    w: &FlowWhatIf,
+    healthy: &FlowWhatIf,
+) {
+    if f.key.tunnel.is_some() || healthy.frames == 0 || f.packets < 4 {
+        return;
+    }
+    let (now, healthy) = (w.packets, healthy.packets.max(1));
+    let factor = now as f64 / healthy as f64;
+    if now < healthy + 4 || factor < 1.5 {
+        return;
+    }
+    let h = &f.inner;
+    let ex = &h.id_break_examples;
+    let frames: Vec<u64> = ex.iter().map(|x| x.0).collect();
+    let ids = ex
+        .iter()
+        .map(|x| x.1.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let outer_ids = !f.key.v6;
+    let cause = if outer_ids {
+        format!(
+            "outer IPv4 DF {} and IP ID {} (frames {}: {ids})",
+            h.df(),
+            h.pattern().name(),
+            frames_list(&frames)
+        )
+    } else {
+        "inner IPv4 IDs that do not increment".to_string()
+    };
+    cx.push(
+        Severity::High,
+        "ip-id-rule",
+        Some(r),
+        f.file,
+        format!(
+            "tunnel {}: GRO cannot merge ({})",
+            r.description,
+            if outer_ids {
+                format!("outer IP ID {}", h.pattern().name())
+            } else {
+                "inner IP IDs".to_string()
+            }
+        ),
+        format!(
+            "tunnel {}: {cause}: the receiver's GRO (kernel {}) hands its stack {now} packets where the same frames with mergeable IDs give {healthy} ({factor:.0}x) for {} frames.",
+            r.description, cx.opts.kernel, f.packets
+        ),
+        frames,
+        vec![
+            ("frames", f.packets),
+            ("outer_id_breaks", h.id_breaks),
+            ("stack_packets", now),
+            ("healthy_tunnel_packets", healthy),
+        ],
+        "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet or keep it fixed with DF set; kernel 6.18+ checks outer IDs whatever DF says".into(),
+        now - healthy,
+    );
+}
+
 fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
-    if f.key.tunnel.is_some() || f.key.v6 {
+    if f.key.tunnel.is_some() || f.key.v6 || f.healthy_what_if.iter().any(|h| h.frames > 0) {
         return;
     }
     let n = w.count(FlushReason::IpIdMismatch) + w.count(FlushReason::DfChanged);

@@ -144,6 +144,11 @@ pub struct FlowWhatIfReport {
     /// (tunnels only): the figure a healthy tunnel reaches. Never above
     /// `stack_packets`.
     pub healthy_tunnel_packets: Option<u64>,
+    /// Merged packets the kernel line loses after GRO (BIG TCP over an
+    /// IPv6-outer tunnel, 5.19-6.19), their segments, and the reason's name.
+    pub lost_packets: u64,
+    pub lost_segments: u64,
+    pub loss_reason: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -221,14 +226,9 @@ pub struct WhatIfReport {
     pub flush_reasons: Vec<ReasonTotal>,
 }
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    High,
-    Medium,
-    Info,
-}
+/// How bad a finding is: the workspace's one severity, shared with
+/// inspect and lab.
+pub use offload_report::Severity;
 
 /// The flow a finding is about.
 #[derive(Debug, Clone, Serialize)]

@@ -95,6 +95,8 @@ pub struct WhatIfWorker {
     header_only: bool,
     /// Scratch: a header-only frame at its wire length.
     pad_buf: Vec<u8>,
+    /// The kernel line the engines run: what it loses after merging.
+    line: KernelLine,
     index: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow and slot (runs of one flow skip the hash).
     last: Option<(FlowKey, u32)>,
@@ -180,6 +182,7 @@ impl WhatIfWorker {
             healthy_buf: Vec::new(),
             header_only,
             pad_buf: Vec::new(),
+            line,
             totals: vec![
                 RunTotals {
                     file,
@@ -308,13 +311,12 @@ impl WhatIfWorker {
             self.ring.0.put(input.frame, s);
         }
         let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
-        let healthy_frame = match parsed.and_then(|p| p.tunnel.as_ref().map(|t| (p, t))) {
-            Some((p, t)) => {
+        let healthy_frame = match parsed.filter(|p| may_be_tunnel(p)) {
+            Some(_) => {
                 healthy_buf.clear();
                 healthy_buf.extend_from_slice(input.data);
-                fix_ipv4_id(&mut healthy_buf, &t.ip);
-                fix_ipv4_id(&mut healthy_buf, &p.ip);
-                Some(healthy_buf.as_slice())
+                healthy_tunnel(&mut healthy_buf, input.link, &self.vxlan_ports)
+                    .then_some(healthy_buf.as_slice())
             }
             None => None,
         };
@@ -327,8 +329,11 @@ impl WhatIfWorker {
             healthy_engines,
             ring,
             flows,
+            line,
+            vxlan_ports,
             ..
         } = self;
+        let (line, ports) = (*line, vxlan_ports.as_slice());
         // A frame the first engine rejected for its checksum passes up
         // unmerged without touching any held packet (`tcp_gro_receive`,
         // `udp_gro_receive`): the other engines are not fed it and get the
@@ -349,7 +354,15 @@ impl WhatIfWorker {
                 ));
             } else {
                 engine.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
+                    pending.push(Pending::of(
+                        d,
+                        i,
+                        false,
+                        Some(input.frame),
+                        &ring.0,
+                        line,
+                        ports,
+                    ));
                 });
                 if i == 0 {
                     bad = pending
@@ -377,7 +390,15 @@ impl WhatIfWorker {
                     ..input
                 };
                 healthy_engines[i].receive_with_checksum(inp, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
+                    pending.push(Pending::of(
+                        d,
+                        i,
+                        true,
+                        Some(input.frame),
+                        &ring.0,
+                        line,
+                        ports,
+                    ));
                 });
                 if i == 0 {
                     bad_healthy = pending
@@ -427,6 +448,11 @@ impl WhatIfWorker {
                 }
                 w.largest = w.largest.max(p.len);
                 w.hit(p.reason, p.frame);
+                if p.loss.is_some() {
+                    w.lost_packets += 1;
+                    w.lost_segments += p.segs as u64;
+                    w.loss = w.loss.or(p.loss);
+                }
                 if p.i == 0 && !p.healthy {
                     f.gro.push(crate::series::GroPoint {
                         t_ns: p.ts,
@@ -447,18 +473,21 @@ impl WhatIfWorker {
             engines,
             healthy_engines,
             ring,
+            line,
+            vxlan_ports,
             ..
         } = self;
+        let (line, ports) = (*line, vxlan_ports.as_slice());
         for (i, (e, ie)) in engines
             .iter_mut()
             .zip(healthy_engines.iter_mut())
             .enumerate()
         {
             e.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, false, None, &ring.0))
+                pending.push(Pending::of(d, i, false, None, &ring.0, line, ports))
             });
             ie.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, true, None, &ring.0))
+                pending.push(Pending::of(d, i, true, None, &ring.0, line, ports))
             });
         }
         self.account(&mut pending);
@@ -466,19 +495,57 @@ impl WhatIfWorker {
     }
 }
 
-/// Makes an IPv4 header's ID fixed (0, DF set) and redoes its checksum, in
-/// a copy of the frame: what a sender (or tunnel endpoint) that satisfies
-/// every kernel's IP ID rule would have sent. The header's one's-complement
-/// sum stays the same, so an outer UDP checksum covering it still verifies.
-fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
-    if ip.v6 {
-        return;
+/// A frame that may carry a tunnel the engine merges: VXLAN (as dissected),
+/// IP in IP (IPIP, SIT, IPv6 in IPv6, IPv4 in IPv6), GRE, or UDP to the
+/// Geneve port. Only these are walked for the healthy-tunnel run.
+fn may_be_tunnel(p: &dissect::Parsed) -> bool {
+    p.tunnel.is_some()
+        || matches!(p.ip.proto, 4 | 41 | 47)
+        || (p.ip.proto == dissect::PROTO_UDP && p.dport == offload::wire::geneve::PORT)
+}
+
+/// Rewrites a tunnelled frame, in place, into what a healthy tunnel would
+/// have sent: the outer IPv4 header's ID made mergeable on every kernel
+/// line (fixed at 0 with DF set: 6.18 merges fixed IDs, and 6.1-6.17 do not
+/// check an outer ID under DF), the inner IPv4 ID likewise, each header
+/// checksum redone. Everything else the rewrite touches stays consistent:
+/// a valid IPv4 header always sums to 0xffff, so rewriting the inner one
+/// leaves the one's-complement sum of the tunnel payload, and with it a
+/// non-zero outer UDP or GRE checksum, valid; a zero outer UDP checksum
+/// stays zero (none of the outer IPv4 fields changed enters the UDP
+/// pseudo-header). Finds the headers with the engine's walk
+/// (`offload::gso::layout`) for every tunnel kind it merges: VXLAN,
+/// Geneve, GRE, IPIP/SIT/IP6IP6, IPv4 or IPv6 outer (an IPv6 outer header
+/// has no ID: only the inner one changes). False when the frame is no
+/// tunnel.
+pub fn healthy_tunnel(frame: &mut [u8], link: offload::LinkKind, vxlan_ports: &[u16]) -> bool {
+    let Ok(lay) = offload::gso::layout(link, frame, vxlan_ports) else {
+        return false;
+    };
+    let Some(outer) = lay.outer else {
+        return false;
+    };
+    if outer.ip == offload::wire::IpVersion::V4 {
+        fix_ipv4_id(frame, outer.l3_off);
     }
-    let Some(h) = frame.get_mut(ip.off..ip.off + ip.hdr_len) else {
+    if lay.ip == offload::wire::IpVersion::V4 {
+        fix_ipv4_id(frame, lay.l3_off);
+    }
+    true
+}
+
+/// Makes the IPv4 header at `off` carry ID 0 with DF set and redoes its
+/// checksum. A header that did not verify stays as it was: the engine
+/// judges it.
+fn fix_ipv4_id(frame: &mut [u8], off: usize) {
+    let Some(&b0) = frame.get(off) else {
+        return;
+    };
+    let ihl = (b0 & 0x0f) as usize * 4;
+    let Some(h) = frame.get_mut(off..off + ihl) else {
         return;
     };
     if h.len() < 20 || offload::checksum::checksum(h) != 0 {
-        // A header that did not verify stays as it was: the engine judges it.
         return;
     }
     h[4] = 0;
@@ -488,6 +555,32 @@ fn fix_ipv4_id(frame: &mut [u8], ip: &dissect::IpFields) {
     h[11] = 0;
     let c = offload::checksum::checksum(h);
     h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// What the kernel line does with a packet GRO merged past 64 KiB inside
+/// a tunnel with an IPv6 outer header: the engine delivers what a working
+/// kernel would, and lines 5.19-6.19 lose it
+/// ([`KernelLine::ipv6_outer_tunnel_loss`]: dropped with a WARN for IP in
+/// IP and GRE, delivered mangled for VXLAN and Geneve).
+fn ipv6_tunnel_loss(
+    d: &Delivered<'_>,
+    line: KernelLine,
+    vxlan_ports: &[u16],
+) -> Option<offload::gro::LossReason> {
+    // Outer IPv6 payload above 65,535 bytes needs at least this much.
+    if d.segments < 2 || d.len() <= 65_535 + 40 || !line.breaks_big_tcp_over_ipv6_tunnels() {
+        return None;
+    }
+    let lay = offload::gso::layout(d.link, d.data, vxlan_ports).ok()?;
+    let outer = lay.outer?;
+    if outer.ip != offload::wire::IpVersion::V6 || lay.l4_proto != offload::wire::Transport::Tcp {
+        return None;
+    }
+    let payload = d.len().checked_sub(outer.l3_off + 40)?;
+    if payload <= 65_535 {
+        return None;
+    }
+    line.ipv6_outer_tunnel_loss(outer.encap, lay.ip)
 }
 
 /// A delivery waiting to be attributed.
@@ -505,6 +598,8 @@ struct Pending {
     len: u32,
     /// Capture time of the delivery.
     ts: u64,
+    /// The kernel line loses this merged packet.
+    loss: Option<offload::gro::LossReason>,
 }
 
 impl Pending {
@@ -526,6 +621,7 @@ impl Pending {
             segs: 1,
             len: len as u32,
             ts,
+            loss: None,
         }
     }
 
@@ -542,6 +638,8 @@ impl Pending {
         healthy: bool,
         current: Option<u64>,
         ring: &Ring,
+        line: KernelLine,
+        vxlan_ports: &[u16],
     ) -> Pending {
         let slot = ring.get(d.first_frame);
         // Zero-copy: `data` holds the packet's headers, `len()` counts
@@ -557,6 +655,7 @@ impl Pending {
             segs: d.segments,
             len,
             ts: d.timestamp_ns,
+            loss: ipv6_tunnel_loss(d, line, vxlan_ports),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::auth::{self, Secret};
 use crate::config::{ClientConfig, Direction, TestKind};
 use crate::cpu::{self, MachineCpu, ProcessCpu};
 use crate::engine::{self, Outcome, RrParams, Slot, StopWhen, UdpSendParams, Window};
@@ -79,6 +80,69 @@ impl Control {
     }
 }
 
+/// Hello, and the challenge of a server that requires authentication;
+/// returns what the server tells of its host.
+fn handshake(ctl: &mut Control, secret: Option<&Secret>) -> Result<HostInfo, BenchError> {
+    ctl.send(&ClientMsg::Hello {
+        magic: proto::MAGIC.into(),
+        version: proto::PROTOCOL_VERSION,
+    })?;
+    let (host, proof, nonces) = match ctl.recv("welcome or challenge")? {
+        ServerMsg::Welcome { host, proof, .. } => (host, proof, None),
+        ServerMsg::Challenge { nonce } => {
+            let Some(secret) = secret else {
+                return Err(BenchError::Server {
+                    peer: ctl.peer.clone(),
+                    message: format!(
+                        "this server requires authentication: give its shared secret with \
+                         --auth-file FILE or {}",
+                        auth::SECRET_ENV
+                    ),
+                });
+            };
+            let server_nonce = auth::unhex(&nonce)
+                .filter(|n| n.len() == auth::NONCE_LEN)
+                .ok_or_else(|| {
+                    ctl.err(ProtoError::Unexpected {
+                        expected: "a 32-byte hex nonce",
+                        got: nonce.chars().take(80).collect(),
+                    })
+                })?;
+            let client_nonce = auth::random_bytes::<{ auth::NONCE_LEN }>()?;
+            ctl.send(&ClientMsg::Auth {
+                nonce: auth::hex(&client_nonce),
+                mac: secret.client_mac(&server_nonce, &client_nonce),
+            })?;
+            match ctl.recv("welcome")? {
+                ServerMsg::Welcome { host, proof, .. } => {
+                    (host, proof, Some((server_nonce, client_nonce)))
+                }
+                other => return Err(ctl.unexpected("welcome", &other)),
+            }
+        }
+        other => return Err(ctl.unexpected("welcome", &other)),
+    };
+    if let Some(secret) = secret {
+        let proven = match (&nonces, &proof) {
+            (Some((s, c)), Some(p)) => secret.check_server_proof(s, c, p),
+            _ => false,
+        };
+        if !proven {
+            return Err(BenchError::Server {
+                peer: ctl.peer.clone(),
+                message: if nonces.is_none() {
+                    "the server does not authenticate (it was started without a secret), \
+                     but this client was given one: refusing to run a test against it"
+                        .into()
+                } else {
+                    "the server could not prove it holds the shared secret".into()
+                },
+            });
+        }
+    }
+    Ok(host)
+}
+
 /// What a worker reports after setting up its flows.
 struct Setup {
     worker: usize,
@@ -136,6 +200,7 @@ fn open_flows(
     data: &[SocketAddr],
     first: usize,
     n: usize,
+    token: Option<&[u8; proto::TOKEN_LEN]>,
 ) -> Result<Flows, String> {
     let knobs = &cfg.spec.knobs;
     match cfg.spec.kind {
@@ -158,10 +223,17 @@ fn open_flows(
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Tcp),
-        TestKind::UdpRr | TestKind::UdpStream => (0..n)
-            .map(|_| {
+        TestKind::UdpRr | TestKind::UdpStream => (first..first + n)
+            .map(|i| {
                 let to = data[0];
-                sock::udp_connect(to, knobs).map_err(|e| format!("udp socket to {to}: {e}"))
+                let s =
+                    sock::udp_connect(to, knobs).map_err(|e| format!("udp socket to {to}: {e}"))?;
+                // udp-rr: the server answers only flows that joined.
+                if let Some(t) = token {
+                    engine::udp_join(&s, t)
+                        .map_err(|e| format!("flow {} joining the test at {to}: {e}", i + 1))?;
+                }
+                Ok(s)
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Udp),
@@ -280,32 +352,45 @@ pub fn run_once(
     let (notes, private_fds) = plan_flows(&mut cfg)?;
     let expected = cfg.warmup + cfg.duration;
     let mut ctl = Control::connect(cfg.server, expected + Duration::from_secs(60))?;
-    ctl.send(&ClientMsg::Hello {
-        magic: proto::MAGIC.into(),
-        version: proto::PROTOCOL_VERSION,
-    })?;
-    let server_host = match ctl.recv("welcome")? {
-        ServerMsg::Welcome { host, .. } => host,
-        other => return Err(ctl.unexpected("welcome", &other)),
-    };
+    let server_host = handshake(&mut ctl, cfg.auth.as_ref())?;
     let client_host = HostInfo::collect();
     ctl.send(&ClientMsg::Start {
         spec: cfg.spec.clone(),
     })?;
-    let (data_ports, server_settings) = match ctl.recv("ready")? {
+    let (data_ports, server_settings, token) = match ctl.recv("ready")? {
         ServerMsg::Ready {
             data_port,
             data_ports,
             settings,
+            token,
         } => {
             let ports = if data_ports.is_empty() {
                 vec![data_port]
             } else {
                 data_ports
             };
-            (ports, settings)
+            (ports, settings, token)
         }
         other => return Err(ctl.unexpected("ready", &other)),
+    };
+    let token: Option<[u8; proto::TOKEN_LEN]> = match token {
+        None if cfg.spec.kind == TestKind::UdpRr => {
+            return Err(ctl.err(ProtoError::Unexpected {
+                expected: "a join token in ready (udp-rr)",
+                got: "none".into(),
+            }))
+        }
+        None => None,
+        Some(t) => Some(
+            crate::auth::unhex(&t)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| {
+                    ctl.err(ProtoError::Unexpected {
+                        expected: "a 16-byte hex join token",
+                        got: t.chars().take(40).collect(),
+                    })
+                })?,
+        ),
     };
     let data_addrs: Arc<Vec<SocketAddr>> = Arc::new(
         data_ports
@@ -358,7 +443,7 @@ pub fn run_once(
                 }
                 let flows = match result
                     .clone()
-                    .and_then(|()| open_flows(&cfg, &data_addrs, first, n))
+                    .and_then(|()| open_flows(&cfg, &data_addrs, first, n, token.as_ref()))
                 {
                     Ok(f) => f,
                     Err(e) => {

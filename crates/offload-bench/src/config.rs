@@ -168,6 +168,10 @@ pub struct ClientConfig {
     /// latency measures the stack and not a queue (None: one in flight on
     /// every flow).
     pub in_flight: Option<u32>,
+    /// The shared secret of a server that requires authentication (see
+    /// [`crate::auth`]); with one, the client also requires the server to
+    /// prove it holds the same secret.
+    pub auth: Option<crate::auth::Secret>,
 }
 
 impl ClientConfig {
@@ -206,6 +210,7 @@ impl ClientConfig {
             interval: None,
             udp_timeout: Duration::from_millis(200),
             in_flight: None,
+            auth: None,
         }
     }
 

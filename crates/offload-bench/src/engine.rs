@@ -7,15 +7,18 @@
 //! once per completed transaction (its end is the next one's start), and the
 //! progress counter is a relaxed store to a cache line owned by the thread.
 
+use std::collections::HashSet;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use crate::config::{CloseMode, SocketKnobs};
+use crate::proto::{JOIN_LEN, TOKEN_LEN, UDP_JOIN, UDP_JOIN_ACK};
 use crate::sock;
 use crate::sys;
 
@@ -710,38 +713,139 @@ pub fn server_rr_epoll(
     Ok(())
 }
 
-/// Server UDP request/response: answers every datagram with a response
-/// (recvmmsg/sendmmsg when `batch` > 1).
+/// Which sources a udp-rr server answers: only those that sent a join
+/// datagram carrying the test's token (which only the control client
+/// learnt). A join is answered with an acknowledgement of the same size,
+/// so nothing a stranger sends is reflected or amplified; every other
+/// datagram from a source that has not joined is dropped and counted.
+#[derive(Debug)]
+pub struct UdpGate {
+    token: [u8; TOKEN_LEN],
+    joined: RwLock<HashSet<SocketAddr>>,
+    strays: AtomicU64,
+}
+
+/// What to do with one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// A request from a joined source: answer it.
+    Answer,
+    /// A valid join: acknowledge it (the source is now joined).
+    Join,
+    /// Anything else: drop it.
+    Drop,
+}
+
+impl UdpGate {
+    /// A gate for this token, nobody joined yet.
+    pub fn new(token: [u8; TOKEN_LEN]) -> Self {
+        UdpGate {
+            token,
+            joined: RwLock::new(HashSet::new()),
+            strays: AtomicU64::new(0),
+        }
+    }
+
+    /// Datagrams dropped so far.
+    pub fn strays(&self) -> u64 {
+        self.strays.load(Ordering::Relaxed)
+    }
+
+    /// The acknowledgement of a join.
+    pub fn ack(&self) -> [u8; JOIN_LEN] {
+        let mut a = [0u8; JOIN_LEN];
+        a[..4].copy_from_slice(&UDP_JOIN_ACK);
+        a[4..].copy_from_slice(&self.token);
+        a
+    }
+
+    /// Judges one datagram. `seen` is the calling worker's own copy of the
+    /// joined set, so a request from a known source takes no lock.
+    pub fn judge(
+        &self,
+        seen: &mut HashSet<SocketAddr>,
+        data: &[u8],
+        from: SocketAddr,
+    ) -> GateVerdict {
+        if data.len() == JOIN_LEN && data[..4] == UDP_JOIN {
+            if data[4..] == self.token {
+                if let Ok(mut j) = self.joined.write() {
+                    j.insert(from);
+                }
+                seen.insert(from);
+                return GateVerdict::Join;
+            }
+            self.strays.fetch_add(1, Ordering::Relaxed);
+            return GateVerdict::Drop;
+        }
+        if seen.contains(&from) {
+            return GateVerdict::Answer;
+        }
+        if self.joined.read().is_ok_and(|j| j.contains(&from)) {
+            seen.insert(from);
+            return GateVerdict::Answer;
+        }
+        self.strays.fetch_add(1, Ordering::Relaxed);
+        GateVerdict::Drop
+    }
+}
+
+/// Server UDP request/response: answers every datagram from a source that
+/// joined through `gate` with a response (recvmmsg/sendmmsg when `batch`
+/// > 1), acknowledges joins, drops the rest.
 pub fn server_udp_rr(
     sock: &UdpSocket,
     p: &RrParams,
     batch: usize,
+    gate: &UdpGate,
     stop: &AtomicBool,
     slot: &Slot,
 ) -> Result<(), String> {
     let fd = sock.as_raw_fd();
     sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let resp = vec![0xa5u8; p.response];
+    let ack = gate.ack();
+    let mut seen = HashSet::new();
     let mut total = 0u64;
     let mut rb = sys::RecvBatch::new(batch, 65536);
     let mut buf = vec![0u8; 65536];
+    let mut answer: Vec<usize> = Vec::with_capacity(batch);
     while !stop.load(Ordering::Relaxed) {
         if batch > 1 {
             match rb.recv(fd) {
                 Ok(n) => {
-                    let sent = sys::send_replies(fd, &rb, n, &resp).unwrap_or(0);
-                    total += sent as u64;
+                    answer.clear();
+                    for i in 0..n {
+                        let Some(from) = rb.source(i) else { continue };
+                        match gate.judge(&mut seen, rb.data(i), from) {
+                            GateVerdict::Answer => answer.push(i),
+                            GateVerdict::Join => {
+                                let _ = sock.send_to(&ack, from);
+                            }
+                            GateVerdict::Drop => {}
+                        }
+                    }
+                    if !answer.is_empty() {
+                        let sent = sys::send_replies(fd, &rb, &answer, &resp).unwrap_or(0);
+                        total += sent as u64;
+                    }
                 }
                 Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(errmsg("recvmmsg", e)),
             }
         } else {
             match sock.recv_from(&mut buf) {
-                Ok((_, from)) => {
-                    if sock.send_to(&resp, from).is_ok() {
-                        total += 1;
+                Ok((len, from)) => match gate.judge(&mut seen, &buf[..len.min(buf.len())], from) {
+                    GateVerdict::Answer => {
+                        if sock.send_to(&resp, from).is_ok() {
+                            total += 1;
+                        }
                     }
-                }
+                    GateVerdict::Join => {
+                        let _ = sock.send_to(&ack, from);
+                    }
+                    GateVerdict::Drop => {}
+                },
                 Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(errmsg("recvfrom", e)),
             }
@@ -752,24 +856,65 @@ pub fn server_udp_rr(
     Ok(())
 }
 
+/// Client side of a udp-rr join: sends the token on a connected socket
+/// until the server answers (its acknowledgement, or any datagram: the
+/// server sends nothing to a source that has not joined), then drains what
+/// else arrived. Waits 50 ms, then twice as long each time, about 6 s in all.
+pub fn udp_join(sock: &UdpSocket, token: &[u8; TOKEN_LEN]) -> io::Result<()> {
+    let mut join = [0u8; JOIN_LEN];
+    join[..4].copy_from_slice(&UDP_JOIN);
+    join[4..].copy_from_slice(token);
+    let mut buf = [0u8; 64];
+    let mut wait = Duration::from_millis(50);
+    for _ in 0..7 {
+        sock.send(&join)?;
+        sock.set_read_timeout(Some(wait))?;
+        match sock.recv(&mut buf) {
+            Ok(_) => {
+                // Acks of earlier joins still queued would otherwise be read
+                // as responses.
+                sock.set_nonblocking(true)?;
+                while sock.recv(&mut buf).is_ok() {}
+                sock.set_nonblocking(false)?;
+                sock.set_read_timeout(None)?;
+                return Ok(());
+            }
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        wait *= 2;
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the server did not answer the flow's join datagram",
+    ))
+}
+
 /// Server tcp-crr: accept, read the request, respond, wait for the client's
-/// close. Several workers share one listener.
+/// close. Several workers share one listener. Connections from another
+/// address than `client` are closed unanswered; returns how many were.
 pub fn server_crr(
     listener: &TcpListener,
     knobs: &SocketKnobs,
     p: &RrParams,
+    client: IpAddr,
     stop: &AtomicBool,
     slot: &Slot,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
         .map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let mut req = vec![0u8; p.request];
     let resp = vec![0xa5u8; p.response];
     let mut total = 0u64;
     let mut one = [0u8; 1];
+    let mut strays = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let stream = match listener.accept() {
-            Ok((s, _)) => s,
+            Ok((s, from)) if from.ip().to_canonical() == client => s,
+            Ok(_) => {
+                strays += 1;
+                continue;
+            }
             Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
             Err(e) => return Err(errmsg("accept", e)),
@@ -792,7 +937,7 @@ pub fn server_crr(
         // Wait for the client's FIN (or RST) so the close is the client's.
         let _ = read_full(fd, &mut one, Some(stop), None);
     }
-    Ok(())
+    Ok(strays)
 }
 
 /// When a stream loop stops.

@@ -8,8 +8,10 @@ use std::io;
 /// each): 64 MiB holds some 300,000 flows. Readers allocate as the bytes
 /// arrive, not from the announced length.
 pub const MAX_FRAME: u32 = 64 << 20;
-/// The control protocol's version; a server refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The control protocol's version; a server refuses any other. Version 2
+/// added authentication (Challenge/Auth), the Welcome's proof and the
+/// udp-rr join token.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Everything that can go wrong in a benchmark run or in the server.
 #[derive(Debug, thiserror::Error)]
@@ -87,10 +89,12 @@ pub enum ProtoError {
     #[error("the peer closed the connection")]
     Closed,
     /// A frame's length field is above the frame limit.
-    #[error("frame of {len} bytes is above the limit of {MAX_FRAME}")]
+    #[error("frame of {len} bytes is above the limit of {max}")]
     FrameTooLarge {
         /// The length announced.
         len: u32,
+        /// The limit at that point of the exchange.
+        max: u32,
     },
     /// A frame is not a valid message.
     #[error("frame is not a valid message: {0}")]

@@ -18,11 +18,13 @@
 //! many flows, recvmmsg/sendmmsg for UDP batches (see docs/decisions/0030).
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod cpu;
 pub mod engine;
 pub mod error;
+pub mod limits;
 pub mod netns;
 pub mod output;
 pub mod proto;
@@ -37,8 +39,9 @@ pub use offload_report::stats;
 #[allow(unsafe_code)]
 pub mod sys;
 
+pub use auth::Secret;
 pub use client::{compare, run_many, run_once};
 pub use config::{ClientConfig, CloseMode, Direction, SocketKnobs, TestKind, TestSpec};
 pub use error::BenchError;
 pub use report::{BenchResult, CompareReport, RunsReport};
-pub use server::{Server, ServerHandle};
+pub use server::{Server, ServerHandle, ServerLimits, ServerOptions};

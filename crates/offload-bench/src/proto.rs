@@ -6,10 +6,12 @@
 //! ```text
 //! client                                   server
 //!   Hello { magic, version }        ->
-//!                                   <-     Welcome { version, host }   | Error
+//!                                   <-     Challenge { nonce }         (server with a secret)
+//!   Auth { nonce, mac }             ->     (see crate::auth)
+//!                                   <-     Welcome { version, host, proof } | Error
 //!   Start { spec }                  ->
-//!                                   <-     Ready { data_port, .. }     | Error
-//!   (data connections, warm-up)
+//!                                   <-     Ready { data_port, token, .. } | Error
+//!   (data connections; udp-rr flows join with the token; warm-up)
 //!   Mark { window_start }           ->
 //!                                   <-     Marked
 //!   Mark { window_end }             ->
@@ -18,6 +20,10 @@
 //!                                   <-     Report { report }
 //!   Start ... (another test) | Bye | close
 //! ```
+//!
+//! Frames from a client that has not completed its handshake are at most
+//! [`MAX_HELLO_FRAME`] bytes, later ones at most [`MAX_CLIENT_FRAME`]; only
+//! the server's report may be larger (up to [`MAX_FRAME`]).
 //!
 //! JSON keeps the protocol readable in a packet capture and lets either side
 //! add fields without breaking the other; the version number changes when a
@@ -34,6 +40,21 @@ pub use crate::error::PROTOCOL_VERSION;
 /// The magic string of the Hello frame.
 pub const MAGIC: &str = "offload-bench";
 pub use crate::error::MAX_FRAME;
+/// Largest frame a server reads before the handshake is complete (Hello,
+/// Auth): a few hundred bytes are enough.
+pub const MAX_HELLO_FRAME: u32 = 4 << 10;
+/// Largest frame a server reads from a client (Start with a CPU list of
+/// every CPU is some 20 KB).
+pub const MAX_CLIENT_FRAME: u32 = 64 << 10;
+/// First bytes of a udp-rr join datagram; the test's token follows.
+pub const UDP_JOIN: [u8; 4] = *b"OBJ2";
+/// First bytes of the server's answer to a join; the token follows.
+pub const UDP_JOIN_ACK: [u8; 4] = *b"OBA2";
+/// Bytes of a per-test token.
+pub const TOKEN_LEN: usize = 16;
+/// Bytes of a join datagram and of its answer (the answer is never larger
+/// than the datagram that asked for it).
+pub const JOIN_LEN: usize = 4 + TOKEN_LEN;
 
 /// Which edge of the measurement window a mark is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +77,13 @@ pub enum ClientMsg {
         /// Must be [`PROTOCOL_VERSION`].
         version: u32,
     },
+    /// Answer to a Challenge (see [`crate::auth`]).
+    Auth {
+        /// The client's nonce, hex.
+        nonce: String,
+        /// HMAC-SHA-256 of the secret over both nonces, hex.
+        mac: String,
+    },
     /// Set up a test.
     Start {
         /// The test.
@@ -76,12 +104,23 @@ pub enum ClientMsg {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMsg {
-    /// Answer to Hello.
+    /// Answer to Hello from a server with a secret: prove you hold it.
+    Challenge {
+        /// The server's nonce, hex.
+        nonce: String,
+    },
+    /// Answer to Hello (or to Auth).
     Welcome {
         /// The server's protocol version.
         version: u32,
-        /// Kernel and sysctls of the server's namespace.
+        /// Kernel, sysctls and interfaces of the server's namespace; empty
+        /// for a client the server does not trust (see docs/bench.md,
+        /// "Security").
+        #[serde(default)]
         host: HostInfo,
+        /// The server's proof that it holds the secret, hex (after Auth).
+        #[serde(default)]
+        proof: Option<String>,
     },
     /// The data sockets are listening.
     Ready {
@@ -93,6 +132,10 @@ pub enum ServerMsg {
         data_ports: Vec<u16>,
         /// What the server actually applied.
         settings: ServerSettings,
+        /// udp-rr: the token each flow sends in its join datagram (hex);
+        /// the server answers no address that has not joined.
+        #[serde(default)]
+        token: Option<String>,
     },
     /// Answer to Mark.
     Marked,
@@ -118,6 +161,7 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), Pro
         .filter(|&l| l <= MAX_FRAME)
         .ok_or(ProtoError::FrameTooLarge {
             len: body.len().min(u32::MAX as usize) as u32,
+            max: MAX_FRAME,
         })?;
     let mut frame = Vec::with_capacity(body.len() + 4);
     frame.extend_from_slice(&len.to_be_bytes());
@@ -127,8 +171,16 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), Pro
     Ok(())
 }
 
-/// Reads one frame and decodes it as `T`.
+/// Reads one frame (at most [`MAX_FRAME`] bytes) and decodes it as `T`.
 pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, ProtoError> {
+    read_frame_limited(r, MAX_FRAME)
+}
+
+/// Reads one frame of at most `max` bytes and decodes it as `T`.
+pub fn read_frame_limited<R: Read, T: DeserializeOwned>(
+    r: &mut R,
+    max: u32,
+) -> Result<T, ProtoError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -136,8 +188,11 @@ pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, ProtoErr
         Err(e) => return Err(e.into()),
     }
     let len = u32::from_be_bytes(len);
-    if len > MAX_FRAME {
-        return Err(ProtoError::FrameTooLarge { len });
+    if len > max.min(MAX_FRAME) {
+        return Err(ProtoError::FrameTooLarge {
+            len,
+            max: max.min(MAX_FRAME),
+        });
     }
     // Grows with what arrives: a bogus length costs no memory up front.
     let mut body = Vec::with_capacity((len as usize).min(1 << 16));
@@ -171,6 +226,7 @@ pub fn check_hello(msg: &ClientMsg) -> Result<(), ProtoError> {
 pub fn msg_name(msg: &ClientMsg) -> &'static str {
     match msg {
         ClientMsg::Hello { .. } => "hello",
+        ClientMsg::Auth { .. } => "auth",
         ClientMsg::Start { .. } => "start",
         ClientMsg::Mark { .. } => "mark",
         ClientMsg::Finish => "finish",
@@ -208,7 +264,17 @@ mod tests {
         let mut r = &[0xffu8, 0xff, 0xff, 0xff][..];
         assert!(matches!(
             read_frame::<_, ClientMsg>(&mut r),
-            Err(ProtoError::FrameTooLarge { len: u32::MAX })
+            Err(ProtoError::FrameTooLarge { len: u32::MAX, .. })
+        ));
+        // A server's limit before the handshake.
+        let big = frame_bytes(&[b' '; 5000]);
+        let mut r = &big[..];
+        assert!(matches!(
+            read_frame_limited::<_, ClientMsg>(&mut r, MAX_HELLO_FRAME),
+            Err(ProtoError::FrameTooLarge {
+                len: 5000,
+                max: MAX_HELLO_FRAME
+            })
         ));
         let mut r = &[0u8, 0, 0, 10, b'{'][..];
         assert!(matches!(
@@ -220,6 +286,12 @@ mod tests {
             read_frame::<_, ClientMsg>(&mut r),
             Err(ProtoError::Json(_))
         ));
+    }
+
+    fn frame_bytes(body: &[u8]) -> Vec<u8> {
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
     }
 
     #[test]
@@ -242,6 +314,9 @@ mod tests {
             Err(ProtoError::Unexpected { .. })
         ));
         let text = ProtoError::Version { got: 99 }.to_string();
-        assert!(text.contains("99") && text.contains('1'), "{text}");
+        assert!(
+            text.contains("99") && text.contains(&PROTOCOL_VERSION.to_string()),
+            "{text}"
+        );
     }
 }

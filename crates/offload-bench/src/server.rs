@@ -1,24 +1,38 @@
 //! `offload bench server`: one process serves every test to many clients.
 //!
-//! Each control connection gets a thread; each test gets its own data
-//! listener (TCP) or sockets (UDP) on an ephemeral port of the address the
-//! client reached, a setup thread that accepts the flows, and worker threads.
+//! Safe by default (docs/bench.md, "Security"): it listens on loopback
+//! unless given addresses, and beyond loopback only with a shared secret
+//! ([`crate::auth`]). Each control connection gets a thread, within
+//! [`ServerLimits`]' caps on connections and on connections still
+//! handshaking; over a cap a connection gets an Error frame and is closed
+//! without a thread. The handshake has a deadline in total, not per read,
+//! and its frames are at most [`proto::MAX_HELLO_FRAME`] bytes. Each test
+//! reserves its memory, threads and flows from the server's [`Budget`]
+//! before anything is allocated, then gets its own data listener (TCP) or
+//! sockets (UDP) on an ephemeral port of the address the client reached, a
+//! setup thread that accepts the flows, and worker threads. Data sockets
+//! talk only to the client that asked: TCP data connections from another
+//! address are closed unanswered, and a udp-rr server answers only the
+//! source addresses that joined with the test's token.
 //! A client that sends garbage, speaks another version or vanishes mid-test
 //! gets an Error frame if it is still there, the server logs one line, tears
 //! that test down and keeps serving.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::auth::{self, Secret};
 use crate::config::{Direction, TestKind, TestSpec};
 use crate::cpu::{self, ProcessCpu, UdpCounters};
-use crate::engine::{self, RrParams, Slot, StopWhen};
+use crate::engine::{self, RrParams, Slot, StopWhen, UdpGate};
 use crate::error::BenchError;
+pub use crate::limits::ServerLimits;
+use crate::limits::{Budget, Reservation};
 use crate::proto::{self, ClientMsg, Mark, ProtoError, ServerMsg};
 use crate::report::{
     FlowTcpInfo, HostInfo, ServerReport, ServerSettings, TcpInfoReport, WindowCounts,
@@ -38,6 +52,14 @@ pub struct ServerStats {
     pub tests_completed: AtomicU64,
     /// Control connections that ended in an error.
     pub errors: AtomicU64,
+    /// Control connections refused at accept (over a connection cap).
+    pub refused: AtomicU64,
+    /// Connections closed before completing their handshake because newer
+    /// ones needed their place.
+    pub evicted: AtomicU64,
+    /// Data connections and datagrams from addresses other than the
+    /// test's client, dropped unanswered.
+    pub strays: AtomicU64,
     /// The most recent log lines (at most 1000).
     pub log: Mutex<Vec<String>>,
 }
@@ -85,7 +107,7 @@ pub enum ServerEvent {
         request: u32,
         /// Response (or read) size.
         response: u32,
-        /// Data ports.
+        /// Data ports (TCP listeners, or the UDP port).
         data_ports: Vec<u16>,
         /// Server engine.
         engine: String,
@@ -129,51 +151,122 @@ pub enum ServerEvent {
 pub type EventSink = Arc<dyn Fn(&ServerEvent) + Send + Sync>;
 
 /// A bound, not yet serving, server.
+/// How a server is set up beyond its addresses.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// What the server allows.
+    pub limits: ServerLimits,
+    /// The shared secret clients must prove they hold; required to listen
+    /// beyond loopback.
+    pub secret: Option<Secret>,
+}
+
+/// The default control port.
+pub const DEFAULT_PORT: u16 = 12867;
+
+/// A bound, not yet serving, server.
 pub struct Server {
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
     echo: bool,
     events: Option<EventSink>,
+    budget: Arc<Budget>,
+    secret: Option<Secret>,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
-            .field("listener", &self.listener)
+            .field("listeners", &self.listeners)
             .field("echo", &self.echo)
             .field("events", &self.events.is_some())
+            .field("limits", self.budget.limits())
+            .field("secret", &self.secret)
             .finish()
     }
 }
 
+/// Whether `ip` is a loopback address (IPv4-mapped ones included).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
 impl Server {
-    /// Binds the control port.
-    ///
-    /// `[::]:PORT` serves IPv4 and IPv6 clients (IPV6_V6ONLY off); on a host
-    /// without IPv6 it falls back to `0.0.0.0:PORT`.
+    /// Binds the control port on one address with the default options:
+    /// a loopback address, since beyond loopback a secret is required (see
+    /// [`Server::bind_with`]).
     pub fn bind(addr: SocketAddr) -> Result<Self, BenchError> {
-        sys::raise_fd_limit(1 << 20).ok();
-        let listener = match sock::tcp_listen(addr, &Default::default(), 128) {
+        Self::bind_with(&[addr], ServerOptions::default())
+    }
+
+    /// Binds 127.0.0.1:PORT and [::1]:PORT (the latter skipped on a host
+    /// without IPv6): the default of `offload bench server`.
+    pub fn bind_loopback(port: u16, opts: ServerOptions) -> Result<Self, BenchError> {
+        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        let mut server = Self::bind_with(&[v4], opts)?;
+        // Port 0: the IPv6 side takes the port the IPv4 side got.
+        let port = server.local_addr()?.port();
+        let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port);
+        match sock::tcp_listen(v6, &Default::default(), 128) {
+            Ok(l) => server.listeners.push(l),
             Err(e)
-                if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-                    && matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
-                    ) =>
-            {
-                let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port());
-                sock::tcp_listen(v4, &Default::default(), 128)
-            }
-            other => other,
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
+                ) => {}
+            Err(e) => return Err(BenchError::io(format!("binding the control port {v6}"), e)),
         }
-        .map_err(|e| BenchError::io(format!("binding the control port {addr}"), e))?;
+        Ok(server)
+    }
+
+    /// Binds the control port on every address given.
+    ///
+    /// An address beyond loopback (`[::]`, `0.0.0.0` or a real interface's)
+    /// needs `opts.secret`: the server refuses to start without one. `[::]`
+    /// serves IPv4 and IPv6 clients (IPV6_V6ONLY off); on a host without
+    /// IPv6 it falls back to `0.0.0.0`.
+    pub fn bind_with(addrs: &[SocketAddr], opts: ServerOptions) -> Result<Self, BenchError> {
+        if addrs.is_empty() {
+            return Err(BenchError::Config("no address to listen on".into()));
+        }
+        if opts.secret.is_none() {
+            if let Some(a) = addrs.iter().find(|a| !is_loopback(a.ip())) {
+                return Err(BenchError::Config(format!(
+                    "refusing to listen on {a} without authentication: beyond loopback the \
+                     server needs a shared secret (--auth-file FILE or {}; the clients \
+                     give the same one). Without a secret it listens on loopback only.",
+                    auth::SECRET_ENV
+                )));
+            }
+        }
+        sys::raise_fd_limit(1 << 20).ok();
+        let mut listeners = Vec::new();
+        for &addr in addrs {
+            let listener = match sock::tcp_listen(addr, &Default::default(), 128) {
+                Err(e)
+                    if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
+                        ) =>
+                {
+                    let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port());
+                    sock::tcp_listen(v4, &Default::default(), 128)
+                }
+                other => other,
+            }
+            .map_err(|e| BenchError::io(format!("binding the control port {addr}"), e))?;
+            listeners.push(listener);
+        }
         Ok(Server {
-            listener,
+            listeners,
             stop: Arc::new(AtomicBool::new(false)),
             stats: Arc::new(ServerStats::default()),
             echo: true,
             events: None,
+            budget: Budget::new(opts.limits),
+            secret: opts.secret,
         })
     }
 
@@ -190,16 +283,37 @@ impl Server {
         self
     }
 
-    /// The bound control address.
+    /// The (first) bound control address.
     pub fn local_addr(&self) -> Result<SocketAddr, BenchError> {
-        self.listener
+        self.listeners[0]
             .local_addr()
             .map_err(|e| BenchError::io("reading the control address", e))
+    }
+
+    /// Every bound control address.
+    pub fn local_addrs(&self) -> Result<Vec<SocketAddr>, BenchError> {
+        self.listeners
+            .iter()
+            .map(|l| {
+                l.local_addr()
+                    .map_err(|e| BenchError::io("reading the control address", e))
+            })
+            .collect()
     }
 
     /// The server's counters and log.
     pub fn stats(&self) -> Arc<ServerStats> {
         self.stats.clone()
+    }
+
+    /// The server's limits.
+    pub fn limits(&self) -> &ServerLimits {
+        self.budget.limits()
+    }
+
+    /// Whether clients must authenticate.
+    pub fn requires_auth(&self) -> bool {
+        self.secret.is_some()
     }
 
     /// A flag that stops [`Server::serve`] within 100 ms when set.
@@ -209,76 +323,135 @@ impl Server {
 
     /// Serves until the stop flag is set.
     pub fn serve(self) -> Result<(), BenchError> {
-        sock::set_recv_timeout(self.listener.as_raw_fd(), Duration::from_millis(100))
-            .map_err(|e| BenchError::io("SO_RCVTIMEO on the control port", e))?;
+        let ep = sys::Epoll::new().map_err(|e| BenchError::io("epoll_create", e))?;
+        for (i, l) in self.listeners.iter().enumerate() {
+            l.set_nonblocking(true)
+                .map_err(|e| BenchError::io("O_NONBLOCK on the control port", e))?;
+            ep.add(l.as_raw_fd(), sys::EPOLLIN, i as u64)
+                .map_err(|e| BenchError::io("epoll_ctl on the control port", e))?;
+        }
         let emit = |e: &ServerEvent| {
             if let Some(sink) = &self.events {
                 sink(e);
             }
         };
-        emit(&ServerEvent::Listening {
-            addr: self.local_addr()?.to_string(),
+        for a in self.local_addrs()? {
+            emit(&ServerEvent::Listening {
+                addr: a.to_string(),
+            });
+        }
+        let ctx = Arc::new(Ctx {
+            stop: self.stop.clone(),
+            stats: self.stats.clone(),
+            echo: self.echo,
+            events: self.events.clone(),
+            budget: self.budget.clone(),
+            secret: self.secret.clone(),
+            connections: AtomicUsize::new(0),
+            handshaking: AtomicUsize::new(0),
+            pending: Mutex::new(std::collections::VecDeque::new()),
+            next_id: AtomicU64::new(0),
         });
         let mut clients: Vec<JoinHandle<()>> = Vec::new();
+        let mut events = sys::event_buffer(8);
+        let mut last_refusal_log: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             clients.retain(|h| !h.is_finished());
-            let (stream, peer) = match self.listener.accept() {
-                Ok(x) => x,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                            | io::ErrorKind::ConnectionAborted
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    // EMFILE and friends: log, back off, keep serving.
-                    self.stats.log(self.echo, format!("accept: {e}"));
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
+            let n = match ep.wait(&mut events, 100) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(BenchError::io("epoll_wait on the control port", e)),
             };
-            // IPv4 clients of a dual-stack listener, as themselves.
-            let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-            self.stats.connections.fetch_add(1, Ordering::Relaxed);
-            let stats = self.stats.clone();
-            let stop = self.stop.clone();
-            let echo = self.echo;
-            let events = self.events.clone();
-            emit(&ServerEvent::Connected {
-                peer: peer.to_string(),
-            });
-            let spawned = std::thread::Builder::new()
-                .name("ofl-bench-ctl".into())
-                .spawn(move || {
-                    let emit = |e: ServerEvent| {
-                        if let Some(sink) = &events {
-                            sink(&e);
+            for ev in &events[..n] {
+                let listener = &self.listeners[sys::event_token(ev) as usize];
+                // A few per wake-up, so one busy listener cannot starve
+                // the other or the stop flag.
+                for _ in 0..64 {
+                    let (stream, peer) = match listener.accept() {
+                        Ok(x) => x,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock
+                                    | io::ErrorKind::Interrupted
+                                    | io::ErrorKind::ConnectionAborted
+                            ) =>
+                        {
+                            break
+                        }
+                        Err(e) => {
+                            // EMFILE and friends: log, back off, keep serving.
+                            self.stats.log(self.echo, format!("accept: {e}"));
+                            std::thread::sleep(Duration::from_millis(50));
+                            break;
                         }
                     };
-                    match handle_client(stream, &stop, &stats, &peer.to_string(), &emit) {
-                        Ok(()) => emit(ServerEvent::Disconnected {
-                            peer: peer.to_string(),
-                        }),
+                    // IPv4 clients of a dual-stack listener, as themselves.
+                    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+                    self.stats.connections.fetch_add(1, Ordering::Relaxed);
+                    let id = match ctx.admit(&stream) {
+                        Ok(id) => id,
+                        Err(why) => {
+                            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                            refuse_at_accept(stream, &why);
+                            // One line a second at most: a flood must not
+                            // become a flood of log lines.
+                            if last_refusal_log
+                                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+                            {
+                                last_refusal_log = Some(Instant::now());
+                                self.stats.log(
+                                    self.echo,
+                                    format!(
+                                        "client {peer}: refused: {why} ({} refused so far)",
+                                        self.stats.refused.load(Ordering::Relaxed)
+                                    ),
+                                );
+                            }
+                            continue;
+                        }
+                    };
+                    emit(&ServerEvent::Connected {
+                        peer: peer.to_string(),
+                    });
+                    let c = ctx.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("ofl-bench-ctl".into())
+                        .stack_size(CONTROL_STACK)
+                        .spawn(move || {
+                            // Given back however the connection ends.
+                            let _slot = Admitted(&c);
+                            let emit = |e: ServerEvent| {
+                                if let Some(sink) = &c.events {
+                                    sink(&e);
+                                }
+                            };
+                            match handle_client(stream, id, peer, &c, &emit) {
+                                Ok(()) => emit(ServerEvent::Disconnected {
+                                    peer: peer.to_string(),
+                                }),
+                                // Counted in stats.evicted; a flood of idle
+                                // connections must not flood the log.
+                                Err(ClientError::Evicted) => {}
+                                Err(e) => {
+                                    c.stats.errors.fetch_add(1, Ordering::Relaxed);
+                                    c.stats.log(c.echo, format!("client {peer}: {e}"));
+                                    emit(ServerEvent::Error {
+                                        peer: peer.to_string(),
+                                        message: e.to_string(),
+                                    });
+                                }
+                            }
+                        });
+                    match spawned {
+                        Ok(h) => clients.push(h),
                         Err(e) => {
-                            stats.errors.fetch_add(1, Ordering::Relaxed);
-                            stats.log(echo, format!("client {peer}: {e}"));
-                            emit(ServerEvent::Error {
-                                peer: peer.to_string(),
-                                message: e.to_string(),
-                            });
+                            ctx.release_unspawned(id);
+                            self.stats
+                                .log(self.echo, format!("client {peer}: no thread: {e}"))
                         }
                     }
-                });
-            match spawned {
-                Ok(h) => clients.push(h),
-                Err(e) => self
-                    .stats
-                    .log(self.echo, format!("client {peer}: no thread: {e}")),
+                }
             }
         }
         for h in clients {
@@ -293,6 +466,7 @@ impl Server {
         let addr = self.local_addr()?;
         let stop = self.stop.clone();
         let stats = self.stats.clone();
+        let budget = self.budget.clone();
         let thread = std::thread::Builder::new()
             .name("ofl-bench-srv".into())
             .spawn(move || {
@@ -303,8 +477,119 @@ impl Server {
             addr,
             stop,
             stats,
+            budget,
             thread: Some(thread),
         })
+    }
+}
+
+/// Stack of a control-connection thread: it parses JSON frames of at most
+/// 64 KiB and collects host details, nothing deep.
+const CONTROL_STACK: usize = 512 << 10;
+
+/// What every control-connection thread shares.
+struct Ctx {
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
+    echo: bool,
+    events: Option<EventSink>,
+    budget: Arc<Budget>,
+    secret: Option<Secret>,
+    /// Control connections with a thread.
+    connections: AtomicUsize,
+    /// Of those, the ones still in their handshake.
+    handshaking: AtomicUsize,
+    /// The connections still in their handshake, oldest first, with a
+    /// handle to shut each down: when they fill their cap, a new connection
+    /// evicts the oldest, so idle connections cannot keep a client out.
+    pending: Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
+    next_id: AtomicU64,
+}
+
+impl Ctx {
+    /// Counts a new connection in (evicting the oldest connection still in
+    /// its handshake when those fill their cap), or says which cap it would
+    /// exceed. Only the accept loop admits, so check-then-add cannot
+    /// overshoot; an evicted connection's thread ends within a read.
+    fn admit(&self, stream: &TcpStream) -> Result<u64, String> {
+        let l = self.budget.limits();
+        let handle = stream
+            .try_clone()
+            .map_err(|e| format!("the server is short of descriptors: {e}"))?;
+        let mut pending = self.pending.lock().map_err(|_| "poisoned".to_string())?;
+        let connections = self.connections.load(Ordering::Acquire);
+        if connections >= l.max_connections || pending.len() >= l.max_handshaking.max(1) {
+            match pending.pop_front() {
+                Some((_, oldest)) => {
+                    let _ = oldest.shutdown(std::net::Shutdown::Both);
+                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    return Err(format!(
+                        "the server is busy: {} control connections at once is its limit",
+                        l.max_connections
+                    ))
+                }
+            }
+        }
+        // Evicted connections count until their threads notice (within a
+        // read); never more than max_handshaking of them on top.
+        if connections >= l.max_connections + l.max_handshaking {
+            return Err(format!(
+                "the server is busy: {} control connections at once is its limit",
+                l.max_connections
+            ));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        pending.push_back((id, handle));
+        self.connections.fetch_add(1, Ordering::AcqRel);
+        self.handshaking.fetch_add(1, Ordering::AcqRel);
+        Ok(id)
+    }
+
+    /// The connection's handshake ended; false if it had been evicted.
+    fn handshake_done(&self, id: u64) -> bool {
+        self.handshaking.fetch_sub(1, Ordering::AcqRel);
+        let Ok(mut pending) = self.pending.lock() else {
+            return true;
+        };
+        match pending.iter().position(|(i, _)| *i == id) {
+            Some(at) => {
+                pending.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn release_unspawned(&self, id: u64) {
+        self.handshake_done(id);
+        self.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's place in the caps; given back when its thread ends.
+struct Admitted<'a>(&'a Ctx);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Sends a refusal without blocking (it fits any socket buffer) and closes.
+fn refuse_at_accept(stream: TcpStream, why: &str) {
+    let mut frame = Vec::new();
+    if proto::write_frame(
+        &mut frame,
+        &ServerMsg::Error {
+            message: why.to_string(),
+        },
+    )
+    .is_ok()
+        && stream.set_nonblocking(true).is_ok()
+    {
+        let _ = (&stream).write(&frame);
     }
 }
 
@@ -314,6 +599,7 @@ pub struct ServerHandle {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
+    budget: Arc<Budget>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -326,6 +612,11 @@ impl ServerHandle {
     /// The server's counters and log.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    /// What the running tests hold of the server's budget.
+    pub fn usage(&self) -> crate::limits::Usage {
+        self.budget.usage()
     }
 
     /// Whether the serving thread is still running.
@@ -349,6 +640,8 @@ enum ClientError {
     Proto(#[from] ProtoError),
     #[error("{0}")]
     Refused(String),
+    #[error("evicted before completing its handshake")]
+    Evicted,
 }
 
 impl From<io::Error> for ClientError {
@@ -357,9 +650,64 @@ impl From<io::Error> for ClientError {
     }
 }
 
-fn refuse(stream: &mut TcpStream, message: String) -> ClientError {
+/// The control stream with a deadline for the exchange under way: every
+/// read and write gets only the time left, so a client that drips a byte
+/// at a time cannot hold the connection past it.
+struct Ctl {
+    stream: TcpStream,
+    until: Instant,
+}
+
+impl Ctl {
+    fn deadline_in(&mut self, d: Duration) {
+        self.until = Instant::now() + d;
+    }
+
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "deadline passed before the frame was complete",
+            ))
+        } else {
+            Ok(left)
+        }
+    }
+}
+
+impl Read for Ctl {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+impl Write for Ctl {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_write_timeout(Some(left))?;
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// Time the server gives itself to write one frame to a client.
+const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
+fn send(ctl: &mut Ctl, msg: &ServerMsg) -> Result<(), ProtoError> {
+    ctl.deadline_in(WRITE_DEADLINE);
+    proto::write_frame(ctl, msg)
+}
+
+fn refuse(ctl: &mut Ctl, message: String) -> ClientError {
+    ctl.deadline_in(Duration::from_secs(2));
     let _ = proto::write_frame(
-        stream,
+        ctl,
         &ServerMsg::Error {
             message: message.clone(),
         },
@@ -367,78 +715,182 @@ fn refuse(stream: &mut TcpStream, message: String) -> ClientError {
     ClientError::Refused(message)
 }
 
-fn handle_client(
-    mut stream: TcpStream,
-    stop: &AtomicBool,
-    stats: &ServerStats,
-    peer: &str,
-    emit: &dyn Fn(ServerEvent),
-) -> Result<(), ClientError> {
-    stream.set_nodelay(true).ok();
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let hello: ClientMsg = match proto::read_frame(&mut stream) {
+/// Reads one frame of at most `max` bytes within the deadline already set.
+fn recv(ctl: &mut Ctl, max: u32) -> Result<ClientMsg, ProtoError> {
+    proto::read_frame_limited(ctl, max)
+}
+
+/// The handshake: Hello, and with a secret the challenge. Returns whether
+/// the client is trusted with host details.
+fn handshake(ctl: &mut Ctl, peer: SocketAddr, ctx: &Ctx) -> Result<bool, ClientError> {
+    let limits = ctx.budget.limits();
+    ctl.deadline_in(limits.handshake_timeout);
+    let hello = match recv(ctl, proto::MAX_HELLO_FRAME) {
         Ok(m) => m,
         Err(ProtoError::Closed) => return Err(ProtoError::Closed.into()),
-        Err(e) => return Err(refuse(&mut stream, format!("bad hello: {e}"))),
+        Err(ProtoError::Io(e)) if is_timeout(&e) => {
+            return Err(refuse(
+                ctl,
+                format!(
+                    "no complete hello within {} s",
+                    limits.handshake_timeout.as_secs_f64()
+                ),
+            ))
+        }
+        Err(e) => return Err(refuse(ctl, format!("bad hello: {e}"))),
     };
     if let Err(e) = proto::check_hello(&hello) {
-        return Err(refuse(&mut stream, e.to_string()));
+        return Err(refuse(ctl, e.to_string()));
     }
+    let Some(secret) = &ctx.secret else {
+        // No secret: the server listens on loopback only, and a local
+        // client may see the host (docs/bench.md, "Security").
+        let trusted = is_loopback(peer.ip());
+        let host = if trusted {
+            HostInfo::collect()
+        } else {
+            HostInfo::default()
+        };
+        send(
+            ctl,
+            &ServerMsg::Welcome {
+                version: proto::PROTOCOL_VERSION,
+                host,
+                proof: None,
+            },
+        )?;
+        return Ok(trusted);
+    };
+    let server_nonce = auth::random_bytes::<{ auth::NONCE_LEN }>()
+        .map_err(|e| ClientError::Refused(e.to_string()))?;
+    // The challenge's write must not extend the handshake's deadline.
+    let until = ctl.until;
     proto::write_frame(
-        &mut stream,
+        ctl,
+        &ServerMsg::Challenge {
+            nonce: auth::hex(&server_nonce),
+        },
+    )?;
+    ctl.until = until;
+    let (client_nonce, mac) = match recv(ctl, proto::MAX_HELLO_FRAME) {
+        Ok(ClientMsg::Auth { nonce, mac }) => (nonce, mac),
+        Ok(other) => {
+            return Err(refuse(
+                ctl,
+                format!(
+                    "this server requires authentication: expected auth, got {}",
+                    proto::msg_name(&other)
+                ),
+            ))
+        }
+        Err(ProtoError::Closed) => return Err(ProtoError::Closed.into()),
+        Err(e) => return Err(refuse(ctl, format!("bad auth frame: {e}"))),
+    };
+    let client_nonce = match auth::unhex(&client_nonce) {
+        Some(n) if n.len() == auth::NONCE_LEN => n,
+        _ => return Err(refuse(ctl, "authentication failed".into())),
+    };
+    if !secret.check_client_mac(&server_nonce, &client_nonce, &mac) {
+        return Err(refuse(ctl, "authentication failed".into()));
+    }
+    send(
+        ctl,
         &ServerMsg::Welcome {
             version: proto::PROTOCOL_VERSION,
             host: HostInfo::collect(),
+            proof: Some(secret.server_proof(&server_nonce, &client_nonce)),
         },
     )?;
+    Ok(true)
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn handle_client(
+    stream: TcpStream,
+    id: u64,
+    peer: SocketAddr,
+    ctx: &Ctx,
+    emit: &dyn Fn(ServerEvent),
+) -> Result<(), ClientError> {
+    stream.set_nodelay(true).ok();
+    let mut ctl = Ctl {
+        stream,
+        until: Instant::now(),
+    };
+    let handshake = handshake(&mut ctl, peer, ctx);
+    if !ctx.handshake_done(id) {
+        return Err(ClientError::Evicted);
+    }
+    handshake?;
     // A dual-stack control socket sees IPv4 clients as ::ffff:a.b.c.d: the
     // data sockets then bind the plain IPv4 address, as they would behind
     // an IPv4 control socket.
-    let local_ip = stream.local_addr()?.ip().to_canonical();
+    let local_ip = ctl.stream.local_addr()?.ip().to_canonical();
+    let peer_name = peer.to_string();
     loop {
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        let msg: ClientMsg = match proto::read_frame(&mut stream) {
+        ctl.deadline_in(ctx.budget.limits().idle_timeout);
+        let msg = match recv(&mut ctl, proto::MAX_CLIENT_FRAME) {
             Ok(m) => m,
             Err(ProtoError::Closed) => return Ok(()),
             Err(e @ ProtoError::Io(_)) => return Err(e.into()),
-            Err(e) => return Err(refuse(&mut stream, format!("bad frame: {e}"))),
+            Err(e) => return Err(refuse(&mut ctl, format!("bad frame: {e}"))),
         };
         match msg {
             ClientMsg::Bye => return Ok(()),
             ClientMsg::Start { spec } => {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(refuse(&mut stream, "the server is stopping".into()));
+                if ctx.stop.load(Ordering::Relaxed) {
+                    return Err(refuse(&mut ctl, "the server is stopping".into()));
                 }
                 if let Err(why) = check_spec(&spec) {
-                    return Err(refuse(&mut stream, why));
+                    return Err(refuse(&mut ctl, why));
                 }
-                let mut test = match ServerTest::start(spec, local_ip) {
-                    Ok(t) => t,
-                    Err(e) => return Err(refuse(&mut stream, format!("setting up: {e}"))),
+                let reservation = match ctx.budget.reserve(&spec) {
+                    Ok(r) => r,
+                    Err(why) => return Err(refuse(&mut ctl, why)),
                 };
-                proto::write_frame(
-                    &mut stream,
+                let mut test = match ServerTest::start(
+                    spec,
+                    local_ip,
+                    peer.ip(),
+                    reservation,
+                    ctx.stats.clone(),
+                ) {
+                    Ok(t) => t,
+                    Err(e) => return Err(refuse(&mut ctl, format!("setting up: {e}"))),
+                };
+                send(
+                    &mut ctl,
                     &ServerMsg::Ready {
                         data_port: test.data_port,
                         data_ports: test.data_ports.clone(),
                         settings: test.settings.clone(),
+                        token: test.token.map(|t| auth::hex(&t)),
                     },
                 )?;
                 emit(ServerEvent::TestStarted {
-                    peer: peer.into(),
+                    peer: peer_name.clone(),
                     test: test.spec.kind,
                     flows: test.spec.flows,
                     threads: test.settings.threads,
                     request: test.spec.request,
                     response: test.spec.response,
-                    data_ports: test.data_ports.clone(),
+                    data_ports: if test.data_ports.is_empty() {
+                        vec![test.data_port]
+                    } else {
+                        test.data_ports.clone()
+                    },
                     engine: test.settings.engine.clone(),
                 });
-                let report = run_test(&mut stream, &mut test)?;
-                stats.tests_completed.fetch_add(1, Ordering::Relaxed);
+                let report = run_test(&mut ctl, &mut test)?;
+                ctx.stats.tests_completed.fetch_add(1, Ordering::Relaxed);
                 emit(ServerEvent::TestFinished {
-                    peer: peer.into(),
+                    peer: peer_name.clone(),
                     test: test.spec.kind,
                     transactions: report.transactions_total,
                     bytes: report.bytes_total,
@@ -450,7 +902,7 @@ fn handle_client(
             }
             other => {
                 return Err(refuse(
-                    &mut stream,
+                    &mut ctl,
                     format!("expected start or bye, got {}", proto::msg_name(&other)),
                 ))
             }
@@ -458,8 +910,9 @@ fn handle_client(
     }
 }
 
-/// Checks what a client asks for, before anything is allocated.
-fn check_spec(s: &TestSpec) -> Result<(), String> {
+/// Checks that what a client asks for is well-formed, before anything is
+/// allocated ([`Budget::reserve`] then checks that it fits this host).
+pub fn check_spec(s: &TestSpec) -> Result<(), String> {
     if s.flows == 0 || s.flows > 1_000_000 {
         return Err(format!("flows {} is outside 1..=1000000", s.flows));
     }
@@ -483,6 +936,9 @@ fn check_spec(s: &TestSpec) -> Result<(), String> {
     if s.knobs.batch == 0 || s.knobs.batch > 1024 {
         return Err(format!("batch {} is outside 1..=1024", s.knobs.batch));
     }
+    if s.burst == 0 || s.burst > 65536 {
+        return Err(format!("burst {} is outside 1..=65536", s.burst));
+    }
     if !(s.expected_seconds.is_finite()
         && s.expected_seconds >= 0.0
         && s.expected_seconds < 86400.0)
@@ -497,27 +953,34 @@ fn check_spec(s: &TestSpec) -> Result<(), String> {
     Ok(())
 }
 
-fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<ServerReport, ClientError> {
-    let limit = Duration::from_secs_f64(test.spec.expected_seconds) + Duration::from_secs(30);
-    stream.set_read_timeout(Some(limit))?;
+fn run_test(ctl: &mut Ctl, test: &mut ServerTest) -> Result<ServerReport, ClientError> {
+    // The whole test, marks and finish included, within its expected
+    // length plus a margin for setup and slow hosts.
+    // (as long as the client waits for its flows to connect: a minute
+    // plus a millisecond per flow).
+    let limit = Duration::from_secs_f64(test.spec.expected_seconds)
+        + Duration::from_secs(60)
+        + Duration::from_millis(u64::from(test.spec.flows));
+    let until = Instant::now() + limit;
     loop {
-        let msg: ClientMsg = match proto::read_frame(stream) {
+        ctl.until = until;
+        let msg = match recv(ctl, proto::MAX_CLIENT_FRAME) {
             Ok(m) => m,
             Err(ProtoError::Closed) => {
                 return Err(ClientError::Refused("the client vanished mid-test".into()));
             }
             Err(e @ ProtoError::Io(_)) => return Err(e.into()),
-            Err(e) => return Err(refuse(stream, format!("bad frame mid-test: {e}"))),
+            Err(e) => return Err(refuse(ctl, format!("bad frame mid-test: {e}"))),
         };
         match msg {
             ClientMsg::Mark { mark } => {
                 test.mark(mark);
-                proto::write_frame(stream, &ServerMsg::Marked)?;
+                send(ctl, &ServerMsg::Marked)?;
             }
             ClientMsg::Finish => {
                 let report = test.finish();
-                proto::write_frame(
-                    stream,
+                send(
+                    ctl,
                     &ServerMsg::Report {
                         report: report.clone(),
                     },
@@ -526,7 +989,7 @@ fn run_test(stream: &mut TcpStream, test: &mut ServerTest) -> Result<ServerRepor
             }
             other => {
                 return Err(refuse(
-                    stream,
+                    ctl,
                     format!("expected mark or finish, got {}", proto::msg_name(&other)),
                 ))
             }
@@ -548,6 +1011,13 @@ struct Shared {
     /// TCP_INFO of the server's side of every flow, added by each worker
     /// as it stops (only a worker can read sockets of its private table).
     tcp_infos: Mutex<Vec<FlowTcpInfo>>,
+    /// The control client's address: TCP data connections from any other
+    /// are closed unanswered.
+    client_ip: IpAddr,
+    /// udp-rr: the sources that joined with the test's token.
+    gate: Option<Arc<UdpGate>>,
+    /// The server's counters (strays).
+    stats: Arc<ServerStats>,
 }
 
 impl Shared {
@@ -592,6 +1062,11 @@ struct Snapshot {
 struct ServerTest {
     spec: TestSpec,
     shared: Arc<Shared>,
+    /// udp-rr: the join token given to the client.
+    token: Option<[u8; proto::TOKEN_LEN]>,
+    /// What the test holds of the server's budget; given back on drop,
+    /// after the workers are joined (fields drop after `Drop::drop`).
+    _reservation: Reservation,
     setup: Option<JoinHandle<()>>,
     data_port: u16,
     data_ports: Vec<u16>,
@@ -610,8 +1085,22 @@ enum Data {
 pub const MAX_LISTENERS: u32 = 64;
 
 impl ServerTest {
-    fn start(spec: TestSpec, ip: IpAddr) -> Result<Self, io::Error> {
+    fn start(
+        spec: TestSpec,
+        ip: IpAddr,
+        client_ip: IpAddr,
+        reservation: Reservation,
+        stats: Arc<ServerStats>,
+    ) -> Result<Self, io::Error> {
         let threads = spec.server_threads as usize;
+        let token = if spec.kind == TestKind::UdpRr {
+            Some(
+                auth::random_bytes::<{ proto::TOKEN_LEN }>()
+                    .map_err(|e| io::Error::other(e.to_string()))?,
+            )
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             slots: (0..threads).map(|_| Slot::default()).collect(),
             tids: Mutex::new(Vec::new()),
@@ -622,6 +1111,9 @@ impl ServerTest {
             errors: Mutex::new(Vec::new()),
             conns: Mutex::new(Vec::new()),
             tcp_infos: Mutex::new(Vec::new()),
+            client_ip: client_ip.to_canonical(),
+            gate: token.map(|t| Arc::new(UdpGate::new(t))),
+            stats,
         });
         let any = SocketAddr::new(ip, 0);
         let holds_flows = matches!(spec.kind, TestKind::TcpRr | TestKind::TcpStream);
@@ -687,6 +1179,8 @@ impl ServerTest {
         Ok(ServerTest {
             spec,
             shared,
+            token,
+            _reservation: reservation,
             setup: Some(setup),
             data_port: port,
             data_ports: ports,
@@ -720,7 +1214,9 @@ impl ServerTest {
     }
 
     fn stop_and_join(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
+        if self.shared.stop.swap(true, Ordering::Relaxed) {
+            return;
+        }
         if let Ok(conns) = self.shared.conns.lock() {
             for c in conns.iter() {
                 let _ = c.shutdown(std::net::Shutdown::Both);
@@ -730,6 +1226,12 @@ impl ServerTest {
             if h.join().is_err() {
                 self.shared.error("a server worker panicked".into());
             }
+        }
+        if let Some(g) = &self.shared.gate {
+            self.shared
+                .stats
+                .strays
+                .fetch_add(g.strays(), Ordering::Relaxed);
         }
     }
 
@@ -847,8 +1349,8 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                 let spec = spec.clone();
                 let job: Job = Box::new(move |sh, slot| {
                     let batch = spec.knobs.batch as usize;
-                    if spec.kind == TestKind::UdpRr {
-                        engine::server_udp_rr(&s, &rr_params(&spec), batch, &sh.stop, slot)
+                    if let (TestKind::UdpRr, Some(gate)) = (spec.kind, &sh.gate) {
+                        engine::server_udp_rr(&s, &rr_params(&spec), batch, gate, &sh.stop, slot)
                     } else {
                         let size = if spec.knobs.udp_gro {
                             65536
@@ -874,7 +1376,17 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                 let l = listener.clone();
                 let spec = spec.clone();
                 let job: Job = Box::new(move |sh, slot| {
-                    engine::server_crr(&l, &spec.knobs, &rr_params(&spec), &sh.stop, slot)
+                    let strays = engine::server_crr(
+                        &l,
+                        &spec.knobs,
+                        &rr_params(&spec),
+                        sh.client_ip,
+                        &sh.stop,
+                        slot,
+                    );
+                    strays.map(|n| {
+                        sh.stats.strays.fetch_add(n, Ordering::Relaxed);
+                    })
                 });
                 match spawn(i, job) {
                     Ok(h) => workers.push(h),
@@ -1005,6 +1517,14 @@ fn accept_flows(
                         ))
                     }
                 };
+                // Only the client that asked: another address gets its
+                // connection closed before a byte of payload.
+                let from = s.peer_addr().map(|a| a.ip().to_canonical());
+                if from.ok() != Some(sh.client_ip) {
+                    sh.stats.strays.fetch_add(1, Ordering::Relaxed);
+                    drop(s);
+                    continue;
+                }
                 if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
                     sh.error(format!("socket options: {e}"));
                 }

@@ -502,19 +502,62 @@ impl RecvBatch {
     fn addr(&self, i: usize) -> (libc::sockaddr_storage, libc::socklen_t) {
         (self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
     }
+
+    /// The bytes of message `i` of the last call (as far as they fit).
+    pub fn data(&self, i: usize) -> &[u8] {
+        &self.bufs[i][..self.len(i).min(self.bufs[i].len())]
+    }
+
+    /// The source address of message `i` of the last call.
+    pub fn source(&self, i: usize) -> Option<std::net::SocketAddr> {
+        use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+        let (storage, len) = self.addr(i);
+        let len = len as usize;
+        match i32::from(storage.ss_family) {
+            libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+                // SAFETY: the kernel wrote a sockaddr_in (family AF_INET, long
+                // enough) into the storage, which is aligned for any address.
+                let a = unsafe {
+                    &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+                // SAFETY: as above, a sockaddr_in6.
+                let a = unsafe {
+                    &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(a.sin6_addr.s6_addr),
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
 }
 
-/// Sends `count` replies of `payload` to the sources of the first `count`
-/// messages of `from` with one `sendmmsg` call; returns how many were sent.
+/// Sends replies of `payload` to the sources of the messages of `from`
+/// numbered in `which` with one `sendmmsg` call; returns how many were sent.
 pub fn send_replies(
     fd: RawFd,
     from: &RecvBatch,
-    count: usize,
+    which: &[usize],
     payload: &[u8],
 ) -> io::Result<usize> {
-    let count = count.min(from.capacity());
+    let which: Vec<usize> = which
+        .iter()
+        .copied()
+        .filter(|&i| i < from.capacity())
+        .collect();
+    let count = which.len();
     let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
-        (0..count).map(|i| from.addr(i)).collect();
+        which.iter().map(|&i| from.addr(i)).collect();
     let mut iovs: Vec<libc::iovec> = (0..count)
         .map(|_| libc::iovec {
             iov_base: payload.as_ptr() as *mut libc::c_void,
@@ -641,8 +684,13 @@ mod tests {
             got += n;
         }
         assert_eq!(got, 5);
+        assert_eq!(batch.source(0), Some(tx.local_addr().unwrap()));
+        assert_eq!(batch.data(0), b"abcd");
         // Replies go back to tx's address.
-        assert_eq!(send_replies(rx.as_raw_fd(), &batch, 1, b"xy").unwrap(), 1);
+        assert_eq!(
+            send_replies(rx.as_raw_fd(), &batch, &[0], b"xy").unwrap(),
+            1
+        );
         let mut buf = [0u8; 8];
         assert_eq!(tx.recv(&mut buf).unwrap(), 2);
     }

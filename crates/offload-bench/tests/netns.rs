@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use common::{assert_sane, serial, short};
 use offload_bench::netns::{NetnsPair, Side};
 use offload_bench::report::BenchResult;
-use offload_bench::{client, ClientConfig, Direction, Server, TestKind};
+use offload_bench::{client, ClientConfig, Direction, Secret, Server, ServerOptions, TestKind};
 
 fn run_between(
     pair: &NetnsPair,
@@ -21,16 +21,23 @@ fn run_between(
     } else {
         NetnsPair::addr4(Side::A)
     };
+    // Beyond loopback the server requires a shared secret.
+    let secret = Secret::random().unwrap();
+    let opts = ServerOptions {
+        secret: Some(secret.clone()),
+        ..ServerOptions::default()
+    };
     let server = pair
         .run_in(Side::A, move || {
-            Server::bind(SocketAddr::new(ip, 0))
+            Server::bind_with(&[SocketAddr::new(ip, 0)], opts)
                 .unwrap()
                 .echo_log(false)
                 .spawn()
                 .unwrap()
         })
         .unwrap();
-    let cfg = make(server.addr());
+    let mut cfg = make(server.addr());
+    cfg.auth = Some(secret);
     let r = pair
         .run_in(Side::B, move || client::run_once(&cfg, &mut |_| {}))
         .unwrap();

@@ -17,13 +17,16 @@ use offload_bench::report::{
     canonical_selector, BenchResult, CompareReport, IntervalLine, RunsReport, Selected, SELECTORS,
 };
 use offload_bench::server::ServerEvent;
-use offload_bench::{client, config, ClientConfig, CloseMode, Direction, Server, TestKind};
+use offload_bench::{
+    client, config, ClientConfig, CloseMode, Direction, Secret, Server, ServerLimits,
+    ServerOptions, TestKind,
+};
 use offload_report::stats::{PairedDifference, Summary};
 
 use offload_bench::output as bench_output;
 
 /// The default control port.
-const DEFAULT_PORT: u16 = 12867;
+const DEFAULT_PORT: u16 = offload_bench::server::DEFAULT_PORT;
 
 /// Arguments of `offload bench`.
 #[derive(Debug, clap::Args)]
@@ -50,11 +53,36 @@ enum BenchCommand {
 
 #[derive(Debug, Clone, clap::Args)]
 struct ServerArgs {
-    /// Control address, ADDR:PORT or [V6]:PORT (data sockets use ephemeral
-    /// ports on the address each client reached). The default [::]:12867
-    /// serves IPv4 and IPv6 (0.0.0.0:12867 on a host without IPv6).
-    #[arg(long, default_value = "[::]:12867", value_parser = parse_listen)]
-    listen: SocketAddr,
+    /// Control address, ADDR:PORT or [V6]:PORT; repeat for several (data
+    /// sockets use ephemeral ports on the address each client reached).
+    /// Default: 127.0.0.1:12867 and [::1]:12867, loopback only. An address
+    /// beyond loopback ([::]:12867 serves every interface) needs
+    /// --auth-file. See docs/bench.md, "Security".
+    #[arg(long, value_parser = parse_listen, value_name = "ADDR:PORT")]
+    listen: Vec<SocketAddr>,
+    /// File holding the shared secret clients must prove they hold
+    /// (challenge-response; the secret never crosses the wire). Default:
+    /// the OFFLOAD_BENCH_SECRET environment variable, if set.
+    #[arg(long, value_name = "FILE")]
+    auth_file: Option<std::path::PathBuf>,
+    /// Control connections at once [default: 32].
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Tests at once [default: 4].
+    #[arg(long, value_name = "N")]
+    max_tests: Option<usize>,
+    /// Server threads of all tests together [default: 64].
+    #[arg(long, value_name = "N")]
+    max_threads: Option<u32>,
+    /// Flows of all tests together [default: 65536].
+    #[arg(long, value_name = "N")]
+    max_flows: Option<u32>,
+    /// Estimated server memory of one test (K, M, G suffixes) [default: 256M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_test_memory: Option<u32>,
+    /// Estimated server memory of all tests together [default: 512M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u32>,
     /// One JSON object per line and per event (listening, connected,
     /// test_started, test_finished, error, disconnected, stopped) on
     /// standard output.
@@ -134,6 +162,11 @@ struct CommonArgs {
     /// No interval lines.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// File holding the server's shared secret, for a server started with
+    /// --auth-file. Default: the OFFLOAD_BENCH_SECRET environment variable,
+    /// if set.
+    #[arg(long, value_name = "FILE")]
+    auth_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -743,7 +776,23 @@ fn exit_for(results: &[BenchResult]) -> ExitCode {
 }
 
 fn serve(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    let mut server = Server::bind(args.listen)?;
+    let mut limits = ServerLimits::default();
+    let l = &mut limits;
+    l.max_connections = args.max_connections.unwrap_or(l.max_connections);
+    l.max_tests = args.max_tests.unwrap_or(l.max_tests);
+    l.max_threads = args.max_threads.unwrap_or(l.max_threads);
+    l.max_flows = args.max_flows.unwrap_or(l.max_flows);
+    l.max_test_memory = args.max_test_memory.map_or(l.max_test_memory, u64::from);
+    l.max_memory = args.max_memory.map_or(l.max_memory, u64::from);
+    let opts = ServerOptions {
+        limits,
+        secret: Secret::from_file_or_env(args.auth_file.as_deref())?,
+    };
+    let mut server = if args.listen.is_empty() {
+        Server::bind_loopback(offload_bench::server::DEFAULT_PORT, opts)?
+    } else {
+        Server::bind_with(&args.listen, opts)?
+    };
     let stop = server.stop_flag();
     if args.json {
         server = server.on_event(Arc::new(|e: &ServerEvent| {
@@ -763,9 +812,19 @@ fn serve(args: ServerArgs) -> anyhow::Result<ExitCode> {
             let _ = out.flush();
         }));
     } else {
+        let addrs: Vec<String> = server
+            .local_addrs()?
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
         eprintln!(
-            "offload bench server: listening on {}",
-            server.local_addr()?
+            "offload bench server: listening on {}{}",
+            addrs.join(" and "),
+            if server.requires_auth() {
+                " (clients must authenticate)"
+            } else {
+                " (loopback only, no authentication)"
+            }
         );
     }
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -796,6 +855,7 @@ fn config_for(kind: TestKind, t: &Flat) -> anyhow::Result<ClientConfig> {
         None => SocketAddr::from(([127, 0, 0, 1], c.port)),
     };
     let mut cfg = ClientConfig::new(kind, server);
+    cfg.auth = Secret::from_file_or_env(c.auth_file.as_deref())?;
     if let Some(r) = t.request {
         cfg.spec.request = r;
     }

@@ -48,6 +48,10 @@ pub struct GroArgs {
     /// Kernel line whose GRO rules apply: 6.1, 6.12, 6.18 or 7.x (default: the running kernel's line, else 6.18).
     #[arg(long, value_parser = parse_kernel)]
     pub kernel: Option<KernelLine>,
+    /// Write what a working kernel would deliver where the kernel line loses packets
+    /// (BIG TCP through IPv6-outer tunnels before 7.0); by default they are reported as lost.
+    #[arg(long)]
+    pub no_kernel_losses: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -231,6 +235,7 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
         vxlan_ports: args.capture.vxlan_ports(),
         vlan_gro: args.vlan_gro,
         kernel: args.kernel.unwrap_or_else(running_kernel_line),
+        kernel_losses: !args.no_kernel_losses,
         geneve_ports: match args.geneve_ports.as_slice() {
             [] => vec![offload::wire::geneve::PORT],
             ports => ports.iter().copied().filter(|p| *p != 0).collect(),
@@ -310,6 +315,13 @@ pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
                 "completed a held packet"
             };
             writeln!(out, "{:<28} {:>10}  {}", r.reason, r.count, kind)?;
+        }
+        for l in &s.lost {
+            writeln!(
+                out,
+                "\nlost on kernel {}: {} packets ({} segments), {}: {}",
+                s.settings.kernel, l.packets, l.segments, l.reason, l.citation
+            )?;
         }
         if s.unsupported_link_frames > 0 {
             writeln!(

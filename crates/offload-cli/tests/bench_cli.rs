@@ -21,8 +21,13 @@ struct Server {
 
 impl Server {
     fn start(listen: &str) -> Server {
+        Self::start_with(&["--listen", listen])
+    }
+
+    fn start_with(args: &[&str]) -> Server {
         let mut child = Command::new(BIN)
-            .args(["bench", "server", "--json", "--listen", listen])
+            .args(["bench", "server", "--json"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -215,21 +220,70 @@ fn host_takes_bracketed_ipv6_with_a_port() {
     assert_eq!(json_of(&out)["settings"]["ipv6"], true);
 }
 
+/// A secret file private to this test process.
+fn secret_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ofl-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(name);
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+#[test]
+fn beyond_loopback_the_server_needs_a_secret_and_clients_must_give_it() {
+    let out = bench(&["server", "--listen", "0.0.0.0:0"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0 without authentication")
+            && err.contains("--auth-file"),
+        "{err}"
+    );
+    let f = secret_file("server-secret", "a secret of twenty bytes\n");
+    let srv = Server::start_with(&["--listen", "0.0.0.0:0", "--auth-file", f.to_str().unwrap()]);
+    let port = srv.addr.rsplit(':').next().unwrap().to_string();
+    let host = format!("127.0.0.1:{port}");
+    let out = bench(&["tcp-rr", "-H", &host, "--duration", "0.3", "--warmup", "0"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("requires authentication"), "{err}");
+    let j = short_json("tcp-rr", &["-H", &host, "--auth-file", f.to_str().unwrap()]);
+    assert!(j["transactions_per_sec"].as_f64().unwrap() > 0.0, "{j}");
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "tcp-rr",
+            "-H",
+            &host,
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+        ])
+        .env("OFFLOAD_BENCH_SECRET", "a secret of twenty bytes")
+        .output()
+        .unwrap();
+    assert!(json_of(&out)["transactions_per_sec"].as_f64().unwrap() > 0.0);
+}
+
 #[test]
 fn a_wildcard_v6_server_serves_ipv4_and_ipv6_clients() {
-    // `[::]` is the default listen address (on the fixed port 12867 this
-    // test cannot hold): both families reach it, and IPv4 peers are named
-    // as IPv4 in its events.
-    let srv = Server::start("[::]:0");
+    // `[::]` serves every interface (with a secret: it is beyond loopback):
+    // both families reach it, and IPv4 peers are named as IPv4 in its
+    // events.
+    let f = secret_file("wildcard-secret", "sixteen bytes or more");
+    let f = f.to_str().unwrap();
+    let srv = Server::start_with(&["--listen", "[::]:0", "--auth-file", f]);
     let port = srv.addr.rsplit(':').next().unwrap().to_string();
     for (host, v6) in [
         (format!("127.0.0.1:{port}"), false),
         (format!("[::1]:{port}"), true),
     ] {
-        let j = short_json("udp-stream", &["-H", &host]);
+        let j = short_json("udp-stream", &["-H", &host, "--auth-file", f]);
         assert_eq!(j["settings"]["ipv6"], v6, "{}", j["settings"]);
         assert!(j["packets_per_sec"].as_f64().unwrap() > 0.0, "{j}");
-        let j = short_json("tcp-rr", &["-H", &host]);
+        let j = short_json("tcp-rr", &["-H", &host, "--auth-file", f]);
         assert!(j["transactions_per_sec"].as_f64().unwrap() > 0.0);
     }
     let events = srv.events_until("disconnected");

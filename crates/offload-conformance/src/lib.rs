@@ -41,6 +41,8 @@ pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
         // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
         vlan_gro: false,
         kernel: running_line(),
+        // The live kernel's losses are what the comparison expects.
+        kernel_losses: true,
     }
 }
 
@@ -214,13 +216,47 @@ pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8
     zero_copy
 }
 
+/// A train through the engine (zero-copy, then contiguous: both must
+/// agree): the packets a receiver gets, with their GSO metadata, and the
+/// loss reason of each packet the kernel line loses
+/// (`GroConfig::kernel_losses`).
+pub fn engine_gro_losses(
+    cfg: &GroConfig,
+    frames: &[Vec<u8>],
+) -> (Vec<Delivery>, Vec<offload::gro::LossReason>) {
+    let sound = engine_gro_meta(cfg, frames);
+    let mut lost = Vec::new();
+    let mut e = GroEngine::new(cfg.clone());
+    let mut push = |d: &Delivered<'_>| lost.extend(d.lost);
+    for (i, f) in frames.iter().enumerate() {
+        e.receive(
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: i as u64 * 1_000,
+                frame: i as u64 + 1,
+                orig_len: f.len() as u32,
+            },
+            &mut push,
+        );
+    }
+    e.finish(&mut push);
+    (sound, lost)
+}
+
+/// A delivered packet, whole, with its `(gso_type, gso_size)` ([`engine_meta`]).
+pub type Delivery = (Vec<u8>, (u8, u16));
+
 /// One run of a train, zero-copy or contiguous, packets made whole.
 fn engine_run(cfg: &GroConfig, frames: &[Vec<u8>], zero_copy: bool) -> Vec<(Vec<u8>, (u8, u16))> {
     let mut e = GroEngine::new(cfg.clone());
     e.set_zero_copy(zero_copy);
     let mut out = Vec::new();
     let mut push = |d: &Delivered<'_>| {
-        out.push((d.to_vec(|n| &frames[n as usize - 1]), engine_meta(d)));
+        // A packet the kernel line loses never reaches the capture socket.
+        if d.lost.is_none() {
+            out.push((d.to_vec(|n| &frames[n as usize - 1]), engine_meta(d)));
+        }
     };
     for (i, f) in frames.iter().enumerate() {
         e.receive(

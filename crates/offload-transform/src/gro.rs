@@ -28,6 +28,16 @@ pub struct ReasonCount {
     pub pass_through: bool,
 }
 
+/// Packets a kernel line loses for one reason.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LossCount {
+    pub reason: &'static str,
+    pub packets: u64,
+    pub segments: u64,
+    /// The kernel code that loses them.
+    pub citation: &'static str,
+}
+
 /// The configuration a GRO run used, echoed in reports.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct GroSettings {
@@ -46,6 +56,8 @@ pub struct GroSettings {
     pub udp_gro: String,
     pub vxlan_ports: Vec<u16>,
     pub vlan_gro: bool,
+    /// The kernel line's losses were reproduced (`--no-kernel-losses` off).
+    pub kernel_losses: bool,
 }
 
 /// What `offload gro` reports.
@@ -66,6 +78,10 @@ pub struct GroSummary {
     pub flush_reasons: Vec<ReasonCount>,
     /// Frames of link types the engine does not dissect, copied unchanged.
     pub unsupported_link_frames: u64,
+    /// Packets the kernel line loses (not written), per reason
+    /// (`offload::gro::LossReason`), and their segments.
+    pub lost: Vec<LossCount>,
+    pub lost_segments: u64,
     /// Frames whose captured length exceeded the snapshot length (read
     /// whole unless `strict`), and the first of them.
     pub frames_above_snaplen: u64,
@@ -82,6 +98,7 @@ struct GroSink {
     error: Option<CaptureError>,
     super_packets: u64,
     largest: u64,
+    lost: Vec<LossCount>,
 }
 
 impl GroSink {
@@ -92,6 +109,22 @@ impl GroSink {
     }
 
     fn deliver(&mut self, d: &Delivered<'_>) {
+        if let Some(r) = d.lost {
+            // The receiver on this kernel line never gets it sound.
+            match self.lost.iter_mut().find(|l| l.reason == r.name()) {
+                Some(l) => {
+                    l.packets += 1;
+                    l.segments += u64::from(d.segments);
+                }
+                None => self.lost.push(LossCount {
+                    reason: r.name(),
+                    packets: 1,
+                    segments: u64::from(d.segments),
+                    citation: r.citation(),
+                }),
+            }
+            return;
+        }
         if d.segments > 1 {
             self.super_packets += 1;
         }
@@ -196,6 +229,7 @@ pub fn gro_capture_with(
         error: None,
         super_packets: 0,
         largest: 0,
+        lost: Vec::new(),
     };
     let mut engine = GroEngine::new(run_cfg.clone());
     // The reader hands out each frame in a buffer it reuses, so held
@@ -295,6 +329,7 @@ pub fn gro_capture_with(
                 },
                 vxlan_ports: cfg.vxlan_ports.clone(),
                 vlan_gro: cfg.vlan_gro,
+                kernel_losses: cfg.kernel_losses,
             },
             frames_in,
             packets_out,
@@ -304,6 +339,8 @@ pub fn gro_capture_with(
             protocols,
             flush_reasons,
             unsupported_link_frames: unsupported,
+            lost_segments: st.lost_segments,
+            lost: out.lost,
             frames_above_snaplen: reader.above_snaplen().0,
             first_above_snaplen: reader.above_snaplen().1,
             timestamps_clamped: crate::TimestampsClamped::new(&reader, &written),

@@ -164,6 +164,8 @@ impl Coalescer {
             // Tunnel GSO needs the 24-byte header (6.17+), not spoken here.
             vxlan_ports: Vec::new(),
             // TUN's tso_max_size is 64 KiB: no BIG TCP through a TUN write.
+            // A relay forwards what it merged: never mimic a kernel's loss.
+            kernel_losses: false,
             ..GroConfig::default()
         };
         let mut engine = GroEngine::new(cfg);

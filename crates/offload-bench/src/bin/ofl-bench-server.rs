@@ -2,7 +2,8 @@
 //! the server's file descriptors outside the client's process (10 000 flows
 //! on both ends exceed one process's open-file limit) and for scripts.
 //!
-//! Usage: `ofl-bench-server [ADDR:PORT]` (default 127.0.0.1:0). Prints the
+//! Usage: `ofl-bench-server [ADDR:PORT]` (default 127.0.0.1:0; an address
+//! beyond loopback needs the secret in OFFLOAD_BENCH_SECRET). Prints the
 //! bound address on the first line of standard output, then serves until
 //! standard input reaches end of file, so it ends with the process that
 //! spawned it.
@@ -22,7 +23,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let server = match offload_bench::Server::bind(addr) {
+    let opts = match offload_bench::Secret::from_env() {
+        Ok(secret) => offload_bench::ServerOptions {
+            secret,
+            ..Default::default()
+        },
+        Err(e) => {
+            eprintln!("ofl-bench-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match offload_bench::Server::bind_with(&[addr], opts) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ofl-bench-server: {e}");

@@ -115,6 +115,23 @@ impl ChildServer {
     }
 }
 
+impl ChildServer {
+    /// A /proc/PID/status field of the server process, in its unit (kB).
+    pub fn status_field(&self, name: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/{}/status", self.child.id()))
+    }
+
+    /// Peak resident memory of the server process so far, in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        self.status_field("VmHWM") * 1024
+    }
+}
+
 impl Drop for ChildServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

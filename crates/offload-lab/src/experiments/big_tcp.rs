@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::live::TracepointIds;
 use crate::topo::{Node, VethPair};
-use offload_bench::{ClientConfig, TestKind};
+use offload_bench::TestKind;
 use offload_sys::perf::TracepointCounter;
 
 use offload_report::{Finding, Severity};
@@ -169,7 +169,7 @@ impl Experiment for BigTcp {
         }
         let config = |s: &ArmSpec| {
             let server = if s.ipv6 { &server6 } else { &server4 };
-            let mut cfg = ClientConfig::new(s.kind, server.addr);
+            let mut cfg = server.config(s.kind);
             if s.kind == TestKind::TcpRr {
                 cfg.spec.request = 80_000;
                 cfg.spec.response = 80_000;

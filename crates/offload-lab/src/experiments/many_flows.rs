@@ -23,7 +23,7 @@ use serde_json::json;
 
 use crate::live::TracepointIds;
 use crate::topo::VethPair;
-use offload_bench::{ClientConfig, TestKind};
+use offload_bench::TestKind;
 
 use offload_report::{Finding, Severity};
 
@@ -173,7 +173,7 @@ impl Experiment for ManyFlows {
             // holds no sockets of the previous level still being torn
             // down, which a worker's private copy would inherit.
             let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
-            let mut cfg = ClientConfig::new(TestKind::TcpRr, server.addr);
+            let mut cfg = server.config(TestKind::TcpRr);
             cfg.spec.flows = flows;
             cfg.threads = THREADS.min(flows);
             cfg.spec.server_threads = THREADS.min(flows);

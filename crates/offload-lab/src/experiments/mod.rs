@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use crate::live::{DeviceCounters, GroCounts, TracepointIds};
 use crate::NetNs;
 use anyhow::{anyhow, bail, Context as _};
-use offload_bench::{BenchResult, ClientConfig, Server};
+use offload_bench::{BenchResult, ClientConfig, Secret, Server, ServerOptions, TestKind};
 use offload_report::Finding;
 use serde::Serialize;
 use serde_json::Value;
@@ -405,6 +405,9 @@ pub fn interleave(
 pub struct ServerInNs {
     /// Its control address.
     pub addr: SocketAddr,
+    /// A fresh secret per server: it listens beyond loopback (in the
+    /// experiment's namespace), where the bench server requires one.
+    secret: Secret,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<crate::Result<()>>>,
 }
@@ -417,6 +420,11 @@ impl ServerInNs {
         // table of its own before it binds, so that the flows it accepts do
         // not count against the table the in-process client fills.
         let (tx, rx) = std::sync::mpsc::channel();
+        let secret = Secret::random()?;
+        let opts = ServerOptions {
+            secret: Some(secret.clone()),
+            ..ServerOptions::default()
+        };
         let thread = ns.spawn("ofl-lab-server", move || {
             let sys_err = |op: &str, e: std::io::Error| crate::Error::Sys {
                 op: op.into(),
@@ -425,7 +433,7 @@ impl ServerInNs {
             let bound = offload_bench::sys::unshare_fd_table()
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    Server::bind(SocketAddr::new(ip, 0))
+                    Server::bind_with(&[SocketAddr::new(ip, 0)], opts)
                         .map(|s| s.echo_log(false))
                         .map_err(|e| e.to_string())
                 })
@@ -460,9 +468,19 @@ impl ServerInNs {
         };
         Ok(ServerInNs {
             addr,
+            secret,
             stop,
             thread: Some(thread),
         })
+    }
+}
+
+impl ServerInNs {
+    /// A client configuration for this server, secret included.
+    pub fn config(&self, kind: TestKind) -> ClientConfig {
+        let mut c = ClientConfig::new(kind, self.addr);
+        c.auth = Some(self.secret.clone());
+        c
     }
 }
 

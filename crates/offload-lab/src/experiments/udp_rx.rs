@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::live::TracepointIds;
 use crate::topo::{Node, VethPair};
-use offload_bench::{ClientConfig, TestKind};
+use offload_bench::TestKind;
 
 use offload_report::{Finding, Severity};
 
@@ -136,7 +136,7 @@ impl Experiment for UdpRx {
 
         // Packet-rate arms, each adding one trick to the previous one.
         let base = {
-            let mut c = ClientConfig::new(TestKind::UdpStream, server.addr);
+            let mut c = server.config(TestKind::UdpStream);
             c.spec.request = 32;
             c.duration = ctx.opts.duration;
             c.warmup = WARMUP;

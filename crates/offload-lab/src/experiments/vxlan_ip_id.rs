@@ -21,7 +21,7 @@ use crate::live::TracepointIds;
 use crate::relay::{Mode, Relay};
 use crate::sample::{self, SampleOptions};
 use crate::topo::VxlanPath;
-use offload_bench::{ClientConfig, TestKind};
+use offload_bench::TestKind;
 
 use offload_report::{Finding, Severity};
 
@@ -64,7 +64,7 @@ impl Experiment for VxlanIpId {
         path.attach_tuns()?;
         let ids = TracepointIds::read()?;
         let server = ServerInNs::start(&path.b.ns, VxlanPath::B_INNER.into())?;
-        let mut cfg = ClientConfig::new(TestKind::TcpStream, server.addr);
+        let mut cfg = server.config(TestKind::TcpStream);
         cfg.duration = ctx.opts.duration;
         cfg.warmup = WARMUP;
         let modes = [Mode::Forward, Mode::Scramble, Mode::ScrambleKeepDf];

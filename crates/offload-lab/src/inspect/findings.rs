@@ -23,28 +23,7 @@ use serde::Serialize;
 use super::counters::Window;
 use super::{mask_is_zero, DeviceState, HostState, SoftnetCpu, LEGACY_MAX_SIZE};
 
-/// How bad a finding is; the order is the ranking (as in `offload analyze`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Costs throughput or drops packets now.
-    High,
-    /// A real loss of offload or a setting that cannot do what it says.
-    Medium,
-    /// Worth knowing; no loss proven.
-    Info,
-}
-
-impl Severity {
-    /// Lower-case name, as in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::High => "high",
-            Severity::Medium => "medium",
-            Severity::Info => "info",
-        }
-    }
-}
+pub use offload_report::Severity;
 
 /// One knob a fix sets, in `offload tune --set` syntax (see
 /// [`super::tune::Knob`]).
@@ -60,11 +39,29 @@ pub struct Change {
     pub host: bool,
 }
 
-/// One finding about the host or a device.
+/// One finding about the host or a device: the project's shared
+/// [`offload_report::Finding`] and the knobs that fix it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// Position in the ranking, from 1.
-    pub rank: usize,
+    /// The finding, as every command reports one.
+    #[serde(flatten)]
+    pub finding: offload_report::Finding,
+    /// The fix as knobs for `offload tune --fix KIND` (empty when nothing
+    /// can be set).
+    pub changes: Vec<Change>,
+}
+
+impl std::ops::Deref for Finding {
+    type Target = offload_report::Finding;
+    fn deref(&self) -> &offload_report::Finding {
+        &self.finding
+    }
+}
+
+/// A finding as the rules build it, before ranking.
+#[derive(Debug, Clone, PartialEq)]
+struct Draft {
+    rank: usize,
     /// How bad it is.
     pub severity: Severity,
     /// Stable machine name, e.g. `gro-off`, `big-tcp-half-done`.
@@ -84,6 +81,23 @@ pub struct Finding {
     pub changes: Vec<Change>,
     /// Kernel versions the rule holds for, when it depends on them.
     pub kernel: Option<&'static str>,
+}
+
+impl Draft {
+    fn into_finding(self) -> Finding {
+        let mut f = offload_report::Finding::new(self.severity, self.kind, self.title, self.detail)
+            .with_fix(self.fix);
+        if let Some(d) = self.device {
+            f = f.with_device(d);
+        }
+        if let Some(k) = self.kernel {
+            f = f.with_kernel(k);
+        }
+        Finding {
+            finding: f,
+            changes: self.changes,
+        }
+    }
 }
 
 /// Context shared by the rules.
@@ -245,7 +259,7 @@ pub fn findings(
         forwarding: sysctl_u64(host, "net.ipv4.ip_forward") == Some(1)
             || sysctl_u64(host, "net.ipv6.conf.all.forwarding") == Some(1),
     };
-    let mut out = Vec::new();
+    let mut out: Vec<Draft> = Vec::new();
     for d in devices {
         gro_off(&ctx, d, &mut out);
         lro_forwarding(&ctx, d, &mut out);
@@ -263,11 +277,28 @@ pub fn findings(
     }
     cpu_skew(&ctx, &mut out);
     busy_poll(&ctx, &mut out);
-    rank(&mut out);
+    let mut ranked: Vec<Finding> = out.into_iter().map(Draft::into_finding).collect();
+    let mut plain: Vec<offload_report::Finding> =
+        ranked.iter().map(|f| f.finding.clone()).collect();
+    offload_report::rank(&mut plain);
+    // Rules raise at most one finding per kind and device: that pair
+    // carries the changes over the ranking.
+    let mut out = Vec::with_capacity(plain.len());
+    for f in plain {
+        let i = ranked
+            .iter()
+            .position(|r| r.kind == f.kind && r.device == f.device)
+            .unwrap_or(0);
+        let r = ranked.swap_remove(i);
+        out.push(Finding {
+            finding: f,
+            changes: r.changes,
+        });
+    }
     out
 }
 
-fn gro_off(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn gro_off(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     if d.name == "lo" || d.features.get("rx-gro") != Some(&false) {
         return;
     }
@@ -285,7 +316,7 @@ fn gro_off(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
         let (fix, changes) = ctx.feature_fix(d, "rx-gro", "gro", true);
         (Severity::Medium, fix, changes)
     };
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity,
         kind: "gro-off",
@@ -312,12 +343,12 @@ fn gro_off(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
     });
 }
 
-fn lro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn lro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     if !ctx.forwarding || d.features.get("rx-lro") != Some(&true) {
         return;
     }
     let (fix, changes) = ctx.feature_fix(d, "rx-lro", "lro", false);
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity: Severity::High,
         kind: "lro-forwarding",
@@ -335,7 +366,7 @@ fn lro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
     });
 }
 
-fn udp_gro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn udp_gro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     if !ctx.forwarding
         || d.name == "lo"
         || !d.up
@@ -353,7 +384,7 @@ fn udp_gro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
             && t.underlay.as_deref() == Some(d.name.as_str())
     });
     let (fix, changes) = ctx.feature_fix(d, "rx-udp-gro-forwarding", "rx-udp-gro-forwarding", true);
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity: Severity::Medium,
         kind: "udp-gro-forwarding-off",
@@ -378,7 +409,7 @@ fn udp_gro_forwarding(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
 /// also overwrites its IPv4 twin, `netif_set_gso_max_size` /
 /// `netif_set_gro_max_size`), GSO no higher than `tso_max_size` (the kernel
 /// refuses more: `do_setlink`, "too big gso_max_size").
-fn big_tcp_half_done(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn big_tcp_half_done(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let (Some(gso), Some(gro)) = (d.gso_max_size, d.gro_max_size) else {
         return;
     };
@@ -460,7 +491,7 @@ fn big_tcp_half_done(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
                 .collect::<String>()
         )
     };
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity,
         kind: "big-tcp-half-done",
@@ -497,21 +528,9 @@ fn big_tcp_half_done(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
     });
 }
 
-/// Whether GRO on kernel line `line` loses or mangles merges past 64 KiB
-/// of tunnels with an IPv6 outer header (ip6ip6, ip4ip6, ip6gre, VXLAN
-/// over IPv6): `ipv6_gro_complete` (net/ipv6/ip6_offload.c) warns and the
-/// merged packet is lost, or VXLAN delivers a frame with no UDP header
-/// after the jumbo Hop-by-Hop option, seen on 6.18; the HBH-less BIG TCP
-/// of 7.0 still leaves tunnels out ("BIG TCP without HBH in IPv6" says
-/// the tunnel paths are fixed by a later series).
-fn ipv6_outer_tunnel_big_gro_broken(line: offload::gro::KernelLine) -> bool {
-    let _ = line;
-    true
-}
-
 /// BIG TCP sizes on a device that carries or underlies a tunnel with an
 /// IPv6 outer header.
-fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let big = |v: Option<u32>| v.is_some_and(|v| v > LEGACY_MAX_SIZE);
     if !big(d.gro_max_size) && !big(d.gso_max_size) {
         return;
@@ -519,7 +538,7 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>)
     let Some(line) = offload::gro::KernelLine::from_release(&ctx.host.kernel) else {
         return;
     };
-    if !ipv6_outer_tunnel_big_gro_broken(line) {
+    if !line.breaks_big_tcp_over_ipv6_tunnels() {
         return;
     }
     let tunnels: Vec<&DeviceState> = ctx.devices.iter().filter(|t| t.ipv6_outer_tunnel).collect();
@@ -584,7 +603,7 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>)
             format!("ip link set dev {} {}", d.name, words.join(" "))
         }
     );
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity: Severity::High,
         kind: "big-tcp-ipv6-outer-tunnel",
@@ -596,8 +615,9 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>)
         detail: format!(
             "{role}, and {} has gro_max_size {} / gso_max_size {}: on kernel {} (line {line}) GRO of an \
              IPv6-outer tunnel (ip6ip6, ip4ip6, ip6gre, VXLAN/Geneve over IPv6) that merges past 64 KiB \
-             loses the packet with a WARNING in ipv6_gro_complete (net/ipv6/ip6_offload.c), or for VXLAN \
-             delivers a frame without its UDP header after the jumbo Hop-by-Hop option",
+             inserts a jumbo Hop-by-Hop header in ipv6_gro_complete (net/ipv6/ip6_offload.c) over the \
+             tunnel's own header: the packet is lost with a WARNING (ip6ip6, ip4ip6, ip6gre) or delivered \
+             mangled (VXLAN, Geneve); 7.0 dropped the Hop-by-Hop header (81be30c1f5f2) and merges them soundly",
             d.name,
             d.gro_max_size.map_or("-".into(), |v| v.to_string()),
             d.gso_max_size.map_or("-".into(), |v| v.to_string()),
@@ -605,7 +625,7 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>)
         ),
         fix,
         changes,
-        kernel: Some("6.0+ with IPv6 BIG TCP"),
+        kernel: Some("5.19 to 6.19 (IPv6 BIG TCP with the jumbo Hop-by-Hop header)"),
     });
 }
 
@@ -654,7 +674,7 @@ fn all_cpus_mask(n: usize) -> String {
 }
 
 /// RX queues against CPUs, RPS, RSS and IRQ spread of a NIC.
-fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let cpus = ctx.host.cpus;
     if !d.physical || cpus < 2 {
         return;
@@ -709,7 +729,7 @@ fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
                 ch.max_combined.min(cpus as u32)
             );
         }
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "rx-queues-fewer-than-cpus",
@@ -754,7 +774,7 @@ fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
                 host: true,
             })
             .collect();
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "irqs-one-cpu",
@@ -797,7 +817,7 @@ fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
             .max_by_key(|(_, n)| **n)
             .map_or((0, 0), |(c, n)| (c, *n));
         if total >= 1000 && max as f64 > 0.75 * total as f64 {
-            out.push(Finding {
+            out.push(Draft {
                 rank: 0,
                 severity: Severity::Medium,
                 kind: "irq-skew",
@@ -851,7 +871,7 @@ fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
             let max = per_q.iter().copied().max().unwrap_or(0);
             let min = per_q.iter().copied().min().unwrap_or(0);
             if min == 0 || max > 2 * min {
-                out.push(Finding {
+                out.push(Draft {
                     rank: 0,
                     severity: Severity::Medium,
                     kind: "rss-skew",
@@ -890,7 +910,7 @@ fn rss_queue_count(d: &DeviceState) -> usize {
 /// (`net.core.rps_sock_flow_entries`) and per-queue flow counts
 /// (`rps_flow_cnt`); either alone steers nothing (`get_rps_cpu`,
 /// net/core/dev.c).
-fn rfs(ctx: &Ctx, out: &mut Vec<Finding>) {
+fn rfs(ctx: &Ctx, out: &mut Vec<Draft>) {
     let Some(entries) = sysctl_u64(ctx.host, "net.core.rps_sock_flow_entries") else {
         return;
     };
@@ -917,7 +937,7 @@ fn rfs(ctx: &Ctx, out: &mut Vec<Finding>) {
             .max(32768);
         let (fix, changes) =
             ctx.sysctl_fix(&[("net.core.rps_sock_flow_entries", want.to_string())]);
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "rfs-half-set",
@@ -957,7 +977,7 @@ fn rfs(ctx: &Ctx, out: &mut Vec<Finding>) {
                     host: ctx.host.host_namespace,
                 })
                 .collect();
-            out.push(Finding {
+            out.push(Draft {
                 rank: 0,
                 severity: Severity::Medium,
                 kind: "rfs-half-set",
@@ -983,7 +1003,7 @@ fn rfs(ctx: &Ctx, out: &mut Vec<Finding>) {
 }
 
 /// Socket-layer drops over the window.
-fn socket_drops(ctx: &Ctx, out: &mut Vec<Finding>) {
+fn socket_drops(ctx: &Ctx, out: &mut Vec<Draft>) {
     let w = ctx.window;
     let rcvbuf = w.snmp("Udp.RcvbufErrors") + w.snmp("Udp6.RcvbufErrors");
     let inerr = w.snmp("Udp.InErrors") + w.snmp("Udp6.InErrors");
@@ -1014,7 +1034,7 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Finding>) {
             ("net.core.rmem_default", (want / 2).to_string()),
         ]);
         let per = sockets("udp");
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::High,
             kind: "udp-rcvbuf-drops",
@@ -1039,7 +1059,7 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Finding>) {
         });
     }
     if inerr > rcvbuf {
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "udp-in-errors",
@@ -1062,7 +1082,7 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Finding>) {
             "net.core.rmem_max",
             (sysctl_u64(ctx.host, "net.core.rmem_max").unwrap_or(212_992) * 4).to_string(),
         )]);
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::High,
             kind: "tcp-receive-drops",
@@ -1088,7 +1108,7 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Finding>) {
     }
     let tcp_err = w.snmp("Tcp.InErrs");
     if tcp_err > 0 {
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Info,
             kind: "tcp-in-errors",
@@ -1116,7 +1136,7 @@ fn per_cpu(softnet: &[SoftnetCpu], f: impl Fn(&SoftnetCpu) -> u64) -> String {
 
 /// Backlog drops and squeezes, over the window (or since boot, as info,
 /// when asked).
-fn softnet(ctx: &Ctx, w: &Window, totals: bool, out: &mut Vec<Finding>) {
+fn softnet(ctx: &Ctx, w: &Window, totals: bool, out: &mut Vec<Draft>) {
     let dropped: u64 = w.softnet.iter().map(|c| c.dropped).sum();
     let squeezed: u64 = w.softnet.iter().map(|c| c.time_squeeze).sum();
     let processed: u64 = w.softnet.iter().map(|c| c.processed).sum();
@@ -1131,7 +1151,7 @@ fn softnet(ctx: &Ctx, w: &Window, totals: bool, out: &mut Vec<Finding>) {
             "net.core.netdev_max_backlog",
             (backlog * 2).max(2000).to_string(),
         )]);
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: if totals { Severity::Info } else { Severity::High },
             kind: if totals { "softnet-drops-since-boot" } else { "softnet-drops" },
@@ -1158,7 +1178,7 @@ fn softnet(ctx: &Ctx, w: &Window, totals: bool, out: &mut Vec<Finding>) {
             ("net.core.netdev_budget", (budget * 2).to_string()),
             ("net.core.netdev_budget_usecs", (usecs * 2).to_string()),
         ]);
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Info,
             kind: "softnet-time-squeeze",
@@ -1179,7 +1199,7 @@ fn softnet(ctx: &Ctx, w: &Window, totals: bool, out: &mut Vec<Finding>) {
 
 /// Receive work measured over the window concentrated on one CPU of
 /// several.
-fn cpu_skew(ctx: &Ctx, out: &mut Vec<Finding>) {
+fn cpu_skew(ctx: &Ctx, out: &mut Vec<Draft>) {
     let w = ctx.window;
     if ctx.host.cpus < 2 || w.softnet.len() < 2 {
         return;
@@ -1192,7 +1212,7 @@ fn cpu_skew(ctx: &Ctx, out: &mut Vec<Finding>) {
     if w.rate(total) < 10_000.0 || (top.processed as f64) < 0.9 * total as f64 {
         return;
     }
-    out.push(Finding {
+    out.push(Draft {
         rank: 0,
         severity: Severity::Medium,
         kind: "rx-cpu-skew",
@@ -1217,7 +1237,7 @@ fn cpu_skew(ctx: &Ctx, out: &mut Vec<Finding>) {
 /// `gro_flush_timeout` and `napi_defer_hard_irqs`: deferral without a
 /// timeout does nothing (`napi_complete_done` re-arms IRQs at once when
 /// the timeout is 0, net/core/dev.c).
-fn napi_knobs(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
+fn napi_knobs(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let defer = d.napi_defer_hard_irqs.unwrap_or(0);
     let timeout = d.gro_flush_timeout.unwrap_or(0);
     if defer > 0 && timeout == 0 {
@@ -1226,7 +1246,7 @@ fn napi_knobs(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
             value: "20000".into(),
             host: ctx.host.host_namespace,
         }];
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "napi-defer-without-timeout",
@@ -1245,7 +1265,7 @@ fn napi_knobs(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
             kernel: Some("5.10+"),
         });
     } else if timeout > 0 {
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Info,
             kind: "gro-flush-timeout",
@@ -1265,7 +1285,7 @@ fn napi_knobs(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Finding>) {
     }
 }
 
-fn busy_poll(ctx: &Ctx, out: &mut Vec<Finding>) {
+fn busy_poll(ctx: &Ctx, out: &mut Vec<Draft>) {
     let read = sysctl_u64(ctx.host, "net.core.busy_read").unwrap_or(0);
     let poll = sysctl_u64(ctx.host, "net.core.busy_poll").unwrap_or(0);
     if read == 0 && poll == 0 {
@@ -1288,7 +1308,7 @@ fn busy_poll(ctx: &Ctx, out: &mut Vec<Finding>) {
             ("net.core.busy_read", "0".into()),
             ("net.core.busy_poll", "0".into()),
         ]);
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Medium,
             kind: "busy-poll-no-napi",
@@ -1310,7 +1330,7 @@ fn busy_poll(ctx: &Ctx, out: &mut Vec<Finding>) {
         .filter(|d| d.physical && d.up)
         .all(|d| d.napi_defer_hard_irqs.unwrap_or(0) == 0)
     {
-        out.push(Finding {
+        out.push(Draft {
             rank: 0,
             severity: Severity::Info,
             kind: "busy-poll-with-irqs",
@@ -1324,18 +1344,6 @@ fn busy_poll(ctx: &Ctx, out: &mut Vec<Finding>) {
             changes: Vec::new(),
             kernel: None,
         });
-    }
-}
-
-fn rank(out: &mut [Finding]) {
-    out.sort_by(|a, b| {
-        a.severity
-            .cmp(&b.severity)
-            .then_with(|| a.device.cmp(&b.device))
-            .then_with(|| a.kind.cmp(b.kind))
-    });
-    for (i, f) in out.iter_mut().enumerate() {
-        f.rank = i + 1;
     }
 }
 

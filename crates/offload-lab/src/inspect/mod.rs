@@ -1087,11 +1087,14 @@ pub fn render_text(ins: &Inspection) -> String {
                 f.severity.name(),
                 f.title,
                 f.kernel
+                    .as_deref()
                     .map(|k| format!(" (kernel {k})"))
                     .unwrap_or_default()
             );
             let _ = writeln!(s, "    {}", f.detail);
-            let _ = writeln!(s, "    fix: {}", f.fix);
+            if let Some(fix) = &f.fix {
+                let _ = writeln!(s, "    fix: {fix}");
+            }
         }
     }
     s

@@ -188,6 +188,16 @@ pub struct GroConfig {
     /// IPv6 BIG TCP and size-limit rules differ between 6.1, 6.12, 6.18
     /// and 7.x). Default 6.18.
     pub kernel: KernelLine,
+    /// Reproduce the losses of the kernel line (default on): a packet
+    /// that line's GRO completes into something the stack never gets
+    /// sound is delivered with [`Delivered::lost`] set, and its segments
+    /// count as lost ([`GroStats::lost_segments`]). Today that is BIG TCP
+    /// through a tunnel with an IPv6 outer header on 5.19–6.19
+    /// ([`KernelLine::breaks_big_tcp_over_ipv6_tunnels`]). Off, the engine
+    /// delivers what a working kernel would (the merged packet, sound),
+    /// which is what a datapath that coalesces for its own use (a VPN, a
+    /// userspace stack) wants.
+    pub kernel_losses: bool,
 }
 
 impl Default for GroConfig {
@@ -202,6 +212,7 @@ impl Default for GroConfig {
             vlan_gro: false,
             kernel: KernelLine::default(),
             geneve_ports: vec![crate::wire::geneve::PORT],
+            kernel_losses: true,
         }
     }
 }
@@ -393,6 +404,12 @@ pub struct Delivered<'a> {
     /// every held packet, a single segment too, has its payload here and
     /// only its headers in `data`.
     pub frags: &'a [Frag],
+    /// Set when the kernel line loses this packet ([`GroConfig::kernel_losses`]):
+    /// a receiver on that line drops it or gets it mangled, so its
+    /// `segments` never reach the stack sound. `data` and `frags` still
+    /// hold the packet a working kernel would deliver. A caller that
+    /// forwards packets skips these (or turns `kernel_losses` off).
+    pub lost: Option<LossReason>,
 }
 
 impl Delivered<'_> {
@@ -447,6 +464,11 @@ pub struct GroStats {
     pub proto_out: [u64; Proto::ALL.len()],
     /// Per [`FlushReason::index`].
     pub reasons: Vec<u64>,
+    /// Packets the kernel line loses ([`Delivered::lost`]); not counted
+    /// in `packets_out`, `proto_out` or `reasons`.
+    pub lost_packets: u64,
+    /// The segments of those packets.
+    pub lost_segments: u64,
 }
 
 impl GroStats {
@@ -701,6 +723,7 @@ impl GroEngine {
             last_frame: input.frame,
             proto,
             frags: &[],
+            lost: None,
         });
     }
 
@@ -727,13 +750,22 @@ impl GroEngine {
     ) {
         let p = self.held.unlink(s);
         let mut gso = 0;
+        let mut lost = None;
         if p.count > 1 {
+            if self.cfg.kernel_losses {
+                lost = kernel_loss(p, self.cfg.kernel);
+            }
             gso = complete::complete(p, self.cfg.kernel);
         }
         let stats = &mut self.stats;
-        stats.packets_out += 1;
-        stats.proto_out[p.proto as usize] += 1;
-        stats.reasons[reason.index()] += 1;
+        if lost.is_some() {
+            stats.lost_packets += 1;
+            stats.lost_segments += p.count as u64;
+        } else {
+            stats.packets_out += 1;
+            stats.proto_out[p.proto as usize] += 1;
+            stats.reasons[reason.index()] += 1;
+        }
         out(&Delivered {
             data: &p.data,
             link: p.link,
@@ -746,6 +778,7 @@ impl GroEngine {
             last_frame: p.last_frame,
             proto: p.proto,
             frags: p.data.frags(),
+            lost,
         });
     }
 
@@ -836,6 +869,31 @@ fn max_size(cfg: &GroConfig, outer_protocol: u16) -> u32 {
         cfg.gro_max_size.min(GRO_LEGACY_MAX_SIZE)
     } else {
         cfg.gro_ipv4_max_size
+    }
+}
+
+/// What the kernel line loses of held packet `p` (more than one segment)
+/// when it completes it: BIG TCP through an IPv6-outer tunnel whose outer
+/// payload passes `IPV6_MAXPLEN` (`ipv6_gro_complete`,
+/// [`KernelLine::ipv6_outer_tunnel_loss`]).
+#[cold]
+fn kernel_loss_slow(
+    p: &Held,
+    o: crate::layout::OuterLayout,
+    line: KernelLine,
+) -> Option<LossReason> {
+    let outer_payload = p.data.total_len() - o.l3_off - crate::wire::ipv6::HEADER_LEN;
+    if outer_payload <= 65535 {
+        return None;
+    }
+    line.ipv6_outer_tunnel_loss(o.encap, p.lay.ip)
+}
+
+#[inline(always)]
+fn kernel_loss(p: &Held, line: KernelLine) -> Option<LossReason> {
+    match p.lay.outer {
+        Some(o) if o.ip == IpVersion::V6 => kernel_loss_slow(p, o, line),
+        _ => None,
     }
 }
 

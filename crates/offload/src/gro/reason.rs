@@ -334,7 +334,9 @@ impl FlushReason {
 }
 
 /// Why a packet GRO completed never reached the stack sound: the kernel
-/// line's completion drops or corrupts it. Its segments count as lost.
+/// line's completion drops or corrupts it ([`super::Delivered::lost`]).
+/// Its segments count as lost; a datapath that wants the working
+/// behaviour turns the model off ([`super::GroConfig::kernel_losses`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum LossReason {

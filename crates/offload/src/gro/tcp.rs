@@ -280,6 +280,16 @@ impl GroEngine {
         }
         // Above 64 KiB only TCP may grow; the innermost protocol here is
         // TCP, and software GRO never marks p encapsulated while receiving.
+        // 5.19–6.2 test `ipv6_hdr(p)->nexthdr` instead: the network header
+        // is the innermost IP header, which must be IPv6 followed by TCP.
+        if grown >= super::GRO_LEGACY_MAX_SIZE as u64
+            && self.cfg.kernel.tunnel_big_tcp_needs_ipv6_inner()
+            && (p.lay.ip != IpVersion::V6
+                || p.data[p.lay.l3_off + crate::wire::ipv6::field::NEXT_HEADER]
+                    != crate::wire::ip_proto::TCP)
+        {
+            return Some(FlushReason::SizeLimit);
+        }
         None
     }
 }

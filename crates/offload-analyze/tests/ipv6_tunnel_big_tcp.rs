@@ -1,0 +1,153 @@
+//! BIG TCP through tunnels with an IPv6 outer header: on kernel lines
+//! 5.19-6.19 (`KernelLine::ipv6_outer_tunnel_loss`) a packet GRO merges
+//! past 64 KiB there is lost (dropped with a WARN for IP in IP, mangled for
+//! VXLAN). analyze names each such flow; 7.x, 64 KiB and IPv4-outer
+//! tunnels raise nothing.
+
+use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
+use offload_analyze::{analyze, Analysis, KernelLine, Options};
+use offload_capture::{CaptureWriter, Control, FrameMeta, LinkType};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+const TITLE: &str = "BIG TCP with an IPv6-outer tunnel on kernel";
+
+fn a6(last: u8) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0] = 0xfd;
+    a[15] = last;
+    a
+}
+
+/// One inner TCP/IPv6 segment (an Ethernet frame).
+fn inner(i: u32) -> Vec<u8> {
+    FrameSpec::tcp6(a6(1), a6(2), TcpSpec::data(40000, 5201, 1 + i * 1400))
+        .payload(vec![9; 1400])
+        .build()
+}
+
+fn vxlan6(i: u32) -> Vec<u8> {
+    FrameSpec::udp6(a6(0x11), a6(0x12), 50000, 4789)
+        .payload(vxlan_payload(42, &inner(i)))
+        .build()
+}
+
+fn vxlan4(i: u32) -> Vec<u8> {
+    FrameSpec::udp4([192, 168, 7, 1], [192, 168, 7, 2], 50000, 4789)
+        .payload(vxlan_payload(42, &inner(i)))
+        .build()
+}
+
+/// ip6ip6: Ethernet, outer IPv6 (next header 41), the inner IPv6 packet.
+fn ip6ip6(i: u32) -> Vec<u8> {
+    let inner = inner(i);
+    let pkt = &inner[14..];
+    let mut f = inner[..12].to_vec();
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(pkt.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[41, 64]);
+    f.extend_from_slice(&a6(0x21));
+    f.extend_from_slice(&a6(0x22));
+    f.extend_from_slice(pkt);
+    f
+}
+
+fn run(frames: impl Fn(u32) -> Vec<u8>, kernel: KernelLine) -> Analysis {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.pcap");
+    write(&p, (0..150).map(frames));
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let opts = Options {
+        kernel,
+        ..Options::default()
+    };
+    analyze(&[p], &opts, &mut ctl).unwrap()
+}
+
+fn write(path: &Path, frames: impl Iterator<Item = Vec<u8>>) {
+    let mut w = CaptureWriter::create(path, None).unwrap();
+    for (i, f) in frames.enumerate() {
+        let meta = FrameMeta::new(1_000_000 + i as i64 * 1000, LinkType(1), f.len());
+        w.write_frame(&meta, &f).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn named(a: &Analysis) -> Vec<&offload_analyze::report::Finding> {
+    a.report
+        .findings
+        .iter()
+        .filter(|f| f.kind == "big-tcp-ipv6-tunnel")
+        .collect()
+}
+
+#[test]
+fn vxlan_and_ip6ip6_over_ipv6_with_big_tcp_are_named_on_affected_lines() {
+    for (name, frames) in [
+        ("vxlan6", vxlan6 as fn(u32) -> Vec<u8>),
+        ("ip6ip6", ip6ip6 as fn(u32) -> Vec<u8>),
+    ] {
+        for line in [KernelLine::V6_1, KernelLine::V6_12, KernelLine::V6_18] {
+            let a = run(frames, line);
+            let f = named(&a);
+            assert_eq!(f.len(), 1, "{name} on {line}: {:#?}", a.report.findings);
+            let f = f[0];
+            assert!(
+                f.title.starts_with(&format!(
+                    "{TITLE} {line}: merged packets past 64 KiB are dropped"
+                )),
+                "{}",
+                f.title
+            );
+            assert_eq!(f.severity, offload_analyze::report::Severity::High);
+            let flow = &a.report.flows[f.flow.as_ref().unwrap().id];
+            // The figures behind it: at 185000 packets past 64 KiB are
+            // lost, at 65536 nothing is.
+            assert_eq!(flow.what_if[0].lost_segments, 0, "{name} {line}");
+            assert!(flow.what_if[1].lost_packets > 0, "{name} {line}");
+            let reason = flow.what_if[1].loss_reason.unwrap();
+            let want = if name == "vxlan6" {
+                "ipv6-tunnel-jumbo-mangled"
+            } else {
+                "ipv6-tunnel-jumbo-dropped"
+            };
+            assert_eq!(reason, want);
+            assert!(f.detail.contains("gro_max_size 185000"), "{}", f.detail);
+        }
+        // 7.x completes such packets soundly.
+        let a = run(frames, KernelLine::V7);
+        assert!(named(&a).is_empty(), "{name} on 7.x");
+    }
+}
+
+#[test]
+fn ipv4_outer_tunnels_and_64k_raise_nothing() {
+    let a = run(vxlan4, KernelLine::V6_18);
+    assert!(named(&a).is_empty());
+    assert!(a
+        .report
+        .flows
+        .iter()
+        .all(|f| f.what_if[1].lost_packets == 0));
+    // The same IPv6 train at 64 KiB only.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.pcap");
+    write(&p, (0..150).map(vxlan6));
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let opts = Options {
+        gro_sizes: vec![65536],
+        ..Options::default()
+    };
+    let a = analyze(&[p], &opts, &mut ctl).unwrap();
+    assert!(named(&a).is_empty());
+}

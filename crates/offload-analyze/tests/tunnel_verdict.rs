@@ -1,0 +1,167 @@
+//! The tunnel verdict: a healthy tunnel train whose outer IPv4 IDs a hop
+//! scrambled must be named, with the healthy train's own packet count as
+//! the healthy-tunnel figure, for every tunnel kind the engine merges
+//! (VXLAN, Geneve, GRE, IPIP), DF set or clear, outer UDP checksum zero
+//! or set, on every kernel line whose IP ID rule rejects the scrambled IDs.
+
+use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
+use offload_analyze::kernel::IpIdPattern;
+use offload_analyze::{analyze, Analysis, KernelLine, Options};
+use offload_capture::{CaptureWriter, Control, FrameMeta, LinkType};
+use proptest::prelude::*;
+use std::sync::atomic::AtomicBool;
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Vxlan,
+    Geneve,
+    Gre,
+    Ipip,
+}
+
+const O_SRC: [u8; 4] = [192, 168, 9, 1];
+const O_DST: [u8; 4] = [192, 168, 9, 2];
+
+/// Ethernet and an IPv4 header (protocol `proto`, `id`, `df`) around
+/// `payload`, header checksum set.
+fn outer4(proto: u8, payload: &[u8], id: u16, df: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let total = (20 + payload.len()) as u16;
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&total.to_be_bytes());
+    h.extend_from_slice(&id.to_be_bytes());
+    h.extend_from_slice(&[if df { 0x40 } else { 0 }, 0, 64, proto, 0, 0]);
+    h.extend_from_slice(&O_SRC);
+    h.extend_from_slice(&O_DST);
+    let c = offload::checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// One frame of the train: inner TCP segment `i`, outer ID and DF given.
+fn frame(kind: Kind, i: u32, len: usize, outer_id: u16, df: bool, udp_csum: bool) -> Vec<u8> {
+    let mut s = FrameSpec::tcp4(
+        [10, 9, 0, 1],
+        [10, 9, 0, 2],
+        TcpSpec::data(41000, 5201, 1 + i * len as u32),
+    )
+    .payload(vec![7; len]);
+    s.v4_mut().id = 1000u16.wrapping_add(i as u16);
+    s.v4_mut().df = true;
+    let inner = s.build();
+    let udp = |dport: u16, payload: Vec<u8>| {
+        let mut u = FrameSpec::udp4(O_SRC, O_DST, 47000, dport).payload(payload);
+        u.v4_mut().id = outer_id;
+        u.v4_mut().df = df;
+        u.udp_mut().zero_checksum = !udp_csum;
+        u.build()
+    };
+    match kind {
+        Kind::Vxlan => udp(4789, vxlan_payload(42, &inner)),
+        Kind::Geneve => {
+            let mut p = vec![0, 0, 0x65, 0x58, 0, 0, 42, 0];
+            p.extend_from_slice(&inner);
+            udp(6081, p)
+        }
+        Kind::Gre => {
+            let mut p = vec![0, 0, 0x08, 0x00];
+            p.extend_from_slice(&inner[14..]);
+            outer4(47, &p, outer_id, df)
+        }
+        Kind::Ipip => outer4(4, &inner[14..], outer_id, df),
+    }
+}
+
+fn run(frames: &[Vec<u8>], line: KernelLine) -> Analysis {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.pcap");
+    let mut w = CaptureWriter::create(&p, None).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let meta = FrameMeta::new(1_000_000 + i as i64 * 1000, LinkType(1), f.len());
+        w.write_frame(&meta, f).unwrap();
+    }
+    w.finish().unwrap();
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let opts = Options {
+        kernel: line,
+        ..Options::default()
+    };
+    analyze(&[p], &opts, &mut ctl).unwrap()
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        Just(Kind::Vxlan),
+        Just(Kind::Geneve),
+        Just(Kind::Gre),
+        Just(Kind::Ipip)
+    ]
+}
+
+fn line() -> impl Strategy<Value = KernelLine> {
+    prop::sample::select(KernelLine::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn a_scrambled_healthy_tunnel_is_named_with_its_own_healthy_count(
+        kind in kind(),
+        line in line(),
+        segments in 24u32..120,
+        len in 600usize..1400,
+        df in any::<bool>(),
+        udp_csum in any::<bool>(),
+        id0 in any::<u16>(),
+        seed in any::<u64>(),
+    ) {
+        // The healthy train: outer IDs increment per packet.
+        let healthy: Vec<Vec<u8>> = (0..segments)
+            .map(|i| frame(kind, i, len, id0.wrapping_add(i as u16), df, udp_csum))
+            .collect();
+        let h = run(&healthy, line);
+        let hf = h.report.flows.iter().max_by_key(|f| f.packets).unwrap();
+        let own = hf.what_if[0].stack_packets;
+        prop_assert!(own * 2 < segments as u64, "{kind:?} {line}: the healthy train merges ({own} of {segments})");
+        prop_assert!(h.report.findings.iter().all(|f| f.kind != "ip-id-rule"), "{kind:?} {line}: {:#?}", h.report.findings);
+
+        // A hop scrambles the outer IDs (DF as it was).
+        let mut state = seed | 1;
+        let scrambled: Vec<Vec<u8>> = (0..segments)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                frame(kind, i, len, (state >> 16) as u16, df, udp_csum)
+            })
+            .collect();
+        let a = run(&scrambled, line);
+        let f = a.report.flows.iter().max_by_key(|f| f.packets).unwrap();
+        let w = &f.what_if[0];
+        prop_assert_eq!(w.healthy_tunnel_packets, Some(own), "{:?} {}", kind, line);
+        if !line.ip_ids_mergeable(IpIdPattern::Random, df, true) {
+            let named = a.report.findings.iter().find(|x| {
+                x.kind == "ip-id-rule" && x.flow.as_ref().is_some_and(|r| r.id == f.id)
+            });
+            prop_assert!(named.is_some(), "{kind:?} {line} DF {df}: not named: {:#?}", a.report.findings);
+            let named = named.unwrap();
+            prop_assert!(
+                named.evidence.counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
+                "{:?} {}: {:?}", kind, line, named.evidence.counts
+            );
+            prop_assert_eq!(w.stack_packets, segments as u64);
+        } else {
+            // The line does not check such outer IDs: the train merges as
+            // the healthy one did, and nothing is named.
+            prop_assert_eq!(w.stack_packets, own);
+        }
+    }
+}
