@@ -16,7 +16,7 @@
 # `apt-get download` and unpacked with `dpkg-deb -x` under
 # target/kernels/<line>/ (docs/decisions/0072-vm-kernel-oracle.md).
 #
-# Timing (the trap of kernels.md): the guest runs under TCG with
+# Timing (the trap decision 0072 describes): the guest runs under TCG with
 # `-icount shift=0,sleep=off`: its clocks advance with the instructions it
 # executes (1 ns each) and jump over idle time, so a jiffy (4 ms at HZ=250)
 # always holds the same amount of guest work and the host's load cannot

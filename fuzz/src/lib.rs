@@ -193,32 +193,33 @@ pub fn config_from(a: u8, b: u8) -> GroConfig {
             _ => offload::gro::GRO_MAX_SIZE,
         }
     };
-    GroConfig {
-        gro_max_size: size,
-        gro_ipv4_max_size: if a & 0x40 != 0 { 65_536 } else { size },
-        flush_timeout_ns: match (a >> 2) & 3 {
+    GroConfig::default()
+        .gro_max_size(size)
+        .gro_ipv4_max_size(if a & 0x40 != 0 { 65_536 } else { size })
+        .flush_timeout_ns(match (a >> 2) & 3 {
             0 => 0,
             1 => 50_000,
             _ => u64::MAX / 4,
-        },
-        verify_checksums: a & 1 != 0,
-        vlan_gro: a & 2 != 0,
-        udp: match b & 3 {
+        })
+        .verify_checksums(a & 1 != 0)
+        .vlan_gro(a & 2 != 0)
+        .udp(match b & 3 {
             0 => UdpGro::Off,
             1 => UdpGro::Ports(vec![443, 4789, u16::from(b)]),
             _ => UdpGro::AllPorts,
-        },
-        vxlan_ports: if b & 4 != 0 { vec![] } else { vec![4789] },
-        geneve_ports: if b & 4 != 0 { vec![] } else { vec![6081] },
+        })
+        .vxlan_ports(if b & 4 != 0 { vec![] } else { vec![4789] })
+        .geneve_ports(if b & 4 != 0 { vec![] } else { vec![6081] })
         // Every kernel line's rules, so that no profile can reorder the
         // per-packet checks into a panic; 0 is the reference line.
-        kernel: [
-            KernelLine::V6_18,
-            KernelLine::V6_1,
-            KernelLine::V6_12,
-            KernelLine::V7,
-        ][usize::from(a >> 7) | usize::from((b >> 6) & 2)],
-    }
+        .kernel(
+            [
+                KernelLine::V6_18,
+                KernelLine::V6_1,
+                KernelLine::V6_12,
+                KernelLine::V7,
+            ][usize::from(a >> 7) | usize::from((b >> 6) & 2)],
+        )
 }
 
 /// Copies a record expands to (`flags` bits 3–5): long trains, up to BIG

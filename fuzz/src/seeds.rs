@@ -88,11 +88,11 @@ pub fn trains() -> Vec<(&'static str, Vec<Vec<u8>>)> {
 pub fn super_packets() -> Vec<(String, Vec<u8>, u32, u32)> {
     let mut out = Vec::new();
     for (name, frames) in trains() {
-        let mut e = GroEngine::new(GroConfig {
-            flush_timeout_ns: u64::MAX / 4,
-            vlan_gro: true,
-            ..GroConfig::default()
-        });
+        let mut e = GroEngine::new(
+            GroConfig::default()
+                .flush_timeout_ns(u64::MAX / 4)
+                .vlan_gro(true),
+        );
         let mut n = 0;
         let mut push = |d: &Delivered<'_>| {
             if d.segments > 1 {

@@ -129,18 +129,15 @@ pub fn config_for(
     verify_checksums: bool,
     vxlan_ports: &[u16],
 ) -> GroConfig {
-    GroConfig {
-        gro_max_size: size,
-        gro_ipv4_max_size: if line.has_ipv4_big_tcp() {
+    GroConfig::for_kernel(line)
+        .gro_max_size(size)
+        .gro_ipv4_max_size(if line.has_ipv4_big_tcp() {
             size
         } else {
             size.min(offload::gro::GRO_LEGACY_MAX_SIZE)
-        },
-        verify_checksums,
-        vxlan_ports: vxlan_ports.to_vec(),
-        kernel: line,
-        ..GroConfig::default()
-    }
+        })
+        .verify_checksums(verify_checksums)
+        .vxlan_ports(vxlan_ports.to_vec())
 }
 
 impl WhatIfWorker {

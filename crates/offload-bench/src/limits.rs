@@ -174,7 +174,7 @@ impl Budget {
     }
 
     /// Reserves what `spec` needs, or says which limit it would break.
-    /// The spec's own ranges are checked before ([`crate::server`]'s
+    /// The spec's own ranges are checked before (the server's
     /// check_spec); this is about the host.
     pub fn reserve(self: &Arc<Self>, spec: &TestSpec) -> Result<Reservation, String> {
         let l = &self.limits;

@@ -75,6 +75,7 @@ fn exists(id: i32) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn every_test_type_between_namespaces_over_ipv4() {
     let _g = serial();
     let pair = NetnsPair::create("v4").unwrap();
@@ -118,6 +119,7 @@ fn every_test_type_between_namespaces_over_ipv4() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tcp_rr_80000_over_ipv6_between_namespaces() {
     let _g = serial();
     let pair = NetnsPair::create("v6").unwrap();
@@ -148,6 +150,7 @@ fn tcp_rr_80000_over_ipv6_between_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_rr_many_flows_over_ipv6_between_namespaces() {
     let _g = serial();
     let pair = NetnsPair::create("u6").unwrap();
@@ -163,6 +166,7 @@ fn udp_rr_many_flows_over_ipv6_between_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn namespaces_are_removed_on_drop_and_on_panic() {
     let _g = serial();
     let pair = NetnsPair::create("gone").unwrap();

@@ -226,21 +226,20 @@ fn finish<S>(outcome: &Outcome<S>) -> ExitCode {
 }
 
 pub fn run_gro(args: GroArgs) -> anyhow::Result<ExitCode> {
-    let cfg = GroConfig {
-        gro_max_size: args.gro_max_size,
-        gro_ipv4_max_size: args.gro_ipv4_max_size,
-        flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
-        verify_checksums: !args.no_checksum_check,
-        udp: args.udp_gro.clone(),
-        vxlan_ports: args.capture.vxlan_ports(),
-        vlan_gro: args.vlan_gro,
-        kernel: args.kernel.unwrap_or_else(running_kernel_line),
-        kernel_losses: !args.no_kernel_losses,
-        geneve_ports: match args.geneve_ports.as_slice() {
+    let cfg = GroConfig::default()
+        .gro_max_size(args.gro_max_size)
+        .gro_ipv4_max_size(args.gro_ipv4_max_size)
+        .flush_timeout_ns(args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64)
+        .verify_checksums(!args.no_checksum_check)
+        .udp(args.udp_gro.clone())
+        .vxlan_ports(args.capture.vxlan_ports())
+        .vlan_gro(args.vlan_gro)
+        .kernel(args.kernel.unwrap_or_else(running_kernel_line))
+        .kernel_losses(!args.no_kernel_losses)
+        .geneve_ports(match args.geneve_ports.as_slice() {
             [] => vec![offload::wire::geneve::PORT],
             ports => ports.iter().copied().filter(|p| *p != 0).collect(),
-        },
-    };
+        });
     let outcome = with_progress(&args.input, "offload gro", |ctl| {
         let read = ReadOptions {
             strict: args.capture.strict,

@@ -145,6 +145,12 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     tune::check_allowed(&target, &plan, args.host)?;
+    if std::fs::symlink_metadata(&state_path).is_ok() {
+        bail!(
+            "state file {} exists: an earlier tune is not reverted (offload tune --revert first); nothing changed",
+            state_path.display()
+        );
+    }
     if plan.steps.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }

@@ -440,6 +440,7 @@ fn ctrl_c_prints_the_partial_summary_and_exits_130() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn thirty_thousand_flows_report_tcp_info_per_flow_in_json() {
     let srv = Server::start("127.0.0.1:0");
     let out = bench(&[

@@ -47,6 +47,7 @@ fn device<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn reads_back_gro_size_and_flags_gro_off() {
     let ns = NetNs::new_anonymous().unwrap();
     ns.run(|| {
@@ -105,6 +106,7 @@ fn reads_back_gro_size_and_flags_gro_off() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn big_tcp_half_done_is_found() {
     let ns = NetNs::new_anonymous().unwrap();
     ns.run(|| {
@@ -186,6 +188,7 @@ fn state_path(tag: &str) -> String {
 /// Two namespaces joined by a veth pair whose sender has TSO off, so the
 /// receiving veth runs GRO; a TCP stream between them must show merging.
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn live_counts_gro_merging_on_veth() {
     let a = NetNs::new_anonymous().unwrap();
     let b = NetNs::new_anonymous().unwrap();
@@ -300,6 +303,7 @@ fn live_counts_gro_merging_on_veth() {
 /// one, as `ip netns exec` users do; they used to print "-". The test
 /// process is the launching "shell": its namespace is the host's.
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn host_only_sysctls_are_read_from_inside_a_namespace() {
     let ns = NetNs::new_anonymous().unwrap();
     let v = json(&offload_in(&ns, &["inspect", "--json"]));

@@ -512,3 +512,199 @@ fn inspect_json_matches_ethtool_on_the_host_nics() {
     }
     assert!(physical > 0, "no NIC on this machine to compare");
 }
+
+/// Every value a tune touches, read with the standard tools: `ip -d -j
+/// link`, `ethtool -k/-g/-c`, sysfs, and offload's own netlink reading
+/// for the IPv4 size knobs iproute2 6.1 does not print.
+fn snapshot(ns: &NetNs, devs: &[&str]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let links: serde_json::Value = serde_json::from_str(&ok(
+        run_in(ns, "ip", &["-d", "-j", "link", "show"]),
+        "ip link",
+    ))
+    .unwrap();
+    let ins: serde_json::Value = serde_json::from_str(&ok(
+        run_in(
+            ns,
+            env!("CARGO_BIN_EXE_offload"),
+            &["inspect", "--json", "--window", "0s"],
+        ),
+        "inspect",
+    ))
+    .unwrap();
+    for dev in devs {
+        let link = links
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["ifname"] == *dev)
+            .unwrap();
+        for k in ["gso_max_size", "gro_max_size", "mtu"] {
+            out.insert(format!("{dev} ip {k}"), link[k].to_string());
+        }
+        let d = ins["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == *dev)
+            .unwrap();
+        for k in ["gso_ipv4_max_size", "gro_ipv4_max_size"] {
+            out.insert(format!("{dev} netlink {k}"), d[k].to_string());
+        }
+        for (f, v) in ethtool_k(&ok(run_in(ns, "ethtool", &["-k", dev]), "ethtool -k")) {
+            out.insert(format!("{dev} ethtool -k {f}"), format!("{v:?}"));
+        }
+        for flag in ["-g", "-c"] {
+            let o = run_in(ns, "ethtool", &[flag, dev]);
+            out.insert(
+                format!("{dev} ethtool {flag}"),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            );
+        }
+        let mut rels = vec![
+            "gro_flush_timeout".to_string(),
+            "napi_defer_hard_irqs".to_string(),
+        ];
+        for q in d["queues"]["rx_queues"].as_array().unwrap() {
+            let i = u(&q["index"]);
+            rels.push(format!("queues/rx-{i}/rps_cpus"));
+            rels.push(format!("queues/rx-{i}/rps_flow_cnt"));
+        }
+        for (k, v) in sysfs_in(ns, dev, &rels, true) {
+            out.insert(format!("{dev} sysfs {k}"), v);
+        }
+    }
+    out
+}
+
+/// `offload tune` applies a profile or a finding's fix in a private
+/// namespace on veth, bridge, vxlan and macvlan, and `--revert` leaves
+/// every value as it was; the host namespace is refused without --host.
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn tune_apply_then_revert_restores_every_value() {
+    let ns = NetNs::new_anonymous().unwrap();
+    assert!(ip(&ns, "link add tv0 type veth peer tv1"));
+    assert!(ip(&ns, "link set tv0 up"));
+    assert!(ip(&ns, "link set tv1 up"));
+    assert!(ip(&ns, "addr add 10.98.0.1/24 dev tv0"));
+    assert!(ip(&ns, "link add tbr0 type bridge"));
+    assert!(ip(
+        &ns,
+        "link add tvx0 type vxlan id 9 dstport 4789 local 10.98.0.1 dev tv0"
+    ));
+    assert!(ip(&ns, "link add tmv0 link tv0 type macvlan mode bridge"));
+    // A half-done BIG TCP and a macvlan whose GRO follows its lower device.
+    assert!(ip(&ns, "link set tv1 gso_max_size 185000"));
+    ok(
+        run_in(&ns, "ethtool", &["-K", "tv0", "gro", "off"]),
+        "ethtool -K",
+    );
+    let devs = ["tv0", "tv1", "tbr0", "tvx0", "tmv0"];
+    let before = snapshot(&ns, &devs);
+    let dir = std::env::temp_dir().join(format!("ofl-tune-diff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let offload = env!("CARGO_BIN_EXE_offload");
+    let mut changed_runs = 0;
+    let runs: Vec<Vec<String>> = vec![
+        vec![
+            "--profile",
+            "throughput",
+            "--dev",
+            "tv0",
+            "--dev",
+            "tv1",
+            "--dev",
+            "tvx0",
+            "--dev",
+            "tbr0",
+        ],
+        vec!["--profile", "latency", "--dev", "tv1"],
+        vec!["--profile", "packet-rate", "--dev", "tv1"],
+        vec!["--fix", "big-tcp-half-done"],
+        vec!["--fix", "gro-off"],
+        vec![
+            "--set",
+            "tmv0:sysfs:gro_flush_timeout=50000",
+            "--set",
+            "tv1:feature:rx-gro-list=on",
+        ],
+    ]
+    .into_iter()
+    .map(|r| r.into_iter().map(String::from).collect())
+    .collect();
+    for (i, run) in runs.iter().enumerate() {
+        let state = dir
+            .join(format!("state-{i}.json"))
+            .to_string_lossy()
+            .into_owned();
+        let mut args: Vec<&str> = vec!["tune"];
+        args.extend(run.iter().map(String::as_str));
+        // Dry run: nothing changes.
+        ok(run_in(&ns, offload, &args), "tune dry run");
+        assert_eq!(
+            snapshot(&ns, &devs),
+            before,
+            "a dry run changed something: {run:?}"
+        );
+        // Profiles touch host-only sysctls: refused without --host, and
+        // nothing changed.
+        let mut apply = args.clone();
+        apply.extend(["--apply", "--state", &state]);
+        let out = run_in(&ns, offload, &apply);
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("--host"), "{run:?}: {err}");
+            assert_eq!(
+                snapshot(&ns, &devs),
+                before,
+                "a refused tune changed something"
+            );
+            // Without the host-only part: the device knobs alone.
+            continue;
+        }
+        let after = snapshot(&ns, &devs);
+        assert_ne!(after, before, "{run:?} changed nothing");
+        changed_runs += 1;
+        // The state file is private.
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&state).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        // A second apply over an unreverted state is refused.
+        assert!(!run_in(&ns, offload, &apply).status.success());
+        ok(
+            run_in(&ns, offload, &["tune", "--revert", "--state", &state]),
+            "tune --revert",
+        );
+        let back = snapshot(&ns, &devs);
+        let diff: Vec<_> = before
+            .iter()
+            .filter(|(k, v)| back.get(*k) != Some(*v))
+            .map(|(k, v)| format!("{k}: was {v}, now {:?}", back.get(k)))
+            .collect();
+        assert!(diff.is_empty(), "{run:?} not reverted: {diff:#?}");
+        assert!(!std::path::Path::new(&state).exists());
+    }
+    assert!(changed_runs >= 4, "{changed_runs}");
+    // The fix of a macvlan's GRO went to its lower device and worked.
+    let state = dir.join("gro.json").to_string_lossy().into_owned();
+    ok(
+        run_in(
+            &ns,
+            offload,
+            &[
+                "tune", "--fix", "gro-off", "--dev", "tmv0", "--apply", "--state", &state,
+            ],
+        ),
+        "fix gro-off tmv0",
+    );
+    let k = ethtool_k(&ok(run_in(&ns, "ethtool", &["-k", "tmv0"]), "ethtool -k"));
+    assert_eq!(k["generic-receive-offload"], (true, false));
+    ok(
+        run_in(&ns, offload, &["tune", "--revert", "--state", &state]),
+        "revert",
+    );
+    assert_eq!(snapshot(&ns, &devs), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}

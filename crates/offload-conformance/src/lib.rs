@@ -21,29 +21,29 @@ use std::fmt::Write as _;
 /// `knobs` (sizes, UDP GRO sockets or forwarding, VXLAN port).
 pub fn engine_config(knobs: &offload_lab::oracle::GroKnobs) -> GroConfig {
     use offload::gro::UdpGro;
-    GroConfig {
-        gro_max_size: knobs.gro_max_size,
-        gro_ipv4_max_size: knobs.gro_ipv4_max_size,
-        flush_timeout_ns: 10_000_000,
-        verify_checksums: true,
-        udp: if knobs.udp_gro_forwarding {
+    GroConfig::for_kernel(running_line())
+        .gro_max_size(knobs.gro_max_size)
+        .gro_ipv4_max_size(knobs.gro_ipv4_max_size)
+        .flush_timeout_ns(10_000_000)
+        .verify_checksums(true)
+        .udp(if knobs.udp_gro_forwarding {
             UdpGro::AllPorts
         } else if knobs.udp_gro_ports.is_empty() {
             UdpGro::Off
         } else {
             UdpGro::Ports(knobs.udp_gro_ports.clone())
-        },
-        vxlan_ports: knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default(),
-        geneve_ports: knobs
-            .geneve_vni
-            .map(|_| vec![offload::wire::geneve::PORT])
-            .unwrap_or_default(),
+        })
+        .vxlan_ports(knobs.vxlan.map(|v| vec![v.port]).unwrap_or_default())
+        .geneve_ports(
+            knobs
+                .geneve_vni
+                .map(|_| vec![offload::wire::geneve::PORT])
+                .unwrap_or_default(),
+        )
         // The reference kernel has no VLAN GRO handler (CONFIG_VLAN_8021Q unset).
-        vlan_gro: false,
-        kernel: running_line(),
+        .vlan_gro(false)
         // The live kernel's losses are what the comparison expects.
-        kernel_losses: true,
-    }
+        .kernel_losses(true)
 }
 
 /// The addresses trains use to reach the oracle's TAP from its peer.
@@ -286,13 +286,10 @@ pub fn running_line() -> offload::gro::KernelLine {
 /// The engine configuration matching an oracle with default knobs on the
 /// running kernel: its kernel line's profile.
 pub fn running_config() -> GroConfig {
-    GroConfig {
-        flush_timeout_ns: 10_000_000,
-        kernel: running_line(),
+    GroConfig::for_kernel(running_line())
+        .flush_timeout_ns(10_000_000)
         // The oracle has no Geneve device unless a test makes one.
-        geneve_ports: Vec::new(),
-        ..GroConfig::default()
-    }
+        .geneve_ports(Vec::new())
 }
 
 /// Runs a selftest case through the kernel (part by part: everything held

@@ -48,6 +48,7 @@ fn release() -> String {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn running_kernel_suite() {
     let trains = env_u64("OFFLOAD_LINE_TRAINS", 300);
     let seed0 = env_u64("OFFLOAD_LINE_SEED", 9_000_000);
@@ -146,10 +147,7 @@ fn running_kernel_suite() {
         geneve.as_ref().expect("a Geneve device in the guest");
     }
     if geneve.is_ok() {
-        let gcfg = offload::GroConfig {
-            geneve_ports: vec![offload::wire::geneve::PORT],
-            ..cfg.clone()
-        };
+        let gcfg = cfg.clone().geneve_ports(vec![offload::wire::geneve::PORT]);
         use offload_conformance::selftest::{case, case_names, Family};
         for name in case_names(Family::Geneve) {
             let c = case(&a, Family::Geneve, name).expect("listed case");
@@ -186,10 +184,7 @@ fn running_kernel_suite() {
     let mut vlan_unstable = 0;
     let (mut vlan_in, mut vlan_out) = (0usize, 0usize);
     if vlan {
-        let vcfg = offload::GroConfig {
-            vlan_gro: true,
-            ..cfg.clone()
-        };
+        let vcfg = cfg.clone().vlan_gro(true);
         for i in 0..vlan_trains {
             let seed = seed0 + 500_000 + i;
             let (t, tags, frames) = vlan_train(seed, i, &a);
@@ -670,11 +665,13 @@ fn in_vm(line: &str) {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_6_1_in_vm() {
     in_vm("6.1");
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_6_12_in_vm() {
     in_vm("6.12");
 }

@@ -34,6 +34,7 @@ macro_rules! cases {
             use super::*;
             $(
                 #[test]
+                #[ignore = "needs root: scripts/test.sh runs it"]
                 fn $case() {
                     run(Family::$variant, stringify!($case));
                 }

@@ -77,6 +77,7 @@ fn knobs(size: u32) -> GroKnobs {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_trains_to_a_udp_gro_socket_match_the_kernel() {
     let k = GroKnobs {
         udp_gro_ports: vec![5555],
@@ -86,6 +87,7 @@ fn udp_trains_to_a_udp_gro_socket_match_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_trains_forwarded_match_the_kernel() {
     let k = GroKnobs {
         udp_gro_forwarding: true,
@@ -97,6 +99,7 @@ fn udp_trains_forwarded_match_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_trains_match_the_kernel_at_65536() {
     let k = GroKnobs {
         vxlan: Some(VxlanConf {
@@ -111,6 +114,7 @@ fn vxlan_trains_match_the_kernel_at_65536() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_trains_match_the_kernel_at_185000() {
     let k = GroKnobs {
         vxlan: Some(VxlanConf {
@@ -125,6 +129,7 @@ fn vxlan_trains_match_the_kernel_at_185000() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_over_ipv6_trains_match_the_kernel() {
     let k = GroKnobs {
         vxlan: Some(VxlanConf {

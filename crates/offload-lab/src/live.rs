@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::inspect::{read_softnet, SoftnetCpu};
+use crate::inspect::{read_softnet, softnet_delta, SoftnetCpu};
 use crate::qstats::{self, HwOffloadStats};
 
 /// The tracepoints counted, in `events/net/` order.
@@ -318,26 +318,4 @@ pub fn watch(
         hw_offload: hw_delta(devices, &hw0, &read_hw(devices)),
         interrupted,
     })
-}
-
-/// Per-CPU `after - before`.
-pub fn softnet_delta(after: &[SoftnetCpu], before: &[SoftnetCpu]) -> Vec<SoftnetCpu> {
-    after
-        .iter()
-        .map(|a| {
-            let b = before
-                .iter()
-                .find(|b| b.cpu == a.cpu)
-                .copied()
-                .unwrap_or_default();
-            SoftnetCpu {
-                cpu: a.cpu,
-                processed: a.processed.saturating_sub(b.processed),
-                dropped: a.dropped.saturating_sub(b.dropped),
-                time_squeeze: a.time_squeeze.saturating_sub(b.time_squeeze),
-                received_rps: a.received_rps.saturating_sub(b.received_rps),
-                flow_limit_count: a.flow_limit_count.saturating_sub(b.flow_limit_count),
-            }
-        })
-        .collect()
 }

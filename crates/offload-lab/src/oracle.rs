@@ -1,7 +1,7 @@
 //! The live-kernel GRO oracle: hand it a train of Ethernet frames, get back
 //! what the running kernel's GRO made of them, byte for byte.
 //!
-//! Setup (`/work/shared/design/kernel-oracle.md`): an anonymous network
+//! Setup: an anonymous network
 //! namespace ([`NetNs`]) holding a TAP device opened with
 //! `IFF_TAP | IFF_NO_PI | IFF_NAPI`, so every `write()` enters the stack
 //! through `napi_gro_receive`; a non-zero `gro_flush_timeout` so held packets
@@ -34,8 +34,7 @@
 //! two writes reached the flush timeout: then no jiffy boundary or timer
 //! split the train, and the answer is the kernel's answer. Otherwise the
 //! train is replayed (at most [`MAX_ATTEMPTS`] runs) and the answer with the
-//! fewest frames kept (`kernel-oracle.md` step 7: a jiffy boundary can only
-//! add flushes). Step 1 is skipped when the previous train's step 4 saw a
+//! fewest frames kept (a jiffy boundary can only add flushes). Step 1 is skipped when the previous train's step 4 saw a
 //! tick less than half a jiffy ago, so back-to-back trains cost about one
 //! jiffy each (4 ms at HZ=250), not the 3 × 20 ms of a timer-based wait.
 
@@ -83,7 +82,7 @@ const SENTINEL_SRC: [u8; 6] = [0x02, 0x6f, 0x66, 0x6c, 0xff, 0xff];
 /// How long to wait for a sentinel before declaring the oracle stuck.
 const SENTINEL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A VXLAN device for the oracle to create (`kernel-oracle.md`: GRO only
+/// A VXLAN device for the oracle to create (GRO only
 /// looks inside VXLAN when a VXLAN socket listens on the destination port).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VxlanConf {

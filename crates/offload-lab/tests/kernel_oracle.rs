@@ -1,5 +1,5 @@
-//! The oracle against the table "What this machine's kernel was seen to do
-//! (6.18)" of kernel-oracle.md: each row is a train built here with correct
+//! The oracle against what the running kernel (6.18 here) was seen to do
+//! (docs/lab.md, "What the tests reproduce"): each row is a train built here with correct
 //! checksums and run through the live kernel's GRO. Needs root and
 //! /dev/net/tun; fails (never skips) without them.
 
@@ -83,6 +83,7 @@ fn incrementing(start: u16, n: usize) -> Vec<u16> {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv4_df1_incrementing_id_merges_into_one() {
     let mut o = oracle(GroKnobs::default());
     let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
@@ -104,6 +105,7 @@ fn ipv4_df1_incrementing_id_merges_into_one() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv4_df0_irregular_id_is_not_merged() {
     let mut o = oracle(GroKnobs::default());
     let ids = IRREGULAR_IDS;
@@ -114,6 +116,7 @@ fn ipv4_df0_irregular_id_is_not_merged() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv4_df0_incrementing_id_merges_into_one() {
     let mut o = oracle(GroKnobs::default());
     let train = tcp4_train(&o, &incrementing(100, 20), false, 1400);
@@ -123,6 +126,7 @@ fn ipv4_df0_incrementing_id_merges_into_one() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv6_130_segments_split_at_gro_max_size_65536() {
     let mut o = oracle(GroKnobs::default());
     let train = tcp6_train(&o, 130, 1400);
@@ -137,6 +141,7 @@ fn ipv6_130_segments_split_at_gro_max_size_65536() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv6_130_segments_become_one_big_tcp_packet_at_gro_max_size_185000() {
     let mut o = oracle(GroKnobs {
         gro_max_size: 185000,
@@ -156,6 +161,7 @@ fn ipv6_130_segments_become_one_big_tcp_packet_at_gro_max_size_185000() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv4_big_tcp_at_gro_ipv4_max_size_185000_has_total_length_0() {
     let mut o = oracle(GroKnobs {
         gro_max_size: 185000,
@@ -174,6 +180,7 @@ fn ipv4_big_tcp_at_gro_ipv4_max_size_185000_has_total_length_0() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ipv4_ip_id_rules_of_6_18() {
     let mut o = oracle(GroKnobs::default());
     let random = [
@@ -237,6 +244,7 @@ fn vxlan_train(o: &KernelGro, outer_ids: &[u16]) -> Vec<Vec<u8>> {
 const INNER: usize = 14 + 20 + 8 + 8;
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_outer_df0_incrementing_id_merges_inner_tcp() {
     let mut o = oracle(GroKnobs {
         vxlan: Some(VxlanConf {
@@ -256,6 +264,7 @@ fn vxlan_outer_df0_incrementing_id_merges_inner_tcp() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_outer_df0_irregular_id_is_not_merged() {
     let mut o = oracle(GroKnobs {
         vxlan: Some(VxlanConf {
@@ -272,6 +281,7 @@ fn vxlan_outer_df0_irregular_id_is_not_merged() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vxlan_without_a_listening_device_is_plain_udp() {
     // Control for the two VXLAN rows: with no VXLAN socket on 4789, GRO does
     // not look inside, and plain UDP without UDP_GRO is not coalesced.
@@ -298,6 +308,7 @@ fn udp_train(o: &KernelGro, dport: u16, n: usize, len: usize) -> Vec<Vec<u8>> {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_gro_socket_coalesces_datagrams_and_only_on_its_port() {
     let mut o = oracle(GroKnobs {
         udp_gro_ports: vec![9000],
@@ -318,6 +329,7 @@ fn udp_gro_socket_coalesces_datagrams_and_only_on_its_port() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn udp_gro_forwarding_feature_coalesces_without_a_socket() {
     let mut o = oracle(GroKnobs {
         udp_gro_forwarding: true,
@@ -331,6 +343,7 @@ fn udp_gro_forwarding_feature_coalesces_without_a_socket() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn set_knobs_changes_sizes_between_trains() {
     let mut o = oracle(GroKnobs::default());
     let train = tcp6_train(&o, 130, 1400);
@@ -345,9 +358,10 @@ fn set_knobs_changes_sizes_between_trains() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn flush_timeout_zero_merges_nothing_across_writes() {
     // Without gro_flush_timeout every write is its own NAPI poll and GRO
-    // flushes after each packet (kernel-oracle.md step 4).
+    // flushes after each packet.
     let mut o = oracle(GroKnobs {
         flush_timeout: Duration::ZERO,
         ..GroKnobs::default()
@@ -357,6 +371,7 @@ fn flush_timeout_zero_merges_nothing_across_writes() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn bad_tcp_checksum_is_never_merged() {
     let mut o = oracle(GroKnobs::default());
     let mut train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
@@ -371,6 +386,7 @@ fn bad_tcp_checksum_is_never_merged() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn short_frame_is_rejected_with_its_index() {
     let mut o = oracle(GroKnobs::default());
     let err = o.run_train(&[vec![0; 60], vec![0; 10]]).unwrap_err();
@@ -381,6 +397,7 @@ fn short_frame_is_rejected_with_its_index() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn clean_runs_need_no_replay() {
     let mut o = oracle(GroKnobs::default());
     let train = tcp4_train(&o, &incrementing(100, 20), true, 1400);
@@ -399,6 +416,7 @@ fn kernel_has_vlan_gro() -> bool {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn vlan_tagged_train_comes_back_with_its_tags() {
     let mut o = oracle(GroKnobs::default());
     let tagged: Vec<Vec<u8>> = tcp4_train(&o, &incrementing(100, 20), true, 1400)
@@ -421,6 +439,7 @@ fn vlan_tagged_train_comes_back_with_its_tags() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn frames_larger_than_the_mtu_are_accepted_and_merged() {
     // A TAP does not check the MTU on receive: 8000-byte segments (jumbo
     // frames from a peer with a larger MTU) go through GRO like any other.
@@ -432,6 +451,7 @@ fn frames_larger_than_the_mtu_are_accepted_and_merged() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn the_oracle_can_live_in_a_static_shared_by_tests() {
     // A conformance suite keeps one oracle per test binary behind a Mutex.
     fn assert_send<T: Send>() {}
@@ -444,6 +464,7 @@ fn the_oracle_can_live_in_a_static_shared_by_tests() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn gso_metadata_describes_super_packets() {
     let mut o = oracle(GroKnobs {
         gro_max_size: 185000,
@@ -515,6 +536,7 @@ fn agreed_len(o: &mut KernelGro, train: &[Vec<u8>]) -> usize {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
     let mut o = oracle(GroKnobs::default());
     let vx = vxlan_train(&o, &incrementing(100, 20));
@@ -549,6 +571,7 @@ fn set_knobs_adds_and_removes_vxlan_and_udp_gro_sockets() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn gro_list_keeps_segments_so_the_head_checksum_survives() {
     // With rx-gro-list and no local socket on the port, TCP takes the
     // fraglist path (tcp4_check_fraglist_gro): the captured packet has the

@@ -91,6 +91,7 @@ fn small_train(o: &KernelGro) -> Vec<Vec<u8>> {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn panic_inside_a_thread_using_the_oracle_leaks_nothing() {
     require_root();
     let mut host = Rtnl::open().expect("host rtnetlink");
@@ -122,6 +123,7 @@ fn panic_inside_a_thread_using_the_oracle_leaks_nothing() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn sigkilled_process_holding_the_oracle_leaks_nothing() {
     require_root();
     if std::env::var_os(CHILD_ENV).is_some() {

@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn three_noisy_runs_keep_a_positive_interval() {
-        // The case: three runs far apart gave [-14887, 68688].
+        // Three runs far apart once gave a plain t interval of [-14887, 68688].
         let s = summarize(&[8_000.0, 30_000.0, 43_000.0]).unwrap();
         assert!(s.ci95_low > 0.0, "{s:?}");
         assert!(s.ci95_low < s.median && s.median < s.ci95_high);

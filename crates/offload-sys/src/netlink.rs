@@ -1,5 +1,5 @@
 //! The one netlink request/reply loop, for every family the crate speaks
-//! (rtnetlink in [`crate::rtnl`], generic netlink in [`crate::qstats`]).
+//! (rtnetlink in the `rtnl` module, generic netlink in `qstats`).
 //!
 //! A request goes out with `NLM_F_REQUEST` and a fresh sequence number;
 //! replies are read until the kernel's ACK (an `NLMSG_ERROR` with code 0),

@@ -10,6 +10,7 @@ use offload_sys::{Error, NetNs};
 use std::time::Duration;
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
@@ -39,6 +40,7 @@ fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn gro_size_knobs_read_back_and_follow_the_coupling_rule() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
@@ -73,6 +75,7 @@ fn gro_size_knobs_read_back_and_follow_the_coupling_rule() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn veth_and_vxlan_are_created_in_the_namespace_only() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
@@ -128,6 +131,7 @@ fn veth_and_vxlan_are_created_in_the_namespace_only() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn ethtool_features_sysfs_and_sysctls_act_on_the_namespace() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();

@@ -318,15 +318,7 @@ pub fn gro_capture_with(
                 flush_timeout_ns: cfg.flush_timeout_ns,
                 checksum_check: run_cfg.verify_checksums,
                 checksums_offloaded: offloaded,
-                udp_gro: match &cfg.udp {
-                    offload::gro::UdpGro::Off => "off".into(),
-                    offload::gro::UdpGro::AllPorts => "all".into(),
-                    offload::gro::UdpGro::Ports(p) => p
-                        .iter()
-                        .map(|p| p.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                },
+                udp_gro: cfg.udp.to_string(),
                 vxlan_ports: cfg.vxlan_ports.clone(),
                 vlan_gro: cfg.vlan_gro,
                 kernel_losses: cfg.kernel_losses,

@@ -73,10 +73,7 @@ fn gro_then_gso_gives_the_train_back_through_files() {
             on_progress: &mut prog,
             cancel: &cancel,
         };
-        let cfg = GroConfig {
-            flush_timeout_ns: 10_000_000,
-            ..GroConfig::default()
-        };
+        let cfg = GroConfig::default().flush_timeout_ns(10_000_000);
         let g = gro_capture(&input, &merged, &cfg, &mut ctl).unwrap();
         assert!(g.input_error.is_none());
         assert_eq!((g.summary.frames_in, g.summary.packets_out), (24, 2));
@@ -124,10 +121,7 @@ fn truncated_input_reports_the_frame_and_keeps_everything_before_it() {
         on_progress: &mut prog,
         cancel: &cancel,
     };
-    let cfg = GroConfig {
-        flush_timeout_ns: 10_000_000,
-        ..GroConfig::default()
-    };
+    let cfg = GroConfig::default().flush_timeout_ns(10_000_000);
     let g = gro_capture(&input, &out, &cfg, &mut ctl).unwrap();
     let err = g.input_error.expect("the cut must be reported");
     assert_eq!(err.frame, Some(10));
@@ -174,10 +168,7 @@ fn gso_uses_metadata_from_pcapng_and_infers_fixed_ids_in_pcap() {
             s.build()
         })
         .collect();
-    let cfg = GroConfig {
-        flush_timeout_ns: 10_000_000,
-        ..GroConfig::default()
-    };
+    let cfg = GroConfig::default().flush_timeout_ns(10_000_000);
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.pcapng");
     write(&input, &frames);
@@ -283,10 +274,7 @@ fn header_only_super_packets_give_header_only_segments_with_wire_lengths() {
         on_progress: &mut prog,
         cancel: &cancel,
     };
-    let cfg = GroConfig {
-        flush_timeout_ns: 10_000_000,
-        ..GroConfig::default()
-    };
+    let cfg = GroConfig::default().flush_timeout_ns(10_000_000);
     gro_capture(&input, &merged, &cfg, &mut ctl).unwrap();
     for snaplen in [200usize, 96, 54] {
         cut(&merged, &merged_cut, snaplen);

@@ -152,7 +152,7 @@ fn parse_args() -> Result<Args, BoxErr> {
 iperf3 TCP between two namespaces through this process, relaying between two TUNs (root).
   --mode     on: super-packets segmented, coalesced again (GRO), written as super-packets
              off: no vnet header, MTU-sized packets; pass: super-packets written on as read
-             both = off,on; goal = on,pass (issue 11: on as a % of pass); all = off,on,pass
+             both = off,on; goal = on,pass (on as a % of pass); all = off,on,pass
              (default both). Modes interleave run by run, the order reversed every other run.
   --runs     rounds of every mode (default 3); --seconds: iperf3 time per run (default 5)
   --verify   GRO verifies every checksum (default: only those nobody computed or vouched for)

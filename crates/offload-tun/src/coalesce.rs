@@ -152,22 +152,21 @@ pub struct Coalescer {
 impl Coalescer {
     /// A coalescer for packets of link type `link` (`RawIp` for TUN).
     pub fn new(link: LinkKind, opts: CoalescerOptions) -> Self {
-        let cfg = GroConfig {
+        // TUN's tso_max_size is 64 KiB: no BIG TCP through a TUN write
+        // (the default sizes).
+        let cfg = GroConfig::default()
             // Batches are flushed explicitly; time plays no part.
-            flush_timeout_ns: u64::MAX,
-            verify_checksums: opts.verify_checksums,
-            udp: if opts.udp {
+            .flush_timeout_ns(u64::MAX)
+            .verify_checksums(opts.verify_checksums)
+            .udp(if opts.udp {
                 UdpGro::AllPorts
             } else {
                 UdpGro::Off
-            },
+            })
             // Tunnel GSO needs the 24-byte header (6.17+), not spoken here.
-            vxlan_ports: Vec::new(),
-            // TUN's tso_max_size is 64 KiB: no BIG TCP through a TUN write.
+            .vxlan_ports(Vec::new())
             // A relay forwards what it merged: never mimic a kernel's loss.
-            kernel_losses: false,
-            ..GroConfig::default()
-        };
+            .kernel_losses(false);
         let mut engine = GroEngine::new(cfg);
         engine.set_zero_copy(opts.zero_copy);
         Coalescer {

@@ -61,6 +61,7 @@ fn l4_checksum_ok(p: &[u8]) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn negotiation_on_this_kernel() {
     require_root();
     let ns = namespace();
@@ -305,6 +306,7 @@ fn write_stream_in(
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn super_packets_written_through_tun_reach_a_tcp_socket_intact() {
     require_root();
     let data = pattern(400_000, 1);
@@ -322,6 +324,7 @@ fn super_packets_written_through_tun_reach_a_tcp_socket_intact() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn super_packets_written_through_tun_reach_a_tcp6_socket_intact() {
     require_root();
     let data = pattern(300_000, 4);
@@ -346,6 +349,7 @@ fn super_packets_written_through_tun_reach_a_tcp6_socket_intact() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn uso_super_packets_written_through_tun_reach_a_udp_socket() {
     require_root();
     let ns = namespace();
@@ -385,6 +389,7 @@ fn uso_super_packets_written_through_tun_reach_a_udp_socket() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn einval_on_gso_write_falls_back_to_segments() {
     require_root();
     let data = pattern(300_000, 2);
@@ -401,6 +406,7 @@ fn einval_on_gso_write_falls_back_to_segments() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
     require_root();
     let ns = namespace();
@@ -412,6 +418,7 @@ fn kernel_tso_output_is_segmented_exactly_like_kernel_gso() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn kernel_tso6_output_is_segmented_exactly_like_kernel_gso() {
     require_root();
     let ns = namespace_v6();
@@ -558,6 +565,7 @@ fn set_udp_segment(sock: &UdpSocket, size: libc::c_int) {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn uso_read_path_segments_udp_like_the_kernel() {
     require_root();
     let ns = namespace();
@@ -598,6 +606,7 @@ fn uso_read_path_segments_udp_like_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn needs_csum_without_gso_is_completed_like_the_kernel() {
     require_root();
     let ns = namespace();
@@ -640,6 +649,7 @@ fn needs_csum_without_gso_is_completed_like_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn reattach_without_vnet_hdr_reads_and_writes_plain_packets() {
     require_root();
     let ns = namespace();
@@ -705,6 +715,7 @@ fn reattach_without_vnet_hdr_reads_and_writes_plain_packets() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn tap_read_path_segments_ethernet_frames_like_the_kernel() {
     require_root();
     let ns = namespace();
@@ -770,6 +781,7 @@ fn tap_read_path_segments_ethernet_frames_like_the_kernel() {
 /// kernel the same packets: a `PACKET_VNET_HDR` socket on the TUN sees the
 /// same frames with the same GSO metadata, which are the segments merged.
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn zero_copy_writes_give_the_kernel_the_same_packets_as_contiguous_writes() {
     use offload_sys::packet::{CaptureOptions, PacketSocket};
     use offload_sys::rtnl::Rtnl;

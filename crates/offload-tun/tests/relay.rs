@@ -110,6 +110,7 @@ fn stream_through_relay(
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn relay_with_offloads_moves_super_packets_and_the_stream_intact() {
     require_root();
     for (path, net) in [(Path::ZeroCopy, 87), (Path::Copying, 86)] {
@@ -145,6 +146,7 @@ fn relay_with_offloads_moves_super_packets_and_the_stream_intact() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
 fn relay_without_offloads_moves_plain_packets_and_the_stream_intact() {
     require_root();
     for (path, net) in [(Path::ZeroCopy, 88), (Path::Copying, 85)] {

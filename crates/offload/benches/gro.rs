@@ -82,10 +82,7 @@ fn interleaved(flows: usize, total: usize, make: Maker) -> Vec<Vec<u8>> {
 }
 
 fn cfg() -> GroConfig {
-    GroConfig {
-        udp: UdpGro::AllPorts,
-        ..GroConfig::default()
-    }
+    GroConfig::default().udp(UdpGro::AllPorts)
 }
 
 /// Runs one engine, with its default (zero-copy) delivery, over `frames`;
@@ -152,10 +149,7 @@ fn bench_flows(c: &mut Criterion) {
         });
     }
     // The cost of software checksum verification, on the simplest case.
-    let no_csum = GroConfig {
-        verify_checksums: false,
-        ..cfg.clone()
-    };
+    let no_csum = cfg.clone().verify_checksums(false);
     let frames = interleaved(1, 4096, tcp4);
     g.throughput(Throughput::Elements(frames.len() as u64));
     g.bench_with_input(

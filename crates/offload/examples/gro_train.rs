@@ -76,10 +76,7 @@ fn main() {
     let total: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(4096);
     let make = if proto == "tcp6" { tcp6 } else { tcp4 };
     let frames: Vec<Vec<u8>> = (0..total).map(|n| make(n % flows, n / flows)).collect();
-    let cfg = GroConfig {
-        verify_checksums: !mode.starts_with("no-verify"),
-        ..GroConfig::default()
-    };
+    let cfg = GroConfig::default().verify_checksums(!mode.starts_with("no-verify"));
     let csum = if mode.starts_with("valid") {
         RxChecksum::Unnecessary { level: 0 }
     } else {

@@ -110,14 +110,17 @@ pub mod wide {
     /// AVX2 to the AVX2 build of [`sum_words_portable`], else the portable
     /// build.
     #[inline]
+    #[allow(unsafe_code)]
     pub fn sum_words(data: &[u8]) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
-                return avx512::sum_words(data);
+                // SAFETY: the CPU has avx512f, detected just above.
+                return unsafe { avx512::sum_words(data) };
             }
             if std::arch::is_x86_feature_detected!("avx2") {
-                return avx2::sum_words(data);
+                // SAFETY: the CPU has avx2, detected just above.
+                return unsafe { avx2::sum_words(data) };
             }
         }
         sum_words_portable(data)
@@ -148,15 +151,18 @@ pub mod wide {
     /// [`sum_words`] of `src` (a multiple of [`BLOCK`] bytes) while
     /// copying it into `dst` (same length), with the same dispatch.
     #[inline]
+    #[allow(unsafe_code)]
     pub fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
         debug_assert_eq!(src.len() % BLOCK, 0);
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
-                return avx512::copy_sum_words(src, dst);
+                // SAFETY: the CPU has avx512f, detected just above.
+                return unsafe { avx512::copy_sum_words(src, dst) };
             }
             if std::arch::is_x86_feature_detected!("avx2") {
-                return avx2::copy_sum_words(src, dst);
+                // SAFETY: the CPU has avx2, detected just above.
+                return unsafe { avx2::copy_sum_words(src, dst) };
             }
         }
         copy_sum_words_portable(src, dst)
@@ -195,18 +201,22 @@ pub mod wide {
             super::copy_sum_words_portable(src, dst)
         }
 
+        /// # Safety
+        ///
+        /// The CPU must have AVX2 (`is_x86_feature_detected!("avx2")`).
         #[inline]
-        pub(super) fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
-            // SAFETY: only called after `is_x86_feature_detected!("avx2")`
-            // returned true on this CPU; safe slice code only.
+        pub(super) unsafe fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
+            // SAFETY: the caller promises AVX2; safe slice code only.
             unsafe { copy_sum_words_avx2(src, dst) }
         }
 
+        /// # Safety
+        ///
+        /// The CPU must have AVX2 (`is_x86_feature_detected!("avx2")`).
         #[inline]
-        pub(super) fn sum_words(data: &[u8]) -> u64 {
-            // SAFETY: only called after `is_x86_feature_detected!("avx2")`
-            // returned true on this CPU; the function reads `data` through
-            // safe slice code only.
+        pub(super) unsafe fn sum_words(data: &[u8]) -> u64 {
+            // SAFETY: the caller promises AVX2; the function reads `data`
+            // through safe slice code only.
             unsafe { sum_words_avx2(data) }
         }
     }
@@ -308,17 +318,21 @@ pub mod wide {
             total
         }
 
+        /// # Safety
+        ///
+        /// The CPU must have AVX-512F (`is_x86_feature_detected!("avx512f")`).
         #[inline]
-        pub(super) fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
-            // SAFETY: only called after `is_x86_feature_detected!("avx512f")`
-            // returned true on this CPU.
+        pub(super) unsafe fn copy_sum_words(src: &[u8], dst: &mut [u8]) -> u64 {
+            // SAFETY: the caller promises AVX-512F.
             unsafe { copy_sum_words_avx512(src, dst) }
         }
 
+        /// # Safety
+        ///
+        /// The CPU must have AVX-512F (`is_x86_feature_detected!("avx512f")`).
         #[inline]
-        pub(super) fn sum_words(data: &[u8]) -> u64 {
-            // SAFETY: only called after `is_x86_feature_detected!("avx512f")`
-            // returned true on this CPU.
+        pub(super) unsafe fn sum_words(data: &[u8]) -> u64 {
+            // SAFETY: the caller promises AVX-512F.
             unsafe { sum_words_avx512(data) }
         }
     }

@@ -46,14 +46,14 @@ fn config_strategy() -> impl Strategy<Value = GroConfig> {
             Just(UdpGro::Ports(vec![443, 4789]))
         ],
     )
-        .prop_map(|(verify, vlan, timeout, size, udp)| GroConfig {
-            gro_max_size: size,
-            gro_ipv4_max_size: size,
-            flush_timeout_ns: timeout,
-            verify_checksums: verify,
-            udp,
-            vlan_gro: vlan,
-            ..GroConfig::default()
+        .prop_map(|(verify, vlan, timeout, size, udp)| {
+            GroConfig::default()
+                .gro_max_size(size)
+                .gro_ipv4_max_size(size)
+                .flush_timeout_ns(timeout)
+                .verify_checksums(verify)
+                .udp(udp)
+                .vlan_gro(vlan)
         })
 }
 

@@ -101,14 +101,12 @@ impl Train {
     }
 
     fn config(&self) -> GroConfig {
-        GroConfig {
-            gro_max_size: self.max_size,
-            gro_ipv4_max_size: self.max_size,
+        GroConfig::default()
+            .gro_max_size(self.max_size)
+            .gro_ipv4_max_size(self.max_size)
             // Far longer than the train: only the rules cut runs.
-            flush_timeout_ns: u64::MAX / 4,
-            vlan_gro: matches!(self.link, Link::Vlan(_)),
-            ..GroConfig::default()
-        }
+            .flush_timeout_ns(u64::MAX / 4)
+            .vlan_gro(matches!(self.link, Link::Vlan(_)))
     }
 
     fn frame(&self, i: usize) -> Vec<u8> {

@@ -27,11 +27,9 @@ struct Out {
 }
 
 fn config() -> GroConfig {
-    GroConfig {
-        flush_timeout_ns: u64::MAX / 4,
-        udp: UdpGro::AllPorts,
-        ..GroConfig::default()
-    }
+    GroConfig::default()
+        .flush_timeout_ns(u64::MAX / 4)
+        .udp(UdpGro::AllPorts)
 }
 
 fn gro(frames: &[Vec<u8>]) -> Vec<Out> {

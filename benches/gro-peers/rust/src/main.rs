@@ -372,10 +372,7 @@ struct Offload {
 
 impl Offload {
     fn new(verify: bool, csum: RxChecksum, zero_copy: bool, batch: usize) -> Self {
-        let mut engine = GroEngine::new(GroConfig {
-            verify_checksums: verify,
-            ..GroConfig::default()
-        });
+        let mut engine = GroEngine::new(GroConfig::default().verify_checksums(verify));
         engine.set_zero_copy(zero_copy);
         Offload {
             csum,

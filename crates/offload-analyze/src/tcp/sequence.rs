@@ -601,7 +601,12 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 rev.episode = None;
             }
         }
-        if fl & DUPLICATE_ACK != 0
+        // A duplicate ACK, or any ACK whose SACK blocks lie above it: the
+        // peer is missing the bytes at `ack` (Linux changes the window
+        // while it holds out-of-order data, so not every such ACK is a
+        // duplicate by Wireshark's rule).
+        let hole_reported = fl & DUPLICATE_ACK != 0 || (s.nsack > 0 && seq_gt(s.sack[0].0, ack));
+        if hole_reported
             && rev.episode.is_none()
             && rev.nextseq.is_some_and(|n| seq_lt(ack, n))
             && !rev.gaps.contains(ack)

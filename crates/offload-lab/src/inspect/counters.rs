@@ -142,7 +142,7 @@ impl Snapshot {
         };
         Window {
             seconds,
-            softnet: crate::live::softnet_delta(&self.softnet, &earlier.softnet),
+            softnet: super::softnet_delta(&self.softnet, &earlier.softnet),
             snmp: self
                 .snmp
                 .iter()

@@ -26,7 +26,7 @@ use super::{mask_is_zero, DeviceState, HostState, SoftnetCpu, LEGACY_MAX_SIZE};
 pub use offload_report::Severity;
 
 /// One knob a fix sets, in `offload tune --set` syntax (see
-/// [`super::tune::Knob`]).
+/// `tune::Knob`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     /// The knob, e.g. `eth0:gro_max_size`, `eth0:feature:rx-gro`,

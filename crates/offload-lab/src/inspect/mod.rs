@@ -25,6 +25,7 @@ pub mod tune;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use offload::gro::KernelLine;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -229,9 +230,11 @@ pub struct SoftnetCpu {
 pub struct HostState {
     /// `uname -r`.
     pub kernel: String,
-    /// The engine's kernel profile this kernel maps to (`6.1`, `6.6`,
-    /// `6.18`, `7.x`).
-    pub profile: &'static str,
+    /// The engine's kernel line whose rules this kernel follows
+    /// ([`offload::gro::KernelLine::from_release`]: `6.1`, `6.12`, `6.18`,
+    /// `7.x`); `None` for a release older than 4.x or unreadable.
+    #[serde(serialize_with = "serialize_kernel_line")]
+    pub kernel_line: Option<KernelLine>,
     /// Online CPUs.
     pub cpus: usize,
     /// The sysctls that matter to receive, as read (`None`: absent).
@@ -745,16 +748,14 @@ pub const ETHTOOL_GROUPS: &[(&str, &str)] = &[
     ("receive-hashing", "rx-hashing"),
 ];
 
-/// Maps a kernel release (`6.18.44-...`) to the engine's kernel profile.
-pub fn profile_for(release: &str) -> &'static str {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    match (major, minor) {
-        (m, _) if m >= 7 => "7.x",
-        (6, n) if n >= 18 => "6.18",
-        (6, n) if n >= 6 => "6.6",
-        _ => "6.1",
+/// A kernel line as JSON: its name (`"6.12"`), or null.
+fn serialize_kernel_line<S: serde::Serializer>(
+    line: &Option<KernelLine>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match line {
+        Some(l) => s.serialize_str(l.name()),
+        None => s.serialize_none(),
     }
 }
 
@@ -787,6 +788,28 @@ pub fn read_softnet() -> Vec<SoftnetCpu> {
     parse_softnet(&std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default())
 }
 
+/// Per-CPU `after - before`.
+pub fn softnet_delta(after: &[SoftnetCpu], before: &[SoftnetCpu]) -> Vec<SoftnetCpu> {
+    after
+        .iter()
+        .map(|a| {
+            let b = before
+                .iter()
+                .find(|b| b.cpu == a.cpu)
+                .copied()
+                .unwrap_or_default();
+            SoftnetCpu {
+                cpu: a.cpu,
+                processed: a.processed.saturating_sub(b.processed),
+                dropped: a.dropped.saturating_sub(b.dropped),
+                time_squeeze: a.time_squeeze.saturating_sub(b.time_squeeze),
+                received_rps: a.received_rps.saturating_sub(b.received_rps),
+                flow_limit_count: a.flow_limit_count.saturating_sub(b.flow_limit_count),
+            }
+        })
+        .collect()
+}
+
 fn kernel_release() -> String {
     rustix::system::uname()
         .release()
@@ -811,7 +834,7 @@ fn read_host(private_sysfs: bool) -> HostState {
         })
         .collect();
     HostState {
-        profile: profile_for(&kernel),
+        kernel_line: KernelLine::from_release(&kernel),
         kernel,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         sysctls,
@@ -893,9 +916,9 @@ pub fn render_text(ins: &Inspection) -> String {
     let h = &ins.host;
     let _ = writeln!(
         s,
-        "host: kernel {} (engine profile {}), {} CPUs, 6.8 cache-line groups: {}",
+        "host: kernel {} (kernel line {}), {} CPUs, 6.8 cache-line groups: {}",
         h.kernel,
-        h.profile,
+        h.kernel_line.map_or("unknown", KernelLine::name),
         h.cpus,
         match h.cacheline_groups {
             Some(true) => "yes",

@@ -1,4 +1,5 @@
-//! Generic Receive Offload, as Linux 6.18 does it.
+//! Generic Receive Offload, as Linux does it on each modelled kernel line
+//! (6.1, 6.12, 6.18, 7.x; [`KernelLine`], 6.18 by default).
 //!
 //! [`GroEngine::receive`] takes one frame at a time and delivers packets
 //! through a callback in the order the kernel would hand them to the stack:
@@ -156,7 +157,24 @@ pub mod gso_type {
 }
 
 /// The knobs of a GRO run.
+///
+/// New knobs are added as the kernel grows them, so the struct is
+/// `#[non_exhaustive]`: start from [`GroConfig::default`] (or
+/// [`GroConfig::for_kernel`]) and set what differs, with the builder
+/// methods or the public fields:
+///
+/// ```
+/// use offload::gro::{GroConfig, KernelLine};
+///
+/// let cfg = GroConfig::for_kernel(KernelLine::V6_12)
+///     .gro_max_size(185_000)
+///     .flush_timeout_ns(20_000);
+/// assert_eq!(cfg.gro_max_size, 185_000);
+/// let mut cfg = cfg;
+/// cfg.verify_checksums = false;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GroConfig {
     /// `gro_max_size` (IFLA_GRO_MAX_SIZE): limit for IPv6 packets.
     pub gro_max_size: u32,
@@ -217,8 +235,76 @@ impl Default for GroConfig {
     }
 }
 
+impl GroConfig {
+    /// The defaults with the rules of kernel line `kernel`.
+    pub fn for_kernel(kernel: KernelLine) -> Self {
+        GroConfig::default().kernel(kernel)
+    }
+
+    /// Sets [`GroConfig::gro_max_size`].
+    pub fn gro_max_size(mut self, v: u32) -> Self {
+        self.gro_max_size = v;
+        self
+    }
+
+    /// Sets [`GroConfig::gro_ipv4_max_size`].
+    pub fn gro_ipv4_max_size(mut self, v: u32) -> Self {
+        self.gro_ipv4_max_size = v;
+        self
+    }
+
+    /// Sets [`GroConfig::flush_timeout_ns`].
+    pub fn flush_timeout_ns(mut self, v: u64) -> Self {
+        self.flush_timeout_ns = v;
+        self
+    }
+
+    /// Sets [`GroConfig::verify_checksums`].
+    pub fn verify_checksums(mut self, v: bool) -> Self {
+        self.verify_checksums = v;
+        self
+    }
+
+    /// Sets [`GroConfig::udp`].
+    pub fn udp(mut self, v: UdpGro) -> Self {
+        self.udp = v;
+        self
+    }
+
+    /// Sets [`GroConfig::vxlan_ports`].
+    pub fn vxlan_ports(mut self, v: Vec<u16>) -> Self {
+        self.vxlan_ports = v;
+        self
+    }
+
+    /// Sets [`GroConfig::geneve_ports`].
+    pub fn geneve_ports(mut self, v: Vec<u16>) -> Self {
+        self.geneve_ports = v;
+        self
+    }
+
+    /// Sets [`GroConfig::vlan_gro`].
+    pub fn vlan_gro(mut self, v: bool) -> Self {
+        self.vlan_gro = v;
+        self
+    }
+
+    /// Sets [`GroConfig::kernel`].
+    pub fn kernel(mut self, v: KernelLine) -> Self {
+        self.kernel = v;
+        self
+    }
+
+    /// Sets [`GroConfig::kernel_losses`].
+    pub fn kernel_losses(mut self, v: bool) -> Self {
+        self.kernel_losses = v;
+        self
+    }
+}
+
 /// When the kernel runs `udp_gro_receive_segment` for plain UDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UdpGro {
     /// Never (no `UDP_GRO` socket, no `rx-udp-gro-forwarding`): UDP passes.
     Off,
@@ -228,6 +314,25 @@ pub enum UdpGro {
     AllPorts,
     /// Only for these destination ports: local sockets with `UDP_GRO`.
     Ports(Vec<u16>),
+}
+
+/// `off`, `all`, or the ports joined by commas (what `--udp-gro` takes).
+impl core::fmt::Display for UdpGro {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            UdpGro::Off => f.write_str("off"),
+            UdpGro::AllPorts => f.write_str("all"),
+            UdpGro::Ports(p) => {
+                for (i, port) in p.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{port}")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 impl UdpGro {
@@ -266,6 +371,7 @@ pub struct Input<'a> {
 /// What the receiver already knows about a frame's TCP/UDP checksums: the
 /// kernel's `skb->ip_summed` and `csum_level` when the frame reaches GRO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum RxChecksum {
     /// Nothing (`CHECKSUM_NONE`): GRO verifies each checksum in software
     /// when [`GroConfig::verify_checksums`] is on.
@@ -293,8 +399,10 @@ impl RxChecksum {
     }
 }
 
-/// The transport seen by the engine, for per-protocol statistics.
+/// The transport seen by the engine, for per-protocol statistics (a
+/// new tunnel adds a variant, hence `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Proto {
     /// TCP over IPv4.
     Tcp4,
@@ -511,6 +619,9 @@ pub(crate) struct Held {
     pub first_frame: u64,
     pub last_frame: u64,
     pub last_ts: u64,
+    /// When it was held (`NAPI_GRO_CB(p)->age`): the timestamp of its
+    /// first frame.
+    pub held_ts: u64,
 }
 
 impl Default for Held {
@@ -542,6 +653,7 @@ impl Default for Held {
             first_frame: 0,
             last_frame: 0,
             last_ts: 0,
+            held_ts: 0,
         }
     }
 }
@@ -685,6 +797,56 @@ impl GroEngine {
         }
         if self.cfg.flush_timeout_ns == 0 {
             self.flush_all(FlushReason::Timeout, out);
+        }
+    }
+
+    /// Receives a batch of frames in order ([`Self::receive`] each), as
+    /// a NAPI poll hands its budget to GRO. Held packets stay held after
+    /// the batch, as they do with `gro_flush_timeout` set: complete them
+    /// with [`Self::handle_timeout`] when [`Self::poll_timeout`] says, or
+    /// with [`Self::flush_all`] / [`Self::finish`] (the end of a poll
+    /// without a flush timeout).
+    pub fn receive_batch<'a, F: FnMut(&Delivered<'_>)>(
+        &mut self,
+        batch: impl IntoIterator<Item = Input<'a>>,
+        out: &mut F,
+    ) {
+        for input in batch {
+            self.receive(input, out);
+        }
+    }
+
+    /// When the oldest held packet reaches the flush timeout
+    /// ([`GroConfig::flush_timeout_ns`] after its first frame's
+    /// timestamp, in the caller's clock): the deadline to wake up at and
+    /// call [`Self::handle_timeout`]. `None` when nothing is held. A
+    /// long-lived user (a VPN, a userspace stack) waits for its next
+    /// frames with this deadline, as the kernel arms its
+    /// `gro_flush_timeout` hrtimer (`napi_complete_done`,
+    /// `net/core/dev.c`).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let oldest = self.held.oldest()?;
+        Some(
+            self.held
+                .get(oldest)
+                .held_ts
+                .saturating_add(self.cfg.flush_timeout_ns),
+        )
+    }
+
+    /// Completes, oldest first, every held packet held for at least the
+    /// flush timeout at time `now_ns` ([`FlushReason::Timeout`]); younger
+    /// ones stay held. This is the kernel's `napi_gro_flush(napi, true)`
+    /// after the `gro_flush_timeout` timer fired, which completes only the
+    /// packets older than the current tick (the engine measures age in
+    /// the caller's nanoseconds, not in jiffies).
+    pub fn handle_timeout<F: FnMut(&Delivered<'_>)>(&mut self, now_ns: u64, out: &mut F) {
+        while let Some(s) = self.held.oldest() {
+            let age = now_ns.saturating_sub(self.held.get(s).held_ts);
+            if age < self.cfg.flush_timeout_ns {
+                break;
+            }
+            self.complete(s, FlushReason::Timeout, out);
         }
     }
 
@@ -845,6 +1007,7 @@ impl GroEngine {
         p.first_frame = skb.input.frame;
         p.last_frame = skb.input.frame;
         p.last_ts = skb.input.timestamp_ns;
+        p.held_ts = skb.input.timestamp_ns;
         s
     }
 }

@@ -235,7 +235,7 @@ impl GroEngine {
         if be32(f, th + ack) != be32(&p.data, th2 + ack) {
             return Some(FlushReason::AckChanged);
         }
-        // Invariants the slicing below relies on (issue 9, item 6):
+        // Invariants the slicing below relies on:
         // `same_flow` only pairs packets whose header offsets are equal
         // (`th == th2`, and the network headers in `network_flush`), and
         // the flag-word check above has returned unless both TCP headers
@@ -280,15 +280,21 @@ impl GroEngine {
         }
         // Above 64 KiB only TCP may grow; the innermost protocol here is
         // TCP, and software GRO never marks p encapsulated while receiving.
-        // 5.19–6.2 test `ipv6_hdr(p)->nexthdr` instead: the network header
-        // is the innermost IP header, which must be IPv6 followed by TCP.
+        // 5.19–6.2 test `ipv6_hdr(p)->nexthdr` instead: the outermost
+        // IP header must be IPv6 followed by TCP (no tunnel, no extension
+        // header).
         if grown >= super::GRO_LEGACY_MAX_SIZE as u64
-            && self.cfg.kernel.tunnel_big_tcp_needs_ipv6_inner()
-            && (p.lay.ip != IpVersion::V6
-                || p.data[p.lay.l3_off + crate::wire::ipv6::field::NEXT_HEADER]
-                    != crate::wire::ip_proto::TCP)
+            && self.cfg.kernel.tunnel_big_tcp_stops_at_64k()
         {
-            return Some(FlushReason::SizeLimit);
+            let (l3, ip) = match p.lay.outer {
+                Some(o) => (o.l3_off, o.ip),
+                None => (p.lay.l3_off, p.lay.ip),
+            };
+            if ip != IpVersion::V6
+                || p.data[l3 + crate::wire::ipv6::field::NEXT_HEADER] != crate::wire::ip_proto::TCP
+            {
+                return Some(FlushReason::SizeLimit);
+            }
         }
         None
     }

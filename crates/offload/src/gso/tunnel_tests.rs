@@ -103,7 +103,7 @@ fn unmodelled_tunnels_are_refused_not_cut_as_udp() {
     assert!(lay.outer.is_none());
 }
 
-/// Item 6 of issue 9: a hand-built layout cannot make `segment_layout`
+/// A hand-built layout cannot make `segment_layout`
 /// panic, whatever its offsets say.
 #[test]
 fn hand_built_layouts_never_panic() {
