@@ -70,7 +70,7 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
 pub fn build(pass: PassResult, opts: &Options) -> Analysis {
     let files: Vec<String> = pass.files.iter().map(|f| f.path.clone()).collect();
     let file_name = |i: usize| files.get(i).cloned().unwrap_or_default();
-    let inputs = pass
+    let inputs: Vec<InputReport> = pass
         .files
         .iter()
         .map(|f| InputReport {
@@ -147,6 +147,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
         .collect();
     let mut findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
     crate::tcp_findings::add(&mut findings, &pass.flows, &flows, &file_name);
+    let hops = crate::hops::compare(&inputs, &flows, &mut findings);
     let graphs = pass
         .flows
         .iter()
@@ -170,6 +171,7 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
             other_flows: pass.other,
             findings,
             what_if,
+            hops,
         },
         graphs,
     }
@@ -271,6 +273,9 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
             .collect(),
         dup: a.dup,
         zero_window: a.zero_window,
+        frame: a.frame,
+        window: a.window,
+        window_scale_known: a.window_scale_known,
     };
     let mut acks = Vec::new();
     let mut ack_only = false;
@@ -306,6 +311,17 @@ fn graphs_of(f: &FlowStats, all: &[FlowStats]) -> FlowGraphs {
         bin_ns: f.bins.width_ns,
         bins: f.bins.bytes.clone(),
         gro: f.gro.clone(),
+        shown: [
+            f.series.shown(),
+            f.reverse
+                .and_then(|r| all.get(r))
+                .filter(|_| !ack_only)
+                .map_or(f.acks.shown(), |r| r.acks.shown()),
+            f.analysis
+                .as_ref()
+                .map(|d| d.rtt_points.shown())
+                .unwrap_or_default(),
+        ],
     }
 }
 

@@ -9,6 +9,8 @@
 //!   per-flow GRO figures (stack packets, super-packets, merge ratio, the
 //!   healthy-tunnel figure, flush reasons as JSON text).
 //! - `findings.parquet`: one row per finding, flattened the same way.
+//! - `hops.parquet`: with several captures, one row per flow and capture
+//!   point (the report's `hops`).
 //! - `packets.parquet` (`packets-N.parquet` with several inputs): one row
 //!   per dissected frame, written while the pass reads, in row groups of
 //!   [`ROW_GROUP`] rows, so memory stays bounded.
@@ -533,6 +535,34 @@ pub fn write_tables(report: &Report, dir: &Path) -> Result<(), ColumnarError> {
             ("file", Kind::Text),
             ("gro_max_size", Kind::Int),
             ("stack_packets", Kind::Int),
+        ],
+    )?;
+    // Which hop (several captures): one row per flow and capture point.
+    let hops_path = dir.join("hops.parquet");
+    let mut hops = Vec::new();
+    for h in &report.hops {
+        for p in &h.points {
+            let mut row = vec![
+                ("flow".to_string(), Cell::Text(h.flow.clone())),
+                (
+                    "first_unmergeable".to_string(),
+                    h.first_unmergeable.clone().map_or(Cell::Null, Cell::Text),
+                ),
+            ];
+            let v = serde_json::to_value(p).map_err(json_err(&hops_path))?;
+            flatten("", &v, &mut row);
+            hops.push(row);
+        }
+    }
+    write_flattened(
+        &hops_path,
+        hops,
+        &[
+            ("flow", Kind::Text),
+            ("first_unmergeable", Kind::Text),
+            ("capture", Kind::Text),
+            ("flow_id", Kind::Int),
+            ("mergeable", Kind::Bool),
         ],
     )?;
     let findings_path = dir.join("findings.parquet");

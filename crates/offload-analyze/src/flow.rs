@@ -136,6 +136,16 @@ impl HeaderTrack {
         self.last = Some((frame, ip.id, ip.ip_len));
     }
 
+    /// The last TTL (hop limit) seen.
+    pub fn ttl(&self) -> u8 {
+        self.last_ttl
+    }
+
+    /// The last TOS (traffic class) seen.
+    pub fn tos(&self) -> u8 {
+        self.last_tos
+    }
+
     pub fn pattern(&self) -> IdPattern {
         if self.v6 || self.deltas < 2 {
             return IdPattern::NotApplicable;

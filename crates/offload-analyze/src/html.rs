@@ -6,7 +6,9 @@
 //! - time-sequence: data segments (retransmissions in red), the peer's ACK
 //!   line, the receive-window edge, SACK blocks, duplicate-ACK and
 //!   zero-window marks (an ACK-only direction plots its own ACK line);
-//! - round-trip time from data to the ACK covering it (Karn's rule);
+//! - round-trip time: every ACK of a segment's end (as Wireshark's
+//!   `tcp.analysis.ack_rtt`);
+//! - the receive window the peer advertised and the bytes in flight;
 //! - throughput per bin, the bin width in the title, with a moving average;
 //! - the GRO view: segments per packet handed to the stack over time,
 //!   coloured by flush reason.
@@ -197,6 +199,37 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         );
     }
     o.push_str("</table>");
+    if !r.hops.is_empty() {
+        o.push_str("<h2>Which hop</h2><table><tr><th>flow</th><th>capture points (packets, GRO stack packets)</th><th>stops being mergeable at</th><th>what changed</th></tr>");
+        for h in &r.hops {
+            let pts = h
+                .points
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {} -> {}{}",
+                        esc(&p.capture),
+                        p.packets,
+                        p.stack_packets,
+                        if p.mergeable { "" } else { " (not mergeable)" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("<br>");
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{pts}</td><td>{}</td><td>{}</td></tr>",
+                esc(&h.flow),
+                esc(h.first_unmergeable.as_deref().unwrap_or("-")),
+                h.changes
+                    .iter()
+                    .map(|c| esc(c))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            );
+        }
+        o.push_str("</table>");
+    }
     o.push_str("<h2>Flows</h2><table><tr><th>#</th><th>flow</th><th>packets</th><th>bytes</th><th>throughput</th><th>MSS</th><th>retrans / ooo</th><th>above MTU</th><th>IP ID / DF</th><th>checksum</th><th>GRO stack packets</th></tr>");
     let mut order: Vec<usize> = (0..r.flows.len())
         .filter(|&i| r.flows[i].packets > NOISE_PACKETS)
@@ -232,7 +265,12 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
             "<tr><td><a href=\"#flow-{}\">{}</a></td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{} / {}</td><td class=n>{}</td><td>{idp}</td><td>{}</td><td>{gro}</td></tr>",
             f.id,
             f.id,
-            esc(&f.description),
+            if r.inputs.len() > 1 {
+                // Several captures: each flow is labelled with its capture.
+                esc(&format!("[{}] {}", f.file, f.description))
+            } else {
+                esc(&f.description)
+            },
             f.packets,
             fmt_bytes(f.bytes),
             fmt_bps(f.throughput_bps),
@@ -270,7 +308,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
     }
     let _ = write!(
         o,
-        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values. Series are thinned to a fixed number of points per flow; retransmissions, duplicate ACKs, SACKs and zero windows are always kept.</p>",
+        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values and frame number. Series are thinned to a fixed number of points per flow and each graph says how many it shows; retransmissions, duplicate ACKs, SACKs and zero windows are kept before other points, and thinned evenly (and counted) only when they alone exceed the cap.</p>",
         GRAPHED_FLOWS.min(order.len())
     );
     let gro_size = r.settings.gro_max_sizes.first().copied().unwrap_or(0);

@@ -45,7 +45,8 @@
       var sw = document.createElement("i");
       sw.style.background = s.color;
       it.appendChild(sw);
-      it.appendChild(document.createTextNode(s.name + " (" + s.pts.length + ")"));
+      it.appendChild(document.createTextNode(s.name + " (" + s.pts.length +
+        (s.of && s.of > s.pts.length ? " of " + s.of + " shown" : "") + ")"));
       leg.appendChild(it);
     });
     box.appendChild(leg);
@@ -55,7 +56,7 @@
     parent.appendChild(box);
 
     var all = [];
-    spec.series.forEach(function (s) { s.pts.forEach(function (p) { all.push(p); }); });
+    spec.series.forEach(function (s) { if (!s.noFit) s.pts.forEach(function (p) { all.push(p); }); });
     var x0 = Infinity, x1 = -Infinity, y0 = spec.yFromZero ? 0 : Infinity, y1 = -Infinity;
     all.forEach(function (p) {
       x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[0]);
@@ -176,7 +177,8 @@
       tip.textContent = best[0].name + "\n" + spec.xlabel + ": " + (+p[0]).toPrecision(6) + "\n" +
         spec.ylabel + ": " + (+p[1]).toLocaleString() +
         (p.length > 2 && typeof p[2] === "number" ? " .. " + (+p[2]).toLocaleString() : "") +
-        (p.length > 3 && p[3] ? "\n" + p[3] : "");
+        (p.length > 3 && p[3] ? "\n" + p[3] : "") +
+        (p.length > 4 && p[4] ? "\nframe " + p[4] : "");
       tip.style.display = "block";
       tip.style.left = Math.min(m[0] + 12, W - 120) + "px";
       tip.style.top = (m[1] + 24) + "px";
@@ -209,28 +211,35 @@
     var g = d.graphs, tcp = d.protocol === "tcp";
     if (tcp || g.seq.length) {
       var data = [], re = [];
+      var ooo = [];
       g.seq.forEach(function (p) {
-        (p.retrans ? re : data).push([p.t, p.seq, p.seq + p.len, p.len + " bytes"]);
+        (p.retrans ? re : p.ooo ? ooo : data).push([p.t, p.seq, p.seq + p.len, p.len + " bytes", p.frame]);
       });
       var ack = [], win = [], sack = [], dup = [], zero = [];
       g.acks.forEach(function (a) {
-        ack.push([a.t, a.ack]);
-        win.push([a.t, a.win]);
-        a.sack.forEach(function (s) { sack.push([a.t, s[0], s[1], "SACK"]); });
-        if (a.dup) dup.push([a.t, a.ack, null, "duplicate ACK"]);
-        if (a.zero_window) zero.push([a.t, a.ack, null, "zero window"]);
+        ack.push([a.t, a.ack, null, "", a.frame]);
+        win.push([a.t, a.win, null, "window " + a.window + " B" + (a.window_scale_known ? "" : " (scale unknown: raw)"), a.frame]);
+        a.sack.forEach(function (s) { sack.push([a.t, s[0], s[1], "SACK", a.frame]); });
+        if (a.dup) dup.push([a.t, a.ack, null, "duplicate ACK", a.frame]);
+        if (a.zero_window) zero.push([a.t, a.ack, null, "zero window", a.frame]);
       });
+      var sh = g.shown || [{}, {}, {}], thin = function (x) {
+        return x && x.seen > x.shown ? " (" + x.shown + " of " + x.seen + " points shown" +
+          (x.rare_dropped ? ", " + x.rare_dropped + " of " + x.rare_seen + " marked points thinned" : "") + ")" : "";
+      };
       var title = g.ack_only
         ? "Time-sequence: ACKs sent by this direction (no payload), relative to its first ACK"
         : tcp ? "Time-sequence (tcptrace style): data, the peer's ACK line and receive window"
               : "Bytes over time (UDP)";
+      title += thin(sh[0]) + thin(sh[1]);
       chart(el, {
         title: title, xlabel: "time (s)", ylabel: g.ack_only ? "relative ACK number" : tcp ? "relative sequence number" : "bytes",
         series: [
           { name: "data segment", color: "#1f77b4", kind: "vbar", pts: data },
           { name: "retransmission", color: "#d62728", kind: "vbar", pts: re },
+          { name: "late original (reordered)", color: "#e377c2", kind: "vbar", pts: ooo },
           { name: "ACK line", color: "#2ca02c", kind: "step", pts: ack },
-          { name: "receive window edge", color: "#bcbd22", kind: "step", pts: win },
+          { name: "receive window edge", color: "#bcbd22", kind: "step", pts: win, noFit: true },
           { name: "SACK block", color: "#9467bd", kind: "vbar", pts: sack },
           { name: "duplicate ACK (D)", color: "#ff7f0e", kind: "mark", mark: "D", pts: dup },
           { name: "zero window (Z)", color: "#d62728", kind: "mark", mark: "Z", pts: zero }
@@ -239,10 +248,19 @@
     }
     if (tcp && !g.ack_only) {
       chart(el, {
-        title: "Round-trip time: data segment to the ACK covering it (" + g.rtt.length + " samples)",
+        title: "Round-trip time: data segment to the ACK of its end (" + ((g.shown || [{}, {}, {}])[2].seen || g.rtt.length) + " samples)",
         xlabel: "time (s)", ylabel: "RTT (ms)", yFromZero: true,
-        series: [{ name: "RTT sample", color: "#17becf", kind: "points",
-                   pts: g.rtt.map(function (r) { return [r.t, r.rtt_ms]; }) }]
+        series: [{ name: "RTT sample", color: "#17becf", kind: "points", of: (g.shown || [{}, {}, {}])[2].seen,
+                   pts: g.rtt.map(function (r) { return [r.t, r.rtt_ms, null, "data frame " + r.data_frame, r.frame]; }) }]
+      });
+      var rwin = [], bif = [];
+      g.acks.forEach(function (a) { rwin.push([a.t, a.window, null, a.window_scale_known ? "" : "scale unknown: raw field", a.frame]); });
+      g.seq.forEach(function (p) { if (p.in_flight > 0) bif.push([p.t, p.in_flight, null, "", p.frame]); });
+      chart(el, {
+        title: "Receive window advertised by the peer, and bytes in flight",
+        xlabel: "time (s)", ylabel: "bytes", yFromZero: true,
+        series: [{ name: "receive window", color: "#bcbd22", kind: "step", pts: rwin },
+                 { name: "bytes in flight", color: "#1f77b4", kind: "points", pts: bif }]
       });
     }
     var bs = (g.bin_ns || 1) / 1e9, bars = [], avg = [], K = 5, sum = 0;

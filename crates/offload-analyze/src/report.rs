@@ -26,6 +26,9 @@ pub struct Report {
     pub other_flows: OtherFlows,
     pub findings: Vec<Finding>,
     pub what_if: Vec<WhatIfReport>,
+    /// With several captures: the flows seen in more than one, compared
+    /// capture by capture (`crate::hops`).
+    pub hops: Vec<HopReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +80,9 @@ pub struct HeaderReport {
     pub ip_id_breaks: u64,
     pub ttl_changes: u64,
     pub tos_changes: u64,
+    /// The last TTL (hop limit) and TOS (traffic class) seen.
+    pub ttl: u8,
+    pub tos: u8,
 }
 
 impl HeaderReport {
@@ -87,6 +93,8 @@ impl HeaderReport {
             ip_id_breaks: h.id_breaks,
             ttl_changes: h.ttl_changes,
             tos_changes: h.tos_changes,
+            ttl: h.ttl(),
+            tos: h.tos(),
         }
     }
 }
@@ -279,6 +287,10 @@ pub struct AckView {
     pub sack: Vec<(i64, i64)>,
     pub dup: bool,
     pub zero_window: bool,
+    pub frame: u64,
+    /// The advertised window in bytes, and whether its scale is known.
+    pub window: u32,
+    pub window_scale_known: bool,
 }
 
 /// One flow's graph data: bounded series (see `series`).
@@ -294,6 +306,8 @@ pub struct FlowGraphs {
     pub bin_ns: u64,
     pub bins: Vec<u64>,
     pub gro: Vec<crate::series::GroPoint>,
+    /// How much of each series the graphs show (data segments, ACKs, RTT).
+    pub shown: [crate::series::Shown; 3],
 }
 
 /// The report plus what the HTML needs but JSON does not carry.
@@ -377,4 +391,48 @@ pub fn flow_report(
             .as_deref()
             .map(|d| crate::tcp::report::tcp_report(d, peer.and_then(|p| p.analysis.as_deref()))),
     }
+}
+
+/// One flow at one capture point.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopPoint {
+    /// The capture (as given on the command line).
+    pub capture: String,
+    /// The flow's id in `flows[]`.
+    pub flow_id: usize,
+    pub packets: u64,
+    pub ip_id_pattern: &'static str,
+    pub df: &'static str,
+    pub ttl: u8,
+    pub tos: u8,
+    pub outer_ip_id_pattern: Option<&'static str>,
+    pub outer_df: Option<&'static str>,
+    pub outer_ttl: Option<u8>,
+    pub outer_tos: Option<u8>,
+    pub l4_checksum: &'static str,
+    pub outer_udp_checksum: Option<&'static str>,
+    pub observed_mss: Option<u32>,
+    pub largest_ip_len: u32,
+    /// GRO at the first `--gro-max-size`.
+    pub stack_packets: u64,
+    pub healthy_tunnel_packets: Option<u64>,
+    /// No high finding stops GRO for this flow here.
+    pub mergeable: bool,
+    /// The kinds of the high findings that stop it.
+    pub blocked_by: Vec<&'static str>,
+}
+
+/// One flow across capture points.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopReport {
+    /// The inner (or only) connection, e.g. `TCP 10.0.0.1:4000 -> 10.0.0.2:5201`.
+    pub flow: String,
+    /// In the order the captures were given.
+    pub points: Vec<HopPoint>,
+    /// What changed between consecutive points:
+    /// `"a.pcap -> b.pcap: outer DF set -> clear"`.
+    pub changes: Vec<String>,
+    /// The first capture where the flow is not mergeable, when an earlier
+    /// one was.
+    pub first_unmergeable: Option<String>,
 }

@@ -11,13 +11,19 @@ pub trait Keep {
     fn keep(&self) -> bool;
 }
 
-/// A fixed-capacity series that halves its resolution when full.
+/// A fixed-capacity series that halves its resolution when full. Rare
+/// points survive thinning until they alone fill it; then they are thinned
+/// evenly too, and `rare_dropped` says how many went.
 #[derive(Debug, Clone)]
 pub struct Decimated<T> {
     pub points: Vec<T>,
     /// Keep one point in `stride` (a power of two).
     stride: u64,
-    seen: u64,
+    /// Points pushed in all.
+    pub seen: u64,
+    /// Rare points pushed, and how many of them thinning dropped.
+    pub rare_seen: u64,
+    pub rare_dropped: u64,
 }
 
 impl<T> Default for Decimated<T> {
@@ -26,6 +32,8 @@ impl<T> Default for Decimated<T> {
             points: Vec::new(),
             stride: 1,
             seen: 0,
+            rare_seen: 0,
+            rare_dropped: 0,
         }
     }
 }
@@ -36,8 +44,10 @@ pub const SERIES_CAP: usize = 1500;
 impl<T: Keep> Decimated<T> {
     pub fn push(&mut self, p: T) {
         self.seen += 1;
+        let rare = p.keep();
+        self.rare_seen += rare as u64;
         // `stride` is a power of two: a mask, not a division per point.
-        if self.seen & (self.stride - 1) != 0 && !p.keep() {
+        if self.seen & (self.stride - 1) != 0 && !rare {
             return;
         }
         if self.points.len() >= SERIES_CAP {
@@ -48,12 +58,39 @@ impl<T: Keep> Decimated<T> {
             });
             self.stride *= 2;
             if self.points.len() >= SERIES_CAP {
-                // Only rare points left: drop the oldest half.
-                self.points.drain(..SERIES_CAP / 2);
+                // Only rare points left: every other one goes, evenly
+                // over time (not the oldest half), and is counted.
+                let before = self.points.len();
+                let mut i = 0;
+                self.points.retain(|_| {
+                    i += 1;
+                    i % 2 == 0
+                });
+                self.rare_dropped += (before - self.points.len()) as u64;
             }
         }
         self.points.push(p);
     }
+
+    /// What the graph shows of what was pushed.
+    pub fn shown(&self) -> Shown {
+        Shown {
+            seen: self.seen,
+            shown: self.points.len() as u64,
+            rare_seen: self.rare_seen,
+            rare_dropped: self.rare_dropped,
+        }
+    }
+}
+
+/// How much of a series a graph shows: said on the graph, never silent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Shown {
+    pub seen: u64,
+    pub shown: u64,
+    /// Rare points (retransmissions, duplicate ACKs, SACKs, zero windows).
+    pub rare_seen: u64,
+    pub rare_dropped: u64,
 }
 
 /// One packet GRO handed the stack, for the GRO view.
@@ -101,5 +138,20 @@ mod tests {
         assert!(d.points.iter().any(|p| p.1 && p.0 == 77_777));
         // Thinned evenly: the last point is recent.
         assert!(d.points.last().unwrap().0 > 90_000);
+        assert_eq!(d.shown().rare_dropped, 0);
+    }
+
+    #[test]
+    fn rare_points_past_the_cap_are_thinned_evenly_and_counted() {
+        let mut d = Decimated::default();
+        for i in 0..1501u64 {
+            d.push(P(i, true));
+        }
+        let s = d.shown();
+        assert_eq!(s.rare_seen, 1501);
+        assert_eq!(s.shown + s.rare_dropped, 1501);
+        // Both halves of the time range keep points.
+        assert!(d.points.iter().any(|p| p.0 < 700));
+        assert!(d.points.iter().any(|p| p.0 > 800));
     }
 }

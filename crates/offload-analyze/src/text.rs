@@ -127,6 +127,40 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             if w.derived { " [derived]" } else { "" }
         );
     }
+    if !r.hops.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nWhich hop ({} flows seen at more than one capture point, in the order given):",
+            r.hops.len()
+        );
+        for h in &r.hops {
+            let at = h
+                .points
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {} pkts -> {} ({})",
+                        p.capture,
+                        p.packets,
+                        p.stack_packets,
+                        if p.mergeable {
+                            "mergeable"
+                        } else {
+                            "NOT mergeable"
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let _ = writeln!(s, "  {}: {at}", h.flow);
+            if let Some(c) = &h.first_unmergeable {
+                let _ = writeln!(s, "     stops being mergeable at {c}");
+            }
+            for c in &h.changes {
+                let _ = writeln!(s, "     {c}");
+            }
+        }
+    }
     let mut order: Vec<usize> = (0..r.flows.len()).collect();
     order.sort_by(|a, b| r.flows[*b].bytes.cmp(&r.flows[*a].bytes));
     let _ = writeln!(
@@ -149,7 +183,12 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     }
     for &i in order.iter().take(max_flows) {
         let f = &r.flows[i];
-        let _ = writeln!(s, "  #{} {}", f.id, f.description);
+        if multi_file {
+            // Several captures: each flow is labelled with its capture.
+            let _ = writeln!(s, "  #{} [{}] {}", f.id, f.file, f.description);
+        } else {
+            let _ = writeln!(s, "  #{} {}", f.id, f.description);
+        }
         let mut line = format!(
             "     {} pkts, {}, {:.3} s, {}",
             f.packets,
@@ -172,6 +211,9 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         }
         let _ = write!(line, ", checksum {}", f.l4_checksum);
         let _ = writeln!(s, "{line}");
+        if let Some(t) = &f.tcp {
+            let _ = writeln!(s, "     {}", tcp_line(t));
+        }
         if let Some(t) = &f.tunnel {
             let _ = writeln!(
                 s,
@@ -211,4 +253,46 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         let _ = writeln!(s, "     GRO {}", wi.join("; "));
     }
     s
+}
+
+/// One line of a flow's TCP analysis: RTT, window, loss and reordering.
+fn tcp_line(t: &crate::tcp::report::TcpReport) -> String {
+    use crate::tcp::scale::WindowScale;
+    let rtt = match t.rtt.median_ms {
+        Some(m) => format!("RTT median {m:.3} ms ({} samples)", t.rtt.samples),
+        None => "no RTT sample".to_string(),
+    };
+    let scale = match t.window.scale {
+        WindowScale::Shift(s) => format!("scale {s}"),
+        WindowScale::NotUsed => "no scaling".to_string(),
+        WindowScale::Unknown => "scale unknown (no handshake): raw".to_string(),
+    };
+    let l = &t.loss;
+    let mut line = format!(
+        "TCP: {rtt}; window {}..{} B ({scale})",
+        t.window.min.unwrap_or(0),
+        t.window.max
+    );
+    if l.lost_before_capture + l.lost_after_capture + l.spurious > 0 {
+        let _ = write!(
+            line,
+            "; lost {} before / {} after the capture point, {} spurious",
+            l.lost_before_capture, l.lost_after_capture, l.spurious
+        );
+    }
+    if l.reordered_before_capture + l.reordered_after_capture > 0 {
+        let _ = write!(
+            line,
+            "; reordered {} before / {} after",
+            l.reordered_before_capture, l.reordered_after_capture
+        );
+    }
+    if t.window.zero_window_episodes > 0 {
+        let _ = write!(
+            line,
+            "; zero window {}x, {:.3} s",
+            t.window.zero_window_episodes, t.window.zero_window_s
+        );
+    }
+    line
 }

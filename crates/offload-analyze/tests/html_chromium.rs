@@ -100,6 +100,9 @@ fn the_report_draws_every_graph_in_headless_chromium() {
     assert!(g.acks.iter().any(|p| p.zero_window));
     assert!(g.acks.iter().any(|p| !p.sack.is_empty()));
     assert!(!g.rtt.is_empty());
+    // Every point names its frame, for the hover (as Wireshark jumps to it).
+    assert!(g.seq.iter().all(|p| p.frame > 0) && g.acks.iter().all(|a| a.frame > 0));
+    assert!(g.rtt.iter().all(|r| r.frame > r.data_frame));
     assert!(!g.gro.is_empty());
     let ack_flow = a.report.flows.iter().position(|f| f.sport == 5201).unwrap();
     assert!(a.graphs[ack_flow].ack_only);
@@ -130,16 +133,17 @@ fn the_report_draws_every_graph_in_headless_chromium() {
         .unwrap_or_default();
     assert!(!body.contains("data-js-error"), "{body}");
     assert!(body.contains("data-ready=\"1\""), "{body}");
-    // Two flows graphed: the data flow with four graphs, the ACK-only
-    // direction with three (no RTT: it sends no data).
-    assert!(body.contains("data-charts=\"7\""), "{body}");
+    // Two flows graphed: the data flow with five graphs, the ACK-only
+    // direction with three (no RTT, window or bytes in flight: it sends
+    // no data).
+    assert!(body.contains("data-charts=\"8\""), "{body}");
     // Every canvas drew points; the legends name every mark.
     let drawn: Vec<u64> = dom
         .split("data-points=\"")
         .skip(1)
         .filter_map(|s| s.split('"').next()?.parse().ok())
         .collect();
-    assert_eq!(drawn.len(), 7, "{drawn:?}");
+    assert_eq!(drawn.len(), 8, "{drawn:?}");
     assert!(drawn.iter().all(|&n| n > 0), "{drawn:?}");
     for name in [
         "retransmission",
@@ -149,6 +153,8 @@ fn the_report_draws_every_graph_in_headless_chromium() {
         "duplicate ACK",
         "zero window",
         "RTT sample",
+        "bytes in flight",
+        "Receive window advertised by the peer",
         "moving average",
         "segments per packet",
     ] {

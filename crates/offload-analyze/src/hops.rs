@@ -1,0 +1,248 @@
+//! Which hop: the same traffic captured at several points (`offload
+//! analyze a.pcap b.pcap c.pcap`, in path order). Flows are matched across
+//! captures by their inner (or only) 5-tuple, which a hop that rewrites a
+//! tunnel's outer header leaves alone; for each, what changed from one
+//! capture point to the next (IP ID pattern, DF, TTL, TOS, checksums, MSS
+//! and sizes, the GRO figure) and the first point where it stops being
+//! mergeable: the hop before it did the damage.
+
+use crate::report::{
+    Evidence, Finding, FlowRef, FlowReport, HopPoint, HopReport, InputReport, Severity,
+};
+
+/// The inner (or only) 5-tuple: protocol, source, source port,
+/// destination, destination port.
+type ConnKey<'a> = (&'a str, &'a str, u16, &'a str, u16);
+
+/// High findings that stop GRO for a flow.
+const BLOCKING: [&str; 4] = [
+    "ip-id-rule",
+    "bad-checksum",
+    "outer-udp-checksum",
+    "big-tcp-ipv6-tunnel",
+];
+
+fn point(f: &FlowReport, findings: &[Finding]) -> HopPoint {
+    let blocked_by: Vec<&'static str> = findings
+        .iter()
+        .filter(|x| {
+            x.severity == Severity::High
+                && BLOCKING.contains(&x.kind)
+                && x.flow.as_ref().is_some_and(|r| r.id == f.id)
+        })
+        .map(|x| x.kind)
+        .collect();
+    let t = f.tunnel.as_ref();
+    let w = f.what_if.first();
+    HopPoint {
+        capture: f.file.clone(),
+        flow_id: f.id,
+        packets: f.packets,
+        ip_id_pattern: crate::kernel::pattern_key(f.ip.ip_id_pattern),
+        df: f.ip.df,
+        ttl: f.ip.ttl,
+        tos: f.ip.tos,
+        outer_ip_id_pattern: t.map(|t| crate::kernel::pattern_key(t.outer_ip.ip_id_pattern)),
+        outer_df: t.map(|t| t.outer_ip.df),
+        outer_ttl: t.map(|t| t.outer_ip.ttl),
+        outer_tos: t.map(|t| t.outer_ip.tos),
+        l4_checksum: f.l4_checksum,
+        outer_udp_checksum: t.map(|t| t.outer_udp_checksum),
+        observed_mss: f.observed_mss,
+        largest_ip_len: f.above_mtu.largest_ip_len,
+        stack_packets: w.map_or(0, |w| w.stack_packets),
+        healthy_tunnel_packets: w.and_then(|w| w.healthy_tunnel_packets),
+        mergeable: blocked_by.is_empty(),
+        blocked_by,
+    }
+}
+
+/// What differs between two points of one flow, in words.
+fn differences(a: &HopPoint, b: &HopPoint) -> Vec<String> {
+    let mut d = Vec::new();
+    let mut cmp = |what: &str, x: String, y: String| {
+        if x != y {
+            d.push(format!("{what} {x} -> {y}"));
+        }
+    };
+    let opt = |v: Option<&str>| v.unwrap_or("-").to_string();
+    cmp(
+        "outer IP ID",
+        opt(a.outer_ip_id_pattern),
+        opt(b.outer_ip_id_pattern),
+    );
+    cmp("outer DF", opt(a.outer_df), opt(b.outer_df));
+    cmp(
+        "outer TTL",
+        a.outer_ttl.map_or("-".into(), |v| v.to_string()),
+        b.outer_ttl.map_or("-".into(), |v| v.to_string()),
+    );
+    cmp(
+        "outer TOS",
+        a.outer_tos.map_or("-".into(), |v| v.to_string()),
+        b.outer_tos.map_or("-".into(), |v| v.to_string()),
+    );
+    cmp(
+        "outer UDP checksum",
+        opt(a.outer_udp_checksum),
+        opt(b.outer_udp_checksum),
+    );
+    cmp("IP ID", a.ip_id_pattern.into(), b.ip_id_pattern.into());
+    cmp("DF", a.df.into(), b.df.into());
+    cmp("TTL", a.ttl.to_string(), b.ttl.to_string());
+    cmp("TOS", a.tos.to_string(), b.tos.to_string());
+    cmp("checksum", a.l4_checksum.into(), b.l4_checksum.into());
+    cmp(
+        "MSS",
+        a.observed_mss.map_or("-".into(), |v| v.to_string()),
+        b.observed_mss.map_or("-".into(), |v| v.to_string()),
+    );
+    cmp(
+        "largest IP packet",
+        a.largest_ip_len.to_string(),
+        b.largest_ip_len.to_string(),
+    );
+    cmp(
+        "GRO stack packets",
+        a.stack_packets.to_string(),
+        b.stack_packets.to_string(),
+    );
+    cmp(
+        "mergeable",
+        if a.mergeable { "yes" } else { "no" }.into(),
+        if b.mergeable { "yes" } else { "no" }.into(),
+    );
+    d
+}
+
+/// Compares the flows seen in more than one of `inputs` and adds a high
+/// `hop` finding for each flow that stops being mergeable between two
+/// capture points (the findings are then ranked again).
+pub fn compare(
+    inputs: &[InputReport],
+    flows: &[FlowReport],
+    findings: &mut Vec<Finding>,
+) -> Vec<HopReport> {
+    if inputs.len() < 2 {
+        return Vec::new();
+    }
+    let order = |file: &str| {
+        inputs
+            .iter()
+            .position(|i| i.path == file)
+            .unwrap_or(usize::MAX)
+    };
+    // Group by the inner 5-tuple, in order of first appearance.
+    let mut groups: Vec<(ConnKey<'_>, Vec<&FlowReport>)> = Vec::new();
+    for f in flows {
+        let key = (f.protocol, f.src.as_str(), f.sport, f.dst.as_str(), f.dport);
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(f),
+            None => groups.push((key, vec![f])),
+        }
+    }
+    let mut hops = Vec::new();
+    let mut added = Vec::new();
+    for (key, mut group) in groups {
+        group.sort_by_key(|f| (order(&f.file), std::cmp::Reverse(f.packets)));
+        // One flow per capture: the busiest.
+        group.dedup_by_key(|f| order(&f.file));
+        if group.len() < 2 {
+            continue;
+        }
+        let points: Vec<HopPoint> = group.iter().map(|f| point(f, findings)).collect();
+        let mut changes = Vec::new();
+        let mut first_unmergeable = None;
+        for pair in points.windows(2) {
+            let d = differences(&pair[0], &pair[1]);
+            if !d.is_empty() {
+                changes.push(format!(
+                    "{} -> {}: {}",
+                    pair[0].capture,
+                    pair[1].capture,
+                    d.join(", ")
+                ));
+            }
+            if first_unmergeable.is_none() && pair[0].mergeable && !pair[1].mergeable {
+                first_unmergeable = Some(pair[1].capture.clone());
+                let f = group.iter().find(|f| f.file == pair[1].capture).unwrap();
+                let flow = format!(
+                    "{} {}:{} -> {}:{}",
+                    key.0.to_uppercase(),
+                    key.1,
+                    key.2,
+                    key.3,
+                    key.4
+                );
+                added.push(Finding {
+                    rank: 0,
+                    severity: Severity::High,
+                    kind: "hop",
+                    flow: Some(FlowRef {
+                        id: f.id,
+                        description: f.description.clone(),
+                        protocol: f.protocol,
+                        src: f.src.clone(),
+                        dst: f.dst.clone(),
+                        sport: f.sport,
+                        dport: f.dport,
+                        tunnel: f.tunnel.as_ref().map(|t| {
+                            format!("vxlan {}:{} -> {}:{} vni {}", t.src, t.sport, t.dst, t.dport, t.vni)
+                        }),
+                    }),
+                    title: format!(
+                        "{flow}: mergeable at {} but not at {}: the hop between them breaks GRO",
+                        pair[0].capture, pair[1].capture
+                    ),
+                    detail: format!(
+                        "{flow} is mergeable where {} captured it ({} stack packets) and not where {} did ({} stack packets, {}); between them: {}.",
+                        pair[0].capture,
+                        pair[0].stack_packets,
+                        pair[1].capture,
+                        pair[1].stack_packets,
+                        pair[1].blocked_by.join(", "),
+                        d.join(", ")
+                    ),
+                    evidence: Evidence {
+                        file: pair[1].capture.clone(),
+                        frames: vec![f.first_frame],
+                        counts: vec![
+                            ("stack_packets_before".into(), pair[0].stack_packets),
+                            ("stack_packets_after".into(), pair[1].stack_packets),
+                        ],
+                    },
+                    fix: "look at the hop between these two capture points: what it changes (listed) is what stops GRO at the receiver".into(),
+                    extra_packets: pair[1].stack_packets.saturating_sub(pair[0].stack_packets),
+                });
+            }
+        }
+        hops.push(HopReport {
+            flow: format!(
+                "{} {}:{} -> {}:{}",
+                key.0.to_uppercase(),
+                key.1,
+                key.2,
+                key.3,
+                key.4
+            ),
+            points,
+            changes,
+            first_unmergeable,
+        });
+    }
+    // Flows that stop being mergeable first.
+    hops.sort_by_key(|h: &HopReport| h.first_unmergeable.is_none());
+    if !added.is_empty() {
+        findings.extend(added);
+        findings.sort_by(|a, b| {
+            a.severity
+                .cmp(&b.severity)
+                .then(b.extra_packets.cmp(&a.extra_packets))
+                .then(a.kind.cmp(b.kind))
+        });
+        for (i, f) in findings.iter_mut().enumerate() {
+            f.rank = i + 1;
+        }
+    }
+    hops
+}
