@@ -157,7 +157,8 @@ proptest! {
                 named.evidence.counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
                 "{:?} {}: {:?}", kind, line, named.evidence.counts
             );
-            prop_assert_eq!(w.stack_packets, segments as u64);
+            // Nearly nothing merges (two random IDs may happen to step by one).
+            prop_assert!(w.stack_packets + 4 >= segments as u64, "{} of {}", w.stack_packets, segments);
         } else {
             // The line does not check such outer IDs: the train merges as
             // the healthy one did, and nothing is named.

@@ -205,16 +205,16 @@ fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts: Ar
             }
             nth += 1;
             match impair {
-                Impair::Drop(k) if nth % k == 0 && dropped.insert(seq) => {
+                Impair::Drop(k) if nth.is_multiple_of(k) && dropped.insert(seq) => {
                     counts.dropped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                Impair::Reorder(k) if nth % k == 0 && held.is_none() => {
+                Impair::Reorder(k) if nth.is_multiple_of(k) && held.is_none() => {
                     counts.reordered.fetch_add(1, Ordering::Relaxed);
                     held = Some((frame.to_vec(), 2));
                     continue;
                 }
-                Impair::Duplicate(k) if nth % k == 0 => {
+                Impair::Duplicate(k) if nth.is_multiple_of(k) => {
                     counts.duplicated.fetch_add(1, Ordering::Relaxed);
                     to.send(frame);
                 }
