@@ -29,11 +29,12 @@ pub const LINKS: [LinkKind; 6] = [
 ];
 
 /// The names of the targets, as `fuzz_targets/<name>.rs` and for `replay`.
-pub const TARGETS: [&str; 4] = [
+pub const TARGETS: [&str; 5] = [
     "capture_reader",
     "wire_parsers",
     "gro_engine",
     "gso_segment",
+    "bench_control",
 ];
 
 /// Runs the target called `name`; `None` for an unknown name.
@@ -43,6 +44,7 @@ pub fn run(name: &str, data: &[u8]) -> Option<()> {
         "wire_parsers" => wire_parsers(data),
         "gro_engine" => gro_engine(data),
         "gso_segment" => gso_segment(data),
+        "bench_control" => bench_control(data),
         _ => return None,
     }
     Some(())
@@ -220,6 +222,9 @@ pub fn config_from(a: u8, b: u8) -> GroConfig {
                 KernelLine::V7,
             ][usize::from(a >> 7) | usize::from((b >> 6) & 2)],
         )
+        // The kernel-loss model on and off (bit 4 of b also sizes the
+        // small limit).
+        .kernel_losses(b & 0x10 != 0)
 }
 
 /// Copies a record expands to (`flags` bits 3–5): long trains, up to BIG
@@ -469,6 +474,138 @@ pub fn gso_segment(data: &[u8]) {
         joined == payload,
         "segments do not carry the original payload"
     );
+}
+
+/// The bench server's control-protocol decoder and everything a server does
+/// with a decoded frame before it allocates: the input is a byte stream as
+/// a client would send it. The first byte picks the stage: even, the
+/// handshake (frames of at most `MAX_HELLO_FRAME`); odd, after it (at most
+/// `MAX_CLIENT_FRAME`); bit 1 also reads the stream as server frames, as a
+/// client would. Invariants: a frame above the stage's limit is refused on
+/// its length; every decoded frame encodes and decodes to the same frame
+/// (floating-point seconds within one ULP); a Start that passes
+/// `check_spec` is costed without overflow, and a reservation the default
+/// limits grant stays within them; the udp-rr gate answers a datagram only
+/// from a joined source and admits a join only with the test's token.
+pub fn bench_control(data: &[u8]) {
+    use offload_bench::auth::{self, Secret};
+    use offload_bench::engine::{GateVerdict, UdpGate};
+    use offload_bench::limits::{self, Budget, ServerLimits};
+    use offload_bench::proto::{self, ClientMsg, ServerMsg};
+    use offload_bench::server::check_spec;
+
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let max = if mode & 1 == 0 {
+        proto::MAX_HELLO_FRAME
+    } else {
+        proto::MAX_CLIENT_FRAME
+    };
+    let budget = Budget::new(ServerLimits::default());
+    let mut held = Vec::new();
+    let mut r = rest;
+    for _ in 0..16 {
+        let before = r.len();
+        let msg = match proto::read_frame_limited::<_, ClientMsg>(&mut r, max) {
+            Ok(m) => m,
+            Err(proto::ProtoError::FrameTooLarge { len, max: m }) => {
+                assert!(len > m && m <= max, "refused {len} under the limit {m}");
+                break;
+            }
+            Err(proto::ProtoError::Json(_)) => {
+                // A bad frame consumed exactly its announced length.
+                assert!(before - r.len() <= max as usize + 4);
+                continue;
+            }
+            Err(_) => break,
+        };
+        assert!(before - r.len() <= max as usize + 4, "read past the frame");
+        let mut enc = Vec::new();
+        proto::write_frame(&mut enc, &msg).expect("a decoded frame encodes");
+        let again: ClientMsg = proto::read_frame(&mut &enc[..]).expect("and decodes");
+        match (&msg, &again) {
+            (ClientMsg::Start { spec: a }, ClientMsg::Start { spec: b }) => {
+                let (x, y) = (a.expected_seconds, b.expected_seconds);
+                assert!(
+                    x == y || (x - y).abs() <= x.abs().max(y.abs()) * f64::EPSILON * 2.0,
+                    "seconds {x} came back as {y}"
+                );
+                let (mut a, mut b) = (a.clone(), b.clone());
+                a.expected_seconds = 0.0;
+                b.expected_seconds = 0.0;
+                assert_eq!(a, b, "a start frame changed in a round trip");
+            }
+            _ => assert_eq!(msg, again, "a frame changed in a round trip"),
+        }
+        match &msg {
+            ClientMsg::Hello { .. } => {
+                let _ = proto::check_hello(&msg);
+            }
+            ClientMsg::Auth { nonce, mac } => {
+                let k = Secret::new(b"fuzzing secret, sixteen+".to_vec()).expect("secret");
+                let n = auth::unhex(nonce).unwrap_or_default();
+                // Nothing a fuzzer writes is the right answer to a
+                // challenge it never saw.
+                assert!(
+                    !k.check_client_mac(&[0x5a; 32], &n, mac),
+                    "a guessed answer verified"
+                );
+            }
+            ClientMsg::Start { spec } => {
+                let mem = limits::test_memory(spec);
+                if check_spec(spec).is_ok() {
+                    if let Ok(res) = budget.reserve(spec) {
+                        let l = budget.limits();
+                        assert!(mem <= l.max_test_memory);
+                        let u = budget.usage();
+                        assert!(u.memory <= l.max_memory && u.threads <= l.max_threads);
+                        assert!(u.flows <= l.max_flows && u.tests <= l.max_tests);
+                        held.push(res);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    drop(held);
+    assert_eq!(
+        budget.usage(),
+        Default::default(),
+        "reservations given back"
+    );
+    // The same bytes as datagrams at a udp-rr gate.
+    let gate = UdpGate::new([7; proto::TOKEN_LEN]);
+    let mut seen = std::collections::HashSet::new();
+    let joined: std::net::SocketAddr = "127.0.0.1:1000".parse().expect("addr");
+    let stranger: std::net::SocketAddr = "127.0.0.2:1000".parse().expect("addr");
+    for chunk in rest.chunks(proto::JOIN_LEN) {
+        let v = gate.judge(&mut seen, chunk, stranger);
+        let is_join = chunk.len() == proto::JOIN_LEN
+            && chunk[..4] == proto::UDP_JOIN
+            && chunk[4..] == [7; proto::TOKEN_LEN];
+        assert_eq!(
+            v == GateVerdict::Join,
+            is_join,
+            "join verdict for {chunk:?}"
+        );
+        if !is_join && !seen.contains(&stranger) {
+            assert_eq!(v, GateVerdict::Drop, "a stranger was answered");
+        }
+        let _ = gate.judge(&mut seen, chunk, joined);
+    }
+    if mode & 2 != 0 {
+        let mut r = rest;
+        for _ in 0..16 {
+            match proto::read_frame::<_, ServerMsg>(&mut r) {
+                Ok(ServerMsg::Ready { token: Some(t), .. }) => {
+                    let _ = auth::unhex(&t);
+                }
+                Ok(_) | Err(proto::ProtoError::Json(_)) => {}
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -192,5 +192,142 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
         std::fs::remove_file(&tmp)?;
         put("capture_reader", &format!("tcp4.{ext}"), &bytes?)?;
     }
+    // The bench control protocol: whole client exchanges, at both stages.
+    for (name, stream) in bench_streams() {
+        for mode in [0u8, 1, 3] {
+            let mut input = vec![mode];
+            input.extend_from_slice(&stream);
+            put("bench_control", &format!("{name}_{mode}"), &input)?;
+        }
+    }
+    // Public captures (tcpdump's test suite, fuzz/seeds/tcpdump/SOURCE.md):
+    // the files, and their frames for the frame-level targets.
+    let public = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/tcpdump");
+    let mut files: Vec<_> = std::fs::read_dir(&public)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .collect();
+    files.sort();
+    for path in files {
+        let bytes = std::fs::read(&path)?;
+        let stem = path
+            .file_name()
+            .map(|n| n.to_string_lossy().replace('.', "_"))
+            .unwrap_or_default();
+        put("capture_reader", &format!("tcpdump_{stem}"), &bytes)?;
+        let frames = capture_frames(&bytes);
+        if frames.is_empty() {
+            continue;
+        }
+        let recs: Vec<_> = frames
+            .iter()
+            .map(|(l, f)| (*l, 1u8, 0u8, f.as_slice()))
+            .collect();
+        put(
+            "gro_engine",
+            &format!("tcpdump_{stem}"),
+            &encode_records((0x0e, 2), &recs),
+        )?;
+        for (i, (link, f)) in frames.iter().enumerate().take(8) {
+            put("wire_parsers", &format!("tcpdump_{stem}_{i}"), f)?;
+            let li = crate::LINKS.iter().position(|k| k == link).unwrap_or(0) as u8;
+            let mut g = vec![li];
+            g.extend_from_slice(&1448u16.to_be_bytes());
+            g.push(8);
+            g.extend_from_slice(f);
+            put("gso_segment", &format!("tcpdump_{stem}_{i}"), &g)?;
+        }
+    }
     Ok(count)
+}
+
+/// The frames of a capture (at most 64) with the link kind the engine
+/// reads them as; frames of link types the engine does not know are left
+/// out.
+fn capture_frames(bytes: &[u8]) -> Vec<(LinkKind, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(mut r) =
+        offload_capture::CaptureReader::from_reader(std::io::Cursor::new(bytes.to_vec()), "seed")
+    else {
+        return out;
+    };
+    while let Ok(Some(f)) = r.next_frame() {
+        let link = match f.link_type {
+            LinkType::ETHERNET => LinkKind::Ethernet,
+            t if t.is_raw_ip() => LinkKind::RawIp,
+            LinkType::IPV4 => LinkKind::Ipv4,
+            LinkType::IPV6 => LinkKind::Ipv6,
+            LinkType::LINUX_SLL => LinkKind::LinuxSll,
+            LinkType::LINUX_SLL2 => LinkKind::LinuxSll2,
+            _ => continue,
+        };
+        out.push((link, f.data.to_vec()));
+        if out.len() >= 64 {
+            break;
+        }
+    }
+    out
+}
+
+/// Client byte streams of the bench control protocol: a hello, an auth
+/// answer, a start of every test kind, marks, finish, bye.
+pub fn bench_streams() -> Vec<(String, Vec<u8>)> {
+    use offload_bench::proto::{self, ClientMsg, Mark};
+    use offload_bench::{ClientConfig, TestKind};
+    let frame = |m: &ClientMsg| {
+        let mut v = Vec::new();
+        proto::write_frame(&mut v, m).expect("encodes");
+        v
+    };
+    let hello = frame(&ClientMsg::Hello {
+        magic: proto::MAGIC.into(),
+        version: proto::PROTOCOL_VERSION,
+    });
+    let auth = frame(&ClientMsg::Auth {
+        nonce: "ab".repeat(32),
+        mac: "cd".repeat(32),
+    });
+    let mut out = vec![
+        ("hello".to_string(), hello.clone()),
+        ("hello_auth".to_string(), [hello.clone(), auth].concat()),
+    ];
+    for kind in [
+        TestKind::TcpRr,
+        TestKind::TcpCrr,
+        TestKind::TcpStream,
+        TestKind::UdpRr,
+        TestKind::UdpStream,
+    ] {
+        let mut c = ClientConfig::new(kind, "127.0.0.1:1".parse().expect("addr"));
+        c.spec.flows = 4;
+        c.threads = 2;
+        c.spec.server_threads = 2;
+        c.spec.server_pin = Some(vec![0, 1]);
+        c.validate().expect("valid");
+        let mut s = hello.clone();
+        for m in [
+            ClientMsg::Start {
+                spec: c.spec.clone(),
+            },
+            ClientMsg::Mark {
+                mark: Mark::WindowStart,
+            },
+            ClientMsg::Mark {
+                mark: Mark::WindowEnd,
+            },
+            ClientMsg::Finish,
+            ClientMsg::Bye,
+        ] {
+            s.extend(frame(&m));
+        }
+        out.push((kind.name().to_string(), s));
+    }
+    // A udp-rr join datagram with the gate's fuzzing token, as a stream.
+    let mut join = proto::UDP_JOIN.to_vec();
+    join.extend_from_slice(&[7; proto::TOKEN_LEN]);
+    out.push((
+        "udp_join".to_string(),
+        [join.clone(), b"x".to_vec(), join].concat(),
+    ));
+    out
 }

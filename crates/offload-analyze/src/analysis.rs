@@ -424,7 +424,7 @@ fn run_job(
     let mut n = 0u64;
     loop {
         n += 1;
-        if n % CANCEL_CHECK == 0 {
+        if n.is_multiple_of(CANCEL_CHECK) {
             let b = reader.bytes_read();
             progress.fetch_add(b - last_bytes, Ordering::Relaxed);
             last_bytes = b;

@@ -256,7 +256,7 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
                 wscale = Some(opts[i + 2].min(14));
                 sig = (sig ^ opts[i + 2] as u32).wrapping_mul(SIG_PRIME);
             }
-            5 if len >= 10 && (len - 2) % 8 == 0 => {
+            5 if len >= 10 && (len - 2).is_multiple_of(8) => {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(SIG_PRIME);
                 }

@@ -798,7 +798,7 @@ impl FlowStats {
     }
 
     fn csum_due(&self) -> bool {
-        self.csum_checked < CSUM_ALWAYS || self.csum_checked % CSUM_EVERY == 0
+        self.csum_checked < CSUM_ALWAYS || self.csum_checked.is_multiple_of(CSUM_EVERY)
     }
 
     /// TSO/GRO timing: a data packet of this flow at `ts` ending at `end`.

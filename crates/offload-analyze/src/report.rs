@@ -27,7 +27,7 @@ pub struct Report {
     pub findings: Vec<Finding>,
     pub what_if: Vec<WhatIfReport>,
     /// With several captures: the flows seen in more than one, compared
-    /// capture by capture (`crate::hops`).
+    /// capture by capture (the `hops` module).
     pub hops: Vec<HopReport>,
 }
 

@@ -196,7 +196,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Bytes of a hex string (either case); None if it is not hex or longer
 /// than 128 digits (nothing this protocol sends is).
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() > 128 {
+    if !s.len().is_multiple_of(2) || s.len() > 128 {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);

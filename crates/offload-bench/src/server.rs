@@ -200,7 +200,7 @@ impl Server {
         Self::bind_with(&[addr], ServerOptions::default())
     }
 
-    /// Binds 127.0.0.1:PORT and [::1]:PORT (the latter skipped on a host
+    /// Binds `127.0.0.1:PORT` and `[::1]:PORT` (the latter skipped on a host
     /// without IPv6): the default of `offload bench server`.
     pub fn bind_loopback(port: u16, opts: ServerOptions) -> Result<Self, BenchError> {
         let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);

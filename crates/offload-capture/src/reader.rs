@@ -692,7 +692,7 @@ impl CaptureReader {
                 },
             ));
         }
-        if len % 4 != 0 {
+        if !len.is_multiple_of(4) {
             return Err(self.err(at, F, ErrorKind::NotMultipleOf4 { value: len.into() }));
         }
         if let Some(rem) = self.remaining_after(at.offset) {

@@ -91,7 +91,7 @@ pub(crate) fn stdout_file() -> io::Result<File> {
 
 /// An input that can be read as often as needed: the path itself when it is
 /// a regular file, else a copy of the stream in a
-/// [`PrivateDir`](crate::tempfiles::PrivateDir), removed when the value is
+/// [`PrivateDir`], removed when the value is
 /// dropped (and on SIGINT, SIGTERM and SIGHUP once
 /// [`cancel_on_signals`](crate::tempfiles::cancel_on_signals) is installed).
 #[derive(Debug)]

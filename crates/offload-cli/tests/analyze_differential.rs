@@ -205,16 +205,16 @@ fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts: Ar
             }
             nth += 1;
             match impair {
-                Impair::Drop(k) if nth % k == 0 && dropped.insert(seq) => {
+                Impair::Drop(k) if nth.is_multiple_of(k) && dropped.insert(seq) => {
                     counts.dropped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                Impair::Reorder(k) if nth % k == 0 && held.is_none() => {
+                Impair::Reorder(k) if nth.is_multiple_of(k) && held.is_none() => {
                     counts.reordered.fetch_add(1, Ordering::Relaxed);
                     held = Some((frame.to_vec(), 2));
                     continue;
                 }
-                Impair::Duplicate(k) if nth % k == 0 => {
+                Impair::Duplicate(k) if nth.is_multiple_of(k) => {
                     counts.duplicated.fetch_add(1, Ordering::Relaxed);
                     to.send(frame);
                 }
@@ -711,7 +711,9 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
                     // Within 2%: Linux may resend two lost segments as
                     // one (tcp_retrans_try_collapse, net/ipv4/tcp_output.c).
                     c.cmp(&format!("hop drops = {here}"), num(&l[here]), n, 0.02, true);
-                    c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 0.0, false);
+                    // Within 2: a tail-loss probe or an early RTO resends
+                    // a segment of the sender's own accord.
+                    c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 2.0, false);
                 }
                 Impair::Reorder(_) => {
                     let n = h.reordered.load(Ordering::Relaxed) as f64;

@@ -296,6 +296,15 @@ fn live_counts_gro_merging_on_veth() {
             > 0,
         "the vnet header names super-packets: {sample}"
     );
+    // The counts describe the frames captured: no more super-packets than
+    // frames (one socket is the source of both).
+    let d = &sample["devices"]["ofl-lv-b"];
+    assert_eq!(
+        d["frames"].as_u64().unwrap(),
+        d["super_packets"].as_u64().unwrap() + d["single_packets"].as_u64().unwrap(),
+        "{sample}"
+    );
+    assert!(sample["frames"].as_u64().unwrap() <= 200, "{sample}");
 }
 
 /// Knobs that exist only in the initial namespace (netdev_budget,

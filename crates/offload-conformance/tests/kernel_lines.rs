@@ -616,7 +616,7 @@ fn vlan_train(
         a,
         Class::ALL.get(i as usize % Class::ALL.len()).copied(),
     );
-    let change_at = if i % 5 == 0 {
+    let change_at = if i.is_multiple_of(5) {
         t.frames.len() / 2
     } else {
         usize::MAX

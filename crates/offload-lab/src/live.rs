@@ -71,8 +71,13 @@ pub struct GroCounts {
 impl GroCounts {
     /// Packets into GRO per packet into the stack (1 = no merging); `None`
     /// when nothing reached the stack.
+    ///
+    /// `None` as well when fewer packets entered GRO than reached the
+    /// stack: the rest bypassed GRO (`netif_rx`, a veth without NAPI),
+    /// and a ratio below 1 would describe that, not merging.
     pub fn merge_ratio(&self) -> Option<f64> {
-        (self.stack > 0 && self.gro_in > 0).then(|| self.gro_in as f64 / self.stack as f64)
+        (self.stack > 0 && self.gro_in >= self.stack)
+            .then(|| self.gro_in as f64 / self.stack as f64)
     }
 
     /// `self - earlier`.

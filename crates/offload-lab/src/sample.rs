@@ -90,7 +90,6 @@ pub fn sample(
 ) -> Result<SampleReport> {
     let mut socks = Vec::new();
     for (name, index) in devices {
-        let plain = PacketSocket::open(*index, CaptureOptions::default())?;
         let vnet = PacketSocket::open(
             *index,
             CaptureOptions {
@@ -99,7 +98,7 @@ pub fn sample(
                 ..CaptureOptions::default()
             },
         )?;
-        socks.push((name.clone(), plain, vnet));
+        socks.push((name.clone(), vnet));
     }
     // Without --sample-pcap the packets go to a file in a private
     // temporary directory (offload_capture::tempfiles), removed when `_tmp`
@@ -143,9 +142,14 @@ pub fn sample(
             && !cancel.load(std::sync::atomic::Ordering::Relaxed)
         {
             let mut got = false;
-            for (name, plain, vnet) in socks.iter_mut() {
+            for (name, vnet) in socks.iter_mut() {
                 let entry = per_dev.entry(name.clone()).or_default();
-                while let Some(c) = vnet.recv(None)? {
+                // One socket is the source of both the counts and the
+                // frames written, so they describe the same packets:
+                // frames = super-packets + single packets.
+                while (frames as usize) < opts.count {
+                    let Some(c) = vnet.recv(None)? else { break };
+                    got = true;
                     match c.vnet {
                         Some(h) if h.gso_type != 0 && h.gso_size > 0 => {
                             entry.super_packets += 1;
@@ -156,10 +160,6 @@ pub fn sample(
                         }
                         _ => entry.single_packets += 1,
                     }
-                }
-                while (frames as usize) < opts.count {
-                    let Some(c) = plain.recv(None)? else { break };
-                    got = true;
                     let ts = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_nanos() as i64);
@@ -174,8 +174,8 @@ pub fn sample(
                 }
             }
             if !got {
-                if let Some((_, plain, _)) = socks.first() {
-                    plain.wait_readable(Duration::from_millis(20))?;
+                if let Some((_, vnet)) = socks.first() {
+                    vnet.wait_readable(Duration::from_millis(20))?;
                 }
             }
         }

@@ -266,7 +266,7 @@ pub fn gro_capture_with(
             break;
         }
         count += 1;
-        if count % PROGRESS_EVERY == 0 {
+        if count.is_multiple_of(PROGRESS_EVERY) {
             (ctl.on_progress)(reader.bytes_read());
         }
         match reader.next_frame() {

@@ -427,7 +427,7 @@ pub fn gso_capture(
             interrupted = true;
             break;
         }
-        if frames_in % PROGRESS_EVERY == 0 {
+        if frames_in.is_multiple_of(PROGRESS_EVERY) {
             (ctl.on_progress)(reader.bytes_read());
         }
         let frame = match reader.next_frame() {

@@ -13,6 +13,10 @@
 use core::fmt;
 use std::io;
 
+use crate::sys::offload::{
+    TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6,
+};
+
 /// A set of `TUN_F_*` offload bits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Offloads(u32);
@@ -21,19 +25,20 @@ impl Offloads {
     /// Nothing: plain packets, complete checksums.
     pub const NONE: Offloads = Offloads(0);
     /// `TUN_F_CSUM`: partial checksums (`NEEDS_CSUM`).
-    pub const CSUM: Offloads = Offloads(0x01);
+    pub const CSUM: Offloads = Offloads(TUN_F_CSUM);
     /// `TUN_F_TSO4`.
-    pub const TSO4: Offloads = Offloads(0x02);
+    pub const TSO4: Offloads = Offloads(TUN_F_TSO4);
     /// `TUN_F_TSO6`.
-    pub const TSO6: Offloads = Offloads(0x04);
+    pub const TSO6: Offloads = Offloads(TUN_F_TSO6);
     /// `TUN_F_TSO_ECN`: TSO super-packets with CWR.
-    pub const TSO_ECN: Offloads = Offloads(0x08);
+    pub const TSO_ECN: Offloads = Offloads(TUN_F_TSO_ECN);
     /// `TUN_F_USO4` (6.2+).
-    pub const USO4: Offloads = Offloads(0x20);
+    pub const USO4: Offloads = Offloads(TUN_F_USO4);
     /// `TUN_F_USO6` (6.2+).
-    pub const USO6: Offloads = Offloads(0x40);
+    pub const USO6: Offloads = Offloads(TUN_F_USO6);
     /// Everything this crate can take from the kernel.
-    pub const ALL: Offloads = Offloads(0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40);
+    pub const ALL: Offloads =
+        Offloads(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6);
 
     /// From raw `TUN_F_*` bits; unknown bits are dropped (tunnel GSO needs
     /// the 24-byte header, which this crate does not speak).
@@ -68,7 +73,7 @@ impl Offloads {
 
     /// True when any GSO type is granted (the reader may see super-packets).
     pub const fn any_gso(self) -> bool {
-        self.0 & (0x02 | 0x04 | 0x20 | 0x40) != 0
+        self.0 & (TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6) != 0
     }
 
     /// The request reshaped to what `set_offload()` can accept: nothing

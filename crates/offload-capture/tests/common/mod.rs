@@ -52,7 +52,7 @@ impl B {
         self
     }
     pub fn pad4(&mut self) -> &mut B {
-        while self.v.len() % 4 != 0 {
+        while !self.v.len().is_multiple_of(4) {
             self.v.push(0);
         }
         self

@@ -13,7 +13,7 @@
 //! thread's namespace ([`crate::sysfs::Sysfs::mount_here`]), falling back to
 //! `/sys` when it may not mount.
 //!
-//! Findings ([`findings`]) are ranked as `offload analyze` ranks its own
+//! Findings ([`findings`](mod@findings)) are ranked as `offload analyze` ranks its own
 //! (high, medium, info; then by device), each with evidence measured over a
 //! window ([`counters`]) and a fix that works on that device kind in that
 //! namespace; [`tune`] applies fixes and profiles and reverts them.
