@@ -281,7 +281,14 @@ fn run_worker(
         }
         TestKind::TcpRr | TestKind::UdpRr => {
             set_nb(&fds)?;
-            engine::client_rr_epoll(&fds, spec.kind == TestKind::UdpRr, &rr, w, slot)
+            engine::client_rr_epoll(
+                &fds,
+                spec.kind == TestKind::UdpRr,
+                &rr,
+                cfg.in_flight.map(|k| k as usize),
+                w,
+                slot,
+            )
         }
         TestKind::TcpStream if fds.len() == 1 && !private_fds => {
             let send = spec.direction == Direction::ClientToServer;

@@ -163,6 +163,11 @@ pub struct ClientConfig {
     pub interval: Option<Duration>,
     /// A UDP transaction with no response after this long counts as lost.
     pub udp_timeout: Duration,
+    /// tcp-rr/udp-rr over many flows: at most this many transactions
+    /// outstanding per client thread, the flows taking turns, so that
+    /// latency measures the stack and not a queue (None: one in flight on
+    /// every flow).
+    pub in_flight: Option<u32>,
     /// The shared secret of a server that requires authentication (see
     /// [`crate::auth`]); with one, the client also requires the server to
     /// prove it holds the same secret.
@@ -204,6 +209,7 @@ impl ClientConfig {
             null: false,
             interval: None,
             udp_timeout: Duration::from_millis(200),
+            in_flight: None,
             auth: None,
         }
     }
@@ -231,6 +237,11 @@ impl ClientConfig {
                 "--flows {} is above 1000000",
                 s.flows
             )));
+        }
+        if self.in_flight == Some(0) {
+            return Err(BenchError::Config(
+                "at least one transaction must be in flight".into(),
+            ));
         }
         if self.threads > 1024 || s.server_threads > 1024 {
             return Err(BenchError::Config("at most 1024 threads".into()));

@@ -277,14 +277,22 @@ struct ClientConn {
     sent: usize,
     got: usize,
     t0: Instant,
+    /// Whether a transaction is in flight on this socket.
+    busy: bool,
 }
 
 /// Client request/response over many non-blocking sockets with
-/// edge-triggered epoll: each socket has one transaction in flight.
+/// edge-triggered epoll: each socket has at most one transaction in
+/// flight. With `in_flight` = Some(k), at most k transactions are
+/// outstanding at once and the sockets take turns (a completed one goes to
+/// the back of the line, the longest idle one sends next), so that every
+/// flow is used while the latency measures the stack rather than a queue
+/// of thousands of requests; None: every socket always has one.
 pub fn client_rr_epoll(
     fds: &[RawFd],
     udp: bool,
     p: &RrParams,
+    in_flight: Option<usize>,
     w: &Window,
     slot: &Slot,
 ) -> Result<Outcome, String> {
@@ -308,8 +316,12 @@ pub fn client_rr_epoll(
             sent: 0,
             got: 0,
             t0: now,
+            busy: false,
         })
         .collect();
+    let window = in_flight.map_or(fds.len(), |k| k.clamp(1, fds.len().max(1)));
+    // Sockets without a transaction, in the order they next send.
+    let mut idle: std::collections::VecDeque<usize> = (window..fds.len()).collect();
     // Returns whether the whole request is out.
     let send_req = |fd: RawFd, c: &mut ClientConn, out: &mut Outcome| -> Result<bool, String> {
         while c.sent < req.len() {
@@ -333,7 +345,8 @@ pub fn client_rr_epoll(
         }
         Ok(true)
     };
-    for (i, c) in conns.iter_mut().enumerate() {
+    for (i, c) in conns.iter_mut().enumerate().take(window) {
+        c.busy = true;
         send_req(fds[i], c, &mut out)?;
     }
     let mut events = sys::event_buffer(1024);
@@ -347,6 +360,9 @@ pub fn client_rr_epoll(
         for ev in &events[..n] {
             let i = sys::event_token(ev) as usize;
             let Some(c) = conns.get_mut(i) else { continue };
+            if !c.busy {
+                continue;
+            }
             let fd = fds[i];
             if c.sent < req.len() && !send_req(fd, c, &mut out)? {
                 continue;
@@ -368,10 +384,22 @@ pub fn client_rr_epoll(
                             if t1 >= w.we {
                                 break 'outer;
                             }
-                            c.t0 = t1;
                             c.got = 0;
                             c.sent = 0;
-                            send_req(fd, c, &mut out)?;
+                            // The next request goes out on this socket, or
+                            // on the longest idle one when flows take turns.
+                            let next = match idle.pop_front() {
+                                Some(j) => {
+                                    c.busy = false;
+                                    idle.push_back(i);
+                                    j
+                                }
+                                None => i,
+                            };
+                            let n = &mut conns[next];
+                            n.busy = true;
+                            n.t0 = t1;
+                            send_req(fds[next], n, &mut out)?;
                             // Edge-triggered: the next response is a new
                             // edge, so do not spend a read on EAGAIN here.
                             break;
@@ -397,7 +425,7 @@ pub fn client_rr_epoll(
         if udp && now.duration_since(last_scan) >= Duration::from_millis(20) {
             last_scan = now;
             for (i, c) in conns.iter_mut().enumerate() {
-                if now.duration_since(c.t0) >= p.udp_timeout {
+                if c.busy && now.duration_since(c.t0) >= p.udp_timeout {
                     out.lost += 1;
                     c.t0 = now;
                     c.sent = 0;

@@ -111,10 +111,10 @@ struct CommonArgs {
     #[arg(long)]
     server_threads: Option<u32>,
     /// Measurement window: seconds (5, 0.5) or with a unit (500ms, 2m).
-    #[arg(long, value_parser = parse_seconds, default_value = "5")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "5")]
     duration: Duration,
     /// Warm-up before the window, excluded from every figure.
-    #[arg(long, value_parser = parse_seconds, default_value = "1")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "1")]
     warmup: Duration,
     /// Repeat the test N times: median and 95% confidence interval.
     #[arg(long, default_value_t = 1)]
@@ -145,7 +145,7 @@ struct CommonArgs {
     #[arg(long)]
     null: bool,
     /// Interval lines period: seconds or with a unit (0 for none).
-    #[arg(long, value_parser = parse_seconds, default_value = "1")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "1")]
     interval: Duration,
     /// Print the result as JSON.
     #[arg(long)]
@@ -261,7 +261,7 @@ struct UdpRrArgs {
     #[command(flatten)]
     udp: UdpArgs,
     /// A transaction unanswered for this long is lost (seconds or 200ms).
-    #[arg(long, value_parser = parse_seconds, default_value = "200ms")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "200ms")]
     udp_timeout: Duration,
 }
 
@@ -475,17 +475,6 @@ fn parse_rate(text: &str) -> Result<f64, String> {
         return Err(format!("{text:?} must be above zero"));
     }
     Ok(v * mult)
-}
-
-/// A duration: a bare number of seconds (5, 0.5) or with a unit (500ms).
-fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("{text:?} is not a number of seconds"));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("{text:?}: {e} (a number of seconds, or 500ms, 2m)"))
 }
 
 /// ADDR:PORT or [V6]:PORT for --listen.
@@ -1326,10 +1315,16 @@ mod tests {
         assert_eq!(parse_rate("10K"), Ok(10_000.0));
         assert_eq!(parse_rate("2.5M"), Ok(2_500_000.0));
         assert!(parse_rate("0").is_err());
-        assert_eq!(parse_seconds("5"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_seconds("500ms"), Ok(Duration::from_millis(500)));
-        assert!(parse_seconds("-1").is_err());
+        assert_eq!(crate::duration::parse("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(
+            crate::duration::parse("0.5"),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            crate::duration::parse("500ms"),
+            Ok(Duration::from_millis(500))
+        );
+        assert!(crate::duration::parse("-1").is_err());
         let f = args(
             TestKind::TcpStream,
             "--request 64K --sndbuf 4M --duration 5",

@@ -120,7 +120,7 @@ pub struct GsoArgs {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (examples: 50us, 10ms, 1s)"))
+    crate::duration::parse(s)
 }
 
 fn progress_bar(total: Option<u64>) -> ProgressBar {

@@ -21,7 +21,7 @@ pub struct InspectArgs {
     pub json: bool,
     /// Also measure GRO for this long (e.g. 10s): packets into GRO against
     /// packets into the stack per device, softnet deltas; one line a second.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse)]
     pub live: Option<Duration>,
     /// Also capture N packets after GRO and analyse which flows do not merge.
     #[arg(long, value_name = "N")]

@@ -7,6 +7,7 @@ mod bench;
 mod capture;
 mod capture_opts;
 mod docs;
+mod duration;
 mod inspect;
 mod lab;
 mod tune;

@@ -245,7 +245,7 @@ fn sigint_stops_prints_and_leaves_host_unchanged() {
         .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{out}");
-    assert!(out.contains("(interrupted)"), "{out}");
+    assert!(out.contains("(interrupted"), "{out}");
     assert!(
         out.contains("healthy"),
         "what was measured is printed: {out}"
@@ -351,4 +351,312 @@ fn many_flows_reaches_every_requested_level() {
         assert!(!page.contains(fetch), "{fetch} in {page}");
     }
     assert_same(&before, &host_state());
+}
+
+/// What a device looked like from inside one of the run's namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Seen {
+    dev: String,
+    gro: bool,
+    gro_max_size: u32,
+    gro_ipv4_max_size: u32,
+}
+
+/// Enters every network namespace `pid`'s threads are in (other than
+/// ours) on a helper thread, and reads each veth's GRO feature and GRO
+/// size knobs there, as `ip -d link` and `ethtool -k` would.
+fn look_inside(pid: u32) -> Vec<Seen> {
+    let own = own_netns();
+    let mut paths = BTreeMap::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let p = t.path().join("ns/net");
+            if let Ok(l) = std::fs::read_link(&p) {
+                let l = l.display().to_string();
+                if l != own {
+                    paths.entry(l).or_insert(p);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for p in paths.into_values() {
+        let Ok(f) = std::fs::File::open(&p) else {
+            continue;
+        };
+        let seen = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns(2) on an open namespace fd, for this helper
+            // thread only.
+            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Vec::new();
+            }
+            let (Ok(mut rtnl), Ok(eth)) = (Rtnl::open(), offload_lab::ethtool::Ethtool::open())
+            else {
+                return Vec::new();
+            };
+            rtnl.links()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|l| l.kind.as_deref() == Some("veth"))
+                .map(|l| Seen {
+                    gro: eth.feature(&l.name, "rx-gro").unwrap_or(false),
+                    gro_max_size: l.gro_max_size.unwrap_or(0),
+                    gro_ipv4_max_size: l.gro_ipv4_max_size.unwrap_or(0),
+                    dev: l.name,
+                })
+                .collect()
+        })
+        .join()
+        .unwrap_or_default();
+        out.extend(seen);
+    }
+    out
+}
+
+/// Every comparison's interval recomputes from the runs the report keeps:
+/// the differences of the paired runs, their mean, and mean -/+ t95 * sd
+/// / sqrt(n).
+fn assert_intervals_recompute(report: &serde_json::Value) {
+    // Two-sided 95% Student t quantiles, df 1..=10 (to nine decimals).
+    const T95: [f64; 10] = [
+        12.706204736,
+        4.302652730,
+        3.182446305,
+        2.776445105,
+        2.570581836,
+        2.446911851,
+        2.364624252,
+        2.306004135,
+        2.262157163,
+        2.228138852,
+    ];
+    let arms = report["arms"].as_array().unwrap();
+    let runs_of = |name: &str| {
+        arms.iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("arm {name}"))["runs"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let comparisons = report["comparison"].as_array().unwrap();
+    assert!(!comparisons.is_empty(), "{report}");
+    for c in comparisons {
+        let (a, b) = (
+            runs_of(c["a"].as_str().unwrap()),
+            runs_of(c["b"].as_str().unwrap()),
+        );
+        for (metric, d) in c["difference_b_minus_a"].as_object().unwrap() {
+            let diffs: Vec<f64> = a
+                .iter()
+                .zip(&b)
+                .filter_map(|(x, y)| Some(y[metric].as_f64()? - x[metric].as_f64()?))
+                .collect();
+            let n = diffs.len();
+            assert_eq!(n as u64, d["pairs"].as_u64().unwrap(), "{metric}");
+            let mean = diffs.iter().sum::<f64>() / n as f64;
+            let sd =
+                (diffs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+            let half = T95[n - 2] * sd / (n as f64).sqrt();
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-6 * (1.0 + x.abs().max(y.abs()));
+            assert!(close(mean, d["mean"].as_f64().unwrap()), "{metric}: {d}");
+            assert!(
+                close(mean - half, d["ci95"][0].as_f64().unwrap()),
+                "{metric}: {d}"
+            );
+            assert!(
+                close(mean + half, d["ci95"][1].as_f64().unwrap()),
+                "{metric}: {d}"
+            );
+            assert_eq!(
+                d["significant"].as_bool().unwrap(),
+                mean - half > 0.0 || mean + half < 0.0
+            );
+        }
+    }
+}
+
+/// big-tcp as the issue asks: while it runs, a veth inside the lab's
+/// namespaces has GRO on at gro_max_size 185000 (and gro_ipv4_max_size
+/// 185000); afterwards the report shows, from the kernel's
+/// netif_receive_skb lengths, that GRO built packets above 64 KiB in the
+/// 185000 arms and none in the 65536 arms, with the knobs read back per
+/// run, and every interval recomputes from the kept runs.
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn big_tcp_runs_receive_gro_at_the_sizes_under_test() {
+    let _serial = serial();
+    let before = host_state();
+    let mut child = spawn(&[
+        "lab",
+        "run",
+        "big-tcp",
+        "--runs",
+        "2",
+        "--duration",
+        "1",
+        "--json",
+    ]);
+    let pid = child.id();
+    let (held, _) = wait_for(&mut child, "run 1");
+    let mut seen = BTreeSet::new();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let mut s = stdout;
+        s.read_to_string(&mut out).unwrap();
+        out
+    });
+    while child.try_wait().unwrap().is_none() {
+        seen.extend(look_inside(pid));
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let out = reader.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        seen.iter()
+            .any(|s| s.gro && s.gro_max_size == 185_000 && s.gro_ipv4_max_size == 185_000),
+        "no veth with GRO on at 185000 seen from inside: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|s| s.gro && s.gro_max_size == 65_536),
+        "the default arm's 65536 was never seen: {seen:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for arm in report["arms"].as_array().unwrap() {
+        let name = arm["name"].as_str().unwrap();
+        let big = name.ends_with("185000");
+        let runs = arm["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{name}");
+        for r in runs {
+            for side in ["client", "server"] {
+                let rb = &r["read_back"][side];
+                assert_eq!(rb["generic-receive-offload"], true, "{name}: {rb}");
+                assert_eq!(rb["tcp-segmentation-offload"], false, "{name}: {rb}");
+                let want = if big { 185_000 } else { 65_536 };
+                assert_eq!(rb["gro_max_size"], want, "{name}: {rb}");
+                assert_eq!(rb["gro_ipv4_max_size"], want, "{name}: {rb}");
+            }
+            let over: u64 = r["stack_packet_sizes"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|d| d["65536-131072"].as_u64().unwrap() + d["131073-262144"].as_u64().unwrap())
+                .sum();
+            if big {
+                assert!(over > 0, "{name}: GRO built nothing above 64 KiB: {r}");
+            } else {
+                assert_eq!(over, 0, "{name}: above 64 KiB at 65536: {r}");
+            }
+        }
+        if name.starts_with("rr-") {
+            for k in [
+                "transactions_per_sec",
+                "p50_us",
+                "p90_us",
+                "p99_us",
+                "cpu_us_per_transaction",
+            ] {
+                assert!(arm["means"][k].as_f64().is_some(), "{name}: {k}");
+            }
+        }
+    }
+    assert_intervals_recompute(&report);
+    assert_gone(&held);
+    assert_same(&before, &host_state());
+}
+
+/// udp-rx's busy-poll arms report latency, with the socket option read
+/// back from the socket and a NAPI id on both ends (without one there is
+/// nothing to poll); the packet-rate arms carry the kernel's drop
+/// counters; the text report prints no JSON.
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn udp_rx_busy_poll_arms_report_latency() {
+    let _serial = serial();
+    let before = host_state();
+    let out = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args([
+            "lab",
+            "run",
+            "udp-rx",
+            "--runs",
+            "2",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arm = |n: &str| {
+        report["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == n)
+            .unwrap_or_else(|| panic!("arm {n}"))
+            .clone()
+    };
+    for n in ["pp-busy-poll", "pp-all"] {
+        let a = arm(n);
+        for k in ["p50_us", "p99_us"] {
+            assert!(a["means"][k].as_f64().unwrap() > 0.0, "{n}: {a}");
+        }
+        for r in a["runs"].as_array().unwrap() {
+            let s = &r["sockets"];
+            assert_eq!(s["so_busy_poll_read_back"], 50, "{n}: {s}");
+            assert!(s["client_napi_id"].as_u64().unwrap() > 0, "{n}: {s}");
+            assert!(s["server_napi_id"].as_u64().unwrap() > 0, "{n}: {s}");
+        }
+    }
+    for n in ["bare", "reuseport", "udp-gro"] {
+        let a = arm(n);
+        assert!(a["means"]["packets_per_sec"].as_f64().unwrap() > 0.0);
+        for r in a["runs"].as_array().unwrap() {
+            assert!(r["kernel_drops"]["udp_rcvbuf_errors"].is_u64(), "{n}: {r}");
+        }
+    }
+    assert_intervals_recompute(&report);
+    assert_same(&before, &host_state());
+}
+
+/// An interrupted run prints its completed pairs and no empty blocks:
+/// every comparison block that is printed has at least one metric line.
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn interrupted_run_reports_completed_pairs_cleanly() {
+    let _serial = serial();
+    let mut child = spawn(&["lab", "run", "udp-rx", "--runs", "5", "--duration", "1"]);
+    // Interrupt in the third pair: two are complete (pairs alternate the
+    // arms' order, so the second ends with the first arm).
+    let (held, _) = wait_for(&mut child, &format!("{:<16} run 2", "bare"));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
+    assert!(out.contains("(interrupted: completed pairs only)"), "{out}");
+    assert!(!out.contains('{'), "raw JSON in the text report: {out}");
+    let lines: Vec<&str> = out.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("(paired,") {
+            let next = lines.get(i + 1).copied().unwrap_or("");
+            assert!(next.starts_with("  "), "empty block at {l:?}: {out}");
+        }
+    }
+    assert!(out.contains("pp-busy-poll"), "{out}");
+    assert_gone(&held);
 }

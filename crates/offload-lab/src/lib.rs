@@ -9,7 +9,11 @@
 //!   `docs/lab.md`);
 //! - [`inspect`], [`live`], [`sample`]: a host's offload state, GRO
 //!   measured as it runs, a post-GRO capture;
-//! - [`relay`]: the userspace relay between two TUN devices.
+//! - [`relay`]: the userspace relay between two TUN devices;
+//! - [`experiments`]: the experiments of `offload lab`, one module each
+//!   behind the [`experiments::Experiment`] trait, with their paired
+//!   statistics and their text and HTML reports; the traffic comes from
+//!   offload-bench's library.
 //!
 //! The plumbing modules (`netns`, `rtnl`, `ethtool`, `sysfs`, `qstats`,
 //! `tun`, `capture` = `offload_sys::packet`, `error`) are offload-sys's,
@@ -23,6 +27,7 @@
 // carries its SAFETY comment.
 #![deny(unsafe_code)]
 
+pub mod experiments;
 pub mod inspect;
 pub mod live;
 pub mod oracle;

@@ -1,0 +1,388 @@
+//! `udp-rx`: the seed's two posts, packet rate and latency, on a veth pair
+//! whose ends both have GRO on and TSO off, so that datagrams arrive
+//! through the receiving veth's NAPI instance (`veth_skb_is_eligible_for_gro`,
+//! drivers/net/veth.c) and sockets get a NAPI id that busy polling can
+//! poll.
+//!
+//! Packet rate: 32-byte datagrams flooded by offload-bench's udp-stream,
+//! arms adding one trick each (one receiver; pinned; `SO_REUSEPORT`
+//! receivers, one per CPU; `recvmmsg` batches; `UDP_GRO`), with the
+//! receiving namespace's drop counters around every run (`Udp:
+//! RcvbufErrors`/`InErrors` of /proc/net/snmp, the veth devices'
+//! `rx_dropped`/`tx_dropped`). Latency: a UDP ping-pong ([`pingpong`]),
+//! one datagram in flight, default, `SO_BUSY_POLL`, a `MSG_DONTWAIT` spin,
+//! pinning, and all of them.
+//!
+//! [`pingpong`]: super::pingpong
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::live::TracepointIds;
+use crate::topo::{Node, VethPair};
+use offload_bench::TestKind;
+
+use offload_report::{Finding, Severity};
+
+use super::paired::{compare_all, describe};
+use super::pingpong::{self, Mode};
+use super::{
+    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome,
+    RunFigures, Section, ServerInNs, WARMUP,
+};
+
+/// The experiment.
+#[derive(Debug)]
+pub struct UdpRx;
+
+const LIMITS: &[&str] = &[
+    "veth has no RSS, no RX queues to place, no IRQs and no interrupt coalescing: the seed's RX-queue and IRQ placement cannot be reproduced; the receive softirq runs on the sender's CPU",
+    "busy_read/busy_poll are host-wide sysctls the lab does not write: busy polling is set per socket (SO_BUSY_POLL with SO_PREFER_BUSY_POLL), which is what busy_read does for every socket",
+    "on 2 vCPUs the sender, the receivers and every spinning thread compete for the same two CPUs",
+    "figures come from a shared 2-vCPU VM: trust the paired difference, not the absolute numbers",
+];
+
+/// Published figures of the seed's latency post, printed beside ours.
+const PUBLISHED_LATENCY: &[&str] = &[
+    "Marek Majkowski, \"How to achieve low latency with 10Gbps Ethernet\" (Cloudflare, 2015): UDP echo of 32-byte datagrams between two hosts over 10 GbE NICs",
+    "published: SO_BUSY_POLL about -7 us, a MSG_DONTWAIT spin about -4 us, and with pinning and RX-queue placement as well the round trip went from about 47 us to 26 us",
+];
+
+/// Published figures of the seed's packet-rate post.
+const PUBLISHED_RATE: &[&str] = &[
+    "Marek Majkowski, \"How to receive a million packets per second\" (Cloudflare, 2015): 32-byte datagrams between two hosts over a multi-queue 10G NIC",
+    "published: one receiving thread stays far below the goal; about a million packets per second came only with SO_REUSEPORT receivers pinned to CPUs near the NIC and traffic spread over several RX queues",
+];
+
+/// Kernel drop counters of one run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Drops {
+    rcvbuf_errors: u64,
+    in_errors: u64,
+    veth_dropped: u64,
+}
+
+fn veth_dropped(node: &Node, dev: &str) -> u64 {
+    let dev = dev.to_string();
+    node.ns
+        .run(move || {
+            let fs = crate::sysfs::Sysfs::mount_here()?;
+            let mut n = 0;
+            for attr in ["statistics/rx_dropped", "statistics/tx_dropped"] {
+                n += fs
+                    .net_attr(&dev, attr)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+            Ok(n)
+        })
+        .unwrap_or(0)
+}
+
+fn drop_counters(pair: &VethPair) -> Drops {
+    let udp = pair
+        .server
+        .ns
+        .run(|| Ok(offload_bench::cpu::udp_counters().ok()))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    Drops {
+        rcvbuf_errors: udp.rcvbuf_errors,
+        in_errors: udp.in_errors,
+        veth_dropped: veth_dropped(&pair.server, &pair.server_dev)
+            + veth_dropped(&pair.client, &pair.client_dev),
+    }
+}
+
+impl Experiment for UdpRx {
+    fn name(&self) -> &'static str {
+        "udp-rx"
+    }
+
+    fn claim(&self) -> &'static str {
+        "small-UDP receive: pinning, SO_REUSEPORT receivers, recvmmsg batches and UDP GRO each add packets per second; busy polling, spinning and pinning each cut the round-trip latency"
+    }
+
+    fn source(&self) -> &'static str {
+        "Cloudflare (Marek Majkowski), \"How to receive a million packets per second\" and \"How to achieve low latency with 10Gbps Ethernet\" (2015); Documentation/networking/napi.rst (busy polling)"
+    }
+
+    fn limits(&self) -> &'static [&'static str] {
+        LIMITS
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> anyhow::Result<Outcome> {
+        let pair = VethPair::new("u")?;
+        for (node, dev) in [
+            (&pair.client, &pair.client_dev),
+            (&pair.server, &pair.server_dev),
+        ] {
+            node.features(dev, &[("rx-gro", true)])?;
+            node.tso_off(dev)?;
+        }
+        let ids = TracepointIds::read()?;
+        let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
+        let cpus: Vec<usize> = crate::live::online_cpus()
+            .into_iter()
+            .map(|c| c as usize)
+            .collect();
+        let n_cpus = cpus.len().max(1) as u32;
+        let rate = "packet rate: 32-byte UDP flood";
+        let latency = "latency: UDP ping-pong, 32 bytes, one in flight";
+
+        // Packet-rate arms, each adding one trick to the previous one.
+        let base = {
+            let mut c = server.config(TestKind::UdpStream);
+            c.spec.request = 32;
+            c.duration = ctx.opts.duration;
+            c.warmup = WARMUP;
+            c
+        };
+        let mut configs = Vec::new();
+        let mut c = base.clone();
+        configs.push(("bare", c.clone()));
+        // The receiver on the last CPU, the sender on the first.
+        c.spec.server_pin = Some(vec![*cpus.last().unwrap_or(&0)]);
+        c.pin = Some(vec![cpus[0]]);
+        configs.push(("pinned", c.clone()));
+        c.spec.flows = n_cpus;
+        c.spec.server_threads = n_cpus;
+        c.spec.knobs.reuseport = true;
+        c.spec.server_pin = Some(cpus.clone());
+        c.pin = None;
+        configs.push(("reuseport", c.clone()));
+        c.spec.knobs.batch = 64;
+        configs.push(("batched", c.clone()));
+        c.spec.knobs.udp_gro = true;
+        configs.push(("udp-gro", c.clone()));
+        let n_rate = configs.len();
+
+        // Latency arms.
+        let busy = Some(50);
+        let modes = [
+            ("pp-default", Mode::default()),
+            (
+                "pp-busy-poll",
+                Mode {
+                    busy_poll_us: busy,
+                    ..Mode::default()
+                },
+            ),
+            (
+                "pp-spin",
+                Mode {
+                    spin: true,
+                    ..Mode::default()
+                },
+            ),
+            (
+                "pp-pinned",
+                Mode {
+                    pin: true,
+                    ..Mode::default()
+                },
+            ),
+            (
+                "pp-all",
+                Mode {
+                    busy_poll_us: busy,
+                    spin: true,
+                    pin: true,
+                },
+            ),
+        ];
+
+        let gro = pair.server.ethtool().feature(&pair.server_dev, "rx-gro")?;
+        let mut arms = Vec::new();
+        for (name, cfg) in &configs {
+            let mut a = Arm::in_group(name, rate);
+            a.settings = settings([
+                ("receivers", json!(cfg.spec.server_threads)),
+                ("reuseport", json!(cfg.spec.knobs.reuseport)),
+                ("receiver_cpus", json!(cfg.spec.server_pin)),
+                ("sender_cpus", json!(cfg.pin)),
+                ("batch", json!(cfg.spec.knobs.batch)),
+                ("udp_gro", json!(cfg.spec.knobs.udp_gro)),
+                ("sender_sockets", json!(cfg.spec.flows)),
+                ("receiver_veth_gro", json!(gro)),
+            ]);
+            arms.push(a);
+        }
+        for (name, m) in &modes {
+            let mut a = Arm::in_group(name, latency);
+            a.settings = settings([
+                ("so_busy_poll_us", json!(m.busy_poll_us)),
+                ("msg_dontwait_spin", json!(m.spin)),
+                ("pinned", json!(m.pin)),
+                ("receiver_veth_gro", json!(gro)),
+            ]);
+            arms.push(a);
+        }
+        let devices = vec![pair.server_dev.clone()];
+        let interrupted = interleave(ctx, &mut arms, |a, _| {
+            if a < n_rate {
+                let before = drop_counters(&pair);
+                let (r, counts) =
+                    counted(&ids, &devices, || bench_in(&pair.client.ns, &configs[a].1))?;
+                let after = drop_counters(&pair);
+                let mut f = figures(&r, &counts, Some(0));
+                f.values.remove("transactions_per_sec");
+                let window = r.cpu.window_seconds.max(1e-9);
+                let d = Drops {
+                    rcvbuf_errors: after.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+                    in_errors: after.in_errors.saturating_sub(before.in_errors),
+                    veth_dropped: after.veth_dropped.saturating_sub(before.veth_dropped),
+                };
+                // Counted over the whole run (warm-up included), so per
+                // second of the whole run.
+                let whole = window + WARMUP.as_secs_f64();
+                f.set(
+                    "drops_per_sec",
+                    Some((d.in_errors + d.veth_dropped) as f64 / whole),
+                );
+                f.facts.insert(
+                    "kernel_drops".into(),
+                    json!({
+                        "udp_rcvbuf_errors": d.rcvbuf_errors,
+                        "udp_in_errors": d.in_errors,
+                        "veth_dropped": d.veth_dropped,
+                        "sent_not_received": r.udp.as_ref().map(|u| u.lost),
+                    }),
+                );
+                Ok(f)
+            } else {
+                let (_, mode) = modes[a - n_rate];
+                let o = pingpong::run(
+                    &pair.client.ns,
+                    VethPair::CLIENT4.into(),
+                    &pair.server.ns,
+                    VethPair::SERVER4.into(),
+                    mode,
+                    &cpus,
+                    Duration::from_millis(500),
+                    ctx.opts.duration,
+                )?;
+                let mut f = RunFigures::default();
+                f.set("transactions_per_sec", Some(o.per_sec));
+                f.set("p50_us", Some(o.p50_us));
+                f.set("p90_us", Some(o.p90_us));
+                f.set("p99_us", Some(o.p99_us));
+                f.set(
+                    "thread_cpu_us_per_transaction",
+                    Some(o.thread_cpu_us_per_exchange),
+                );
+                f.facts.insert(
+                    "sockets".into(),
+                    json!({
+                        "client_napi_id": o.client_napi_id,
+                        "server_napi_id": o.server_napi_id,
+                        "so_busy_poll_read_back": o.busy_poll_read_back,
+                        "lost": o.lost,
+                    }),
+                );
+                Ok(f)
+            }
+        })?;
+        drop(server);
+        // Read-back facts of the first run into the settings.
+        for arm in arms.iter_mut() {
+            if let Some(s) = arm.runs.first().and_then(|r| r.facts.get("sockets")) {
+                arm.settings.insert("sockets_read_back".into(), s.clone());
+            }
+        }
+        let mut pairs: Vec<(usize, usize)> = (1..n_rate).map(|i| (i - 1, i)).collect();
+        pairs.extend((n_rate + 1..arms.len()).map(|i| (n_rate, i)));
+        let comparisons = compare_all(&arms, &pairs);
+        let mut findings = Vec::new();
+        for c in &comparisons {
+            let (metric, unit, what) = if arms.iter().any(|a| a.name == c.b && a.group == latency) {
+                ("p50_us", " us", "median round trip")
+            } else {
+                ("packets_per_sec", " packets/s", "receive rate")
+            };
+            if let Some(st) = c.get(metric) {
+                findings.push(Finding::new(
+                    Severity::Info,
+                    "udp-rx-paired",
+                    format!(
+                        "{} against {}: {what} {}",
+                        c.b,
+                        c.a,
+                        st.direction().unwrap_or("not shown to differ")
+                    ),
+                    describe(st, unit),
+                ));
+            }
+        }
+        let mut drop_lines = Vec::new();
+        for a in arms.iter().filter(|a| a.group == rate) {
+            let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
+            for r in &a.runs {
+                if let Some(k) = r.facts.get("kernel_drops") {
+                    for key in [
+                        "udp_rcvbuf_errors",
+                        "udp_in_errors",
+                        "veth_dropped",
+                        "sent_not_received",
+                    ] {
+                        *sum.entry(key).or_default() += k[key].as_u64().unwrap_or(0);
+                    }
+                }
+            }
+            if a.runs.is_empty() {
+                continue;
+            }
+            drop_lines.push(format!(
+                "{:<10} over {} runs: Udp RcvbufErrors {}, Udp InErrors {}, veth dropped {}, sent but not received {}",
+                a.name,
+                a.runs.len(),
+                sum.get("udp_rcvbuf_errors").unwrap_or(&0),
+                sum.get("udp_in_errors").unwrap_or(&0),
+                sum.get("veth_dropped").unwrap_or(&0),
+                sum.get("sent_not_received").unwrap_or(&0)
+            ));
+        }
+        let mut napi_lines = Vec::new();
+        for a in arms.iter().filter(|a| a.group == latency) {
+            if let Some(s) = a.settings.get("sockets_read_back") {
+                napi_lines.push(format!(
+                    "{:<13} client NAPI id {}, echo NAPI id {}, SO_BUSY_POLL read back {} us",
+                    a.name, s["client_napi_id"], s["server_napi_id"], s["so_busy_poll_read_back"]
+                ));
+            }
+        }
+        Ok(Outcome {
+            arms,
+            comparisons,
+            findings,
+            sections: vec![
+                Section {
+                    title: "kernel drop counters per arm (receiving namespace)".into(),
+                    lines: drop_lines,
+                },
+                Section {
+                    title: "sockets of the ping-pong as the kernel reports them".into(),
+                    lines: napi_lines,
+                },
+                Section {
+                    title: "the seed's packet-rate figures (published, other hardware; not measured here)".into(),
+                    lines: PUBLISHED_RATE.iter().map(|s| s.to_string()).collect(),
+                },
+                Section {
+                    title: "the seed's latency figures (published, other hardware; not measured here)".into(),
+                    lines: PUBLISHED_LATENCY.iter().map(|s| s.to_string()).collect(),
+                },
+            ],
+            details: [
+                ("published_rate".to_string(), json!(PUBLISHED_RATE)),
+                ("published_latency".to_string(), json!(PUBLISHED_LATENCY)),
+            ]
+            .into(),
+            interrupted,
+        })
+    }
+}
