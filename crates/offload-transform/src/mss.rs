@@ -213,7 +213,7 @@ impl FlowEvidence {
     /// that `m` does not divide, leave exactly `m / 2`.
     fn halved_by_pushed(&self, m: u32) -> u32 {
         let half = m / 2;
-        if m % 2 != 0 || half < MIN_MSS {
+        if !m.is_multiple_of(2) || half < MIN_MSS {
             return m;
         }
         let count = |pred: &dyn Fn(u32) -> bool| -> u64 {
