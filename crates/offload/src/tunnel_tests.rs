@@ -544,7 +544,7 @@ fn big_tcp_through_ipv6_outer_tunnels_is_lost_before_7x() {
         gro_ipv4_max_size: 185_000,
         ..cfg(line)
     };
-    for line in [KernelLine::V6_12, KernelLine::V6_18] {
+    for line in [KernelLine::V6_18] {
         for frames in [&ip6ip6, &ip4ip6] {
             let (o, st) = run_lost(big(line), frames);
             assert_eq!(
@@ -569,9 +569,11 @@ fn big_tcp_through_ipv6_outer_tunnels_is_lost_before_7x() {
     // 6.1 (5.19-6.2): no tunnel passes 64 KiB (the outermost header's
     // next header must be TCP), so nothing is lost: size flushes instead.
     for frames in [&ip6ip6, &ip4ip6] {
-        let (o, st) = run_lost(big(KernelLine::V6_1), frames);
-        assert!(o.len() > 1 && o.iter().all(|x| x.1.is_none()), "{o:?}");
-        assert_eq!(st.reason_count(FlushReason::SizeLimit), o.len() as u64 - 1);
+        for line in [KernelLine::V6_1, KernelLine::V6_12] {
+            let (o, st) = run_lost(big(line), frames);
+            assert!(o.len() > 1 && o.iter().all(|x| x.1.is_none()), "{o:?}");
+            assert_eq!(st.reason_count(FlushReason::SizeLimit), o.len() as u64 - 1);
+        }
     }
     // Below 64 KiB of outer payload nothing is lost on any line.
     for line in KernelLine::ALL {
@@ -631,4 +633,21 @@ fn handle_timeout_completes_only_what_is_older_than_the_flush_timeout() {
         out,
         vec![(1, 2, FlushReason::Timeout), (3, 1, FlushReason::Timeout)]
     );
+}
+
+#[test]
+fn tunnels_stop_at_64k_up_to_6_12() {
+    let frames: Vec<_> = (0..100)
+        .map(|i| ipip(i, 100 + i as u16, 64, false))
+        .collect();
+    for line in [KernelLine::V6_1, KernelLine::V6_12] {
+        let big = GroConfig {
+            gro_max_size: 185_000,
+            gro_ipv4_max_size: 185_000,
+            ..cfg(line)
+        };
+        let o = run(big, &frames);
+        assert!(o.len() > 1, "{line}");
+        assert!(o.iter().all(|x| x.0.len() <= 14 + 65535), "{line}");
+    }
 }

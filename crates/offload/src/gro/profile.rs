@@ -231,8 +231,9 @@ impl KernelLine {
     /// (VXLAN and Geneve over IPv6). 7.0 writes payload length 0 and no
     /// Hop-by-Hop header (81be30c1f5f2 "net/ipv6: Drop HBH for BIG TCP on
     /// RX side", the "BIG TCP without HBH in IPv6" series), so merged
-    /// packets come out sound. The 6.1 line never builds such a packet
-    /// ([`KernelLine::tunnel_big_tcp_stops_at_64k`]), so it loses nothing.
+    /// packets come out sound. The 6.1 and 6.12 lines never build such a
+    /// packet ([`KernelLine::tunnel_big_tcp_stops_at_64k`]), so they lose
+    /// nothing: of the lines modelled, 6.18 alone is affected.
     /// Tunnels with an IPv4 outer header are not affected on any line.
     /// What each tunnel loses: [`KernelLine::ipv6_outer_tunnel_loss`].
     #[inline]
@@ -265,18 +266,19 @@ impl KernelLine {
         })
     }
 
-    /// 5.19–6.2 `skb_gro_receive` (`net/core/gro.c`): above 64 KiB only
-    /// when `p->protocol` is IPv6 and `ipv6_hdr(p)->nexthdr` is TCP. The
-    /// Debian 6.1 guest shows that header is the outermost one: every
-    /// tunnel (ip6ip6, ip4ip6, ip6gre, VXLAN over IPv6, whatever is inside)
-    /// stops at 64 KiB there, as a plain IPv6 packet with an extension
-    /// header does. 6.3 ("net: add support for ipv4 big tcp") tests
-    /// `NAPI_GRO_CB(skb)->proto`, the innermost protocol, instead, so
-    /// 6.3–6.9 kernels (mapped to the 6.1 profile) let tunnels grow and
-    /// lose them as 6.12 does: the profile is exact for 6.1.y.
+    /// No tunnelled packet grows past 64 KiB on this line, whatever
+    /// `gro_max_size` / `gro_ipv4_max_size` say: measured in the Debian
+    /// 6.1.0-56 and 6.12.117 guests, where ipip, sit, ip4ip6, ip6ip6, GRE,
+    /// gretap, ip6gre and VXLAN over IPv4 and IPv6 all stop below 64 KiB
+    /// (64514 + 64514 + 11314 bytes for 100 × 1400 through ip6ip6), while
+    /// the live 6.18.44 merges them all. On 5.19–6.2 `skb_gro_receive`
+    /// (`net/core/gro.c`) allows more than 64 KiB only when `p->protocol`
+    /// is IPv6 and `ipv6_hdr(p)->nexthdr` is TCP, which a tunnel's outer
+    /// header is not; which change between 6.12 and 6.18 lets tunnels grow
+    /// is not identified here (the size rule is the measured one).
     #[inline]
     pub fn tunnel_big_tcp_stops_at_64k(self) -> bool {
-        self == KernelLine::V6_1
+        self <= KernelLine::V6_12
     }
 }
 
@@ -687,14 +689,14 @@ mod tests {
         use IpVersion::{V4, V6};
         let gre = Encap::Gre { len: 4, eth: false };
         for l in KernelLine::ALL {
-            let broken = matches!(l, KernelLine::V6_12 | KernelLine::V6_18);
+            let broken = l == KernelLine::V6_18;
             assert_eq!(l.breaks_big_tcp_over_ipv6_tunnels(), broken, "{l}");
         }
         assert_eq!(
             KernelLine::V7.ipv6_outer_tunnel_loss(Encap::IpInIp, V6),
             None
         );
-        for l in [KernelLine::V6_12, KernelLine::V6_18] {
+        for l in [KernelLine::V6_18] {
             for inner in [V4, V6] {
                 assert_eq!(
                     l.ipv6_outer_tunnel_loss(Encap::IpInIp, inner),
@@ -710,10 +712,12 @@ mod tests {
                 );
             }
         }
-        // 5.19-6.2: no tunnel passes 64 KiB, nothing is lost.
-        for encap in [Encap::IpInIp, Encap::Vxlan, gre] {
-            for inner in [V4, V6] {
-                assert_eq!(KernelLine::V6_1.ipv6_outer_tunnel_loss(encap, inner), None);
+        // 6.1 and 6.12: no tunnel passes 64 KiB, nothing is lost.
+        for l in [KernelLine::V6_1, KernelLine::V6_12] {
+            for encap in [Encap::IpInIp, Encap::Vxlan, gre] {
+                for inner in [V4, V6] {
+                    assert_eq!(l.ipv6_outer_tunnel_loss(encap, inner), None);
+                }
             }
         }
     }
