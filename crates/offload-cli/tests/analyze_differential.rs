@@ -666,17 +666,31 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
             // bytes it saw, and as out of order when it fills a hole: our
             // resent-after-the-capture-point and gap-filling counts.
             let l = &t["loss"];
+            // The split between the two may differ by a few segments: a
+            // retransmission that collapses two lost segments into one
+            // (tcp_retrans_try_collapse, net/ipv4/tcp_output.c) repeats
+            // bytes the capture saw and also fills a hole; tcptrace calls
+            // it out of order, we call it a repeat. Their sum must agree.
+            let repeats = num(&l["lost_after_capture"]) + num(&l["spurious"]);
+            let fillers = num(&l["lost_before_capture"]) + num(&l["reordered_before_capture"]);
             c.cmp(
                 "tcptrace rexmt = lost after + spurious",
-                num(&l["lost_after_capture"]) + num(&l["spurious"]),
+                repeats,
                 tr.get("rexmt"),
-                2.0,
+                5.0,
                 false,
             );
             c.cmp(
                 "tcptrace outoforder = gap fillers",
-                num(&l["lost_before_capture"]) + num(&l["reordered_before_capture"]),
+                fillers,
                 tr.get("outoforder"),
+                5.0,
+                false,
+            );
+            c.cmp(
+                "tcptrace rexmt + outoforder = repeats + gap fillers",
+                repeats + fillers,
+                tr.get("rexmt") + tr.get("outoforder"),
                 2.0,
                 false,
             );
@@ -708,9 +722,10 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
                     } else {
                         ("lost_after_capture", "lost_before_capture")
                     };
-                    // Within 2%: Linux may resend two lost segments as
-                    // one (tcp_retrans_try_collapse, net/ipv4/tcp_output.c).
-                    c.cmp(&format!("hop drops = {here}"), num(&l[here]), n, 0.02, true);
+                    // Within 5%: Linux may resend two lost segments as
+                    // one (tcp_retrans_try_collapse, net/ipv4/tcp_output.c);
+                    // a loaded 2-CPU run collapsed 2 of 55.
+                    c.cmp(&format!("hop drops = {here}"), num(&l[here]), n, 0.05, true);
                     // Within 2: a tail-loss probe or an early RTO resends
                     // a segment of the sender's own accord.
                     c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 2.0, false);
