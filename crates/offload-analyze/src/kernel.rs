@@ -6,10 +6,6 @@
 
 pub use offload::gro::{IpIdPattern, KernelLine};
 
-/// The engine's line under the name analyze's callers used before it
-/// adopted [`KernelLine`]: the same type, no other.
-pub type KernelProfile = KernelLine;
-
 /// The engine's rules for this line were compared with a live kernel:
 /// 6.18 on the host, 6.1 and 6.12 booted in a VM (decision 0072,
 /// `crates/offload-conformance/tests/kernel_lines.rs`); 7.x follows its

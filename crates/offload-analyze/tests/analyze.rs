@@ -3,7 +3,7 @@
 //! that the analysis reports exactly that property.
 
 use offload::build::{FrameSpec, TcpSpec, UdpSpec};
-use offload_analyze::{analyze, Analysis, KernelProfile, Options};
+use offload_analyze::{analyze, Analysis, KernelLine, Options};
 use offload_capture::Control;
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::path::{Path, PathBuf};
@@ -176,7 +176,7 @@ fn fixed_outer_ids_merge_on_6_18_but_not_on_6_1() {
     let old = run(
         &[p],
         &Options {
-            kernel: KernelProfile::V6_1,
+            kernel: KernelLine::V6_1,
             ..Options::default()
         },
     );
@@ -504,7 +504,7 @@ fn id_of(mode: Ids, i: u32, salt: u32) -> u16 {
 
 /// A plain TCP flow with random IDs and DF clear, interleaved with a VXLAN
 /// flow whose outer and inner headers number IDs as given.
-fn mixed_capture(kernel: KernelProfile, inner: (Ids, bool), outer: (Ids, bool)) -> Analysis {
+fn mixed_capture(kernel: KernelLine, inner: (Ids, bool), outer: (Ids, bool)) -> Analysis {
     let (_d, p) = tmp("mixed.pcap");
     let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
     for i in 0..300u32 {
@@ -569,7 +569,7 @@ fn a_broken_tcp_flow_and_a_broken_tunnel_in_one_capture_are_both_named() {
         ((Incrementing, true), (Incrementing, false), false, ""),
         ((Incrementing, true), (Fixed, false), false, ""),
     ] {
-        let a = mixed_capture(KernelProfile::V6_18, inner, outer);
+        let a = mixed_capture(KernelLine::V6_18, inner, outer);
         let ctx = format!("inner {inner:?} outer {outer:?}: {:#?}", a.report.findings);
         assert!(named(&a, "TCP 10.0.0.2:40000"), "{ctx}");
         assert_eq!(named(&a, "VXLAN 192.168.1.2:33333"), tunnel_broken, "{ctx}");
@@ -599,7 +599,7 @@ fn a_broken_tcp_flow_and_a_broken_tunnel_in_one_capture_are_both_named() {
 fn the_healthy_tunnel_figure_never_exceeds_the_actual_one() {
     use Ids::*;
     let modes = [Incrementing, Fixed, Random, Global];
-    for profile in KernelProfile::ALL {
+    for profile in KernelLine::ALL {
         for oi in modes {
             for ii in modes {
                 for (odf, idf) in [(false, false), (true, true), (false, true), (true, false)] {
