@@ -655,7 +655,12 @@ fn in_vm(line: &str) {
     let status = Command::new(root.join("scripts/kernel-vm.sh"))
         .args(["run", line])
         .arg(exe)
-        .args(["--exact", "running_kernel_suite", "--nocapture"])
+        .args([
+            "--exact",
+            "running_kernel_suite",
+            "--include-ignored",
+            "--nocapture",
+        ])
         .status()
         .expect("run scripts/kernel-vm.sh (needs qemu-system-x86: .ci/install)");
     assert!(

@@ -141,6 +141,8 @@ fn sigkilled_process_holding_the_oracle_leaks_nothing() {
         .args([
             "--exact",
             "sigkilled_process_holding_the_oracle_leaks_nothing",
+            // The test is #[ignore]d (it needs root): the child must run it.
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
         ])
