@@ -27,12 +27,7 @@ pub const GRAPHED_FLOWS: usize = 8;
 /// Flows with at most this many packets are folded as noise.
 pub const NOISE_PACKETS: u64 = 2;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use offload_report::html::escape as esc;
 
 /// JSON text safe inside a `<script>` element.
 fn script_json<T: serde::Serialize>(v: &T) -> String {
