@@ -629,6 +629,19 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     });
 }
 
+/// One sysfs change per RX queue of `d`: `queues/rx-N/<file>` set to `value`.
+fn rx_queue_changes(d: &DeviceState, file: &str, value: &str, host: bool) -> Vec<Change> {
+    d.queues
+        .rx_queues
+        .iter()
+        .map(|q| Change {
+            knob: format!("{}:sysfs:queues/rx-{}/{file}", d.name, q.index),
+            value: value.to_string(),
+            host,
+        })
+        .collect()
+}
+
 /// Parses a CPU list (`0-3,6`) into CPU numbers.
 pub fn cpu_list(s: &str) -> Vec<u32> {
     let mut out = Vec::new();
@@ -696,16 +709,7 @@ fn queues_and_spread(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
         .collect();
     if rxq < cpus && rps_cover.len() < cpus {
         let mask = all_cpus_mask(cpus);
-        let changes: Vec<Change> = d
-            .queues
-            .rx_queues
-            .iter()
-            .map(|q| Change {
-                knob: format!("{}:sysfs:queues/rx-{}/rps_cpus", d.name, q.index),
-                value: mask.clone(),
-                host: ctx.host.host_namespace,
-            })
-            .collect();
+        let changes = rx_queue_changes(d, "rps_cpus", &mask, ctx.host.host_namespace);
         let mut fix = d
             .queues
             .rx_queues
@@ -967,16 +971,8 @@ fn rfs(ctx: &Ctx, out: &mut Vec<Draft>) {
             .collect();
         for d in missing {
             let per = (entries / d.queues.rx_queues.len().max(1) as u64).max(1);
-            let changes: Vec<Change> = d
-                .queues
-                .rx_queues
-                .iter()
-                .map(|q| Change {
-                    knob: format!("{}:sysfs:queues/rx-{}/rps_flow_cnt", d.name, q.index),
-                    value: per.to_string(),
-                    host: ctx.host.host_namespace,
-                })
-                .collect();
+            let changes =
+                rx_queue_changes(d, "rps_flow_cnt", &per.to_string(), ctx.host.host_namespace);
             out.push(Draft {
                 rank: 0,
                 severity: Severity::Medium,
