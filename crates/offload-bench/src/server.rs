@@ -22,7 +22,7 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -350,6 +350,7 @@ impl Server {
             connections: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
             pending: Mutex::new(std::collections::VecDeque::new()),
+            released: Condvar::new(),
             next_id: AtomicU64::new(0),
         });
         let mut clients: Vec<JoinHandle<()>> = Vec::new();
@@ -487,6 +488,10 @@ impl Server {
 /// 64 KiB and collects host details, nothing deep.
 const CONTROL_STACK: usize = 512 << 10;
 
+/// How long the accept loop waits for evicted connections' threads to end
+/// before it refuses a new connection as busy.
+const EVICTED_EXIT_GRACE: Duration = Duration::from_millis(500);
+
 /// What every control-connection thread shares.
 struct Ctx {
     stop: Arc<AtomicBool>,
@@ -503,6 +508,9 @@ struct Ctx {
     /// handle to shut each down: when they fill their cap, a new connection
     /// evicts the oldest, so idle connections cannot keep a client out.
     pending: Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
+    /// Signalled (under `pending`'s lock) whenever a connection's thread
+    /// ends, so the accept loop can wait for evicted connections to leave.
+    released: Condvar,
     next_id: AtomicU64,
 }
 
@@ -533,8 +541,19 @@ impl Ctx {
             }
         }
         // Evicted connections count until their threads notice (within a
-        // read); never more than max_handshaking of them on top.
-        if connections >= l.max_connections + l.max_handshaking {
+        // read); never more than max_handshaking of them on top. Their
+        // shutdown wakes them at once, but on a loaded host they may not
+        // have run yet: wait a moment for them before refusing, so a burst
+        // of idle connections cannot turn the next honest client away.
+        let cap = l.max_connections + l.max_handshaking;
+        let (pending_after, waited) = self
+            .released
+            .wait_timeout_while(pending, EVICTED_EXIT_GRACE, |_| {
+                self.connections.load(Ordering::Acquire) >= cap
+            })
+            .map_err(|_| "poisoned".to_string())?;
+        let mut pending = pending_after;
+        if waited.timed_out() && self.connections.load(Ordering::Acquire) >= cap {
             return Err(format!(
                 "the server is busy: {} control connections at once is its limit",
                 l.max_connections
@@ -574,6 +593,10 @@ struct Admitted<'a>(&'a Ctx);
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        // Notify under the lock the accept loop waits with, so the wakeup
+        // cannot fall between its check and its wait.
+        let _guard = self.0.pending.lock();
+        self.0.released.notify_all();
     }
 }
 
