@@ -20,7 +20,7 @@
 //!
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
-pub use crate::kernel::KernelLine;
+use offload::gro::KernelLine;
 use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::require_root;
-use offload_lab::rtnl::Rtnl;
+use offload_sys::rtnl::Rtnl;
 use offload_lab::{GroKnobs, KernelGro};
 
 const CHILD_ENV: &str = "OFL_NO_LEAK_CHILD";
