@@ -9,11 +9,11 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-use offload::gro::IpIdPattern;
 pub use crate::key::{FlowKey, TunnelKey};
 pub use crate::series::{Decimated, Keep};
 pub use crate::tcp::RttPoint;
 use crate::tcp::{seq_lt, Segment, TcpDirection};
+use offload::gro::IpIdPattern;
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 /// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
 pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
 
-
 /// What the what-if does with a frame the capture cut short after its
 /// headers (`tcpdump -s N`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

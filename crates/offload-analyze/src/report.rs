@@ -4,9 +4,7 @@
 //! `columnar`) read it.
 
 use crate::dissect;
-use crate::flow::{
-    BigPacketSide, CsumCounts, FlowStats, HeaderTrack, OtherFlows, SeqPoint,
-};
+use crate::flow::{BigPacketSide, CsumCounts, FlowStats, HeaderTrack, OtherFlows, SeqPoint};
 use offload::gro::IpIdPattern;
 use serde::Serialize;
 

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use offload_sys::error::Result;
 use crate::inspect::{read_softnet, softnet_delta, SoftnetCpu};
+use offload_sys::error::Result;
 use offload_sys::qstats::{self, HwOffloadStats};
 
 /// The tracepoints counted, in `events/net/` order.

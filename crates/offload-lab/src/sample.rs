@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use offload_capture::{CaptureFormat, CaptureWriter, FrameMeta, LinkType};
 use serde::Serialize;
 
-use offload_sys::packet::{CaptureOptions, PacketSocket};
 use offload_sys::error::{Error, Result};
+use offload_sys::packet::{CaptureOptions, PacketSocket};
 
 /// Options of [`sample`].
 #[derive(Debug, Clone)]

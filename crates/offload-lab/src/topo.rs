@@ -7,8 +7,8 @@
 use std::net::Ipv4Addr;
 
 use offload_sys::error::Result;
-use offload_sys::rtnl::VxlanParams;
 pub use offload_sys::node::{unique_name, veth, Node, VethPair};
+use offload_sys::rtnl::VxlanParams;
 
 /// `gro_flush_timeout` of the receiver in [`VxlanPath`], in ns.
 pub const RECEIVER_GRO_FLUSH_TIMEOUT_NS: u64 = 1_000_000;

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use offload_lab::relay::{Mode, Relay};
-use offload_sys::rtnl::Rtnl;
 use offload_lab::topo::{VethPair, VxlanPath};
+use offload_sys::rtnl::Rtnl;
 
 /// Network namespaces this process references (threads, fds, mounts).
 fn held_netns() -> BTreeSet<u64> {

@@ -3,9 +3,9 @@
 pub use crate::mss::MssSource;
 use crate::mss::{tcp_mss_option, FlowEvidence};
 use crate::{Control, Outcome, ReadOptions, PROGRESS_EVERY};
-use offload::wire::vxlan;
 use offload::gro::KernelLine;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
+use offload::wire::vxlan;
 use offload::wire::Transport;
 use offload::LinkKind;
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, SpooledInput};

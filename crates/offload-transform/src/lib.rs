@@ -25,7 +25,6 @@ pub use gso::{
 pub use mss::MssSource;
 use offload_capture::{CaptureError, Control};
 
-
 /// Timestamps a transform could not keep exactly: input times outside the
 /// nanosecond range a frame holds (years 1677 to 2262: a huge pcapng
 /// timestamp or `if_tsoffset`), and output times the output format cannot

@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::live::{DeviceCounters, GroCounts, TracepointIds};
-use offload_sys::NetNs;
 use anyhow::{anyhow, bail, Context as _};
 use offload_bench::{BenchResult, ClientConfig, Secret, Server, ServerOptions, TestKind};
 use offload_report::Finding;
+use offload_sys::NetNs;
 use serde::Serialize;
 use serde_json::Value;
 

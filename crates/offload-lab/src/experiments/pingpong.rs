@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use offload_sys::NetNs;
 use anyhow::{anyhow, bail};
+use offload_sys::NetNs;
 use serde::Serialize;
 
 /// What each end does to receive.
