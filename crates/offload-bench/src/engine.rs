@@ -192,6 +192,40 @@ fn read_full(
     Ok(true)
 }
 
+/// Reads into `buf` from a blocking socket with a receive timeout until at
+/// least `min` bytes arrived, taking what else came with them (at most
+/// `buf.len()`). Ok(None) on an end before `min` bytes or `stop` set; a
+/// timeout past `deadline` is an error.
+fn read_at_least(
+    fd: RawFd,
+    buf: &mut [u8],
+    min: usize,
+    stop: &AtomicBool,
+    deadline: Instant,
+) -> io::Result<Option<usize>> {
+    let mut got = 0;
+    while got < min {
+        match sys::recv(fd, &mut buf[got..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                if Instant::now() > deadline {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no token from the peer",
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(got))
+}
+
 /// How long a client waits past the window's end for a response before it
 /// calls the peer dead.
 const GRACE: Duration = Duration::from_secs(5);
@@ -948,20 +982,23 @@ pub fn server_crr(
             } else {
                 TOKEN_DEADLINE
             };
-        match read_full(fd, &mut req[..TCP_PREAMBLE_LEN], Some(stop), Some(deadline)) {
-            Ok(true) if crate::proto::is_tcp_preamble(&req[..TCP_PREAMBLE_LEN], token) => {}
-            Ok(true) | Err(_) => {
+        // Usually one recv brings the preamble and the whole request.
+        let got = match read_at_least(fd, &mut req, TCP_PREAMBLE_LEN, stop, deadline) {
+            Ok(Some(n)) if crate::proto::is_tcp_preamble(&req[..TCP_PREAMBLE_LEN], token) => n,
+            Ok(Some(_)) | Err(_) => {
                 strays += 1;
                 continue;
             }
-            Ok(false) => continue,
-        }
+            Ok(None) => continue,
+        };
         if knobs.nodelay || knobs.busy_poll_us.is_some() {
             sock::apply_tcp(&stream, knobs).map_err(|e| errmsg("socket options", e))?;
         }
-        match read_full(fd, &mut req[TCP_PREAMBLE_LEN..], Some(stop), None) {
-            Ok(true) => {}
-            Ok(false) | Err(_) => continue,
+        if got < req.len() {
+            match read_full(fd, &mut req[got..], Some(stop), None) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => continue,
+            }
         }
         if write_all_fd(fd, &resp).is_err() {
             continue;
