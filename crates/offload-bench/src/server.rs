@@ -1505,7 +1505,7 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
     }
 }
 
-/// Most accepted data connections one [`accept_flows`] call holds while
+/// Most accepted data connections one test's flow-accepting loop holds while
 /// they have not yet presented their token; a newer one evicts the oldest,
 /// so connections that stay silent can neither pile up descriptors nor
 /// keep the client's flows out.
@@ -1668,10 +1668,7 @@ fn accept_flows(
                                 stray();
                             }
                         }
-                        if ep
-                            .add(w.stream.as_raw_fd(), sys::EPOLLIN, next_key)
-                            .is_ok()
-                        {
+                        if ep.add(w.stream.as_raw_fd(), sys::EPOLLIN, next_key).is_ok() {
                             next_key += 1;
                             waiting.push_back(w);
                         } else {

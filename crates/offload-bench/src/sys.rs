@@ -644,14 +644,7 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// Reads what `fd` has without waiting: `WouldBlock` when nothing is there.
 pub fn recv_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf is a live slice of buf.len() writable bytes.
-    cvt_size(unsafe {
-        libc::recv(
-            fd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
-    })
+    cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) })
 }
 
 /// Whether a read on `fd` would return at once (data, end or error),

@@ -417,9 +417,8 @@ fn a_third_address_gets_nothing_from_tcp_data_ports() {
             let got = Arc::new(Mutex::new(None));
             let g = got.clone();
             let (r, _s) = probe_during(kind, move |to| {
-                let sock =
-                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-                        .unwrap();
+                let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
                 sock.bind(&SocketAddr::new(IpAddr::V4(from), 0).into())
                     .unwrap();
                 // Refused once the test has all its flows: nothing either.
@@ -655,7 +654,8 @@ fn another_process_on_the_clients_host_cannot_take_a_tcp_tests_flows() {
                     let mut c = same_host_connection(to, &[&preamble[..], &[0x5a]].concat());
                     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                     let mut one = [0u8; 1];
-                    c.read_exact(&mut one).expect("an honest connection is served");
+                    c.read_exact(&mut one)
+                        .expect("an honest connection is served");
                     served += 1;
                 }
             }
@@ -691,8 +691,7 @@ fn another_process_on_the_clients_host_cannot_take_a_tcp_tests_flows() {
             );
         }
         let report = finish_raw(ctl);
-        let strays =
-            s.stats().strays.load(std::sync::atomic::Ordering::Relaxed) - strays_before;
+        let strays = s.stats().strays.load(std::sync::atomic::Ordering::Relaxed) - strays_before;
         eprintln!(
             "abuse: {kind:?}: 3 tokenless connections from the client's address: \
              {strays} strays, {} flows accepted, {} transactions served",
@@ -737,7 +736,10 @@ fn silent_data_connections_cost_a_test_neither_threads_nor_its_flows() {
          {threads} after; {fds} descriptors open",
         silent.len()
     );
-    assert_eq!(threads, threads_before, "a silent data connection cost a thread");
+    assert_eq!(
+        threads, threads_before,
+        "a silent data connection cost a thread"
+    );
     assert!(
         fds < 64 + 64,
         "{fds} descriptors open with {} silent connections",
@@ -745,7 +747,8 @@ fn silent_data_connections_cost_a_test_neither_threads_nor_its_flows() {
     );
     // The honest flow still becomes the test's flow and is served.
     let mut flow = same_host_connection(to, &proto::tcp_preamble(&token));
-    flow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    flow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     for _ in 0..5 {
         flow.write_all(&[0x5a]).unwrap();
         let mut one = [0u8; 1];
