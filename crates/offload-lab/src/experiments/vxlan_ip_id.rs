@@ -22,7 +22,7 @@ use std::time::Duration;
 use offload::gro::KernelLine;
 use serde_json::{json, Value};
 
-use crate::capture::{CaptureOptions, PacketSocket, PACKET_OUTGOING};
+use offload_sys::packet::{CaptureOptions, PacketSocket, PACKET_OUTGOING};
 use crate::live::TracepointIds;
 use crate::oracle::KernelGro;
 use crate::relay::{Mode, Relay};
@@ -119,7 +119,7 @@ impl Experiment for VxlanIpId {
             sample_cfg.duration = Duration::from_secs(2);
             let b_ns = &path.b.ns;
             let b_dev = path.b_dev.clone();
-            let take = |mode: Mode, profiles: Vec<offload_analyze::KernelLine>| {
+            let take = |mode: Mode, profiles: Vec<offload::gro::KernelLine>| {
                 relay.set_mode(mode);
                 let dev = b_dev.clone();
                 std::thread::scope(|s| -> anyhow::Result<_> {
@@ -288,7 +288,7 @@ fn kernel_lines(
     let m2_index = {
         let dev = path.m2_dev.clone();
         path.m2.ns.run(move || {
-            Ok(crate::rtnl::Rtnl::open()?.link_by_name(&dev)?.index)
+            Ok(offload_sys::rtnl::Rtnl::open()?.link_by_name(&dev)?.index)
         })?
     };
     let mut traffic_cfg = cfg.clone();
@@ -380,7 +380,7 @@ fn kernel_lines(
 
 /// [`WIRE_FRAMES`] VXLAN frames leaving M2's veth towards B (after
 /// skipping [`WIRE_SKIP`]), readdressed for the oracle. Runs inside M2.
-fn capture_wire(index: u32, cancel: &AtomicBool) -> crate::Result<Vec<Vec<u8>>> {
+fn capture_wire(index: u32, cancel: &AtomicBool) -> offload_sys::Result<Vec<Vec<u8>>> {
     let mut sock = PacketSocket::open(
         index,
         CaptureOptions {
