@@ -729,7 +729,10 @@ fn vxlan_ip_id_measures_older_kernels_in_guests() {
     }
     // 6.1 ignores the ID of a DF-set outer header; 6.18 does not.
     assert!(
-        ratios["6.1"]["random-id-df"]["merge_ratio"].as_f64().unwrap() > 4.0,
+        ratios["6.1"]["random-id-df"]["merge_ratio"]
+            .as_f64()
+            .unwrap()
+            > 4.0,
         "{lines}"
     );
     assert!(

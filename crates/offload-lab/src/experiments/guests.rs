@@ -210,7 +210,10 @@ pub struct KernelReplay {
 pub fn replay_knobs() -> GroKnobs {
     GroKnobs {
         flush_timeout: Duration::from_millis(400),
-        vxlan: Some(VxlanConf { vni: 42, port: 4789 }),
+        vxlan: Some(VxlanConf {
+            vni: 42,
+            port: 4789,
+        }),
         ..GroKnobs::default()
     }
 }
@@ -243,8 +246,12 @@ pub fn oracle_frame(frame: &[u8]) -> Option<Vec<u8>> {
     if f[23] == 17 && f.len() >= l4 + 8 && f[l4 + 6..l4 + 8] != [0, 0] {
         f[l4 + 6] = 0;
         f[l4 + 7] = 0;
-        let pseudo =
-            offload::checksum::pseudo_ipv4(PEER_IPV4.octets(), TAP_IPV4.octets(), 17, (total - ihl) as u32);
+        let pseudo = offload::checksum::pseudo_ipv4(
+            PEER_IPV4.octets(),
+            TAP_IPV4.octets(),
+            17,
+            (total - ihl) as u32,
+        );
         let mut c = !offload::checksum::fold(offload::checksum::sum_bytes(pseudo, &f[l4..]));
         if c == 0 {
             c = 0xffff;
@@ -255,7 +262,11 @@ pub fn oracle_frame(frame: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Writes `frames` as a pcap file `name` in `dir`.
-pub fn write_frames(dir: &offload_capture::tempfiles::PrivateDir, name: &str, frames: &[Vec<u8>]) -> anyhow::Result<PathBuf> {
+pub fn write_frames(
+    dir: &offload_capture::tempfiles::PrivateDir,
+    name: &str,
+    frames: &[Vec<u8>],
+) -> anyhow::Result<PathBuf> {
     let (path, file) = dir
         .create_file(name)
         .with_context(|| format!("create {name}"))?;
@@ -273,14 +284,21 @@ pub fn write_frames(dir: &offload_capture::tempfiles::PrivateDir, name: &str, fr
 fn read_frames(path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut r = CaptureReader::open(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
-    while let Some(f) = r.next_frame().map_err(|e| anyhow!("{}: {e}", path.display()))? {
+    while let Some(f) = r
+        .next_frame()
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?
+    {
         out.push(f.data.to_vec());
     }
     Ok(out)
 }
 
 /// `frames` through the running kernel's GRO, in trains of [`TRAIN_FRAMES`].
-pub fn replay_frames(kernel: &mut KernelGro, name: &str, frames: &[Vec<u8>]) -> anyhow::Result<Replay> {
+pub fn replay_frames(
+    kernel: &mut KernelGro,
+    name: &str,
+    frames: &[Vec<u8>],
+) -> anyhow::Result<Replay> {
     let mut r = Replay {
         name: name.into(),
         frames_in: 0,
@@ -344,7 +362,8 @@ pub fn running_release() -> String {
 /// running kernel's GRO ([`replay_knobs`]); the counts go to `out` as
 /// JSON ([`KernelReplay`]).
 pub fn replay_files(inputs: &[PathBuf], out: &Path) -> anyhow::Result<KernelReplay> {
-    let mut kernel = KernelGro::new(replay_knobs()).context("the kernel GRO oracle (needs root and /dev/net/tun)")?;
+    let mut kernel = KernelGro::new(replay_knobs())
+        .context("the kernel GRO oracle (needs root and /dev/net/tun)")?;
     let mut files = Vec::new();
     for p in inputs {
         let name = p
@@ -507,7 +526,11 @@ mod tests {
         assert_eq!(&o[0..6], &TAP_MAC);
         assert_eq!(&o[30..34], &TAP_IPV4.octets());
         assert_eq!(&o[18..20], &[0x12, 0x34], "IP ID kept");
-        assert_eq!(offload::checksum::checksum(&o[14..34]), 0, "IP header checksum");
+        assert_eq!(
+            offload::checksum::checksum(&o[14..34]),
+            0,
+            "IP header checksum"
+        );
         let pseudo = offload::checksum::pseudo_ipv4(PEER_IPV4.octets(), TAP_IPV4.octets(), 17, 12);
         assert!(offload::checksum::verify(pseudo, &o[34..]), "UDP checksum");
         assert!(oracle_frame(&o[..20]).is_none());

@@ -22,20 +22,20 @@ use std::time::Duration;
 use offload::gro::KernelLine;
 use serde_json::{json, Value};
 
-use offload_sys::packet::{CaptureOptions, PacketSocket, PACKET_OUTGOING};
 use crate::live::TracepointIds;
 use crate::oracle::KernelGro;
 use crate::relay::{Mode, Relay};
 use crate::sample::{self, SampleOptions};
 use crate::topo::VxlanPath;
 use offload_bench::TestKind;
+use offload_sys::packet::{CaptureOptions, PacketSocket, PACKET_OUTGOING};
 
 use offload_report::{Finding, Severity};
 
 use super::paired::{compare_all, describe};
 use super::{
-    bench_in, guests, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome, Section,
-    ServerInNs, WARMUP,
+    bench_in, counted, figures, guests, interleave, settings, Arm, Context, Experiment, Outcome,
+    Section, ServerInNs, WARMUP,
 };
 
 /// The experiment.
@@ -287,9 +287,9 @@ fn kernel_lines(
 ) -> anyhow::Result<KernelLines> {
     let m2_index = {
         let dev = path.m2_dev.clone();
-        path.m2.ns.run(move || {
-            Ok(offload_sys::rtnl::Rtnl::open()?.link_by_name(&dev)?.index)
-        })?
+        path.m2
+            .ns
+            .run(move || Ok(offload_sys::rtnl::Rtnl::open()?.link_by_name(&dev)?.index))?
     };
     let mut traffic_cfg = cfg.clone();
     traffic_cfg.duration = Duration::from_secs(2);
@@ -311,7 +311,11 @@ fn kernel_lines(
         })?;
         wire.push(frames);
     }
-    let names: Vec<String> = arms.iter().take(wire.len()).map(|a| a.name.clone()).collect();
+    let names: Vec<String> = arms
+        .iter()
+        .take(wire.len())
+        .map(|a| a.name.clone())
+        .collect();
     let mut out = KernelLines {
         arms: names.clone(),
         measured: Vec::new(),
@@ -365,7 +369,11 @@ fn kernel_lines(
                 out.measured.push((line.clone(), r.release, files));
             }
             Err(e) if ctx.cancelled() => out.missing.push((line.clone(), format!("{e}"))),
-            Err(e) => return Err(e.context(format!("the {line} guest (--kernels none skips the guests)"))),
+            Err(e) => {
+                return Err(e.context(format!(
+                    "the {line} guest (--kernels none skips the guests)"
+                )))
+            }
         }
     }
     // Oldest first: the guests came after the running kernel.
@@ -459,14 +467,19 @@ impl KernelLines {
             }
             lines.push(row);
         }
-        if !self.measured.iter().any(|(l, _, _)| l == "6.1" || l == "6.12") {
+        if !self
+            .measured
+            .iter()
+            .any(|(l, _, _)| l == "6.1" || l == "6.12")
+        {
             lines.push(
                 "6.1 and 6.12 not measured: no guest kernel (scripts/kernel-vm.sh fetch all, then --kernels 6.1,6.12); their rows are the engine's model".into(),
             );
         }
         sections.push(Section {
-            title: "merge ratio of the same frames per kernel line (packets into GRO per packet out)"
-                .into(),
+            title:
+                "merge ratio of the same frames per kernel line (packets into GRO per packet out)"
+                    .into(),
             lines,
         });
         let entry = |files: &[guests::Replay]| -> Value {
