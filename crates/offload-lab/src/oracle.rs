@@ -45,13 +45,15 @@ use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec};
 
-use crate::capture::{setsockopt_int, CaptureOptions, PacketSocket, VirtioNetHdr, PACKET_OUTGOING};
-use crate::error::{Error, Result};
-use crate::ethtool::Ethtool;
-use crate::netns::NetNs;
-use crate::rtnl::{Rtnl, VxlanParams, GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
-use crate::sysfs::{write_sysctl, Sysfs};
-use crate::tun::{TunDevice, IFF_NAPI, IFF_NO_PI, IFF_TAP};
+use offload_sys::error::{Error, Result};
+use offload_sys::ethtool::Ethtool;
+use offload_sys::netns::NetNs;
+use offload_sys::packet::{
+    setsockopt_int, CaptureOptions, PacketSocket, VirtioNetHdr, PACKET_OUTGOING,
+};
+use offload_sys::rtnl::{Rtnl, VxlanParams, GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
+use offload_sys::sysfs::{write_sysctl, Sysfs};
+use offload_sys::tun::{TunDevice, IFF_NAPI, IFF_NO_PI, IFF_TAP};
 
 /// Name of the oracle's TAP device (inside its private namespace).
 pub const TAP_NAME: &str = "ofl0";
