@@ -328,7 +328,7 @@ pub fn flows_by_bytes<T>(flows: &[T], packets_bytes: impl Fn(&T) -> (u64, u64)) 
             (packets > NOISE_PACKETS).then_some((i, bytes))
         })
         .collect();
-    order.sort_by(|x, y| y.1.cmp(&x.1));
+    order.sort_by_key(|x| std::cmp::Reverse(x.1));
     order.into_iter().map(|(i, _)| i).collect()
 }
 

@@ -125,7 +125,6 @@ fn write_capture(path: &Path) -> u64 {
         record(us + 100, &s(ACK, 1, 1001 + k * 1000, 1000, &[]));
         us += 200;
     }
-    drop(record);
     out.flush().unwrap();
     frames
 }
