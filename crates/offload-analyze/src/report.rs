@@ -9,7 +9,7 @@ use offload::gro::IpIdPattern;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
-pub const SCHEMA: &str = "offload-analyze/1";
+pub const SCHEMA: &str = "offload-analyze/2";
 
 /// Everything `offload analyze` found.
 #[derive(Debug, Clone, Serialize)]
@@ -233,49 +233,13 @@ pub struct WhatIfReport {
     pub flush_reasons: Vec<ReasonTotal>,
 }
 
-/// How bad a finding is: the workspace's one severity, shared with
-/// inspect and lab.
-pub use offload_report::Severity;
-
-/// The flow a finding is about.
-#[derive(Debug, Clone, Serialize)]
-pub struct FlowRef {
-    pub id: usize,
-    pub description: String,
-    pub protocol: &'static str,
-    pub src: String,
-    pub dst: String,
-    pub sport: u16,
-    pub dport: u16,
-    pub tunnel: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Evidence {
-    pub file: String,
-    pub frames: Vec<u64>,
-    /// Named counts backing the finding.
-    pub counts: Vec<(String, u64)>,
-}
-
-/// A ranked, plain-language result.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub rank: usize,
-    pub severity: Severity,
-    /// Stable machine name: ip-id-rule, outer-udp-checksum, bad-checksum,
-    /// window-churn, option-churn, ttl-tos-churn, retransmissions,
-    /// above-mtu, big-tcp-gain, table-full.
-    pub kind: &'static str,
-    pub flow: Option<FlowRef>,
-    pub title: String,
-    pub detail: String,
-    pub evidence: Evidence,
-    pub fix: String,
-    /// Extra packets the receiving stack handles because of it (0 if not
-    /// a cost, e.g. an opportunity).
-    pub extra_packets: u64,
-}
+/// Findings are the workspace's one [`Finding`] (with its [`Severity`],
+/// [`FlowRef`] and [`Evidence`]), shared with inspect and lab. Analyze
+/// fills `flow` (with `capture`, the file the flow was read from) and
+/// `evidence` (file, frames, counts) on every finding, `fix` on every
+/// finding, `extra_packets` when the finding is a measured cost, and
+/// `kernel` when the rule depends on the kernel line; `device` stays null.
+pub use offload_report::{Evidence, Finding, FlowRef, Severity};
 
 /// An ACK on the time-sequence axis of the flow it acknowledges.
 #[derive(Debug, Clone, Serialize)]
