@@ -244,12 +244,7 @@ pub fn napis(ifindex: u32) -> Result<Option<Vec<Napi>>> {
 /// `cmd` with `ifindex` as attribute `ifindex_attr`, each reply as its
 /// numeric attributes. `Ok(None)`: no netdev family, or a kernel without
 /// the command (`EOPNOTSUPP` or `EINVAL`: before 6.8).
-fn device_dump(
-    cmd: u8,
-    op: &str,
-    ifindex_attr: u16,
-    ifindex: u32,
-) -> Result<Option<Vec<Numbers>>> {
+fn device_dump(cmd: u8, op: &str, ifindex_attr: u16, ifindex: u32) -> Result<Option<Vec<Numbers>>> {
     let nlas = vec![DefaultNla::new(
         ifindex_attr,
         ifindex.to_ne_bytes().to_vec(),
