@@ -18,7 +18,7 @@
 use crate::dissect::{self, Parsed, L4};
 use crate::figures::RunTotals;
 use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
-pub use crate::options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
+use crate::options::Options;
 use crate::whatif::WhatIfWorker;
 use offload::{Input, LinkKind};
 use offload_capture::{CaptureError, CaptureInput, Control, SpooledInput};

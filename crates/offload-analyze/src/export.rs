@@ -67,7 +67,7 @@ pub fn write_flow_row<W: Write>(w: &mut W, f: &FlowReport, sizes: usize) -> io::
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        let pat = |p: crate::flow::IdPattern| p.name().to_string();
+        let pat = |p: offload::gro::IpIdPattern| p.name().to_string();
         write!(
             w,
             "{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.0},{},{},{},{},{},{},{},{},{},{}",

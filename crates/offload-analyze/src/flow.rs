@@ -9,11 +9,11 @@
 use crate::dissect::{self, CsumState, IpFields, Parsed, L4};
 use serde::Serialize;
 
-pub use crate::kernel::IpIdPattern as IdPattern;
 pub use crate::key::{FlowKey, TunnelKey};
 pub use crate::series::{Decimated, Keep};
 pub use crate::tcp::RttPoint;
 use crate::tcp::{seq_lt, Segment, TcpDirection};
+use offload::gro::IpIdPattern;
 
 /// IP ID, DF, TTL and TOS behaviour of one header (outer or inner/only).
 #[derive(Debug, Clone, Default)]
@@ -146,21 +146,21 @@ impl HeaderTrack {
         self.last_tos
     }
 
-    pub fn pattern(&self) -> IdPattern {
+    pub fn pattern(&self) -> IpIdPattern {
         if self.v6 || self.deltas < 2 {
-            return IdPattern::NotApplicable;
+            return IpIdPattern::NotApplicable;
         }
         let n = self.deltas as f64;
         if self.all_zero {
-            IdPattern::FixedZero
+            IpIdPattern::FixedZero
         } else if self.same as f64 >= 0.9 * n {
-            IdPattern::Fixed
+            IpIdPattern::Fixed
         } else if self.inc as f64 >= 0.9 * n {
-            IdPattern::IncrementingPerFlow
+            IpIdPattern::IncrementingPerFlow
         } else if (self.inc + self.small) as f64 >= 0.9 * n {
-            IdPattern::GlobalCounter
+            IpIdPattern::GlobalCounter
         } else {
-            IdPattern::Random
+            IpIdPattern::Random
         }
     }
 
@@ -919,7 +919,7 @@ mod tests {
         }
     }
 
-    fn pattern(ids: &[u16]) -> IdPattern {
+    fn pattern(ids: &[u16]) -> IpIdPattern {
         let mut h = HeaderTrack {
             all_zero: true,
             ..Default::default()
@@ -934,16 +934,16 @@ mod tests {
     fn ip_id_patterns() {
         assert_eq!(
             pattern(&[5, 6, 7, 8, 9, 10]),
-            IdPattern::IncrementingPerFlow
+            IpIdPattern::IncrementingPerFlow
         );
-        assert_eq!(pattern(&[0, 0, 0, 0, 0]), IdPattern::FixedZero);
-        assert_eq!(pattern(&[9, 9, 9, 9, 9]), IdPattern::Fixed);
-        assert_eq!(pattern(&[5, 9, 12, 20, 21, 30]), IdPattern::GlobalCounter);
+        assert_eq!(pattern(&[0, 0, 0, 0, 0]), IpIdPattern::FixedZero);
+        assert_eq!(pattern(&[9, 9, 9, 9, 9]), IpIdPattern::Fixed);
+        assert_eq!(pattern(&[5, 9, 12, 20, 21, 30]), IpIdPattern::GlobalCounter);
         assert_eq!(
             pattern(&[101, 40000, 7, 3000, 60000, 12]),
-            IdPattern::Random
+            IpIdPattern::Random
         );
-        assert_eq!(pattern(&[1, 2]), IdPattern::NotApplicable);
+        assert_eq!(pattern(&[1, 2]), IpIdPattern::NotApplicable);
     }
 
     #[test]

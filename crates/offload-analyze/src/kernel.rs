@@ -4,7 +4,7 @@
 //! here is analyze's vocabulary around it: which lines were checked live,
 //! and the serde names of the line and of an IP ID pattern in the report.
 
-pub use offload::gro::{IpIdPattern, KernelLine};
+use offload::gro::{IpIdPattern, KernelLine};
 
 /// The engine's rules for this line were compared with a live kernel:
 /// 6.18 on the host, 6.1 and 6.12 booted in a VM (decision 0072,

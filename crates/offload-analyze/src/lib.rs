@@ -37,8 +37,7 @@ pub mod text;
 pub mod whatif;
 
 pub use analysis::AnalyzeError;
-pub use kernel::KernelLine;
-pub use options::{Options, DEFAULT_GRO_SIZES, DEFAULT_VXLAN_PORTS};
+pub use options::{Options, DEFAULT_GRO_SIZES};
 pub use report::{Analysis, Report};
 
 use std::path::PathBuf;

@@ -1,13 +1,10 @@
 //! What `offload analyze` computes: the options every stage reads.
 
-use crate::kernel::KernelLine;
+use offload::gro::KernelLine;
 use std::path::PathBuf;
 
 /// Default what-if sizes: the legacy 64 KiB and a BIG TCP setting.
 pub const DEFAULT_GRO_SIZES: [u32; 2] = [65536, 185000];
-
-/// VXLAN's IANA port and the Linux default: the engine's.
-pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
 
 /// What the what-if does with a frame the capture cut short after its
 /// headers (`tcpdump -s N`).
@@ -70,7 +67,7 @@ impl Default for Options {
             gro_sizes: DEFAULT_GRO_SIZES.to_vec(),
             kernel: KernelLine::V6_18,
             mtu: 1500,
-            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            vxlan_ports: offload::wire::vxlan::DEFAULT_PORTS.to_vec(),
             verify_checksums: true,
             threads: 0,
             strict: false,

@@ -4,9 +4,8 @@
 //! `columnar`) read it.
 
 use crate::dissect;
-use crate::flow::{
-    BigPacketSide, CsumCounts, FlowStats, HeaderTrack, IdPattern, OtherFlows, SeqPoint,
-};
+use crate::flow::{BigPacketSide, CsumCounts, FlowStats, HeaderTrack, OtherFlows, SeqPoint};
+use offload::gro::IpIdPattern;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
@@ -34,7 +33,7 @@ pub struct Report {
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
     #[serde(serialize_with = "crate::kernel::serialize_line")]
-    pub kernel: crate::kernel::KernelLine,
+    pub kernel: offload::gro::KernelLine,
     /// False: the profile's differences from 6.18 are derived from the
     /// kernel source, not compared with a running kernel.
     pub kernel_verified_live: bool,
@@ -73,7 +72,7 @@ pub struct InputReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct HeaderReport {
     #[serde(serialize_with = "crate::kernel::serialize_pattern")]
-    pub ip_id_pattern: IdPattern,
+    pub ip_id_pattern: IpIdPattern,
     /// "set", "clear", "mixed" or "n/a" (IPv6).
     pub df: &'static str,
     /// ID steps that neither increment nor repeat (GRO's IP ID rule rejects them).
@@ -220,7 +219,7 @@ pub struct WhatIfReport {
     pub gro_max_size: u32,
     pub gro_ipv4_max_size: u32,
     #[serde(serialize_with = "crate::kernel::serialize_line")]
-    pub kernel: crate::kernel::KernelLine,
+    pub kernel: offload::gro::KernelLine,
     /// Some figures come from the profile's post-classification or from
     /// tunnel header analysis, not from the engine alone.
     pub derived: bool,

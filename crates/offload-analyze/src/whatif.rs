@@ -20,9 +20,9 @@
 //!
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
-pub use crate::kernel::KernelLine;
 use crate::key::FlowKey;
 use offload::gro::FlushReason;
+use offload::gro::KernelLine;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
 use rustc_hash::FxHashMap;
 use std::fmt;

@@ -3,7 +3,8 @@
 //! that the analysis reports exactly that property.
 
 use offload::build::{FrameSpec, TcpSpec, UdpSpec};
-use offload_analyze::{analyze, Analysis, KernelLine, Options};
+use offload::gro::KernelLine;
+use offload_analyze::{analyze, Analysis, Options};
 use offload_capture::Control;
 use offload_capture::{CaptureWriter, FrameMeta, LinkType};
 use std::path::{Path, PathBuf};
@@ -82,7 +83,7 @@ fn healthy_flow_merges_and_big_tcp_gain_is_reported() {
     assert_eq!(f.retransmissions, 0);
     assert_eq!(
         f.ip.ip_id_pattern,
-        offload_analyze::flow::IdPattern::IncrementingPerFlow
+        offload::gro::IpIdPattern::IncrementingPerFlow
     );
     assert_eq!(f.ip.df, "set");
     assert_eq!(f.l4_checksum, "valid");
@@ -137,10 +138,7 @@ fn broken_vxlan_tunnel_is_named_with_frames_and_cause() {
     let t = f.tunnel.as_ref().expect("tunnel");
     assert_eq!(t.vni, 42);
     assert_eq!(t.outer_ip.df, "clear");
-    assert_eq!(
-        t.outer_ip.ip_id_pattern,
-        offload_analyze::flow::IdPattern::Random
-    );
+    assert_eq!(t.outer_ip.ip_id_pattern, offload::gro::IpIdPattern::Random);
     let top = &r.findings[0];
     assert_eq!(top.kind, "ip-id-rule");
     assert!(

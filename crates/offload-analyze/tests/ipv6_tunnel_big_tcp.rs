@@ -5,7 +5,8 @@
 //! tunnels raise nothing.
 
 use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
-use offload_analyze::{analyze, Analysis, KernelLine, Options};
+use offload::gro::KernelLine;
+use offload_analyze::{analyze, Analysis, Options};
 use offload_capture::{CaptureWriter, Control, FrameMeta, LinkType};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

@@ -5,8 +5,9 @@
 //! or set, on every kernel line whose IP ID rule rejects the scrambled IDs.
 
 use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
-use offload_analyze::kernel::IpIdPattern;
-use offload_analyze::{analyze, Analysis, KernelLine, Options};
+use offload::gro::IpIdPattern;
+use offload::gro::KernelLine;
+use offload_analyze::{analyze, Analysis, Options};
 use offload_capture::{CaptureWriter, Control, FrameMeta, LinkType};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicBool;

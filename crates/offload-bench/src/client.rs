@@ -200,7 +200,7 @@ fn open_flows(
     data: &[SocketAddr],
     first: usize,
     n: usize,
-    token: Option<&[u8; proto::TOKEN_LEN]>,
+    token: &[u8; proto::TOKEN_LEN],
 ) -> Result<Flows, String> {
     let knobs = &cfg.spec.knobs;
     match cfg.spec.kind {
@@ -208,7 +208,7 @@ fn open_flows(
         TestKind::TcpRr | TestKind::TcpStream => (first..first + n)
             .map(|i| {
                 let to = data[i % data.len()];
-                sock::tcp_connect(to, knobs).map_err(|e| {
+                let s = sock::tcp_connect(to, knobs).map_err(|e| {
                     let hint = match e.raw_os_error() {
                         Some(libc::EMFILE) | Some(libc::ENFILE) => {
                             " (open-file limit: see RLIMIT_NOFILE)"
@@ -219,7 +219,13 @@ fn open_flows(
                         _ => "",
                     };
                     format!("connecting flow {} to {to}: {e}{hint}", i + 1)
-                })
+                })?;
+                // The server counts the connection as a flow of this test
+                // only once it has read the token.
+                std::io::Write::write_all(&mut &s, &proto::tcp_preamble(token)).map_err(|e| {
+                    format!("flow {} presenting the test's token to {to}: {e}", i + 1)
+                })?;
+                Ok(s)
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Flows::Tcp),
@@ -229,8 +235,8 @@ fn open_flows(
                 let s =
                     sock::udp_connect(to, knobs).map_err(|e| format!("udp socket to {to}: {e}"))?;
                 // udp-rr: the server answers only flows that joined.
-                if let Some(t) = token {
-                    engine::udp_join(&s, t)
+                if cfg.spec.kind == TestKind::UdpRr {
+                    engine::udp_join(&s, token)
                         .map_err(|e| format!("flow {} joining the test at {to}: {e}", i + 1))?;
                 }
                 Ok(s)
@@ -243,6 +249,7 @@ fn open_flows(
 fn run_worker(
     cfg: &ClientConfig,
     data: SocketAddr,
+    token: &[u8; proto::TOKEN_LEN],
     private_fds: bool,
     flows: &Flows,
     w: &Window,
@@ -271,7 +278,7 @@ fn run_worker(
         Ok(())
     };
     match spec.kind {
-        TestKind::TcpCrr => engine::client_crr(data, &spec.knobs, spec.close, &rr, w, slot),
+        TestKind::TcpCrr => engine::client_crr(data, &spec.knobs, spec.close, token, &rr, w, slot),
         TestKind::TcpRr if rr.burst > 1 => {
             set_nb(&fds)?;
             engine::client_rr_burst(&fds, &rr, w, slot)
@@ -373,24 +380,23 @@ pub fn run_once(
         }
         other => return Err(ctl.unexpected("ready", &other)),
     };
-    let token: Option<[u8; proto::TOKEN_LEN]> = match token {
-        None if cfg.spec.kind == TestKind::UdpRr => {
+    // Every data connection presents the test's token (and each udp-rr
+    // flow joins with it): without it the server serves nothing.
+    let token: [u8; proto::TOKEN_LEN] = match token {
+        None => {
             return Err(ctl.err(ProtoError::Unexpected {
-                expected: "a join token in ready (udp-rr)",
+                expected: "the test's token in ready",
                 got: "none".into(),
             }))
         }
-        None => None,
-        Some(t) => Some(
-            crate::auth::unhex(&t)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| {
-                    ctl.err(ProtoError::Unexpected {
-                        expected: "a 16-byte hex join token",
-                        got: t.chars().take(40).collect(),
-                    })
-                })?,
-        ),
+        Some(t) => crate::auth::unhex(&t)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| {
+                ctl.err(ProtoError::Unexpected {
+                    expected: "a 16-byte hex token",
+                    got: t.chars().take(40).collect(),
+                })
+            })?,
     };
     let data_addrs: Arc<Vec<SocketAddr>> = Arc::new(
         data_ports
@@ -443,7 +449,7 @@ pub fn run_once(
                 }
                 let flows = match result
                     .clone()
-                    .and_then(|()| open_flows(&cfg, &data_addrs, first, n, token.as_ref()))
+                    .and_then(|()| open_flows(&cfg, &data_addrs, first, n, &token))
                 {
                     Ok(f) => f,
                     Err(e) => {
@@ -473,7 +479,7 @@ pub fn run_once(
                     (Err(e), _) => return Err(e),
                     (Ok(()), None) => return Err("aborted before the start".into()),
                 };
-                let result = run_worker(&cfg, data, private_fds, &flows, &w, &slots[i]);
+                let result = run_worker(&cfg, data, &token, private_fds, &flows, &w, &slots[i]);
                 // TCP_INFO at the window's end, before the flows close.
                 let info = match &flows {
                     Flows::Tcp(v) => v

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::config::{CloseMode, SocketKnobs};
-use crate::proto::{JOIN_LEN, TOKEN_LEN, UDP_JOIN, UDP_JOIN_ACK};
+use crate::proto::{JOIN_LEN, TCP_PREAMBLE_LEN, TOKEN_LEN, UDP_JOIN, UDP_JOIN_ACK};
 use crate::sock;
 use crate::sys;
 
@@ -190,6 +190,40 @@ fn read_full(
         }
     }
     Ok(true)
+}
+
+/// Reads into `buf` from a blocking socket with a receive timeout until at
+/// least `min` bytes arrived, taking what else came with them (at most
+/// `buf.len()`). Ok(None) on an end before `min` bytes or `stop` set; a
+/// timeout past `deadline` is an error.
+fn read_at_least(
+    fd: RawFd,
+    buf: &mut [u8],
+    min: usize,
+    stop: &AtomicBool,
+    deadline: Instant,
+) -> io::Result<Option<usize>> {
+    let mut got = 0;
+    while got < min {
+        match sys::recv(fd, &mut buf[got..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                if Instant::now() > deadline {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no token from the peer",
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(got))
 }
 
 /// How long a client waits past the window's end for a response before it
@@ -542,11 +576,14 @@ pub fn client_crr(
     addr: SocketAddr,
     knobs: &SocketKnobs,
     close: CloseMode,
+    token: &[u8; TOKEN_LEN],
     p: &RrParams,
     w: &Window,
     slot: &Slot,
 ) -> Result<Outcome, String> {
-    let req = vec![0x5au8; p.request];
+    // The connection's preamble and the request in one send.
+    let mut req = crate::proto::tcp_preamble(token).to_vec();
+    req.resize(TCP_PREAMBLE_LEN + p.request, 0x5a);
     let mut resp = vec![0u8; p.response];
     let mut out = Outcome::empty();
     let mut t0 = Instant::now();
@@ -768,7 +805,7 @@ impl UdpGate {
         from: SocketAddr,
     ) -> GateVerdict {
         if data.len() == JOIN_LEN && data[..4] == UDP_JOIN {
-            if data[4..] == self.token {
+            if crate::proto::same_bytes(&data[4..], &self.token) {
                 if let Ok(mut j) = self.joined.write() {
                     j.insert(from);
                 }
@@ -890,20 +927,34 @@ pub fn udp_join(sock: &UdpSocket, token: &[u8; TOKEN_LEN]) -> io::Result<()> {
     ))
 }
 
-/// Server tcp-crr: accept, read the request, respond, wait for the client's
-/// close. Several workers share one listener. Connections from another
-/// address than `client` are closed unanswered; returns how many were.
+/// How long a data connection has to present its test's token after the
+/// server accepted it; an honest client sends it right after connecting.
+pub const TOKEN_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How long a tcp-crr worker waits for the token of a connection the
+/// kernel passed on without data: with TCP_DEFER_ACCEPT an honest
+/// connection is accepted with its preamble and request already there, so
+/// one that has nothing after the defer period is a stray, and may hold a
+/// worker this long at most.
+pub const CRR_SILENT_DEADLINE: Duration = Duration::from_millis(200);
+
+/// Server tcp-crr: accept, read the preamble and the request, respond,
+/// wait for the client's close. Several workers share one listener (with
+/// TCP_DEFER_ACCEPT, so a connection that sends nothing reaches no worker
+/// for the defer period). Connections from another address than `client`,
+/// or without `token` first, are closed unanswered; returns how many were.
 pub fn server_crr(
     listener: &TcpListener,
     knobs: &SocketKnobs,
     p: &RrParams,
     client: IpAddr,
+    token: &[u8; TOKEN_LEN],
     stop: &AtomicBool,
     slot: &Slot,
 ) -> Result<u64, String> {
     sock::set_recv_timeout(listener.as_raw_fd(), Duration::from_millis(100))
         .map_err(|e| errmsg("SO_RCVTIMEO", e))?;
-    let mut req = vec![0u8; p.request];
+    let mut req = vec![0u8; TCP_PREAMBLE_LEN + p.request];
     let resp = vec![0xa5u8; p.response];
     let mut total = 0u64;
     let mut one = [0u8; 1];
@@ -919,15 +970,35 @@ pub fn server_crr(
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
             Err(e) => return Err(errmsg("accept", e)),
         };
+        let fd = stream.as_raw_fd();
+        // The preamble first, within a deadline: a connection that presents
+        // no token is closed before it costs a response or option calls.
+        // (Accepted sockets inherit the listener's SO_RCVTIMEO, so the
+        // deadline is checked every 100 ms at most.)
+        let silent = !sys::readable_now(fd);
+        let deadline = Instant::now()
+            + if silent {
+                CRR_SILENT_DEADLINE
+            } else {
+                TOKEN_DEADLINE
+            };
+        // Usually one recv brings the preamble and the whole request.
+        let got = match read_at_least(fd, &mut req, TCP_PREAMBLE_LEN, stop, deadline) {
+            Ok(Some(n)) if crate::proto::is_tcp_preamble(&req[..TCP_PREAMBLE_LEN], token) => n,
+            Ok(Some(_)) | Err(_) => {
+                strays += 1;
+                continue;
+            }
+            Ok(None) => continue,
+        };
         if knobs.nodelay || knobs.busy_poll_us.is_some() {
             sock::apply_tcp(&stream, knobs).map_err(|e| errmsg("socket options", e))?;
         }
-        let fd = stream.as_raw_fd();
-        // Accepted sockets inherit the listener's SO_RCVTIMEO, so a silent
-        // client cannot hold the worker past a stop.
-        match read_full(fd, &mut req, Some(stop), None) {
-            Ok(true) => {}
-            Ok(false) | Err(_) => continue,
+        if got < req.len() {
+            match read_full(fd, &mut req[got..], Some(stop), None) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => continue,
+            }
         }
         if write_all_fd(fd, &resp).is_err() {
             continue;

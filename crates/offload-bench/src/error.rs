@@ -10,8 +10,9 @@ use std::io;
 pub const MAX_FRAME: u32 = 64 << 20;
 /// The control protocol's version; a server refuses any other. Version 2
 /// added authentication (Challenge/Auth), the Welcome's proof and the
-/// udp-rr join token.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// udp-rr join token; version 3 the token every TCP data connection
+/// presents first.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Everything that can go wrong in a benchmark run or in the server.
 #[derive(Debug, thiserror::Error)]

@@ -31,9 +31,6 @@ pub mod proto;
 pub mod report;
 pub mod server;
 pub mod sock;
-// The statistics moved to offload-report (one module for every command);
-// re-exported while callers move to it.
-pub use offload_report::stats;
 // The one module that makes raw syscalls (socket options, rlimits,
 // descriptor tables); every block there carries its SAFETY comment.
 #[allow(unsafe_code)]

@@ -11,7 +11,7 @@
 //!                                   <-     Welcome { version, host, proof } | Error
 //!   Start { spec }                  ->
 //!                                   <-     Ready { data_port, token, .. } | Error
-//!   (data connections; udp-rr flows join with the token; warm-up)
+//!   (data connections present the token first; udp-rr flows join with it; warm-up)
 //!   Mark { window_start }           ->
 //!                                   <-     Marked
 //!   Mark { window_end }             ->
@@ -55,6 +55,31 @@ pub const TOKEN_LEN: usize = 16;
 /// Bytes of a join datagram and of its answer (the answer is never larger
 /// than the datagram that asked for it).
 pub const JOIN_LEN: usize = 4 + TOKEN_LEN;
+/// First bytes every TCP data connection sends (tcp-rr and tcp-stream
+/// flows once, tcp-crr on each connection); the test's token follows.
+pub const TCP_DATA_HELLO: [u8; 4] = *b"OBT3";
+/// Bytes of a TCP data connection's preamble.
+pub const TCP_PREAMBLE_LEN: usize = 4 + TOKEN_LEN;
+
+/// The preamble a TCP data connection of the test with `token` sends first.
+pub fn tcp_preamble(token: &[u8; TOKEN_LEN]) -> [u8; TCP_PREAMBLE_LEN] {
+    let mut p = [0u8; TCP_PREAMBLE_LEN];
+    p[..4].copy_from_slice(&TCP_DATA_HELLO);
+    p[4..].copy_from_slice(token);
+    p
+}
+
+/// Whether `got` is the preamble of the test with `token`, compared in
+/// time independent of where they differ.
+pub fn is_tcp_preamble(got: &[u8], token: &[u8; TOKEN_LEN]) -> bool {
+    got.len() == TCP_PREAMBLE_LEN && same_bytes(got, &tcp_preamble(token))
+}
+
+/// Compares two byte strings of equal length without an early exit, so the
+/// time taken says nothing of the first difference.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
 
 /// Which edge of the measurement window a mark is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,8 +157,9 @@ pub enum ServerMsg {
         data_ports: Vec<u16>,
         /// What the server actually applied.
         settings: ServerSettings,
-        /// udp-rr: the token each flow sends in its join datagram (hex);
-        /// the server answers no address that has not joined.
+        /// The test's token (hex): each TCP data connection sends it first
+        /// ([`tcp_preamble`]), each udp-rr flow in its join datagram; the
+        /// server serves no connection and answers no address without it.
         #[serde(default)]
         token: Option<String>,
     },

@@ -11,9 +11,12 @@
 //! before anything is allocated, then gets its own data listener (TCP) or
 //! sockets (UDP) on an ephemeral port of the address the client reached, a
 //! setup thread that accepts the flows, and worker threads. Data sockets
-//! talk only to the client that asked: TCP data connections from another
-//! address are closed unanswered, and a udp-rr server answers only the
-//! source addresses that joined with the test's token.
+//! talk only to the client that asked: every test has a random token that
+//! only its control client learns (in Ready); a TCP data connection from
+//! another address, or one that does not send the token first within
+//! [`engine::TOKEN_DEADLINE`], is closed unanswered and never becomes one
+//! of the test's flows, and a udp-rr server answers only the source
+//! addresses that joined with the token.
 //! A client that sends garbage, speaks another version or vanishes mid-test
 //! gets an Error frame if it is still there, the server logs one line, tears
 //! that test down and keeps serving.
@@ -893,7 +896,7 @@ fn handle_client(
                         data_port: test.data_port,
                         data_ports: test.data_ports.clone(),
                         settings: test.settings.clone(),
-                        token: test.token.map(|t| auth::hex(&t)),
+                        token: Some(auth::hex(&test.token)),
                     },
                 )?;
                 emit(ServerEvent::TestStarted {
@@ -1037,6 +1040,9 @@ struct Shared {
     /// The control client's address: TCP data connections from any other
     /// are closed unanswered.
     client_ip: IpAddr,
+    /// The test's token: a TCP data connection that does not send it first
+    /// is closed unanswered.
+    token: [u8; proto::TOKEN_LEN],
     /// udp-rr: the sources that joined with the test's token.
     gate: Option<Arc<UdpGate>>,
     /// The server's counters (strays).
@@ -1085,8 +1091,8 @@ struct Snapshot {
 struct ServerTest {
     spec: TestSpec,
     shared: Arc<Shared>,
-    /// udp-rr: the join token given to the client.
-    token: Option<[u8; proto::TOKEN_LEN]>,
+    /// The token given to the client (TCP preambles, udp-rr joins).
+    token: [u8; proto::TOKEN_LEN],
     /// What the test holds of the server's budget; given back on drop,
     /// after the workers are joined (fields drop after `Drop::drop`).
     _reservation: Reservation,
@@ -1116,14 +1122,8 @@ impl ServerTest {
         stats: Arc<ServerStats>,
     ) -> Result<Self, io::Error> {
         let threads = spec.server_threads as usize;
-        let token = if spec.kind == TestKind::UdpRr {
-            Some(
-                auth::random_bytes::<{ proto::TOKEN_LEN }>()
-                    .map_err(|e| io::Error::other(e.to_string()))?,
-            )
-        } else {
-            None
-        };
+        let token = auth::random_bytes::<{ proto::TOKEN_LEN }>()
+            .map_err(|e| io::Error::other(e.to_string()))?;
         let shared = Arc::new(Shared {
             slots: (0..threads).map(|_| Slot::default()).collect(),
             tids: Mutex::new(Vec::new()),
@@ -1135,7 +1135,8 @@ impl ServerTest {
             conns: Mutex::new(Vec::new()),
             tcp_infos: Mutex::new(Vec::new()),
             client_ip: client_ip.to_canonical(),
-            gate: token.map(|t| Arc::new(UdpGate::new(t))),
+            token,
+            gate: (spec.kind == TestKind::UdpRr).then(|| Arc::new(UdpGate::new(token))),
             stats,
         });
         let any = SocketAddr::new(ip, 0);
@@ -1165,11 +1166,18 @@ impl ServerTest {
             } else {
                 spec.listeners.clamp(1, MAX_LISTENERS)
             };
-            let backlog = spec.flows.min(65535) as i32;
+            // Room for the strays that may arrive with the flows, too.
+            let backlog = (spec.flows as usize + MAX_UNPROVEN_FLOWS).min(65535) as i32;
             let mut listeners = Vec::new();
             let mut ports = Vec::new();
             for _ in 0..n {
                 let l = sock::tcp_listen(any, &spec.knobs, backlog)?;
+                if spec.kind == TestKind::TcpCrr {
+                    // A connection that sends nothing reaches no worker
+                    // (engine::server_crr) until the kernel gives up
+                    // waiting for its data.
+                    sock::set_defer_accept(&l, 1)?;
+                }
                 ports.push(l.local_addr()?.port());
                 listeners.push(l);
             }
@@ -1404,6 +1412,7 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                         &spec.knobs,
                         &rr_params(&spec),
                         sh.client_ip,
+                        &sh.token,
                         &sh.stop,
                         slot,
                     );
@@ -1496,10 +1505,63 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
     }
 }
 
+/// Most accepted data connections one test's flow-accepting loop holds while
+/// they have not yet presented their token; a newer one evicts the oldest,
+/// so connections that stay silent can neither pile up descriptors nor
+/// keep the client's flows out.
+pub const MAX_UNPROVEN_FLOWS: usize = 64;
+
+/// An accepted data connection that has not yet sent its whole preamble.
+struct Unproven {
+    stream: TcpStream,
+    got: [u8; proto::TCP_PREAMBLE_LEN],
+    len: usize,
+    until: Instant,
+    key: u64,
+}
+
+/// What reading a connection's preamble came to.
+enum Preamble {
+    /// The test's token: the connection is one of its flows.
+    Proven,
+    /// Not all of it yet.
+    Partial,
+    /// Something else, an end or an error: close it.
+    Wrong,
+}
+
+impl Unproven {
+    /// Reads what has arrived of the preamble, without waiting and without
+    /// reading past it (what follows is the flow's data).
+    fn advance(&mut self, token: &[u8; proto::TOKEN_LEN]) -> Preamble {
+        let fd = self.stream.as_raw_fd();
+        while self.len < self.got.len() {
+            match sys::recv_nowait(fd, &mut self.got[self.len..]) {
+                Ok(0) => return Preamble::Wrong,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Preamble::Partial,
+                Err(_) => return Preamble::Wrong,
+            }
+        }
+        if proto::is_tcp_preamble(&self.got, token) {
+            Preamble::Proven
+        } else {
+            Preamble::Wrong
+        }
+    }
+}
+
 /// Accepts `quota` data connections from the listeners (descriptors of the
-/// calling thread's table). `shared_table`: the connections are registered
-/// so that a stop can shut them down from another thread; in a private
-/// table their numbers mean nothing elsewhere, so they are not.
+/// calling thread's table). A connection counts as a flow only once it has
+/// sent the test's token ([`proto::tcp_preamble`]); one from another
+/// address, with another first 20 bytes, or without them within
+/// [`engine::TOKEN_DEADLINE`] is closed unanswered and counted as a stray.
+/// At most [`MAX_UNPROVEN_FLOWS`] wait for their token at a time: that, a
+/// 20-byte buffer each and no thread is all a stranger's connection costs.
+/// `shared_table`: the connections are registered so that a stop can shut
+/// them down from another thread; in a private table their numbers mean
+/// nothing elsewhere, so they are not.
 fn accept_flows(
     listeners: &[RawFd],
     quota: usize,
@@ -1512,14 +1574,55 @@ fn accept_flows(
         ep.add(fd, sys::EPOLLIN, i as u64)
             .map_err(|e| format!("epoll_ctl on a listener: {e}"))?;
     }
+    // Tokens of waiting connections start above the listeners'.
+    let first_key = listeners.len() as u64;
+    let mut next_key = first_key;
+    let mut waiting: std::collections::VecDeque<Unproven> = std::collections::VecDeque::new();
     let mut events = sys::event_buffer(64);
     let mut out = Vec::with_capacity(quota);
+    let stray = || {
+        sh.stats.strays.fetch_add(1, Ordering::Relaxed);
+    };
+    let admit = |s: TcpStream, out: &mut Vec<Arc<TcpStream>>| {
+        if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
+            sh.error(format!("socket options: {e}"));
+        }
+        sh.record_sockopts(s.as_raw_fd(), true);
+        let s = Arc::new(s);
+        if shared_table {
+            if let Ok(mut all) = sh.conns.lock() {
+                all.push(s.clone());
+            }
+        }
+        out.push(s);
+        sh.accepted.fetch_add(1, Ordering::Relaxed);
+    };
     while out.len() < quota && !sh.stop.load(Ordering::Relaxed) {
         let n = ep
             .wait(&mut events, 100)
             .map_err(|e| format!("epoll_wait: {e}"))?;
         for ev in &events[..n] {
-            let fd = listeners[sys::event_token(ev) as usize];
+            let key = sys::event_token(ev);
+            if key >= first_key {
+                // A waiting connection has more of its preamble.
+                let Some(at) = waiting.iter().position(|w| w.key == key) else {
+                    continue;
+                };
+                match waiting[at].advance(&sh.token) {
+                    Preamble::Partial => {}
+                    verdict => {
+                        let w = waiting.remove(at).expect("position is in range");
+                        let _ = ep.delete(w.stream.as_raw_fd());
+                        if matches!(verdict, Preamble::Proven) && out.len() < quota {
+                            admit(w.stream, &mut out);
+                        } else {
+                            stray();
+                        }
+                    }
+                }
+                continue;
+            }
+            let fd = listeners[key as usize];
             while out.len() < quota {
                 let s = match sys::accept_nonblocking(fd) {
                     Ok(s) => s,
@@ -1544,24 +1647,49 @@ fn accept_flows(
                 // connection closed before a byte of payload.
                 let from = s.peer_addr().map(|a| a.ip().to_canonical());
                 if from.ok() != Some(sh.client_ip) {
-                    sh.stats.strays.fetch_add(1, Ordering::Relaxed);
-                    drop(s);
+                    stray();
                     continue;
                 }
-                if let Err(e) = sock::apply_tcp(&s, &spec.knobs) {
-                    sh.error(format!("socket options: {e}"));
-                }
-                sh.record_sockopts(s.as_raw_fd(), true);
-                let s = Arc::new(s);
-                if shared_table {
-                    if let Ok(mut all) = sh.conns.lock() {
-                        all.push(s.clone());
+                let mut w = Unproven {
+                    stream: s,
+                    got: [0; proto::TCP_PREAMBLE_LEN],
+                    len: 0,
+                    until: Instant::now() + engine::TOKEN_DEADLINE,
+                    key: next_key,
+                };
+                match w.advance(&sh.token) {
+                    // The usual case: the preamble came with the handshake.
+                    Preamble::Proven => admit(w.stream, &mut out),
+                    Preamble::Wrong => stray(),
+                    Preamble::Partial => {
+                        if waiting.len() >= MAX_UNPROVEN_FLOWS {
+                            if let Some(old) = waiting.pop_front() {
+                                let _ = ep.delete(old.stream.as_raw_fd());
+                                stray();
+                            }
+                        }
+                        if ep.add(w.stream.as_raw_fd(), sys::EPOLLIN, next_key).is_ok() {
+                            next_key += 1;
+                            waiting.push_back(w);
+                        } else {
+                            stray();
+                        }
                     }
                 }
-                out.push(s);
-                sh.accepted.fetch_add(1, Ordering::Relaxed);
             }
         }
+        // Oldest first: those past their deadline are at the front.
+        let now = Instant::now();
+        while waiting.front().is_some_and(|w| w.until <= now) {
+            if let Some(old) = waiting.pop_front() {
+                let _ = ep.delete(old.stream.as_raw_fd());
+                stray();
+            }
+        }
+    }
+    // Still without their token when the flows were complete: closed here.
+    for _ in waiting.drain(..) {
+        stray();
     }
     Ok(out)
 }

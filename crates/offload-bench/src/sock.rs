@@ -125,6 +125,18 @@ pub fn set_recv_timeout(fd: RawFd, timeout: Duration) -> io::Result<()> {
     sys::set_rcvtimeo(fd, timeout)
 }
 
+/// Sets TCP_DEFER_ACCEPT: the kernel passes a connection to accept() only
+/// once data arrived (or, for a silent one, after about `secs` seconds of
+/// SYN-ACK retransmissions), as nginx's `deferred` listeners do.
+pub fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
+    sys::setsockopt_int(
+        listener.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_DEFER_ACCEPT,
+        secs.min(i32::MAX as u32) as i32,
+    )
+}
+
 /// Sets SO_LINGER 0 so that close() sends RST.
 pub fn set_linger_zero(stream: &TcpStream) -> io::Result<()> {
     socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO))

@@ -361,6 +361,14 @@ impl Epoll {
             .map(|_| ())
     }
 
+    /// Removes `fd` (before it is handed elsewhere while still open).
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: ev is a live epoll_event (ignored by EPOLL_CTL_DEL).
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) })
+            .map(|_| ())
+    }
+
     /// Waits up to `timeout_ms` and fills `events`; returns how many are ready.
     pub fn wait(&self, events: &mut [Event], timeout_ms: i32) -> io::Result<usize> {
         let max = events.len().min(i32::MAX as usize) as libc::c_int;
@@ -631,6 +639,28 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf is a live slice of buf.len() writable bytes.
     cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
+}
+
+/// Reads what `fd` has without waiting: `WouldBlock` when nothing is there.
+pub fn recv_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is a live slice of buf.len() writable bytes.
+    cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) })
+}
+
+/// Whether a read on `fd` would return at once (data, end or error),
+/// without consuming anything.
+pub fn readable_now(fd: RawFd) -> bool {
+    let mut one = [0u8; 1];
+    // SAFETY: one is a live, writable byte.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            one.as_mut_ptr().cast(),
+            1,
+            libc::MSG_DONTWAIT | libc::MSG_PEEK,
+        )
+    };
+    r >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock
 }
 
 #[cfg(test)]

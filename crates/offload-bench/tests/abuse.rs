@@ -410,32 +410,36 @@ fn a_third_address_gets_nothing_from_a_udp_test() {
 #[test]
 fn a_third_address_gets_nothing_from_tcp_data_ports() {
     let _g = serial();
-    for kind in [TestKind::TcpCrr, TestKind::TcpRr] {
-        let got = Arc::new(Mutex::new(None));
-        let g = got.clone();
-        let (r, _s) = probe_during(kind, move |to| {
-            let sock =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-            sock.bind(&SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 0).into())
-                .unwrap();
-            // Refused once the test has all its flows: nothing either.
-            if sock.connect(&to.into()).is_err() {
-                *g.lock().unwrap() = Some(0);
-                return;
-            }
-            let mut c: TcpStream = sock.into();
-            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-            let _ = c.write_all(&[0x5a; 64]);
-            let mut buf = Vec::new();
-            let _ = c.read_to_end(&mut buf);
-            *g.lock().unwrap() = Some(buf.len());
-        });
-        assert_sane(&r);
-        assert_eq!(
-            *got.lock().unwrap(),
-            Some(0),
-            "{kind:?}: bytes to 127.0.0.2"
-        );
+    // Another address, and another process of the client's own address
+    // (which has no token).
+    for from in [Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::LOCALHOST] {
+        for kind in [TestKind::TcpCrr, TestKind::TcpRr, TestKind::TcpStream] {
+            let got = Arc::new(Mutex::new(None));
+            let g = got.clone();
+            let (r, _s) = probe_during(kind, move |to| {
+                let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
+                sock.bind(&SocketAddr::new(IpAddr::V4(from), 0).into())
+                    .unwrap();
+                // Refused once the test has all its flows: nothing either.
+                if sock.connect(&to.into()).is_err() {
+                    *g.lock().unwrap() = Some(0);
+                    return;
+                }
+                let mut c: TcpStream = sock.into();
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = c.write_all(&[0x5a; 64]);
+                let mut buf = Vec::new();
+                let _ = c.read_to_end(&mut buf);
+                *g.lock().unwrap() = Some(buf.len());
+            });
+            assert_sane(&r);
+            assert_eq!(
+                *got.lock().unwrap(),
+                Some(0),
+                "{kind:?}: bytes to a connection from {from}"
+            );
+        }
     }
 }
 
@@ -541,4 +545,222 @@ fn a_secret_server_runs_udp_and_many_flows_for_its_client() {
     c.auth = Some(k);
     let r = client::run_once(&c, &mut |_| {}).unwrap();
     assert_sane(&r);
+}
+
+/// A test set up over a raw control connection (`flows` flows): the
+/// control connection, the first data port and the token from Ready.
+fn raw_test(
+    addr: SocketAddr,
+    kind: TestKind,
+    flows: u32,
+) -> (TcpStream, u16, [u8; proto::TOKEN_LEN]) {
+    let (c, answer) = start_raw(
+        addr,
+        spec_json(kind, |v| {
+            v["flows"] = flows.into();
+            v["expected_seconds"] = 30.0.into();
+        }),
+    );
+    match answer {
+        ServerMsg::Ready {
+            data_port, token, ..
+        } => {
+            let token = offload_bench::auth::unhex(&token.expect("every test has a token"))
+                .and_then(|b| b.try_into().ok())
+                .expect("a 16-byte token");
+            (c, data_port, token)
+        }
+        other => panic!("expected ready, got {other:?}"),
+    }
+}
+
+/// Ends a raw test: both marks, Finish, and the server's report.
+fn finish_raw(mut c: TcpStream) -> offload_bench::report::ServerReport {
+    for mark in [proto::Mark::WindowStart, proto::Mark::WindowEnd] {
+        proto::write_frame(&mut c, &ClientMsg::Mark { mark }).unwrap();
+        assert!(matches!(
+            proto::read_frame(&mut c).unwrap(),
+            ServerMsg::Marked
+        ));
+    }
+    proto::write_frame(&mut c, &ClientMsg::Finish).unwrap();
+    match proto::read_frame(&mut c).unwrap() {
+        ServerMsg::Report { report } => report,
+        other => panic!("expected a report, got {other:?}"),
+    }
+}
+
+/// Reads what a connection gets until the server closes it (or resets
+/// it); panics if it is still open after `wait`. Returns the bytes read.
+fn bytes_until_closed(mut c: TcpStream, wait: Duration) -> usize {
+    c.set_read_timeout(Some(wait)).unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the server kept a tokenless connection open for {wait:?} ({got} bytes)")
+            }
+            Err(_) => return got,
+        }
+    }
+}
+
+/// A data connection from 127.0.0.1 (the client's own address) that
+/// sends `first` and then requests as an honest flow would.
+fn same_host_connection(to: SocketAddr, first: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect_timeout(&to, Duration::from_secs(10)).unwrap();
+    if !first.is_empty() {
+        c.write_all(first).unwrap();
+    }
+    c
+}
+
+#[test]
+fn another_process_on_the_clients_host_cannot_take_a_tcp_tests_flows() {
+    let _g = serial();
+    let (s, _) = server_with_events(None);
+    for kind in [TestKind::TcpRr, TestKind::TcpStream, TestKind::TcpCrr] {
+        let strays_before = s.stats().strays.load(std::sync::atomic::Ordering::Relaxed);
+        let flows = if kind == TestKind::TcpCrr { 1 } else { 2 };
+        let (ctl, port, token) = raw_test(s.addr(), kind, flows);
+        let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        // Before the honest flows: what another process of the same host
+        // could send. Requests without a token (the test's 1-byte request,
+        // many times over), a preamble with the wrong token followed by
+        // requests, and a connection that sends nothing.
+        let mut wrong = proto::TCP_DATA_HELLO.to_vec();
+        wrong.extend_from_slice(&[0xee; proto::TOKEN_LEN]);
+        wrong.extend_from_slice(&[0x5a; 64]);
+        let strangers = vec![
+            same_host_connection(to, &[0x5a; 64]),
+            same_host_connection(to, &wrong),
+            same_host_connection(to, &[]),
+        ];
+        // The honest flows, with the token, after the strangers.
+        let preamble = proto::tcp_preamble(&token);
+        let mut served = 0u64;
+        match kind {
+            TestKind::TcpCrr => {
+                for _ in 0..3 {
+                    let mut c = same_host_connection(to, &[&preamble[..], &[0x5a]].concat());
+                    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    let mut one = [0u8; 1];
+                    c.read_exact(&mut one)
+                        .expect("an honest connection is served");
+                    served += 1;
+                }
+            }
+            TestKind::TcpRr => {
+                let mut honest: Vec<TcpStream> = (0..flows)
+                    .map(|_| same_host_connection(to, &preamble))
+                    .collect();
+                for c in &mut honest {
+                    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    for _ in 0..5 {
+                        c.write_all(&[0x5a]).unwrap();
+                        let mut one = [0u8; 1];
+                        c.read_exact(&mut one).expect("an honest flow is served");
+                        served += 1;
+                    }
+                }
+            }
+            _ => {
+                for _ in 0..flows {
+                    let mut c = same_host_connection(to, &preamble);
+                    c.write_all(&vec![0x5a; 128 << 10]).unwrap();
+                    served += 1;
+                }
+            }
+        }
+        // Every stranger is closed without a byte, the silent one within
+        // the token deadline (plus, for tcp-crr, the kernel's defer period).
+        for c in strangers {
+            assert_eq!(
+                bytes_until_closed(c, Duration::from_secs(15)),
+                0,
+                "{kind:?}: bytes to a connection without the token"
+            );
+        }
+        let report = finish_raw(ctl);
+        let strays = s.stats().strays.load(std::sync::atomic::Ordering::Relaxed) - strays_before;
+        eprintln!(
+            "abuse: {kind:?}: 3 tokenless connections from the client's address: \
+             {strays} strays, {} flows accepted, {} transactions served",
+            report.flows_accepted, report.transactions_total
+        );
+        assert_eq!(strays, 3, "{kind:?}: strays counted");
+        match kind {
+            TestKind::TcpCrr => assert_eq!(report.transactions_total, served),
+            TestKind::TcpRr => {
+                assert_eq!(report.flows_accepted, u64::from(flows));
+                assert_eq!(report.transactions_total, served);
+            }
+            _ => {
+                assert_eq!(report.flows_accepted, u64::from(flows));
+                assert!(report.bytes_total > 0);
+            }
+        }
+    }
+    honest(s.addr());
+}
+
+#[test]
+fn silent_data_connections_cost_a_test_neither_threads_nor_its_flows() {
+    let _g = serial();
+    let s = ChildServer::start("127.0.0.1:0");
+    let (ctl, port, token) = raw_test(s.addr, TestKind::TcpRr, 1);
+    let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+    // Let the test's setup thread start before counting.
+    std::thread::sleep(Duration::from_millis(200));
+    let threads_before = s.status_field("Threads");
+    // 300 connections to the data port from the client's own address,
+    // none sending a byte: at most 64 wait for their token at a time.
+    let silent: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect_timeout(&to, Duration::from_secs(10)).ok())
+        .collect();
+    let threads = s.status_field("Threads");
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .unwrap()
+        .count();
+    eprintln!(
+        "abuse: {} silent data connections: server threads {threads_before} before, \
+         {threads} after; {fds} descriptors open",
+        silent.len()
+    );
+    assert_eq!(
+        threads, threads_before,
+        "a silent data connection cost a thread"
+    );
+    assert!(
+        fds < 64 + 64,
+        "{fds} descriptors open with {} silent connections",
+        silent.len()
+    );
+    // The honest flow still becomes the test's flow and is served.
+    let mut flow = same_host_connection(to, &proto::tcp_preamble(&token));
+    flow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    for _ in 0..5 {
+        flow.write_all(&[0x5a]).unwrap();
+        let mut one = [0u8; 1];
+        flow.read_exact(&mut one)
+            .expect("the honest flow is served");
+    }
+    for c in silent {
+        assert_eq!(bytes_until_closed(c, Duration::from_secs(15)), 0);
+    }
+    let report = finish_raw(ctl);
+    assert_eq!(report.flows_accepted, 1);
+    assert_eq!(report.transactions_total, 5);
+    honest(s.addr);
+    assert_peak(&s, "300 silent data connections");
 }

@@ -107,11 +107,17 @@ fn a_client_that_vanishes_mid_test_is_logged_and_cleaned_up() {
         },
     )
     .unwrap();
-    let port = match proto::read_frame::<_, ServerMsg>(&mut c).unwrap() {
-        ServerMsg::Ready { data_port, .. } => data_port,
+    let (port, token) = match proto::read_frame::<_, ServerMsg>(&mut c).unwrap() {
+        ServerMsg::Ready {
+            data_port, token, ..
+        } => (data_port, token.expect("a token")),
         other => panic!("expected ready, got {other:?}"),
     };
+    let token: [u8; proto::TOKEN_LEN] = offload_bench::auth::unhex(&token)
+        .and_then(|b| b.try_into().ok())
+        .unwrap();
     let mut data = TcpStream::connect(SocketAddr::new(s.addr().ip(), port)).unwrap();
+    data.write_all(&proto::tcp_preamble(&token)).unwrap();
     data.write_all(b"x").unwrap();
     let mut one = [0u8; 1];
     data.read_exact(&mut one).unwrap();

@@ -4,7 +4,8 @@
 use crate::capture_opts::{parse_gro_size, parse_mtu, CaptureOpts, DEFAULT_MTU};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use offload_analyze::{KernelLine, Options};
+use offload::gro::KernelLine;
+use offload_analyze::Options;
 use offload_capture::Control;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

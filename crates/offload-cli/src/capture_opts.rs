@@ -3,10 +3,7 @@
 
 use offload::gro::GRO_MAX_SIZE;
 
-/// UDP ports read as VXLAN by default: the engine's (IANA's 4789 and 8472,
-/// the Linux kernel's default when `ip link add ... type vxlan` names no
-/// port).
-pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
+use offload::wire::vxlan;
 
 /// The path MTU assumed unless `--mtu` says otherwise.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -28,7 +25,7 @@ impl CaptureOpts {
     /// The VXLAN ports to use: the default when none is given, none for `0`.
     pub fn vxlan_ports(&self) -> Vec<u16> {
         if self.vxlan_ports.is_empty() {
-            DEFAULT_VXLAN_PORTS.to_vec()
+            vxlan::DEFAULT_PORTS.to_vec()
         } else {
             self.vxlan_ports
                 .iter()
@@ -84,13 +81,12 @@ mod tests {
 
     #[test]
     fn the_library_defaults_agree_with_the_cli() {
-        assert_eq!(DEFAULT_VXLAN_PORTS, offload_analyze::DEFAULT_VXLAN_PORTS);
         assert_eq!(
-            DEFAULT_VXLAN_PORTS.to_vec(),
+            vxlan::DEFAULT_PORTS.to_vec(),
             offload::GroConfig::default().vxlan_ports
         );
         assert_eq!(
-            DEFAULT_VXLAN_PORTS.to_vec(),
+            vxlan::DEFAULT_PORTS.to_vec(),
             offload_transform::GsoOptions::default().vxlan_ports
         );
         assert_eq!(DEFAULT_MTU, offload_transform::GsoOptions::default().mtu);

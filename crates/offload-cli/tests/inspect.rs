@@ -6,9 +6,9 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 
-use offload_lab::ethtool::Ethtool;
-use offload_lab::rtnl::Rtnl;
-use offload_lab::NetNs;
+use offload_sys::ethtool::Ethtool;
+use offload_sys::rtnl::Rtnl;
+use offload_sys::NetNs;
 
 /// Runs the release binary inside `ns`.
 fn offload_in(ns: &NetNs, args: &[&str]) -> Output {
@@ -223,7 +223,7 @@ fn live_counts_gro_merging_on_veth() {
             rtnl.add_address(i, addr_b, 24)?;
             rtnl.set_up(i, true)?;
             Ethtool::open()?.set_feature("ofl-lv-b", "rx-gro", true)?;
-            TcpListener::bind((addr_b, 0)).map_err(|e| offload_lab::Error::Sys {
+            TcpListener::bind((addr_b, 0)).map_err(|e| offload_sys::Error::Sys {
                 op: "bind".into(),
                 source: e,
             })
@@ -239,7 +239,7 @@ fn live_counts_gro_merging_on_veth() {
     });
     let sender = a
         .run(|| {
-            TcpStream::connect((addr_b, port)).map_err(|e| offload_lab::Error::Sys {
+            TcpStream::connect((addr_b, port)).map_err(|e| offload_sys::Error::Sys {
                 op: "connect".into(),
                 source: e,
             })

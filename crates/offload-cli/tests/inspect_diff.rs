@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 
-use offload_lab::NetNs;
+use offload_sys::NetNs;
 
 /// Runs `prog args` inside `ns`.
 fn run_in(ns: &NetNs, prog: &str, args: &[&str]) -> Output {

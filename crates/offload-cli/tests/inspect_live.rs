@@ -16,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use offload_lab::NetNs;
+use offload_sys::NetNs;
 
 fn command_in(ns: Option<&NetNs>, prog: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(prog);
@@ -75,7 +75,7 @@ fn quiet_ns() -> NetNs {
     ns.run(|| {
         for k in ["all", "default"] {
             std::fs::write(format!("/proc/sys/net/ipv6/conf/{k}/disable_ipv6"), "1")
-                .map_err(|e| offload_lab::Error::sys("disable_ipv6", e))?;
+                .map_err(|e| offload_sys::Error::sys("disable_ipv6", e))?;
         }
         Ok(())
     })
@@ -144,7 +144,7 @@ fn live_matches_perf_per_device_identity() {
     // The sender's software GSO builds bursts of up to gso_max_size: BIG
     // TCP on both ends, so one NAPI poll can merge past 64 KiB.
     a.run(|| {
-        let mut rtnl = offload_lab::rtnl::Rtnl::open()?;
+        let mut rtnl = offload_sys::rtnl::Rtnl::open()?;
         let i = rtnl.link_by_name(&format!("olva{pid}"))?.index;
         rtnl.set_gso_max_size(i, 185_000)?;
         rtnl.set_gso_ipv4_max_size(i, 185_000)
@@ -153,7 +153,7 @@ fn live_matches_perf_per_device_identity() {
     run(&b, "ip", &format!("addr add 10.79.0.2/24 dev {dev}"));
     // iproute2 6.1 has no gro_ipv4_max_size keyword: rtnetlink directly.
     b.run(|| {
-        let mut rtnl = offload_lab::rtnl::Rtnl::open()?;
+        let mut rtnl = offload_sys::rtnl::Rtnl::open()?;
         let i = rtnl.link_by_name(&dev)?.index;
         rtnl.set_gro_max_size(i, 185_000)?;
         rtnl.set_gro_ipv4_max_size(i, 185_000)
@@ -210,7 +210,7 @@ fn live_matches_perf_per_device_identity() {
     let listener = b
         .run(|| {
             std::net::TcpListener::bind("10.79.0.2:5201")
-                .map_err(|e| offload_lab::Error::sys("bind", e))
+                .map_err(|e| offload_sys::Error::sys("bind", e))
         })
         .unwrap();
     let reader = std::thread::spawn(move || {
@@ -229,11 +229,11 @@ fn live_matches_perf_per_device_identity() {
     a.run(|| {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect("10.79.0.2:5201")
-            .map_err(|e| offload_lab::Error::sys("connect", e))?;
+            .map_err(|e| offload_sys::Error::sys("connect", e))?;
         let buf = vec![7u8; 1 << 16];
         for _ in 0..256 {
             s.write_all(&buf)
-                .map_err(|e| offload_lab::Error::sys("write", e))?;
+                .map_err(|e| offload_sys::Error::sys("write", e))?;
         }
         Ok(())
     })
@@ -242,18 +242,18 @@ fn live_matches_perf_per_device_identity() {
     let rx = c
         .run(|| {
             std::net::UdpSocket::bind("10.80.0.1:9000")
-                .map_err(|e| offload_lab::Error::sys("bind", e))
+                .map_err(|e| offload_sys::Error::sys("bind", e))
         })
         .unwrap();
     d.run(|| {
         let tx = std::net::UdpSocket::bind("10.80.0.2:0")
-            .map_err(|e| offload_lab::Error::sys("bind", e))?;
+            .map_err(|e| offload_sys::Error::sys("bind", e))?;
         rx.set_read_timeout(Some(Duration::from_secs(2))).ok();
         let mut got = 0;
         let mut buf = [0u8; 2048];
         for _ in 0..500 {
             tx.send_to(&[1u8; 1000], "10.80.0.1:9000")
-                .map_err(|e| offload_lab::Error::sys("send", e))?;
+                .map_err(|e| offload_sys::Error::sys("send", e))?;
             if rx.recv(&mut buf).is_ok() {
                 got += 1;
             }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 
-use offload_lab::rtnl::Rtnl;
+use offload_sys::rtnl::Rtnl;
 
 /// One lab run at a time: they share two CPUs, and each compares the host
 /// before and after itself.
@@ -391,7 +391,7 @@ fn look_inside(pid: u32) -> Vec<Seen> {
             if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 return Vec::new();
             }
-            let (Ok(mut rtnl), Ok(eth)) = (Rtnl::open(), offload_lab::ethtool::Ethtool::open())
+            let (Ok(mut rtnl), Ok(eth)) = (Rtnl::open(), offload_sys::ethtool::Ethtool::open())
             else {
                 return Vec::new();
             };

@@ -15,9 +15,9 @@
 //!   statistics and their text and HTML reports; the traffic comes from
 //!   offload-bench's library.
 //!
-//! The plumbing modules (`netns`, `rtnl`, `ethtool`, `sysfs`, `qstats`,
-//! `tun`, `capture` = `offload_sys::packet`, `error`) are offload-sys's,
-//! re-exported here under their old paths for callers that have not moved.
+//! The plumbing (namespaces, rtnetlink, ethtool, sysfs, queue statistics,
+//! TUN ioctls, packet sockets and the error type they share) is
+//! offload-sys's; callers import it from there.
 //!
 //! Everything here needs `CAP_NET_ADMIN` and `CAP_SYS_ADMIN` (root) and
 //! `/dev/net/tun`; failures say which step and which object failed.
@@ -35,9 +35,4 @@ pub mod relay;
 pub mod sample;
 pub mod topo;
 
-pub use offload_sys::packet as capture;
-pub use offload_sys::{error, ethtool, netns, qstats, rtnl, sysfs, tun};
-
-pub use error::{Error, Result};
-pub use netns::NetNs;
 pub use oracle::{GroKnobs, KernelGro, TrainOutcome, VxlanConf};

@@ -45,13 +45,15 @@ use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec};
 
-use crate::capture::{setsockopt_int, CaptureOptions, PacketSocket, VirtioNetHdr, PACKET_OUTGOING};
-use crate::error::{Error, Result};
-use crate::ethtool::Ethtool;
-use crate::netns::NetNs;
-use crate::rtnl::{Rtnl, VxlanParams, GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
-use crate::sysfs::{write_sysctl, Sysfs};
-use crate::tun::{TunDevice, IFF_NAPI, IFF_NO_PI, IFF_TAP};
+use offload::gro::{GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
+use offload::vnet::VnetHdr;
+use offload_sys::error::{Error, Result};
+use offload_sys::ethtool::Ethtool;
+use offload_sys::netns::NetNs;
+use offload_sys::packet::{setsockopt_int, CaptureOptions, PacketSocket, PACKET_OUTGOING};
+use offload_sys::rtnl::{Rtnl, VxlanParams};
+use offload_sys::sysfs::{write_sysctl, Sysfs};
+use offload_tun::{Offloads, TunDevice, TunOptions};
 
 /// Name of the oracle's TAP device (inside its private namespace).
 pub const TAP_NAME: &str = "ofl0";
@@ -178,7 +180,7 @@ pub struct TrainOutcome {
     /// `virtio_net_hdr` the kernel reported (`gso_size`, `gso_type` of a
     /// super-packet; `gso_type` 0 for a frame GRO left alone), `None` if the
     /// kernel would not describe it. Empty when off.
-    pub gso: Vec<Option<VirtioNetHdr>>,
+    pub gso: Vec<Option<VnetHdr>>,
 }
 
 /// The kernel's GRO, in a private namespace, as a function from trains to
@@ -227,7 +229,17 @@ impl KernelGro {
             ] {
                 write_sysctl(&format!("net/ipv6/conf/default/{key}"), val)?;
             }
-            let tap = TunDevice::open(TAP_NAME, IFF_TAP | IFF_NO_PI | IFF_NAPI)?;
+            // A TAP whose writes go through `napi_gro_receive` (IFF_NAPI),
+            // with no vnet header: frames enter as a NIC's would.
+            let opts = TunOptions {
+                tap: true,
+                vnet_hdr_len: 0,
+                offloads: Offloads::NONE,
+                napi: true,
+            };
+            let tap = TunDevice::open(TAP_NAME, opts).map_err(|e| {
+                Error::sys(format!("open TAP {TAP_NAME}"), std::io::Error::other(e))
+            })?;
             let index = rtnl.link_by_name(tap.name())?.index;
             rtnl.set_mac(index, TAP_MAC)?;
             rtnl.add_address(index, IpAddr::V4(TAP_IPV4), 24)?;
@@ -526,22 +538,14 @@ impl KernelGro {
         let mut max_gap = Duration::ZERO;
         let mut last = Instant::now();
         for (index, f) in frames.iter().enumerate() {
-            match self.tap.write_frame(f) {
-                Ok(n) if n == f.len() => {}
-                Ok(n) => {
-                    return Err(Error::FrameWrite {
-                        index,
-                        len: f.len(),
-                        source: std::io::Error::other(format!("short write of {n} bytes")),
-                    })
-                }
-                Err(source) => {
-                    return Err(Error::FrameWrite {
-                        index,
-                        len: f.len(),
-                        source,
-                    })
-                }
+            // One write(2) is one frame: `tun_get_user` takes it whole or
+            // fails, so there is no short write to check.
+            if let Err(source) = self.tap.write_packet(None, f) {
+                return Err(Error::FrameWrite {
+                    index,
+                    len: f.len(),
+                    source,
+                });
             }
             let now = Instant::now();
             max_gap = max_gap.max(now - last);
@@ -568,11 +572,11 @@ impl KernelGro {
     /// Reads the metadata capture up to sentinel `last` and pairs its
     /// headers with `out`, frame by frame (a frame the metadata socket lost
     /// gets `None`).
-    fn collect_meta(&mut self, out: &[Vec<u8>], last: &[u8]) -> Result<Vec<Option<VirtioNetHdr>>> {
+    fn collect_meta(&mut self, out: &[Vec<u8>], last: &[u8]) -> Result<Vec<Option<VnetHdr>>> {
         let Some(meta) = &mut self.meta else {
             return Ok(Vec::new());
         };
-        let mut seen: Vec<(Vec<u8>, Option<VirtioNetHdr>)> = Vec::new();
+        let mut seen: Vec<(Vec<u8>, Option<VnetHdr>)> = Vec::new();
         let deadline = Instant::now() + SENTINEL_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -615,7 +619,7 @@ impl KernelGro {
         self.sentinel_seq += 1;
         let frame = sentinel_frame(self.nonce, self.sentinel_seq);
         self.tap
-            .write_frame(&frame)
+            .write_packet(None, &frame)
             .map_err(|source| Error::FrameWrite {
                 index: usize::MAX,
                 len: frame.len(),

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use offload_tun::{TunDevice, TunOptions};
 
-use crate::error::{Error, Result};
-use crate::netns::NetNs;
+use offload_sys::error::{Error, Result};
+use offload_sys::netns::NetNs;
 
 /// What the relay does to left-to-right IPv4 packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use offload_capture::{CaptureFormat, CaptureWriter, FrameMeta, LinkType};
 use serde::Serialize;
 
-use crate::capture::{CaptureOptions, PacketSocket};
-use crate::error::{Error, Result};
+use offload_sys::error::{Error, Result};
+use offload_sys::packet::{CaptureOptions, PacketSocket};
 
 /// Options of [`sample`].
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct SampleOptions {
     pub keep: Option<PathBuf>,
     /// Also replay the sample through the engine under these kernel
     /// profiles (what another kernel line would have merged).
-    pub profiles: Vec<offload_analyze::KernelLine>,
+    pub profiles: Vec<offload::gro::KernelLine>,
 }
 
 /// What GRO at 64 KiB would make of the sample under one kernel profile.
@@ -182,7 +182,7 @@ pub fn sample(
         Ok(())
     })();
     writer.finish().map_err(io)?;
-    let run = |kernel: offload_analyze::KernelLine| {
+    let run = |kernel: offload::gro::KernelLine| {
         let aopts = offload_analyze::Options {
             verify_checksums: false,
             threads: 1,
@@ -198,7 +198,7 @@ pub fn sample(
         offload_analyze::analyze(std::slice::from_ref(&path), &aopts, &mut ctl)
             .map_err(|e| Error::sys("analyze the sample", std::io::Error::other(e.to_string())))
     };
-    let analysis = result.and_then(|()| run(offload_analyze::KernelLine::V6_18));
+    let analysis = result.and_then(|()| run(offload::gro::KernelLine::V6_18));
     let mut what_if = Vec::new();
     if analysis.is_ok() {
         for &p in &opts.profiles {

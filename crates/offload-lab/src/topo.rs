@@ -6,9 +6,9 @@
 
 use std::net::Ipv4Addr;
 
-use crate::error::Result;
-use crate::rtnl::VxlanParams;
+use offload_sys::error::Result;
 pub use offload_sys::node::{unique_name, veth, Node, VethPair};
+use offload_sys::rtnl::VxlanParams;
 
 /// `gro_flush_timeout` of the receiver in [`VxlanPath`], in ns.
 pub const RECEIVER_GRO_FLUSH_TIMEOUT_NS: u64 = 1_000_000;
@@ -104,7 +104,7 @@ impl VxlanPath {
         // interrupts. 1 ms: the timer fires only after the flow pauses.
         let dev = b_dev.clone();
         b.ns.run(move || {
-            crate::sysfs::Sysfs::mount_here()?.set_net_attr(
+            offload_sys::sysfs::Sysfs::mount_here()?.set_net_attr(
                 &dev,
                 "gro_flush_timeout",
                 RECEIVER_GRO_FLUSH_TIMEOUT_NS,

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use offload_lab::relay::{Mode, Relay};
-use offload_lab::rtnl::Rtnl;
 use offload_lab::topo::{VethPair, VxlanPath};
+use offload_sys::rtnl::Rtnl;
 
 /// Network namespaces this process references (threads, fds, mounts).
 fn held_netns() -> BTreeSet<u64> {
@@ -78,7 +78,7 @@ fn panic_mid_scenario_leaves_nothing() {
         let fwd = path
             .m1
             .ns
-            .run(|| offload_lab::sysfs::read_sysctl("net/ipv4/ip_forward"))
+            .run(|| offload_sys::sysfs::read_sysctl("net/ipv4/ip_forward"))
             .unwrap();
         assert_eq!(fwd, "1");
         panic!("deliberate panic with the lab built");

@@ -391,7 +391,7 @@ fn short_frame_is_rejected_with_its_index() {
     let mut o = oracle(GroKnobs::default());
     let err = o.run_train(&[vec![0; 60], vec![0; 10]]).unwrap_err();
     assert!(
-        matches!(err, offload_lab::Error::BadFrame { index: 1, .. }),
+        matches!(err, offload_sys::Error::BadFrame { index: 1, .. }),
         "{err}"
     );
 }

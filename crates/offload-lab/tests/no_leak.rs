@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::require_root;
-use offload_lab::rtnl::Rtnl;
 use offload_lab::{GroKnobs, KernelGro};
+use offload_sys::rtnl::Rtnl;
 
 const CHILD_ENV: &str = "OFL_NO_LEAK_CHILD";
 

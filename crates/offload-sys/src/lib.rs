@@ -17,7 +17,12 @@
 //! - [`perf`]: tracepoint counters (`perf_event_open`);
 //! - [`bpf`], [`btf`]: hand-assembled raw-tracepoint programs and their
 //!   maps, with structure offsets from the running kernel's BTF;
-//! - [`tun`]: the TUN/TAP ioctls and a device handle with any `IFF_*` flags.
+//! - [`tun`]: the TUN/TAP ioctls and fd I/O, on which offload-tun's
+//!   `TunDevice` (the project's one TUN device type) is built.
+//!
+//! The `control-plane` feature (on by default) holds everything but
+//! [`tun`]; with `default-features = false` the crate is the TUN ioctls on
+//! `libc` alone, so a TUN user does not build the netlink crates.
 //!
 //! Nothing here knows about experiments, findings or reports: those are
 //! offload-lab's, offload-bench's and the CLI's. Everything needs
@@ -30,31 +35,46 @@
 // there carries its SAFETY comment.
 #![deny(unsafe_code)]
 
+#[cfg(feature = "control-plane")]
 #[allow(unsafe_code)]
 pub mod bpf;
+#[cfg(feature = "control-plane")]
 pub mod btf;
+#[cfg(feature = "control-plane")]
 pub mod error;
+#[cfg(feature = "control-plane")]
 #[allow(unsafe_code)]
 pub mod ethtool;
+#[cfg(feature = "control-plane")]
 pub mod netlink;
+#[cfg(feature = "control-plane")]
 #[allow(unsafe_code)]
 pub mod netns;
+#[cfg(feature = "control-plane")]
 pub mod node;
+#[cfg(feature = "control-plane")]
 #[allow(unsafe_code)]
 pub mod packet;
+#[cfg(feature = "control-plane")]
 #[allow(unsafe_code)]
 pub mod perf;
+#[cfg(feature = "control-plane")]
 pub mod qstats;
+#[cfg(feature = "control-plane")]
 pub mod rtnl;
+#[cfg(feature = "control-plane")]
 pub mod sysfs;
 #[allow(unsafe_code)]
 pub mod tun;
 
+#[cfg(feature = "control-plane")]
 pub use error::{Error, Result};
+#[cfg(feature = "control-plane")]
 pub use netns::NetNs;
 
 /// Whether the process runs with effective uid 0 (what every module here
 /// needs; tests that need it are `#[ignore]`d for other users).
+#[cfg(feature = "control-plane")]
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

@@ -348,12 +348,9 @@ fn vlan_tag(control: &[u8]) -> Option<(u16, u16)> {
     None
 }
 
-/// The `virtio_net_hdr` of a captured frame: the engine's type (one
-/// vocabulary for the header across the project).
-pub use offload::vnet::VnetHdr;
-
-/// The former name of [`VnetHdr`] in this crate.
-pub type VirtioNetHdr = VnetHdr;
+// The `virtio_net_hdr` of a captured frame is the engine's type (one
+// vocabulary for the header across the project).
+use offload::vnet::VnetHdr;
 
 /// Length of the header `PACKET_VNET_HDR` puts in front of each frame
 /// (the legacy 10-byte `struct virtio_net_hdr`).

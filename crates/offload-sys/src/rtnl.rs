@@ -29,10 +29,10 @@ use netlink_sys::protocols::NETLINK_ROUTE;
 use crate::error::{Error, Result};
 use crate::netlink::NetlinkSocket;
 
-/// The GRO size knobs' bounds: the engine's constants (`GRO_MAX_SIZE` =
-/// 8 × 65535, the largest `gro_max_size` / `gro_ipv4_max_size` the kernel
-/// accepts; `GRO_LEGACY_MAX_SIZE`, their default).
-pub use offload::gro::{GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
+// The GRO size knobs' bound is the engine's constant (`GRO_MAX_SIZE` =
+// 8 × 65535, the largest `gro_max_size` / `gro_ipv4_max_size` the kernel
+// accepts).
+use offload::gro::GRO_MAX_SIZE;
 
 /// The parts of a link's state the lab cares about, as read by `RTM_GETLINK`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -5,20 +5,18 @@
 //! Ioctl numbers and flags are from `include/uapi/linux/if_tun.h`
 //! (`_IOW('T', n, int)` / `_IOR`).
 //!
-//! This is the project's one TUN ioctl layer: offload-tun's datapath device
-//! is built on it, and so is [`TunDevice`], a thin handle that opens a TUN
-//! or TAP device with any `IFF_*` flags (the kernel GRO oracle's TAP uses
-//! [`IFF_NAPI`]).
+//! This is the project's one TUN ioctl layer. It has no device type of its
+//! own: offload-tun's `TunDevice` is the one, for datapaths and for the
+//! kernel GRO oracle's TAP alike. It needs `libc` only, so it is built
+//! without offload-sys's `control-plane` feature too.
 //!
-//! A [`TunDevice`] is created in the network namespace of the thread that
-//! calls [`TunDevice::open`] (the tun file's socket takes `current`'s
-//! namespace at `open()` time) and, not being persistent, is destroyed by the
-//! kernel when the fd closes. Reads and writes are plain `read(2)`/`write(2)`
-//! of one frame each (with a `virtio_net_hdr` in front when [`IFF_VNET_HDR`]
-//! is set).
+//! A device is created in the network namespace of the thread that calls
+//! [`set_iff`] on a fresh [`open_tun`] fd (the tun file's socket takes
+//! `current`'s namespace at `open()` time) and, unless made persistent, is
+//! destroyed by the kernel when the last fd on it closes.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 /// `IFF_TUN`: layer 3, packets start with the IP header.
@@ -265,86 +263,4 @@ pub mod offload {
     pub const TUN_F_UDP_TUNNEL_GSO: u32 = 0x080;
     /// UDP tunnel GSO with outer checksum (6.17+).
     pub const TUN_F_UDP_TUNNEL_GSO_CSUM: u32 = 0x100;
-}
-
-/// An open TUN or TAP device.
-#[derive(Debug)]
-pub struct TunDevice {
-    fd: OwnedFd,
-    name: String,
-    flags: u16,
-}
-
-impl TunDevice {
-    /// Opens `/dev/net/tun` and attaches it to a new device `name` with
-    /// `flags` (e.g. `IFF_TAP | IFF_NO_PI | IFF_NAPI`).
-    pub fn open(name: &str, flags: u16) -> crate::Result<Self> {
-        crate::rtnl::check_ifname(name)?;
-        let fd = open_tun().map_err(|e| crate::Error::sys("open /dev/net/tun", e))?;
-        let actual = set_iff(fd.as_fd(), name, flags)
-            .map_err(|e| crate::Error::sys(format!("TUNSETIFF {name} flags {flags:#06x}"), e))?;
-        Ok(TunDevice {
-            fd,
-            name: actual,
-            flags,
-        })
-    }
-
-    /// The device name the kernel gave (as requested, or expanded from `%d`).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The flags the device was opened with.
-    pub fn flags(&self) -> u16 {
-        self.flags
-    }
-
-    /// Reads the flags back from the kernel (`TUNGETIFF`).
-    pub fn kernel_flags(&self) -> crate::Result<u16> {
-        get_iff(self.fd.as_fd())
-            .map(|(_, flags)| flags)
-            .map_err(|e| crate::Error::sys(format!("TUNGETIFF {}", self.name), e))
-    }
-
-    /// `TUNSETOFFLOAD`: which offloads the user side accepts (bits in
-    /// [`offload`]). Unknown bits make the kernel fail with `EINVAL`, which
-    /// is how userspace probes for support.
-    pub fn set_offload(&self, flags: u32) -> crate::Result<()> {
-        set_offload(self.fd.as_fd(), flags)
-            .map_err(|e| crate::Error::sys(format!("TUNSETOFFLOAD {} {flags:#x}", self.name), e))
-    }
-
-    /// `TUNSETVNETHDRSZ`: size of the `virtio_net_hdr` in front of each
-    /// frame (10, 12, 20 or 24; the kernel requires >= 10).
-    pub fn set_vnet_hdr_size(&self, size: i32) -> crate::Result<()> {
-        let bad = || {
-            crate::Error::sys(
-                format!("TUNSETVNETHDRSZ {} {size}", self.name),
-                io::Error::from_raw_os_error(libc::EINVAL),
-            )
-        };
-        let size_u = usize::try_from(size).map_err(|_| bad())?;
-        set_vnet_hdr_size(self.fd.as_fd(), size_u)
-            .map_err(|e| crate::Error::sys(format!("TUNSETVNETHDRSZ {} {size}", self.name), e))
-    }
-
-    /// Writes one frame. With `IFF_NAPI` the frame has been through GRO (and
-    /// possibly delivered) when this returns, unless softirq processing was
-    /// deferred to `ksoftirqd`.
-    pub fn write_frame(&self, frame: &[u8]) -> io::Result<usize> {
-        write2(self.fd.as_fd(), &[], frame)
-    }
-
-    /// Reads one frame the kernel transmitted on the device (blocking unless
-    /// the fd was made non-blocking).
-    pub fn read_frame(&self, buf: &mut [u8]) -> io::Result<usize> {
-        read(self.fd.as_fd(), buf)
-    }
-}
-
-impl AsFd for TunDevice {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
 }

@@ -5,32 +5,49 @@
 use offload_sys::ethtool::Ethtool;
 use offload_sys::rtnl::{Rtnl, VxlanParams};
 use offload_sys::sysfs::{read_sysctl, write_sysctl, Sysfs};
-use offload_sys::tun::{offload, TunDevice, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
+use offload_sys::tun::{self, offload, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR};
 use offload_sys::{Error, NetNs};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
+
+/// A TUN/TAP device `name` with `flags` in the calling thread's namespace,
+/// through the ioctl layer alone (offload-tun's `TunDevice` is built on
+/// it; offload-sys cannot use that crate, even in tests, without a cycle).
+fn open_device(name: &str, flags: u16) -> offload_sys::Result<(OwnedFd, String)> {
+    let fd = tun::open_tun().map_err(|e| Error::sys("open /dev/net/tun", e))?;
+    let actual = tun::set_iff(fd.as_fd(), name, flags).map_err(|e| Error::sys("TUNSETIFF", e))?;
+    Ok((fd, actual))
+}
 
 #[test]
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn tun_with_vnet_header_accepts_offloads_and_rejects_unknown_bits() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
-    let tun = ns
-        .run(|| TunDevice::open("ofltun0", IFF_TUN | IFF_NO_PI | IFF_VNET_HDR))
+    let (fd, name) = ns
+        .run(|| open_device("ofltun0", IFF_TUN | IFF_NO_PI | IFF_VNET_HDR))
         .unwrap();
-    assert_eq!(tun.name(), "ofltun0");
-    assert_ne!(tun.kernel_flags().unwrap() & IFF_VNET_HDR, 0);
-    tun.set_vnet_hdr_size(12).unwrap();
+    let fd = fd.as_fd();
+    assert_eq!(name, "ofltun0");
+    let (kname, kflags) = tun::get_iff(fd).unwrap();
+    assert_eq!(kname, "ofltun0");
+    assert_ne!(kflags & IFF_VNET_HDR, 0);
+    tun::set_vnet_hdr_size(fd, 12).unwrap();
+    assert_eq!(tun::get_vnet_hdr_size(fd).unwrap(), 12);
     assert!(
-        tun.set_vnet_hdr_size(4).is_err(),
+        tun::set_vnet_hdr_size(fd, 4).is_err(),
         "below sizeof(virtio_net_hdr)"
     );
-    tun.set_offload(offload::TUN_F_CSUM | offload::TUN_F_TSO4 | offload::TUN_F_TSO6)
-        .unwrap();
+    tun::set_offload(
+        fd,
+        offload::TUN_F_CSUM | offload::TUN_F_TSO4 | offload::TUN_F_TSO6,
+    )
+    .unwrap();
     // Unknown bits are refused: that is how userspace probes support.
-    assert!(matches!(
-        tun.set_offload(0x8000_0000),
-        Err(Error::Sys { .. })
-    ));
+    assert_eq!(
+        tun::set_offload(fd, 0x8000_0000).map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EINVAL))
+    );
     // The device lives in the namespace only.
     let mut host = Rtnl::open().unwrap();
     assert!(matches!(
@@ -45,7 +62,7 @@ fn gro_size_knobs_read_back_and_follow_the_coupling_rule() {
     require_root();
     let ns = NetNs::new_anonymous().unwrap();
     let (mut rtnl, _tap) = ns
-        .run(|| Ok((Rtnl::open()?, TunDevice::open("ofl0", IFF_TAP | IFF_NO_PI)?)))
+        .run(|| Ok((Rtnl::open()?, open_device("ofl0", IFF_TAP | IFF_NO_PI)?)))
         .unwrap();
     let idx = rtnl.link_by_name("ofl0").unwrap().index;
     let st = rtnl.link(idx).unwrap();
@@ -142,7 +159,7 @@ fn ethtool_features_sysfs_and_sysctls_act_on_the_namespace() {
             Ok((
                 Ethtool::open()?,
                 Sysfs::mount_here()?,
-                TunDevice::open("ofl0", IFF_TAP | IFF_NO_PI)?,
+                open_device("ofl0", IFF_TAP | IFF_NO_PI)?,
             ))
         })
         .unwrap();

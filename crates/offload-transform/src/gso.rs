@@ -2,9 +2,10 @@
 
 pub use crate::mss::MssSource;
 use crate::mss::{tcp_mss_option, FlowEvidence};
-use crate::{Control, Outcome, ReadOptions, DEFAULT_VXLAN_PORTS, PROGRESS_EVERY};
+use crate::{Control, Outcome, ReadOptions, PROGRESS_EVERY};
 use offload::gro::KernelLine;
 use offload::gso::{layout, segment_layout, GsoParams, Layout};
+use offload::wire::vxlan;
 use offload::wire::Transport;
 use offload::LinkKind;
 use offload_capture::{CaptureError, CaptureReader, CaptureWriter, FrameMeta, SpooledInput};
@@ -43,7 +44,7 @@ impl Default for GsoOptions {
         GsoOptions {
             mss: None,
             mtu: 1500,
-            vxlan_ports: DEFAULT_VXLAN_PORTS.to_vec(),
+            vxlan_ports: vxlan::DEFAULT_PORTS.to_vec(),
             read: ReadOptions::default(),
             kernel: KernelLine::default(),
             max_flows: DEFAULT_MAX_FLOWS,

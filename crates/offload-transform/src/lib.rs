@@ -8,7 +8,7 @@
 //! report it and exit non-zero.
 //!
 //! - [`gro`]: coalesce as the kernel's GRO would; super-packets carry their
-//!   GSO metadata ([`GsoMeta`]) into pcapng.
+//!   GSO metadata ([`offload_capture::GsoMeta`]) into pcapng.
 //! - [`gso`]: segment super-packets as GSO/TSO would, with the MSS from the
 //!   metadata, from `--mss`, or inferred per flow for bare captures.
 #![deny(unsafe_code)]
@@ -23,14 +23,7 @@ pub use gso::{
     gso_capture, CopiedReason, FlowMss, FlowTableSummary, GsoOptions, GsoSummary, DEFAULT_MAX_FLOWS,
 };
 pub use mss::MssSource;
-pub use offload_capture::{Control, GsoMeta};
-
-use offload_capture::CaptureError;
-
-/// UDP ports read as VXLAN by default: the engine's (IANA's 4789 and 8472,
-/// the Linux kernel's default when `ip link add ... type vxlan` names no
-/// port).
-pub use offload::wire::vxlan::DEFAULT_PORTS as DEFAULT_VXLAN_PORTS;
+use offload_capture::{CaptureError, Control};
 
 /// Timestamps a transform could not keep exactly: input times outside the
 /// nanosecond range a frame holds (years 1677 to 2262: a huge pcapng

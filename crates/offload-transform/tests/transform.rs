@@ -2,8 +2,9 @@
 
 use offload::build::{FrameSpec, TcpSpec};
 use offload::GroConfig;
+use offload_capture::Control;
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta, LinkType};
-use offload_transform::{gro_capture, gso_capture, Control, GsoOptions, MssSource};
+use offload_transform::{gro_capture, gso_capture, GsoOptions, MssSource};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 

@@ -446,7 +446,7 @@ impl Out<'_> {
         w: &mut W,
     ) -> io::Result<()> {
         let parts = d.frags.len() + 1;
-        if parts >= crate::sys::IOV_MAX {
+        if parts >= offload_sys::tun::IOV_MAX {
             self.assemble(d)?;
             return w.write_packet(hdr, self.scratch);
         }

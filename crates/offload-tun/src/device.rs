@@ -25,7 +25,7 @@ use crate::offloads::{negotiate, Negotiation, Offloads};
 use crate::read::{
     split_into, split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split,
 };
-use crate::sys;
+use offload_sys::tun as sys;
 
 /// Largest packet read: 64 KiB (TUN's `tso_max_size`) plus headers.
 const READ_BUF: usize = 65536 + 256;
@@ -40,6 +40,12 @@ pub struct TunOptions {
     pub vnet_hdr_len: usize,
     /// Offloads to ask for; see [`negotiate`] for the fallback order.
     pub offloads: Offloads,
+    /// `IFF_NAPI`: packets written enter the stack through the device's
+    /// NAPI instance, i.e. through `napi_gro_receive` like frames from a
+    /// NIC, so the kernel's GRO sees them (`drivers/net/tun.c`,
+    /// `tun_get_user`, since 4.15; needs `CAP_NET_ADMIN`). The kernel GRO
+    /// oracle's TAP uses it; a datapath normally does not.
+    pub napi: bool,
 }
 
 impl Default for TunOptions {
@@ -49,6 +55,7 @@ impl Default for TunOptions {
             tap: false,
             vnet_hdr_len: HDR_LEN_V1,
             offloads: Offloads::ALL,
+            napi: false,
         }
     }
 }
@@ -60,6 +67,7 @@ impl TunOptions {
             tap: false,
             vnet_hdr_len: 0,
             offloads: Offloads::NONE,
+            napi: false,
         }
     }
 }
@@ -95,6 +103,9 @@ impl TunDevice {
         let mut flags = sys::IFF_NO_PI | if opts.tap { sys::IFF_TAP } else { sys::IFF_TUN };
         if opts.vnet_hdr_len != 0 {
             flags |= sys::IFF_VNET_HDR;
+        }
+        if opts.napi {
+            flags |= sys::IFF_NAPI;
         }
         let actual = sys::set_iff(fd.as_fd(), name, flags)
             .map_err(|e| TunError::os("TUNSETIFF", name, e))?;
@@ -386,7 +397,7 @@ impl TunDevice {
     /// parts, so that a super-packet held as rewritten headers plus payload
     /// ranges borrowed from other buffers (GRO's zero-copy delivery) is
     /// never assembled in userspace; the kernel copies each range once,
-    /// into the skb. At most [`sys::IOV_MAX`]` - 1` parts (`EINVAL`
+    /// into the skb. At most [`offload_sys::tun::IOV_MAX`]` - 1` parts (`EINVAL`
     /// otherwise, before any system call).
     pub fn write_vectored(
         &self,

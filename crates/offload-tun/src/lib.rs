@@ -31,9 +31,6 @@ mod device;
 mod error;
 mod offloads;
 mod read;
-/// The TUN ioctls and fd I/O (`read`, `writev`, `poll`): offload-sys's
-/// `tun` module, the project's one TUN ioctl layer.
-pub use offload_sys::tun as sys;
 
 pub use arena::FrameArena;
 pub use coalesce::{CoalesceStats, Coalescer, CoalescerOptions, PacketWriter};

@@ -13,7 +13,7 @@
 use core::fmt;
 use std::io;
 
-use crate::sys::offload::{
+use offload_sys::tun::offload::{
     TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6,
 };
 

@@ -126,6 +126,11 @@ impl ChildServer {
             .unwrap_or_else(|| panic!("no {name} in /proc/{}/status", self.child.id()))
     }
 
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak resident memory of the server process so far, in bytes.
     pub fn peak_rss(&self) -> u64 {
         self.status_field("VmHWM") * 1024

@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::live::{DeviceCounters, GroCounts, TracepointIds};
-use crate::NetNs;
 use anyhow::{anyhow, bail, Context as _};
 use offload_bench::{BenchResult, ClientConfig, Secret, Server, ServerOptions, TestKind};
 use offload_report::Finding;
+use offload_sys::NetNs;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -409,7 +409,7 @@ pub struct ServerInNs {
     /// experiment's namespace), where the bench server requires one.
     secret: Secret,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<crate::Result<()>>>,
+    thread: Option<std::thread::JoinHandle<offload_sys::Result<()>>>,
 }
 
 impl ServerInNs {
@@ -426,7 +426,7 @@ impl ServerInNs {
             ..ServerOptions::default()
         };
         let thread = ns.spawn("ofl-lab-server", move || {
-            let sys_err = |op: &str, e: std::io::Error| crate::Error::Sys {
+            let sys_err = |op: &str, e: std::io::Error| offload_sys::Error::Sys {
                 op: op.into(),
                 source: e,
             };
@@ -506,7 +506,7 @@ pub fn bench_in(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
 pub fn bench_private_table(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<BenchResult> {
     let cfg = cfg.clone();
     ns.run(move || {
-        offload_bench::sys::unshare_fd_table().map_err(|e| crate::Error::Sys {
+        offload_bench::sys::unshare_fd_table().map_err(|e| offload_sys::Error::Sys {
             op: "unshare(CLONE_FILES)".into(),
             source: e,
         })?;

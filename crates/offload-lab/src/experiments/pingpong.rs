@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::NetNs;
 use anyhow::{anyhow, bail};
+use offload_sys::NetNs;
 use serde::Serialize;
 
 /// What each end does to receive.
@@ -66,7 +66,7 @@ pub struct Outcome {
 
 fn udp_socket(ns: &NetNs, ip: IpAddr) -> anyhow::Result<UdpSocket> {
     Ok(ns.run(move || {
-        UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(|e| crate::Error::Sys {
+        UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(|e| offload_sys::Error::Sys {
             op: format!("bind UDP {ip}"),
             source: e,
         })

@@ -68,7 +68,7 @@ fn veth_dropped(node: &Node, dev: &str) -> u64 {
     let dev = dev.to_string();
     node.ns
         .run(move || {
-            let fs = crate::sysfs::Sysfs::mount_here()?;
+            let fs = offload_sys::sysfs::Sysfs::mount_here()?;
             let mut n = 0;
             for attr in ["statistics/rx_dropped", "statistics/tx_dropped"] {
                 n += fs

@@ -112,7 +112,7 @@ impl Experiment for VxlanIpId {
             sample_cfg.duration = Duration::from_secs(2);
             let b_ns = &path.b.ns;
             let b_dev = path.b_dev.clone();
-            let take = |mode: Mode, profiles: Vec<offload_analyze::KernelLine>| {
+            let take = |mode: Mode, profiles: Vec<offload::gro::KernelLine>| {
                 relay.set_mode(mode);
                 let dev = b_dev.clone();
                 std::thread::scope(|s| -> anyhow::Result<_> {
@@ -188,8 +188,8 @@ impl Experiment for VxlanIpId {
             let df = take(
                 Mode::ScrambleKeepDf,
                 vec![
-                    offload_analyze::KernelLine::V6_1,
-                    offload_analyze::KernelLine::V6_18,
+                    offload::gro::KernelLine::V6_1,
+                    offload::gro::KernelLine::V6_18,
                 ],
             )?;
             details.insert(

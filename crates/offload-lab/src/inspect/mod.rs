@@ -2,15 +2,15 @@
 //! and host, and the findings that follow from it.
 //!
 //! Everything is read through interfaces, never by running `ip` or
-//! `ethtool`: rtnetlink for link state and the size knobs ([`crate::rtnl`]),
-//! the ethtool ioctl for features, driver and channels ([`crate::ethtool`]),
+//! `ethtool`: rtnetlink for link state and the size knobs ([`offload_sys::rtnl`]),
+//! the ethtool ioctl for features, driver and channels ([`offload_sys::ethtool`]),
 //! sysfs for per-queue RPS/XPS and NAPI knobs, procfs for sysctls, IRQ
 //! affinity and `softnet_stat`, and BTF for the 6.8 cache-line groups.
 //!
 //! sysfs shows the devices of the namespace that mounted it, which is not
 //! the caller's when it entered a namespace with `nsenter --net` (no
 //! remount). [`inspect`] therefore mounts a *detached* sysfs of the calling
-//! thread's namespace ([`crate::sysfs::Sysfs::mount_here`]), falling back to
+//! thread's namespace ([`offload_sys::sysfs::Sysfs::mount_here`]), falling back to
 //! `/sys` when it may not mount.
 //!
 //! Findings ([`findings`](mod@findings)) are ranked as `offload analyze` ranks its own
@@ -28,11 +28,11 @@ use std::fmt::Write as _;
 use offload::gro::KernelLine;
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::ethtool::{Ethtool, NtupleRule, Rings, Rss};
-use crate::qstats::QueueStats;
-use crate::rtnl::{LinkState, Rtnl};
-use crate::sysfs::Sysfs;
+use offload_sys::error::Result;
+use offload_sys::ethtool::{Ethtool, NtupleRule, Rings, Rss};
+use offload_sys::qstats::QueueStats;
+use offload_sys::rtnl::{LinkState, Rtnl};
+use offload_sys::sysfs::Sysfs;
 
 pub use counters::Window;
 pub use findings::{findings, Change, Finding, Severity};
@@ -383,7 +383,7 @@ pub fn inspect(
     let links = rtnl.links()?;
     for name in only {
         if !links.iter().any(|l| &l.name == name) {
-            return Err(crate::Error::NoDevice(name.clone()));
+            return Err(offload_sys::Error::NoDevice(name.clone()));
         }
     }
     let ethtool = Ethtool::open()?;
@@ -546,7 +546,7 @@ fn read_device(
         coalesce: ethtool.coalesce(dev).ok(),
         rss: ethtool.rss(dev).ok(),
         ntuple_rules: ethtool.ntuple_rules(dev).ok(),
-        queue_stats: crate::qstats::queue_stats(link.index)
+        queue_stats: offload_sys::qstats::queue_stats(link.index)
             .ok()
             .flatten()
             .filter(|q| !q.is_empty()),
@@ -562,7 +562,7 @@ fn read_device(
 /// when ANY of them is on, with no `[fixed]`, its members under their own
 /// names. Features with no name (unused bits) are left out.
 pub fn feature_view(
-    list: &[crate::ethtool::Feature],
+    list: &[offload_sys::ethtool::Feature],
 ) -> (BTreeMap<String, bool>, Vec<String>, BTreeMap<String, bool>) {
     let mut features = BTreeMap::new();
     let mut fixed = Vec::new();
@@ -580,7 +580,7 @@ pub fn feature_view(
         if *group == "udp-fragmentation-offload" {
             continue;
         }
-        let members: Vec<&crate::ethtool::Feature> = list
+        let members: Vec<&offload_sys::ethtool::Feature> = list
             .iter()
             .filter(|f| !f.name.is_empty())
             .filter(|f| first_group(&f.name) == Some(*group))
@@ -624,11 +624,11 @@ fn pattern_match(name: &str, pattern: &str) -> bool {
 /// device IRQ whose name ends in `<sep>N` for queue N (`virtio2-input.0`,
 /// `eth0-TxRx-3`, `mlx5_comp3`): names some drivers use, not a rule.
 fn queue_irqs(ifindex: u32, rx: &mut [RxQueue], irqs: &[Irq]) {
-    let queues = crate::qstats::queue_napis(ifindex)
+    let queues = offload_sys::qstats::queue_napis(ifindex)
         .ok()
         .flatten()
         .unwrap_or_default();
-    let napis = crate::qstats::napis(ifindex)
+    let napis = offload_sys::qstats::napis(ifindex)
         .ok()
         .flatten()
         .unwrap_or_default();
@@ -825,7 +825,7 @@ fn read_host(private_sysfs: bool) -> HostState {
     let sysctls = HOST_SYSCTLS
         .iter()
         .map(|k| {
-            let v = crate::sysfs::read_sysctl(k).ok().or_else(|| {
+            let v = offload_sys::sysfs::read_sysctl(k).ok().or_else(|| {
                 let v = read_sysctl_initial_ns(k);
                 host_only_sysctls.push(k.replace('/', "."));
                 v
@@ -857,7 +857,7 @@ fn read_sysctl_initial_ns(key: &str) -> Option<String> {
             Some(rustix::thread::LinkNameSpaceType::Network),
         )
         .ok()?;
-        crate::sysfs::read_sysctl(&key).ok()
+        offload_sys::sysfs::read_sysctl(&key).ok()
     })
     .join()
     .ok()
@@ -1144,8 +1144,8 @@ mod tests {
         assert_eq!(c[0].received_rps, 4);
     }
 
-    fn feature(name: &str, active: bool, fixed: bool) -> crate::ethtool::Feature {
-        crate::ethtool::Feature {
+    fn feature(name: &str, active: bool, fixed: bool) -> offload_sys::ethtool::Feature {
+        offload_sys::ethtool::Feature {
             name: name.into(),
             active,
             requested: active,

@@ -3,9 +3,9 @@
 //!
 //! Every knob is read and written through the kernel's own interfaces, so
 //! the installed iproute2 and ethtool do not matter: rtnetlink for the
-//! GRO/GSO size knobs ([`crate::rtnl`]), the ethtool ioctls for features,
-//! rings and coalescing ([`crate::ethtool`]), a sysfs mounted for the target
-//! namespace ([`crate::sysfs::Sysfs`]) for per-device and per-queue knobs,
+//! GRO/GSO size knobs ([`offload_sys::rtnl`]), the ethtool ioctls for features,
+//! rings and coalescing ([`offload_sys::ethtool`]), a sysfs mounted for the target
+//! namespace ([`offload_sys::sysfs::Sysfs`]) for per-device and per-queue knobs,
 //! `/proc/sys` for sysctls and `/proc/irq` for IRQ affinity.
 //!
 //! Safety rules:
@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::ethtool::Ethtool;
-use crate::rtnl::Rtnl;
-use crate::sysfs::Sysfs;
+use offload_sys::error::{Error, Result};
+use offload_sys::ethtool::Ethtool;
+use offload_sys::rtnl::Rtnl;
+use offload_sys::sysfs::Sysfs;
 
 /// One knob `offload tune` can set, parsed from `--set KNOB=VALUE`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,7 +117,7 @@ impl Knob {
         let (dev, rest) = s
             .split_once(':')
             .ok_or_else(|| bad("expected DEV:KNOB, sysctl:KEY or irq:N"))?;
-        crate::rtnl::check_ifname(dev)?;
+        offload_sys::rtnl::check_ifname(dev)?;
         let dev = dev.to_string();
         if LINK_ATTRS.contains(&rest) {
             return Ok(Knob::Link {
@@ -151,7 +151,7 @@ impl Knob {
                 dev,
                 which: arg.into(),
             },
-            "coalesce" if crate::ethtool::COALESCE_FIELDS.contains(&arg) => Knob::Coalesce {
+            "coalesce" if offload_sys::ethtool::COALESCE_FIELDS.contains(&arg) => Knob::Coalesce {
                 dev,
                 field: arg.into(),
             },
@@ -178,7 +178,7 @@ impl Knob {
         match self {
             Knob::Irq { .. } => true,
             Knob::Sysctl { key } => ns
-                .run(|| Ok(crate::sysfs::read_sysctl(&key.replace('.', "/")).is_err()))
+                .run(|| Ok(offload_sys::sysfs::read_sysctl(&key.replace('.', "/")).is_err()))
                 .unwrap_or(true),
             _ => false,
         }
@@ -382,7 +382,7 @@ fn read(knob: &Knob) -> Result<String> {
                 dev: dev.clone(),
                 feature: field.clone(),
             }),
-        Knob::Sysctl { key } => crate::sysfs::read_sysctl(&key.replace('.', "/")),
+        Knob::Sysctl { key } => offload_sys::sysfs::read_sysctl(&key.replace('.', "/")),
         Knob::Irq { irq } => std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list"))
             .map(|s| s.trim().to_string())
             .map_err(|e| Error::sys(format!("read /proc/irq/{irq}/smp_affinity_list"), e)),
@@ -424,7 +424,7 @@ fn write(knob: &Knob, value: &str) -> Result<()> {
         }
         Knob::Sysfs { dev, rel } => {
             let s = Sysfs::mount_here()?;
-            crate::rtnl::check_ifname(dev)?;
+            offload_sys::rtnl::check_ifname(dev)?;
             s.write(&format!("class/net/{dev}/{rel}"), value)
         }
         Knob::Ring { dev, which } => {
@@ -438,7 +438,7 @@ fn write(knob: &Knob, value: &str) -> Result<()> {
             }
         }
         Knob::Coalesce { dev, field } => Ethtool::open()?.set_coalesce(dev, field, num(value)?),
-        Knob::Sysctl { key } => crate::sysfs::write_sysctl(&key.replace('.', "/"), value),
+        Knob::Sysctl { key } => offload_sys::sysfs::write_sysctl(&key.replace('.', "/"), value),
         Knob::Irq { irq } => std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), value)
             .map_err(|e| {
                 Error::sys(
@@ -547,7 +547,7 @@ pub fn plan(
             let dev2 = dev.clone();
             let queues: Vec<u32> = target.run(move || {
                 let s = Sysfs::mount_here()?;
-                crate::rtnl::check_ifname(&dev2)?;
+                offload_sys::rtnl::check_ifname(&dev2)?;
                 Ok(s.list(&format!("class/net/{dev2}/queues"))
                     .unwrap_or_default()
                     .iter()

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::error::Result;
 use crate::inspect::{read_softnet, softnet_delta, SoftnetCpu};
-use crate::qstats::{self, HwOffloadStats};
+use offload_sys::error::Result;
+use offload_sys::qstats::{self, HwOffloadStats};
 
 pub mod openmetrics;
 pub mod probe;
@@ -98,7 +98,7 @@ impl GroCounts {
 impl DeviceCounters {
     /// Opens the counters of device `name` on every online CPU.
     pub fn open(ids: &TracepointIds, name: &str) -> Result<Self> {
-        crate::rtnl::check_ifname(name)?;
+        offload_sys::rtnl::check_ifname(name)?;
         let filter = format!("name == \"{name}\"");
         Ok(DeviceCounters {
             name: name.to_string(),
@@ -270,7 +270,7 @@ pub struct LiveReport {
     /// Per interval.
     pub intervals: Vec<LiveInterval>,
     /// Hardware GRO/GSO counters over the run, per device, from the netdev
-    /// family's queue statistics ([`crate::qstats`]).
+    /// family's queue statistics ([`offload_sys::qstats`]).
     pub hw_offload: Vec<LiveHwOffload>,
     /// Stopped early (Ctrl-C).
     pub interrupted: bool,

@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use super::{LiveDevice, LiveReport};
-use crate::error::{Error, Result};
+use offload_sys::error::{Error, Result};
 
 /// Escapes a label value (OpenMetrics: backslash, double quote, newline).
 pub fn escape_label(value: &str) -> String {

@@ -34,7 +34,7 @@ use offload_sys::bpf::{helper, Asm, Cond, Map, MapType, Program, Reg, Size};
 use offload_sys::btf::Btf;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use offload_sys::error::{Error, Result};
 
 /// Fields of a slot's per-CPU counters (u64 each).
 mod field {
