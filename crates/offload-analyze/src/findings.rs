@@ -26,6 +26,7 @@ pub(crate) fn flow_ref(r: &FlowReport) -> FlowRef {
                 t.vni
             )
         }),
+        capture: Some(r.file.clone()),
     }
 }
 
@@ -59,7 +60,13 @@ struct Ctx<'a> {
     out: Vec<Finding>,
 }
 
+/// Findings whose rule depends on the kernel line: they carry it.
+const KERNEL_DEPENDENT: [&str; 3] = ["ip-id-rule", "big-tcp-ipv6-tunnel", "big-tcp-gain"];
+
 impl Ctx<'_> {
+    /// Adds a finding (the shared [`Finding`]) and returns it for the
+    /// citation. A cost of 0 extra packets is no cost: `extra_packets`
+    /// stays null.
     #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
@@ -73,25 +80,28 @@ impl Ctx<'_> {
         counts: Vec<(&str, u64)>,
         fix: String,
         extra_packets: u64,
-    ) {
-        self.out.push(Finding {
-            rank: 0,
-            severity,
-            kind,
-            flow: flow.map(flow_ref),
-            title,
-            detail,
-            evidence: Evidence {
+    ) -> &mut Finding {
+        let mut f = Finding::new(severity, kind, title, detail)
+            .with_evidence(Evidence {
                 file: (self.file_name)(file),
                 frames,
                 counts: counts
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
-            },
-            fix,
-            extra_packets,
-        });
+            })
+            .with_fix(fix);
+        if let Some(r) = flow {
+            f = f.with_flow(flow_ref(r));
+        }
+        if extra_packets > 0 {
+            f = f.with_extra_packets(extra_packets);
+        }
+        if KERNEL_DEPENDENT.contains(&kind) {
+            f = f.with_kernel(self.opts.kernel.to_string());
+        }
+        self.out.push(f);
+        self.out.last_mut().expect("just pushed")
     }
 }
 
@@ -125,15 +135,7 @@ pub fn find(
     }
     big_tcp(&mut cx, flows, reports, adjusted);
     let mut out = cx.out;
-    out.sort_by(|a, b| {
-        a.severity
-            .cmp(&b.severity)
-            .then(b.extra_packets.cmp(&a.extra_packets))
-            .then(a.kind.cmp(b.kind))
-    });
-    for (i, f) in out.iter_mut().enumerate() {
-        f.rank = i + 1;
-    }
+    offload_report::rank(&mut out);
     out
 }
 
@@ -235,6 +237,15 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         ],
         fix.join("; "),
         now.saturating_sub(healthy),
+    )
+    .citation = Some(
+        if outer_bad {
+            FlushReason::OuterIpIdMismatch
+        } else {
+            FlushReason::IpIdMismatch
+        }
+        .citation()
+        .to_string(),
     );
 }
 
@@ -313,7 +324,8 @@ fn ipv6_tunnel_big_tcp(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, adj: &[F
         ],
         "keep gro_max_size (and gso_max_size) at 65536 on the devices that carry or underlie this tunnel (`ip link set dev DEV gro_max_size 65536 gso_max_size 65536`), carry the tunnel over IPv4, or run a 7.0+ kernel".into(),
         w.lost_segments,
-    );
+    )
+    .citation = w.loss.map(|l| l.citation().to_string());
 }
 
 fn short_inner(r: &FlowReport) -> String {
@@ -390,6 +402,15 @@ fn outer_keyed_tunnel(
         ],
         "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet or keep it fixed with DF set; kernel 6.18+ checks outer IDs whatever DF says".into(),
         now - healthy,
+    )
+    .citation = Some(
+        if outer_ids {
+            FlushReason::OuterIpIdMismatch
+        } else {
+            FlushReason::IpIdMismatch
+        }
+        .citation()
+        .to_string(),
     );
 }
 
@@ -441,7 +462,8 @@ fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) 
         vec![("ip-id-mismatch", n), ("frames", w.frames)],
         "make the sender increment the IP ID per segment (Linux does per socket); a middlebox or NAT randomising IDs must preserve them, or set DF and keep IDs fixed".into(),
         n,
-    );
+    )
+    .citation = Some(FlushReason::IpIdMismatch.citation().to_string());
 }
 
 fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {

@@ -6,9 +6,7 @@
 //! and sizes, the GRO figure) and the first point where it stops being
 //! mergeable: the hop before it did the damage.
 
-use crate::report::{
-    Evidence, Finding, FlowRef, FlowReport, HopPoint, HopReport, InputReport, Severity,
-};
+use crate::report::{Evidence, Finding, FlowReport, HopPoint, HopReport, InputReport, Severity};
 
 /// The inner (or only) 5-tuple: protocol, source, source port,
 /// destination, destination port.
@@ -174,27 +172,14 @@ pub fn compare(
                     key.3,
                     key.4
                 );
-                added.push(Finding {
-                    rank: 0,
-                    severity: Severity::High,
-                    kind: "hop",
-                    flow: Some(FlowRef {
-                        id: f.id,
-                        description: f.description.clone(),
-                        protocol: f.protocol,
-                        src: f.src.clone(),
-                        dst: f.dst.clone(),
-                        sport: f.sport,
-                        dport: f.dport,
-                        tunnel: f.tunnel.as_ref().map(|t| {
-                            format!("vxlan {}:{} -> {}:{} vni {}", t.src, t.sport, t.dst, t.dport, t.vni)
-                        }),
-                    }),
-                    title: format!(
+                let mut finding = Finding::new(
+                    Severity::High,
+                    "hop",
+                    format!(
                         "{flow}: mergeable at {} but not at {}: the hop between them breaks GRO",
                         pair[0].capture, pair[1].capture
                     ),
-                    detail: format!(
+                    format!(
                         "{flow} is mergeable where {} captured it ({} stack packets) and not where {} did ({} stack packets, {}); between them: {}.",
                         pair[0].capture,
                         pair[0].stack_packets,
@@ -203,17 +188,22 @@ pub fn compare(
                         pair[1].blocked_by.join(", "),
                         d.join(", ")
                     ),
-                    evidence: Evidence {
-                        file: pair[1].capture.clone(),
-                        frames: vec![f.first_frame],
-                        counts: vec![
-                            ("stack_packets_before".into(), pair[0].stack_packets),
-                            ("stack_packets_after".into(), pair[1].stack_packets),
-                        ],
-                    },
-                    fix: "look at the hop between these two capture points: what it changes (listed) is what stops GRO at the receiver".into(),
-                    extra_packets: pair[1].stack_packets.saturating_sub(pair[0].stack_packets),
-                });
+                )
+                .with_flow(crate::findings::flow_ref(f))
+                .with_evidence(Evidence {
+                    file: pair[1].capture.clone(),
+                    frames: vec![f.first_frame],
+                    counts: vec![
+                        ("stack_packets_before".into(), pair[0].stack_packets),
+                        ("stack_packets_after".into(), pair[1].stack_packets),
+                    ],
+                })
+                .with_fix("look at the hop between these two capture points: what it changes (listed) is what stops GRO at the receiver");
+                let extra = pair[1].stack_packets.saturating_sub(pair[0].stack_packets);
+                if extra > 0 {
+                    finding = finding.with_extra_packets(extra);
+                }
+                added.push(finding);
             }
         }
         hops.push(HopReport {
@@ -234,15 +224,7 @@ pub fn compare(
     hops.sort_by_key(|h: &HopReport| h.first_unmergeable.is_none());
     if !added.is_empty() {
         findings.extend(added);
-        findings.sort_by(|a, b| {
-            a.severity
-                .cmp(&b.severity)
-                .then(b.extra_packets.cmp(&a.extra_packets))
-                .then(a.kind.cmp(b.kind))
-        });
-        for (i, f) in findings.iter_mut().enumerate() {
-            f.rank = i + 1;
-        }
+        offload_report::rank(findings);
     }
     hops
 }

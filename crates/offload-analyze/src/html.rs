@@ -21,11 +21,7 @@ use crate::report::{Analysis, FlowGraphs, FlowReport, Severity};
 use crate::text::{fmt_bps, fmt_bytes};
 use std::fmt::Write;
 
-/// Flows that get graphs (the largest by bytes, noise folded).
-pub const GRAPHED_FLOWS: usize = 8;
-
-/// Flows with at most this many packets are folded as noise.
-pub const NOISE_PACKETS: u64 = 2;
+pub use crate::report::{GRAPHED_FLOWS, NOISE_PACKETS};
 
 use offload_report::html::escape as esc;
 
@@ -127,6 +123,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         if r.settings.kernel_verified_live { "" } else { " (derived from kernel source, not verified live)" },
         if r.interrupted { "; <b>interrupted</b>: partial figures" } else { "" }
     );
+    let multi_file = r.inputs.len() > 1;
     let _ = write!(o, "<h2>Findings ({})</h2>", r.findings.len());
     if r.findings.is_empty() {
         o.push_str("<p>Nothing in this capture stops GRO.</p>");
@@ -140,24 +137,46 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         let link = f
             .flow
             .as_ref()
-            .map(|fl| format!(" <a href=\"#flow-{}\">flow #{}</a>", fl.id, fl.id))
+            .map(|fl| {
+                let capture = match (&fl.capture, multi_file) {
+                    (Some(c), true) => format!(" [{}]", esc(c)),
+                    _ => String::new(),
+                };
+                format!(" <a href=\"#flow-{}\">flow #{}</a>{capture}", fl.id, fl.id)
+            })
             .unwrap_or_default();
-        let counts = f
+        let evidence = f
             .evidence
-            .counts
-            .iter()
-            .map(|(k, v)| format!("{}={v}", esc(k)))
-            .collect::<Vec<_>>()
-            .join(", ");
+            .as_ref()
+            .map(|e| {
+                let counts = e
+                    .counts
+                    .iter()
+                    .map(|(k, v)| format!("{}={v}", esc(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!(
+                    "<div class=\"ev\">evidence: frames [{}] of {}; {counts}</div>",
+                    e.frames
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    esc(&e.file)
+                )
+            })
+            .unwrap_or_default();
+        let fix = f
+            .fix
+            .as_ref()
+            .map(|x| format!("<div class=\"fix\">fix: {}</div>", esc(x)))
+            .unwrap_or_default();
         let _ = write!(
             o,
-            "<div class=\"finding {cls}\"><div><span class=\"sev\">{sev}</span><b>{}. {}</b>{link}</div><div>{}</div><div class=\"ev\">evidence: frames [{}] of {}; {counts}</div><div class=\"fix\">fix: {}</div></div>",
+            "<div class=\"finding {cls}\"><div><span class=\"sev\">{sev}</span><b>{}. {}</b>{link}</div><div>{}</div>{evidence}{fix}</div>",
             f.rank,
             esc(&f.title),
             esc(&f.detail),
-            f.evidence.frames.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
-            esc(&f.evidence.file),
-            esc(&f.fix)
         );
     }
     let _ = write!(o, "<h2>GRO what-if (kernel {})</h2><table><tr><th>gro_max_size</th><th>gro_ipv4_max_size</th><th>frames</th><th>stack packets</th><th>merge ratio</th><th>super-packets</th><th>largest</th><th>flush reasons (first example frames)</th></tr>", r.settings.kernel);
@@ -226,10 +245,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         o.push_str("</table>");
     }
     o.push_str("<h2>Flows</h2><table><tr><th>#</th><th>flow</th><th>packets</th><th>bytes</th><th>throughput</th><th>MSS</th><th>retrans / ooo</th><th>above MTU</th><th>IP ID / DF</th><th>checksum</th><th>GRO stack packets</th></tr>");
-    let mut order: Vec<usize> = (0..r.flows.len())
-        .filter(|&i| r.flows[i].packets > NOISE_PACKETS)
-        .collect();
-    order.sort_by(|x, y| r.flows[*y].bytes.cmp(&r.flows[*x].bytes));
+    let order = crate::report::flows_by_bytes(&r.flows, |f| (f.packets, f.bytes));
     for &i in order.iter().take(500) {
         let f = &r.flows[i];
         let idp = match &f.tunnel {

@@ -9,7 +9,7 @@ use offload::gro::IpIdPattern;
 use serde::Serialize;
 
 /// Version of the JSON layout; bumped on incompatible changes.
-pub const SCHEMA: &str = "offload-analyze/1";
+pub const SCHEMA: &str = "offload-analyze/2";
 
 /// Everything `offload analyze` found.
 #[derive(Debug, Clone, Serialize)]
@@ -233,49 +233,13 @@ pub struct WhatIfReport {
     pub flush_reasons: Vec<ReasonTotal>,
 }
 
-/// How bad a finding is: the workspace's one severity, shared with
-/// inspect and lab.
-pub use offload_report::Severity;
-
-/// The flow a finding is about.
-#[derive(Debug, Clone, Serialize)]
-pub struct FlowRef {
-    pub id: usize,
-    pub description: String,
-    pub protocol: &'static str,
-    pub src: String,
-    pub dst: String,
-    pub sport: u16,
-    pub dport: u16,
-    pub tunnel: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Evidence {
-    pub file: String,
-    pub frames: Vec<u64>,
-    /// Named counts backing the finding.
-    pub counts: Vec<(String, u64)>,
-}
-
-/// A ranked, plain-language result.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub rank: usize,
-    pub severity: Severity,
-    /// Stable machine name: ip-id-rule, outer-udp-checksum, bad-checksum,
-    /// window-churn, option-churn, ttl-tos-churn, retransmissions,
-    /// above-mtu, big-tcp-gain, table-full.
-    pub kind: &'static str,
-    pub flow: Option<FlowRef>,
-    pub title: String,
-    pub detail: String,
-    pub evidence: Evidence,
-    pub fix: String,
-    /// Extra packets the receiving stack handles because of it (0 if not
-    /// a cost, e.g. an opportunity).
-    pub extra_packets: u64,
-}
+/// Findings are the workspace's one [`Finding`] (with its [`Severity`],
+/// [`FlowRef`] and [`Evidence`]), shared with inspect and lab. Analyze
+/// fills `flow` (with `capture`, the file the flow was read from) and
+/// `evidence` (file, frames, counts) on every finding, `fix` on every
+/// finding, `extra_packets` when the finding is a measured cost, and
+/// `kernel` when the rule depends on the kernel line; `device` stays null.
+pub use offload_report::{Evidence, Finding, FlowRef, Severity};
 
 /// An ACK on the time-sequence axis of the flow it acknowledges.
 #[derive(Debug, Clone, Serialize)]
@@ -309,11 +273,37 @@ pub struct FlowGraphs {
     pub shown: [crate::series::Shown; 3],
 }
 
+/// Flows that get graphs (the largest by bytes, noise folded).
+pub const GRAPHED_FLOWS: usize = 8;
+
+/// Flows with at most this many packets are folded as noise.
+pub const NOISE_PACKETS: u64 = 2;
+
+/// The flows worth listing, largest by bytes first, noise folded: the
+/// HTML's flow table, and its first [`GRAPHED_FLOWS`] get graphs.
+/// `packets_bytes` gives a flow's packets and bytes (the same for a flow's
+/// statistics and its report row).
+pub fn flows_by_bytes<T>(flows: &[T], packets_bytes: impl Fn(&T) -> (u64, u64)) -> Vec<usize> {
+    let mut order: Vec<(usize, u64)> = flows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let (packets, bytes) = packets_bytes(f);
+            (packets > NOISE_PACKETS).then_some((i, bytes))
+        })
+        .collect();
+    order.sort_by_key(|x| std::cmp::Reverse(x.1));
+    order.into_iter().map(|(i, _)| i).collect()
+}
+
 /// The report plus what the HTML needs but JSON does not carry.
 #[derive(Debug, Clone)]
 pub struct Analysis {
     pub report: Report,
-    /// Per flow (same order as `report.flows`): what the graphs draw.
+    /// Per flow (same order as `report.flows`): what the graphs draw,
+    /// filled for the [`GRAPHED_FLOWS`] first of [`flows_by_bytes`] only
+    /// (empty for the others: a hundred thousand flows' series would be a
+    /// tenth of the memory of a run, for eight graphs).
     pub graphs: Vec<FlowGraphs>,
 }
 
@@ -329,7 +319,7 @@ pub fn flow_report(
 ) -> FlowReport {
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
-        let outer = f.outer.as_ref();
+        let outer = f.outer.as_deref();
         TunnelReport {
             kind: "vxlan",
             src: dissect::fmt_addr(&t.src, t.v6),

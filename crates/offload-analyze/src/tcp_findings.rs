@@ -40,15 +40,7 @@ pub fn add(
         loss(out, f, r, d, data, file_name);
         reordering(out, f, r, d, data, file_name);
     }
-    out.sort_by(|a, b| {
-        a.severity
-            .cmp(&b.severity)
-            .then(b.extra_packets.cmp(&a.extra_packets))
-            .then(a.kind.cmp(b.kind))
-    });
-    for (i, f) in out.iter_mut().enumerate() {
-        f.rank = i + 1;
-    }
+    offload_report::rank(out);
 }
 
 fn zero_window(
@@ -83,7 +75,7 @@ fn zero_window(
             dur,
             d.ws.zero_window_probe_acks
         ),
-        evidence: Evidence {
+        evidence: Some(Evidence {
             file: file_name(f.file),
             frames: ev,
             counts: vec![
@@ -92,12 +84,15 @@ fn zero_window(
                 ("zero_window_probe_acks".into(), d.ws.zero_window_probe_acks),
                 ("stall_ms".into(), (stall * 1e3) as u64),
             ],
-        },
-        fix: format!(
+        }),
+        fix: Some(format!(
             "make the application on {} read faster or sooner (a blocked or starved reader thread; `ss -tmi` shows its Recv-Q), or give it a larger receive buffer (net.ipv4.tcp_rmem, SO_RCVBUF)",
             r.src
-        ),
-        extra_packets: 0,
+        )),
+        extra_packets: None,
+        device: None,
+        kernel: None,
+        citation: None,
     });
 }
 
@@ -150,7 +145,7 @@ fn loss(
             d.first.lost_after_capture.map_or("-".into(), |v| v.to_string()),
             l.spurious
         ),
-        evidence: Evidence {
+        evidence: Some(Evidence {
             file: file_name(f.file),
             frames: ev,
             counts: vec![
@@ -159,9 +154,12 @@ fn loss(
                 ("spurious".into(), l.spurious),
                 ("data_segments".into(), data),
             ],
-        },
-        fix: format!("look for the drop {}", fix.join("; and ")),
-        extra_packets: 0,
+        }),
+        fix: Some(format!("look for the drop {}", fix.join("; and "))),
+        extra_packets: None,
+        device: None,
+        kernel: None,
+        citation: None,
     });
 }
 
@@ -212,7 +210,7 @@ fn reordering(
             l.reordered_after_capture,
             d.first.reordered_after_capture.map_or("-".into(), |v| v.to_string()),
         ),
-        evidence: Evidence {
+        evidence: Some(Evidence {
             file: file_name(f.file),
             frames: ev,
             counts: vec![
@@ -220,8 +218,11 @@ fn reordering(
                 ("reordered_after_capture".into(), l.reordered_after_capture),
                 ("data_segments".into(), data),
             ],
-        },
-        fix: "find the path that reorders: per-packet load balancing (ECMP or LAG hashing per packet, not per flow), multi-queue links without flow steering (RPS/RFS, XPS), or a hop that resequences".into(),
-        extra_packets: 0,
+        }),
+        fix: Some("find the path that reorders: per-packet load balancing (ECMP or LAG hashing per packet, not per flow), multi-queue links without flow steering (RPS/RFS, XPS), or a hop that resequences".into()),
+        extra_packets: None,
+        device: None,
+        kernel: None,
+        citation: None,
     });
 }

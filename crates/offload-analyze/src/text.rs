@@ -88,12 +88,28 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             Severity::Medium => "MEDIUM",
             Severity::Info => "info",
         };
-        let _ = writeln!(s, "  {}. [{}] {}", f.rank, sev, f.title);
+        // With several captures, the capture a finding's flow was read
+        // from leads its line (as `[file]` leads the flow table's).
+        let capture = match (&f.flow, multi_file) {
+            (Some(fl), true) => fl
+                .capture
+                .as_ref()
+                .map(|c| format!("[{c}] "))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "  {}. [{}] {capture}{}", f.rank, sev, f.title);
         let _ = writeln!(s, "     {}", f.detail);
-        if !f.evidence.frames.is_empty() && multi_file {
-            let _ = writeln!(s, "     evidence: {}", f.evidence.file);
+        if let Some(e) = f
+            .evidence
+            .as_ref()
+            .filter(|e| !e.frames.is_empty() && multi_file)
+        {
+            let _ = writeln!(s, "     evidence: {}", e.file);
         }
-        let _ = writeln!(s, "     fix: {}", f.fix);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(s, "     fix: {fix}");
+        }
     }
     let _ = writeln!(s, "\nGRO what-if (kernel {}):", r.settings.kernel);
     let _ = writeln!(

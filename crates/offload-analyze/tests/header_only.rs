@@ -71,8 +71,8 @@ fn verdicts(r: &Report, skip_flows: &[usize]) -> Value {
             json!({
                 "severity": f.severity, "kind": f.kind,
                 "flow": f.flow.as_ref().map(|x| &x.description),
-                "title": f.title, "detail": f.detail, "frames": f.evidence.frames,
-                "counts": f.evidence.counts, "fix": f.fix, "extra": f.extra_packets,
+                "title": f.title, "detail": f.detail, "frames": f.evidence.as_ref().unwrap().frames,
+                "counts": f.evidence.as_ref().unwrap().counts, "fix": f.fix, "extra": f.extra_packets,
             })
         })
         .collect();

@@ -51,7 +51,7 @@ fn broken_vxlan_flow_is_the_headline_with_cause_and_frames() {
         "{}",
         top.detail
     );
-    assert!(top.evidence.frames.len() >= 3);
+    assert!(top.evidence.as_ref().unwrap().frames.len() >= 3);
     let f = &a.report.flows[flow.id];
     let w = &f.what_if[0];
     // Nothing merges; a healthy tunnel would merge more than ten to one.

@@ -155,8 +155,8 @@ proptest! {
             prop_assert!(named.is_some(), "{kind:?} {line} DF {df}: not named: {:#?}", a.report.findings);
             let named = named.unwrap();
             prop_assert!(
-                named.evidence.counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
-                "{:?} {}: {:?}", kind, line, named.evidence.counts
+                named.evidence.as_ref().unwrap().counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
+                "{:?} {}: {:?}", kind, line, named.evidence.as_ref().unwrap().counts
             );
             // Nearly nothing merges (two random IDs may happen to step by one).
             prop_assert!(w.stack_packets + 4 >= segments as u64, "{} of {}", w.stack_packets, segments);

@@ -115,6 +115,22 @@ fn the_hop_that_scrambles_outer_ids_is_named_and_flows_carry_their_capture() {
     for p in [&a, &b, &c] {
         assert!(r.flows.iter().any(|f| &f.file == p));
     }
+    // ... and every finding about a flow names the flow's capture.
+    for f in &r.findings {
+        if let Some(fl) = &f.flow {
+            let flow = r.flows.iter().find(|x| x.id == fl.id).unwrap();
+            assert_eq!(fl.capture.as_deref(), Some(flow.file.as_str()), "{f:?}");
+        }
+    }
+    let ip_id_at_b = r
+        .findings
+        .iter()
+        .find(|f| f.kind == "ip-id-rule")
+        .expect("an ip-id-rule finding after the hop");
+    assert_eq!(
+        ip_id_at_b.flow.as_ref().unwrap().capture.as_deref(),
+        ip_id_at_b.evidence.as_ref().map(|e| e.file.as_str())
+    );
     let text = offload_analyze::text::render(r, 100);
     assert!(text.contains("Which hop"), "{text}");
     assert!(text.contains(&format!("[{b}]")), "{text}");
@@ -122,8 +138,11 @@ fn the_hop_that_scrambles_outer_ids_is_named_and_flows_carry_their_capture() {
         text.contains(&format!("stops being mergeable at {b}")),
         "{text}"
     );
+    // The finding lines lead with the flow's capture.
+    assert!(text.contains(&format!("] [{b}] {}", f.title)), "{text}");
     let html = offload_analyze::html::render(&an);
     assert!(html.contains("<h2>Which hop</h2>"));
+    assert!(html.contains(&format!("</a> [{}]", offload_report::html::escape(&b))));
     let json = serde_json::to_value(r).unwrap();
     assert_eq!(json["hops"].as_array().unwrap().len(), r.hops.len());
     offload_analyze::columnar::write_tables(r, &pd).unwrap();

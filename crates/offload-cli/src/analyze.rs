@@ -83,8 +83,8 @@ pub struct AnalyzeArgs {
     pub flows: usize,
     /// Flows kept in detail; past it the least recently active are folded
     /// into an "other flows" total (with --csv their rows still go to
-    /// flows.csv, streamed as they are evicted). Bounds memory: about 4 KB
-    /// per flow.
+    /// flows.csv, streamed as they are evicted). Bounds memory: about 6 KB
+    /// per flow at the peak.
     #[arg(long, default_value_t = offload_analyze::options::DEFAULT_MAX_FLOWS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_flows: usize,
     /// Worker threads (0 = one per core, one file per thread; N also splits
@@ -211,9 +211,17 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             }
         });
         r.flows.iter_mut().for_each(|f| fix(&mut f.file));
-        r.findings
-            .iter_mut()
-            .for_each(|f| fix(&mut f.evidence.file));
+        r.findings.iter_mut().for_each(|f| {
+            f.evidence.iter_mut().for_each(|e| fix(&mut e.file));
+            f.flow
+                .iter_mut()
+                .filter_map(|fl| fl.capture.as_mut())
+                .for_each(&fix);
+        });
+        for h in &mut r.hops {
+            h.points.iter_mut().for_each(|p| fix(&mut p.capture));
+            h.first_unmergeable.iter_mut().for_each(&fix);
+        }
         for w in &mut r.what_if {
             for x in &mut w.flush_reasons {
                 x.examples.iter_mut().for_each(|e| fix(&mut e.file));
@@ -232,9 +240,17 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         let r = &mut analysis.report;
         r.inputs.iter_mut().for_each(|i| fix(&mut i.path));
         r.flows.iter_mut().for_each(|f| fix(&mut f.file));
-        r.findings
-            .iter_mut()
-            .for_each(|f| fix(&mut f.evidence.file));
+        r.findings.iter_mut().for_each(|f| {
+            f.evidence.iter_mut().for_each(|e| fix(&mut e.file));
+            f.flow
+                .iter_mut()
+                .filter_map(|fl| fl.capture.as_mut())
+                .for_each(&fix);
+        });
+        for h in &mut r.hops {
+            h.points.iter_mut().for_each(|p| fix(&mut p.capture));
+            h.first_unmergeable.iter_mut().for_each(&fix);
+        }
         for w in &mut r.what_if {
             for x in &mut w.flush_reasons {
                 x.examples.iter_mut().for_each(|e| fix(&mut e.file));

@@ -202,7 +202,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                             .map(|fl| format!(" ({})", fl.description))
                             .unwrap_or_default()
                     );
-                    println!("      fix: {}", f.fix);
+                    if let Some(fix) = &f.fix {
+                        println!("      fix: {fix}");
+                    }
                 }
             }
             Some(report)

@@ -56,6 +56,11 @@ pub struct FlowRef {
     pub dport: u16,
     /// The encapsulation it travels in (`vxlan`, `geneve`, ...), if any.
     pub tunnel: Option<String>,
+    /// The capture the flow was read from (a file as given on the command
+    /// line), when the finding comes from captures: with captures of one
+    /// traffic at several points, the same connection is one flow per
+    /// capture, and this says which.
+    pub capture: Option<String>,
 }
 
 /// The figures behind a finding.

@@ -144,29 +144,11 @@ impl Experiment for VxlanIpId {
                 .iter()
                 .filter(|f| f.flow.is_some())
             {
-                let mut x = Finding::new(
-                    match f.severity {
-                        offload_analyze::report::Severity::High => Severity::High,
-                        offload_analyze::report::Severity::Medium => Severity::Medium,
-                        offload_analyze::report::Severity::Info => Severity::Info,
-                    },
-                    "vxlan-ip-id-analysis",
-                    f.title.clone(),
-                    f.detail.clone(),
-                )
-                .with_fix(f.fix.clone());
-                if let Some(fl) = &f.flow {
-                    x = x.with_flow(offload_report::FlowRef {
-                        id: fl.id,
-                        description: fl.description.clone(),
-                        protocol: fl.protocol,
-                        src: fl.src.clone(),
-                        dst: fl.dst.clone(),
-                        sport: fl.sport,
-                        dport: fl.dport,
-                        tunnel: fl.tunnel.clone(),
-                    });
-                }
+                // The analysis's finding as it is (one Finding type),
+                // under this experiment's kind.
+                let mut x = f.clone();
+                x.kind = "vxlan-ip-id-analysis";
+                x.rank = 0;
                 findings.push(x);
             }
             let mut lines = Vec::new();
