@@ -607,7 +607,11 @@ impl FlowTable {
             index: FxHashMap::default(),
             tunnel_pairs: FxHashMap::default(),
             last: None,
-            flows: Vec::new(),
+            // Reserved once, at the cap (or the default cap when larger):
+            // growing by doubling would copy the table and hold old and
+            // new at once, half again the table's size at its peak. Pages
+            // never written (a capture of few flows) are never resident.
+            flows: Vec::with_capacity(cap.clamp(1, crate::options::DEFAULT_MAX_FLOWS)),
             cap: cap.max(1),
             next_serial: 0,
             other: OtherFlows::default(),
@@ -794,17 +798,24 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
     }
     let interrupted = files.iter().any(|f| f.interrupted);
     // Links to the other direction index a file's own flows: make them
-    // index the list of all files' flows.
-    let mut offset = 0;
-    for flows in &mut per_file_flows {
+    // index the list of all files' flows. The lists are moved, not copied:
+    // a copy of a full table (100,000 records of over a kilobyte) beside
+    // the original was the pass's peak of memory.
+    let mut all: Vec<FlowStats> = Vec::new();
+    for mut flows in per_file_flows {
+        let offset = all.len();
         for f in flows.iter_mut() {
             f.reverse = f.reverse.map(|r| r + offset);
         }
-        offset += flows.len();
+        if all.is_empty() {
+            all = flows;
+        } else {
+            all.append(&mut flows);
+        }
     }
     PassResult {
         files,
-        flows: per_file_flows.into_iter().flatten().collect(),
+        flows: all,
         totals,
         interrupted,
         other,

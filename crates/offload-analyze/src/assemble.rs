@@ -67,7 +67,20 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
 }
 
 /// Builds the report (flows, what-if, findings) from the pass.
-pub fn build(pass: PassResult, opts: &Options) -> Analysis {
+pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
+    // The graphs first (of the flows the HTML draws), then every flow's
+    // graph series go: nothing else reads them, and on a full table of
+    // short flows they are a tenth of the memory at the report's peak.
+    let mut graphs = vec![FlowGraphs::default(); pass.flows.len()];
+    for i in crate::report::flows_by_bytes(&pass.flows, |f| (f.packets, f.bytes))
+        .into_iter()
+        .take(crate::report::GRAPHED_FLOWS)
+    {
+        graphs[i] = graphs_of(&pass.flows[i], &pass.flows);
+    }
+    for f in &mut pass.flows {
+        f.drop_graph_series();
+    }
     let files: Vec<String> = pass.files.iter().map(|f| f.path.clone()).collect();
     let file_name = |i: usize| files.get(i).cloned().unwrap_or_default();
     let inputs: Vec<InputReport> = pass
@@ -148,11 +161,6 @@ pub fn build(pass: PassResult, opts: &Options) -> Analysis {
     let mut findings = crate::findings::find(&pass.flows, &flows, &adjusted, opts, &file_name);
     crate::tcp_findings::add(&mut findings, &pass.flows, &flows, &file_name);
     let hops = crate::hops::compare(&inputs, &flows, &mut findings);
-    let graphs = pass
-        .flows
-        .iter()
-        .map(|f| graphs_of(f, &pass.flows))
-        .collect();
     Analysis {
         report: Report {
             schema: SCHEMA,

@@ -530,7 +530,8 @@ pub struct FlowStats {
     pub id_inferred_packets: u64,
     pub id_inferred_mss: Option<u32>,
     id_pending: Option<(u16, u32)>,
-    pub outer: Option<HeaderTrack>,
+    /// Boxed: only tunnelled flows have one, and it is a sixth of a record.
+    pub outer: Option<Box<HeaderTrack>>,
     pub inner: HeaderTrack,
     pub outer_udp_csum: CsumCounts,
     pub l4_csum: CsumCounts,
@@ -601,7 +602,7 @@ impl FlowStats {
             id_inferred_packets: 0,
             id_inferred_mss: None,
             id_pending: None,
-            outer: key.tunnel.map(|_| HeaderTrack::default()),
+            outer: key.tunnel.map(|_| Box::default()),
             inner: HeaderTrack {
                 all_zero: true,
                 ..Default::default()
@@ -794,6 +795,20 @@ impl FlowStats {
                 flags: fl,
                 in_flight: outcome.and_then(|o| o.in_flight).unwrap_or(0),
             });
+        }
+    }
+
+    /// Frees what only the graphs read (series points, throughput bins,
+    /// GRO deliveries, RTT points) and the sequence analysis' queue of
+    /// unacknowledged segments, once the pass is over and the graphs are
+    /// drawn. Counts (`seen`, `shown`) stay.
+    pub fn drop_graph_series(&mut self) {
+        self.series.points = Vec::new();
+        self.acks.points = Vec::new();
+        self.bins.bytes = Vec::new();
+        self.gro = Vec::new();
+        if let Some(d) = self.analysis.as_mut() {
+            d.drop_graph_series();
         }
     }
 

@@ -21,11 +21,7 @@ use crate::report::{Analysis, FlowGraphs, FlowReport, Severity};
 use crate::text::{fmt_bps, fmt_bytes};
 use std::fmt::Write;
 
-/// Flows that get graphs (the largest by bytes, noise folded).
-pub const GRAPHED_FLOWS: usize = 8;
-
-/// Flows with at most this many packets are folded as noise.
-pub const NOISE_PACKETS: u64 = 2;
+pub use crate::report::{GRAPHED_FLOWS, NOISE_PACKETS};
 
 use offload_report::html::escape as esc;
 
@@ -249,10 +245,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         o.push_str("</table>");
     }
     o.push_str("<h2>Flows</h2><table><tr><th>#</th><th>flow</th><th>packets</th><th>bytes</th><th>throughput</th><th>MSS</th><th>retrans / ooo</th><th>above MTU</th><th>IP ID / DF</th><th>checksum</th><th>GRO stack packets</th></tr>");
-    let mut order: Vec<usize> = (0..r.flows.len())
-        .filter(|&i| r.flows[i].packets > NOISE_PACKETS)
-        .collect();
-    order.sort_by(|x, y| r.flows[*y].bytes.cmp(&r.flows[*x].bytes));
+    let order = crate::report::flows_by_bytes(&r.flows, |f| (f.packets, f.bytes));
     for &i in order.iter().take(500) {
         let f = &r.flows[i];
         let idp = match &f.tunnel {

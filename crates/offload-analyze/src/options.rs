@@ -63,9 +63,12 @@ pub struct Options {
     pub flush_timeout_ns: u64,
 }
 
-/// Default for [`Options::max_flows`]: about 4 KB each, so 100,000 flows
-/// stay within about 0.5 GB.
-pub const DEFAULT_MAX_FLOWS: usize = 100_000;
+/// Default for [`Options::max_flows`]. A kept flow direction costs about
+/// 6 KB at the run's peak (its statistics and TCP analysis, both what-if
+/// sizes, then its report row beside them), so 50,000 stay near 300 MB
+/// peak resident memory however many flows the capture holds
+/// (docs/performance.md, "Memory against flow count").
+pub const DEFAULT_MAX_FLOWS: usize = 50_000;
 
 impl Default for Options {
     fn default() -> Self {

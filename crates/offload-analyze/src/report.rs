@@ -275,11 +275,37 @@ pub struct FlowGraphs {
     pub shown: [crate::series::Shown; 3],
 }
 
+/// Flows that get graphs (the largest by bytes, noise folded).
+pub const GRAPHED_FLOWS: usize = 8;
+
+/// Flows with at most this many packets are folded as noise.
+pub const NOISE_PACKETS: u64 = 2;
+
+/// The flows worth listing, largest by bytes first, noise folded: the
+/// HTML's flow table, and its first [`GRAPHED_FLOWS`] get graphs.
+/// `packets_bytes` gives a flow's packets and bytes (the same for a flow's
+/// statistics and its report row).
+pub fn flows_by_bytes<T>(flows: &[T], packets_bytes: impl Fn(&T) -> (u64, u64)) -> Vec<usize> {
+    let mut order: Vec<(usize, u64)> = flows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let (packets, bytes) = packets_bytes(f);
+            (packets > NOISE_PACKETS).then_some((i, bytes))
+        })
+        .collect();
+    order.sort_by_key(|x| std::cmp::Reverse(x.1));
+    order.into_iter().map(|(i, _)| i).collect()
+}
+
 /// The report plus what the HTML needs but JSON does not carry.
 #[derive(Debug, Clone)]
 pub struct Analysis {
     pub report: Report,
-    /// Per flow (same order as `report.flows`): what the graphs draw.
+    /// Per flow (same order as `report.flows`): what the graphs draw,
+    /// filled for the [`GRAPHED_FLOWS`] first of [`flows_by_bytes`] only
+    /// (empty for the others: a hundred thousand flows' series would be a
+    /// tenth of the memory of a run, for eight graphs).
     pub graphs: Vec<FlowGraphs>,
 }
 
@@ -295,7 +321,7 @@ pub fn flow_report(
 ) -> FlowReport {
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
-        let outer = f.outer.as_ref();
+        let outer = f.outer.as_deref();
         TunnelReport {
             kind: "vxlan",
             src: dissect::fmt_addr(&t.src, t.v6),

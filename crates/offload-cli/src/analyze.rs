@@ -86,8 +86,8 @@ pub struct AnalyzeArgs {
     pub flows: usize,
     /// Flows kept in detail; past it the least recently active are folded
     /// into an "other flows" total (with --csv their rows still go to
-    /// flows.csv, streamed as they are evicted). Bounds memory: about 4 KB
-    /// per flow.
+    /// flows.csv, streamed as they are evicted). Bounds memory: about 6 KB
+    /// per flow at the peak.
     #[arg(long, default_value_t = offload_analyze::options::DEFAULT_MAX_FLOWS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_flows: usize,
     /// Worker threads (0 = one per core, one file per thread; N also splits

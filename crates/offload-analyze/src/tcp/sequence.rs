@@ -284,6 +284,13 @@ impl TcpDirection {
         seq.wrapping_sub(self.base.unwrap_or(seq))
     }
 
+    /// Frees the RTT points (graphs only) and the queue of segments
+    /// awaiting their ACK, once the capture is read.
+    pub fn drop_graph_series(&mut self) {
+        self.rtt_points.points = Vec::new();
+        self.unacked = Unacked::default();
+    }
+
     /// Seconds of zero window, an unfinished one counted to the last packet.
     pub fn zero_window_total_ns(&self) -> u64 {
         self.zero_window_ns
