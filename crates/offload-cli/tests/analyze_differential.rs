@@ -582,7 +582,8 @@ fn tcptrace(path: &Path) -> BTreeMap<Key, Figures> {
     m
 }
 
-fn offload(path: &Path) -> BTreeMap<Key, Value> {
+/// `offload analyze --json` of `path`.
+fn offload_json(path: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_offload"))
         .arg("analyze")
         .arg(path)
@@ -590,7 +591,12 @@ fn offload(path: &Path) -> BTreeMap<Key, Value> {
         .output()
         .unwrap();
     assert!(out.status.success(), "offload analyze {}", path.display());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The TCP directions of `path`'s report.
+fn offload(path: &Path) -> BTreeMap<Key, Value> {
+    let v = offload_json(path);
     let tcp: Vec<&Value> = v["flows"]
         .as_array()
         .unwrap()
@@ -859,6 +865,55 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
     }
 }
 
+/// The data direction's loss or reordering finding (`kind`) agrees with its
+/// figures: each side's count as evidence, the total in the title.
+fn two_sided_finding(path: &Path, kind: &str, verb: &str) {
+    let v = offload_json(path);
+    let data = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dport"] == PORT)
+        .unwrap();
+    let l = &data["tcp"]["loss"];
+    let (before, after) = (
+        l[format!("{verb}_before_capture")].as_u64().unwrap(),
+        l[format!("{verb}_after_capture")].as_u64().unwrap(),
+    );
+    let found: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect();
+    if before + after == 0 {
+        assert!(
+            found.is_empty(),
+            "{}: {kind} finding without events",
+            path.display()
+        );
+        return;
+    }
+    assert_eq!(found.len(), 1, "{}: one {kind} finding", path.display());
+    let f = found[0];
+    let count = |name: String| {
+        f["evidence"]["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == name.as_str())
+            .and_then(|c| c[1].as_u64())
+    };
+    assert_eq!(count(format!("{verb}_before_capture")), Some(before));
+    assert_eq!(count(format!("{verb}_after_capture")), Some(after));
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains(&format!("{} segments {verb} ", before + after)),
+        "{}: {title}",
+        path.display()
+    );
+}
+
 fn editcap(opts: &[&str], from: &Path, to: &Path, ranges: &[&str]) {
     let st = Command::new("editcap")
         .args(opts)
@@ -960,6 +1015,13 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 let h = dir.join(format!("loss-{side}-headers.pcap"));
                 editcap(&["-s", "128"], p, &h, &[]);
                 compare(&h, side, Some((&s.impair, &counts)), &mut fails);
+            }
+        }
+        for p in [&pa, &pb] {
+            match s.impair {
+                Impair::Drop(_) => two_sided_finding(p, "loss", "lost"),
+                Impair::Reorder(_) => two_sided_finding(p, "reordering", "reordered"),
+                _ => {}
             }
         }
         if *name == "vxlan-loss" {
