@@ -228,7 +228,7 @@ fn the_documented_duckdb_query_runs_over_several_captures() {
             }
         }
         for f in &a.report.findings {
-            if f.severity == offload_analyze::report::Severity::High {
+            if f.severity == offload_report::Severity::High {
                 expected.push((f.kind.to_string(), f.extra_packets));
             }
         }

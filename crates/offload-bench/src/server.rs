@@ -351,8 +351,7 @@ impl Server {
             budget: self.budget.clone(),
             secret: self.secret.clone(),
             connections: AtomicUsize::new(0),
-            handshaking: AtomicUsize::new(0),
-            pending: Mutex::new(std::collections::VecDeque::new()),
+            pending: Mutex::new(Handshakes::default()),
             released: Condvar::new(),
             next_id: AtomicU64::new(0),
         });
@@ -371,6 +370,9 @@ impl Server {
                 // A few per wake-up, so one busy listener cannot starve
                 // the other or the stop flag.
                 for _ in 0..64 {
+                    if self.stop.load(Ordering::Relaxed) || !ctx.room_to_accept() {
+                        break;
+                    }
                     let (stream, peer) = match listener.accept() {
                         Ok(x) => x,
                         Err(e)
@@ -424,7 +426,7 @@ impl Server {
                         .stack_size(CONTROL_STACK)
                         .spawn(move || {
                             // Given back however the connection ends.
-                            let _slot = Admitted(&c);
+                            let _slot = Admitted { ctx: &c, id };
                             let emit = |e: ServerEvent| {
                                 if let Some(sink) = &c.events {
                                     sink(&e);
@@ -491,9 +493,20 @@ impl Server {
 /// 64 KiB and collects host details, nothing deep.
 const CONTROL_STACK: usize = 512 << 10;
 
-/// How long the accept loop waits for evicted connections' threads to end
-/// before it refuses a new connection as busy.
-const EVICTED_EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long the accept loop waits at a time for an evicted connection's
+/// thread to end before it checks the stop flag again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The control connections still in their handshake, oldest first, with a
+/// handle to shut each down: when they fill their cap, a new connection
+/// evicts the oldest, so idle connections cannot keep a client out.
+#[derive(Default)]
+struct Handshakes {
+    queue: std::collections::VecDeque<(u64, TcpStream)>,
+    /// Evicted connections whose threads still run (they count against
+    /// the thread cap until they end).
+    evicted: std::collections::HashSet<u64>,
+}
 
 /// What every control-connection thread shares.
 struct Ctx {
@@ -505,12 +518,9 @@ struct Ctx {
     secret: Option<Secret>,
     /// Control connections with a thread.
     connections: AtomicUsize,
-    /// Of those, the ones still in their handshake.
-    handshaking: AtomicUsize,
-    /// The connections still in their handshake, oldest first, with a
-    /// handle to shut each down: when they fill their cap, a new connection
-    /// evicts the oldest, so idle connections cannot keep a client out.
-    pending: Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
+    /// The connections still in their handshake, and the evicted ones
+    /// whose threads have not ended yet.
+    pending: Mutex<Handshakes>,
     /// Signalled (under `pending`'s lock) whenever a connection's thread
     /// ends, so the accept loop can wait for evicted connections to leave.
     released: Condvar,
@@ -518,10 +528,41 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The most control-connection threads at once: the connection cap,
+    /// plus room for evicted connections whose threads have not ended yet.
+    fn thread_cap(&self) -> usize {
+        let l = self.budget.limits();
+        l.max_connections + l.max_handshaking.max(1)
+    }
+
+    /// Whether the accept loop may take another connection now. While the
+    /// threads are at their cap and some of them are evicted connections
+    /// that have not ended yet (they end within a read once scheduled, but
+    /// a loaded host may not run them at once), it waits up to
+    /// [`ACCEPT_PAUSE`] for one to end; if none did, newcomers stay in the
+    /// kernel's listen backlog until one does, rather than being refused
+    /// as busy. Every connection that is accepted is then admitted or
+    /// refused at once: the accept loop never waits on a connection.
+    fn room_to_accept(&self) -> bool {
+        let cap = self.thread_cap();
+        let Ok(pending) = self.pending.lock() else {
+            return true;
+        };
+        match self
+            .released
+            .wait_timeout_while(pending, ACCEPT_PAUSE, |p| {
+                self.connections.load(Ordering::Acquire) >= cap && !p.evicted.is_empty()
+            }) {
+            Ok((_, waited)) => !waited.timed_out(),
+            Err(_) => true,
+        }
+    }
+
     /// Counts a new connection in (evicting the oldest connection still in
-    /// its handshake when those fill their cap), or says which cap it would
-    /// exceed. Only the accept loop admits, so check-then-add cannot
-    /// overshoot; an evicted connection's thread ends within a read.
+    /// its handshake when those fill their cap, or when the connections
+    /// do), or says why it cannot. Only the accept loop admits, after
+    /// [`Ctx::room_to_accept`], so check-then-add cannot overshoot: the
+    /// threads never exceed [`Ctx::thread_cap`].
     fn admit(&self, stream: &TcpStream) -> Result<u64, String> {
         let l = self.budget.limits();
         let handle = stream
@@ -529,55 +570,42 @@ impl Ctx {
             .map_err(|e| format!("the server is short of descriptors: {e}"))?;
         let mut pending = self.pending.lock().map_err(|_| "poisoned".to_string())?;
         let connections = self.connections.load(Ordering::Acquire);
-        if connections >= l.max_connections || pending.len() >= l.max_handshaking.max(1) {
-            match pending.pop_front() {
-                Some((_, oldest)) => {
-                    let _ = oldest.shutdown(std::net::Shutdown::Both);
-                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
-                }
-                None => {
-                    return Err(format!(
-                        "the server is busy: {} control connections at once is its limit",
-                        l.max_connections
-                    ))
-                }
-            }
-        }
-        // Evicted connections count until their threads notice (within a
-        // read); never more than max_handshaking of them on top. Their
-        // shutdown wakes them at once, but on a loaded host they may not
-        // have run yet: wait a moment for them before refusing, so a burst
-        // of idle connections cannot turn the next honest client away.
-        let cap = l.max_connections + l.max_handshaking;
-        let (pending_after, waited) = self
-            .released
-            .wait_timeout_while(pending, EVICTED_EXIT_GRACE, |_| {
-                self.connections.load(Ordering::Acquire) >= cap
-            })
-            .map_err(|_| "poisoned".to_string())?;
-        let mut pending = pending_after;
-        if waited.timed_out() && self.connections.load(Ordering::Acquire) >= cap {
-            return Err(format!(
+        let busy = || {
+            format!(
                 "the server is busy: {} control connections at once is its limit",
                 l.max_connections
-            ));
+            )
+        };
+        // At the thread cap with no evicted thread still running: every
+        // one of them is a live connection.
+        if connections >= self.thread_cap() {
+            return Err(busy());
+        }
+        if connections >= l.max_connections || pending.queue.len() >= l.max_handshaking.max(1) {
+            match pending.queue.pop_front() {
+                Some((old, oldest)) => {
+                    // Its thread's read ends at once; it counts until then.
+                    let _ = oldest.shutdown(std::net::Shutdown::Both);
+                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+                    pending.evicted.insert(old);
+                }
+                None => return Err(busy()),
+            }
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        pending.push_back((id, handle));
+        pending.queue.push_back((id, handle));
         self.connections.fetch_add(1, Ordering::AcqRel);
-        self.handshaking.fetch_add(1, Ordering::AcqRel);
         Ok(id)
     }
 
     /// The connection's handshake ended; false if it had been evicted.
     fn handshake_done(&self, id: u64) -> bool {
-        self.handshaking.fetch_sub(1, Ordering::AcqRel);
         let Ok(mut pending) = self.pending.lock() else {
             return true;
         };
-        match pending.iter().position(|(i, _)| *i == id) {
+        match pending.queue.iter().position(|(i, _)| *i == id) {
             Some(at) => {
-                pending.remove(at);
+                pending.queue.remove(at);
                 true
             }
             None => false,
@@ -590,16 +618,22 @@ impl Ctx {
     }
 }
 
-/// A connection's place in the caps; given back when its thread ends.
-struct Admitted<'a>(&'a Ctx);
+/// A connection's place in the caps; given back when its thread ends,
+/// however it ends (a panic included).
+struct Admitted<'a> {
+    ctx: &'a Ctx,
+    id: u64,
+}
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
-        // Notify under the lock the accept loop waits with, so the wakeup
-        // cannot fall between its check and its wait.
-        let _guard = self.0.pending.lock();
-        self.0.released.notify_all();
+        // Under the lock the accept loop waits with, so the wakeup cannot
+        // fall between its check and its wait.
+        let mut pending = self.ctx.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.queue.retain(|(i, _)| *i != self.id);
+        pending.evicted.remove(&self.id);
+        self.ctx.connections.fetch_sub(1, Ordering::AcqRel);
+        self.ctx.released.notify_all();
     }
 }
 
