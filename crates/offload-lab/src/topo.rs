@@ -7,7 +7,7 @@
 use std::net::Ipv4Addr;
 
 use offload_sys::error::Result;
-pub use offload_sys::node::{unique_name, veth, Node, VethPair};
+use offload_sys::node::{unique_name, veth, Node};
 use offload_sys::rtnl::VxlanParams;
 
 /// `gro_flush_timeout` of the receiver in [`VxlanPath`], in ns.

@@ -35,7 +35,6 @@ pub use probe::{DeviceId, GroProbe, GroTotals};
 /// The tracepoints counted, in `events/net/` order.
 pub const TRACEPOINTS: [&str; 2] = ["napi_gro_receive_entry", "netif_receive_skb"];
 
-pub use offload_sys::perf::online_cpus;
 use offload_sys::perf::TracepointCounter;
 
 /// Ids of the tracepoints in [`TRACEPOINTS`].
