@@ -159,7 +159,12 @@ run() {
     echo
   } >"$out/$job/run.sh"
   local modroot="$dir/root/lib/modules/$rel"
-  qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m "$MEM" \
+  # The guest ends with this script, even when it is SIGKILLed (a caller
+  # that starts the script under `setpriv --pdeathsig KILL` gets the
+  # whole chain ended with it).
+  local qemu=(qemu-system-x86_64)
+  command -v setpriv >/dev/null && qemu=(setpriv --pdeathsig KILL qemu-system-x86_64)
+  "${qemu[@]}" -accel tcg -cpu max -smp 1 -m "$MEM" \
     -icount "$ICOUNT" -display none -no-reboot -nodefaults -serial "file:$out/$job/console" \
     -kernel "$dir/root/boot/vmlinuz-$rel" -initrd "$dir/initramfs.gz" \
     -append "console=ttyS0 quiet loglevel=1 panic=-1 nokaslr mitigations=off offload_root=$ROOT offload_out=$out offload_job=$job offload_modules=$GUEST_MODULES" \

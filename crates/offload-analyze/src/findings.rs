@@ -6,8 +6,9 @@ use crate::dissect;
 use crate::figures::FlowWhatIf;
 use crate::flow::{BigPacketSide, FlowStats};
 use crate::options::Options;
-use crate::report::{Evidence, Finding, FlowRef, FlowReport, Severity};
+use crate::report::FlowReport;
 use offload::gro::FlushReason;
+use offload_report::{Evidence, Finding, FlowRef, Severity};
 
 pub(crate) fn flow_ref(r: &FlowReport) -> FlowRef {
     FlowRef {

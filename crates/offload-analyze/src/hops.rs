@@ -6,7 +6,8 @@
 //! and sizes, the GRO figure) and the first point where it stops being
 //! mergeable: the hop before it did the damage.
 
-use crate::report::{Evidence, Finding, FlowReport, HopPoint, HopReport, InputReport, Severity};
+use crate::report::{FlowReport, HopPoint, HopReport, InputReport};
+use offload_report::{Evidence, Finding, Severity};
 
 /// The inner (or only) 5-tuple: protocol, source, source port,
 /// destination, destination port.

@@ -17,8 +17,9 @@
 //! axes), wheel to zoom time, double-click to reset, hover for values.
 //! Flows of one or two packets are folded into one line, not graphed.
 
-use crate::report::{Analysis, FlowGraphs, FlowReport, Severity};
+use crate::report::{Analysis, FlowGraphs, FlowReport};
 use crate::text::{fmt_bps, fmt_bytes};
+use offload_report::Severity;
 use std::fmt::Write;
 
 pub use crate::report::{GRAPHED_FLOWS, NOISE_PACKETS};

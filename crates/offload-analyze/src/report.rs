@@ -233,13 +233,13 @@ pub struct WhatIfReport {
     pub flush_reasons: Vec<ReasonTotal>,
 }
 
-/// Findings are the workspace's one [`Finding`] (with its [`Severity`],
-/// [`FlowRef`] and [`Evidence`]), shared with inspect and lab. Analyze
-/// fills `flow` (with `capture`, the file the flow was read from) and
-/// `evidence` (file, frames, counts) on every finding, `fix` on every
-/// finding, `extra_packets` when the finding is a measured cost, and
-/// `kernel` when the rule depends on the kernel line; `device` stays null.
-pub use offload_report::{Evidence, Finding, FlowRef, Severity};
+// Findings are the workspace's one `offload_report::Finding` (with its
+// `Severity`, `FlowRef` and `Evidence`), shared with inspect and lab.
+// Analyze fills `flow` (with `capture`, the file the flow was read from)
+// and `evidence` (file, frames, counts) on every finding, `fix` on every
+// finding, `extra_packets` when the finding is a measured cost, and
+// `kernel` when the rule depends on the kernel line; `device` stays null.
+use offload_report::Finding;
 
 /// An ACK on the time-sequence axis of the flow it acknowledges.
 #[derive(Debug, Clone, Serialize)]

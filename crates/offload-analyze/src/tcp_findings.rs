@@ -4,8 +4,9 @@
 
 use crate::findings::flow_ref;
 use crate::flow::FlowStats;
-use crate::report::{Evidence, Finding, FlowReport, Severity};
+use crate::report::FlowReport;
 use crate::tcp::TcpDirection;
+use offload_report::{Evidence, Finding, Severity};
 
 /// Loss or reordering on this share of the data segments or more is medium.
 const MEDIUM_SHARE: f64 = 0.01;

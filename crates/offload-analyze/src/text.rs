@@ -1,7 +1,8 @@
 //! The terminal summary: findings first (what to do), then the what-if
 //! table, then the busiest flows.
 
-use crate::report::{Report, Severity};
+use crate::report::Report;
+use offload_report::Severity;
 use std::fmt::Write;
 
 /// Human units for bits per second.

@@ -96,7 +96,7 @@ fn healthy_flow_merges_and_big_tcp_gain_is_reported() {
     assert!(r
         .findings
         .iter()
-        .all(|f| f.severity != offload_analyze::report::Severity::High));
+        .all(|f| f.severity != offload_report::Severity::High));
     let gain = r
         .findings
         .iter()
@@ -406,7 +406,7 @@ fn perturbed(name: &str, tweak: impl Fn(u32, &mut FrameSpec)) -> Analysis {
     run(&[p], &Options::default())
 }
 
-fn finding<'a>(a: &'a Analysis, kind: &str) -> &'a offload_analyze::report::Finding {
+fn finding<'a>(a: &'a Analysis, kind: &str) -> &'a offload_report::Finding {
     a.report
         .findings
         .iter()
@@ -469,7 +469,7 @@ fn bad_outer_udp_checksums_are_a_finding() {
     write(&p, &frames);
     let a = run(&[p], &Options::default());
     let f = finding(&a, "outer-udp-checksum");
-    assert_eq!(f.severity, offload_analyze::report::Severity::High);
+    assert_eq!(f.severity, offload_report::Severity::High);
     assert_eq!(f.evidence.as_ref().unwrap().frames, vec![11]);
     assert!(f.detail.starts_with("10 of 20"), "{}", f.detail);
 }

@@ -7,9 +7,10 @@
 //! made here, frame by frame, as editcap makes it: data cut, wire length
 //! kept); one run also goes through editcap itself.
 
-use offload_analyze::report::{Report, Severity};
+use offload_analyze::report::Report;
 use offload_analyze::{analyze, Analysis, Options};
 use offload_capture::{CaptureReader, CaptureWriter, Control, FrameMeta};
+use offload_report::Severity;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;

@@ -79,7 +79,7 @@ fn write(path: &Path, frames: impl Iterator<Item = Vec<u8>>) {
     w.finish().unwrap();
 }
 
-fn named(a: &Analysis) -> Vec<&offload_analyze::report::Finding> {
+fn named(a: &Analysis) -> Vec<&offload_report::Finding> {
     a.report
         .findings
         .iter()
@@ -111,7 +111,7 @@ fn vxlan_and_ip6ip6_over_ipv6_with_big_tcp_are_named_on_affected_lines() {
                 "{}",
                 f.title
             );
-            assert_eq!(f.severity, offload_analyze::report::Severity::High);
+            assert_eq!(f.severity, offload_report::Severity::High);
             let flow = &a.report.flows[f.flow.as_ref().unwrap().id];
             // The figures behind it: at 185000 packets past 64 KiB are
             // lost, at 65536 nothing is.

@@ -131,7 +131,7 @@ fn the_documented_duckdb_query_runs_over_several_captures() {
         std::fs::create_dir(&d).unwrap();
         let a = run(&d, &[name]);
         for f in &a.report.findings {
-            if f.severity == offload_analyze::report::Severity::High {
+            if f.severity == offload_report::Severity::High {
                 expected.push((f.kind.to_string(), f.extra_packets));
             }
         }

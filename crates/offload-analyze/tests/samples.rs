@@ -3,9 +3,9 @@
 //! sample must be explained the way its scenario was set up.
 
 use offload_analyze::flow::BigPacketSide;
-use offload_analyze::report::Severity;
 use offload_analyze::{analyze, Analysis, Options};
 use offload_capture::Control;
+use offload_report::Severity;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 

@@ -36,6 +36,14 @@ pub struct InspectArgs {
     /// Also report since-boot totals of those counters, and findings on them.
     #[arg(long)]
     pub since_boot: bool,
+    /// Print the --live figures as OpenMetrics text (for a scrape) on
+    /// stdout, and nothing else.
+    #[arg(long, requires = "live", conflicts_with = "json")]
+    pub prometheus: bool,
+    /// Also write the --live figures as OpenMetrics text to this file, for
+    /// node_exporter's textfile collector (replaced atomically).
+    #[arg(long, value_name = "PATH", requires = "live")]
+    pub textfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -65,28 +73,30 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         .filter(|d| !args.devices.is_empty() || (d.up && d.name != "lo"))
         .map(|d| (d.name.clone(), d.ifindex))
         .collect();
-    if !args.json {
+    if !args.json && !args.prometheus {
         print!("{}", inspect::render_text(&ins));
     }
     let live = match args.live {
         Some(duration) => {
             let names: Vec<String> = watched.iter().map(|(n, _)| n.clone()).collect();
-            if !args.json {
+            if !args.json && !args.prometheus {
                 println!();
                 println!("live, {} s ({}):", duration.as_secs_f64(), names.join(", "));
             }
-            let json = args.json;
-            let report = live::watch(&names, duration, Duration::from_secs(1), &cancel, |iv| {
-                if json {
+            let quiet = args.json || args.prometheus;
+            let report = live::watch(&watched, duration, Duration::from_secs(1), &cancel, |iv| {
+                if quiet {
                     return;
                 }
                 let mut line = format!("{:>5.1}s", iv.t);
-                for (name, c) in &iv.devices {
+                for d in &iv.devices {
                     line.push_str(&format!(
-                        "  {name}: gro {} stack {} ratio {}",
-                        c.gro_in,
-                        c.stack,
-                        c.merge_ratio().map_or("-".into(), |r| format!("{r:.1}"))
+                        "  {}: gro {} -> {} ratio {} stack {}",
+                        d.name,
+                        d.counts.gro_in,
+                        d.gro_out,
+                        d.merge_ratio.map_or("-".into(), |r| format!("{r:.1}")),
+                        d.counts.stack,
                     ));
                 }
                 line.push_str(&format!(
@@ -97,7 +107,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                 let _ = std::io::stdout().flush();
             })
             .context("--live")?;
-            if !json {
+            if !quiet {
                 println!(
                     "summary over {:.1} s{}:",
                     report.seconds,
@@ -108,14 +118,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                     }
                 );
                 for d in &report.devices {
-                    println!(
-                        "  {:<15} into GRO {:>10}  into stack {:>10}  merge ratio {}",
-                        d.name,
-                        d.gro_in,
-                        d.stack,
-                        d.merge_ratio
-                            .map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}"))
-                    );
+                    print!("{}", live::render_device(d));
                 }
                 for h in &report.hw_offload {
                     for (what, prefix) in [
@@ -146,6 +149,13 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
+            let metrics = live::openmetrics::render(&report);
+            if let Some(path) = &args.textfile {
+                live::openmetrics::write_textfile(path, &metrics).context("--textfile")?;
+            }
+            if args.prometheus {
+                print!("{metrics}");
+            }
             Some(report)
         }
         None => None,
@@ -162,7 +172,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                 profiles: Vec::new(),
             };
             let report = sample::sample(&watched, &opts, &cancel).context("--sample")?;
-            if !args.json {
+            if !args.json && !args.prometheus {
                 println!();
                 println!("sample: {} packets after GRO", report.frames);
                 for (dev, s) in &report.devices {

@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use offload_lab::experiments::{self, report, Options};
+use offload_lab::experiments::{self, guests, report, Options};
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
@@ -31,6 +31,17 @@ pub enum LabCommand {
     },
     /// Run one scenario (see `offload lab list`).
     Run(RunArgs),
+    /// Inside a guest kernel of `--kernels`: pcaps through this kernel's
+    /// GRO, counts as JSON to --out.
+    #[command(hide = true)]
+    GroReplay {
+        /// Where to write the counts (a new file).
+        #[arg(long)]
+        out: PathBuf,
+        /// The pcaps.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -55,6 +66,13 @@ pub struct RunArgs {
     /// 1000,5000,10000,20000,30000].
     #[arg(long, value_delimiter = ',')]
     pub flows: Option<Vec<u32>>,
+    /// vxlan-ip-id only: older kernels that run the same frames through
+    /// their GRO, each booted in a QEMU guest by scripts/kernel-vm.sh:
+    /// `auto` (those already fetched, when QEMU is installed), `none`, or
+    /// a list such as `6.1,6.12` (fetched if needed; an error when one
+    /// cannot boot). Lines not measured are shown as the engine's model.
+    #[arg(long, default_value = "auto", value_name = "auto|none|6.1,6.12")]
+    pub kernels: guests::KernelChoice,
 }
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
@@ -80,6 +98,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::Run(args) => run_one(args),
+        LabCommand::GroReplay { out, inputs } => {
+            guests::replay_files(&inputs, &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -88,10 +110,20 @@ fn run_one(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    let guests = if experiment.name() == "vxlan-ip-id" {
+        let exe = std::env::current_exe().context("this program's path (for the guests)")?;
+        guests::resolve(
+            &args.kernels,
+            vec![exe.into(), "lab".into(), "gro-replay".into()],
+        )?
+    } else {
+        None
+    };
     let opts = Options {
         duration: args.duration,
         runs: args.runs,
         flows: args.flows,
+        guests,
     };
     // Progress goes to stderr, so it is printed with --json too.
     let rep = experiments::run(experiment, &opts, &cancel, true)?;

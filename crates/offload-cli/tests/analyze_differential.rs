@@ -15,7 +15,7 @@
 //! Needs root (namespaces, packet sockets), tcpdump, tshark, editcap and
 //! tcptrace: `scripts/test.sh` runs it.
 
-use offload_lab::topo::{unique_name, veth, Node};
+use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -660,3 +660,102 @@ fn interrupted_run_reports_completed_pairs_cleanly() {
     assert!(out.contains("pp-busy-poll"), "{out}");
     assert_gone(&held);
 }
+
+/// vxlan-ip-id with `--kernels 6.1,6.12`: the same wire frames go through
+/// the GRO of Debian's 6.1 and 6.12 kernels, each booted in a QEMU guest
+/// by scripts/kernel-vm.sh, and of the running kernel; each measured row
+/// carries the release of the kernel that ran it (the guests' `uname -r`,
+/// which only a guest can report), and the guests' processes and files are
+/// gone afterwards. One small run (about 80 s, most of it the emulated
+/// guests' boot).
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn vxlan_ip_id_measures_older_kernels_in_guests() {
+    let _serial = serial();
+    let before = host_state();
+    let child = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args([
+            "lab",
+            "run",
+            "vxlan-ip-id",
+            "--runs",
+            "1",
+            "--duration",
+            "1",
+            "--kernels",
+            "6.1,6.12",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines = &report["details"]["kernel_lines"];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut ratios = BTreeMap::new();
+    for line in ["6.1", "6.12"] {
+        let m = &lines["measured"][line];
+        assert_eq!(m["source"], "measured", "{line}: {lines}");
+        // The cache the script filled (OFFLOAD_KERNEL_CACHE or target/kernels).
+        let cache = std::env::var_os("OFFLOAD_KERNEL_CACHE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| root.join("target/kernels"));
+        let release = std::fs::read_to_string(cache.join(line).join("release")).unwrap();
+        assert_eq!(m["release"], release.trim(), "{line} ran in its guest");
+        assert_ne!(m["release"], host_release.trim());
+        ratios.insert(line, m.clone());
+    }
+    let here = lines["measured"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|m| m["release"] == host_release.trim())
+        .unwrap_or_else(|| panic!("the running kernel's row: {lines}"))
+        .clone();
+    for m in ratios.values().chain([&here]) {
+        for arm in ["healthy", "scrambled", "random-id-df"] {
+            // The same frames everywhere.
+            assert_eq!(m[arm]["frames_in"], here[arm]["frames_in"], "{lines}");
+            assert!(m[arm]["frames_in"].as_u64().unwrap() >= 512, "{lines}");
+        }
+        assert!(m["healthy"]["merge_ratio"].as_f64().unwrap() > 4.0, "{m}");
+        assert!(m["scrambled"]["merge_ratio"].as_f64().unwrap() < 1.5, "{m}");
+    }
+    // 6.1 ignores the ID of a DF-set outer header; 6.18 does not.
+    assert!(
+        ratios["6.1"]["random-id-df"]["merge_ratio"]
+            .as_f64()
+            .unwrap()
+            > 4.0,
+        "{lines}"
+    );
+    assert!(
+        here["random-id-df"]["merge_ratio"].as_f64().unwrap() < 1.5,
+        "{lines}"
+    );
+    assert_eq!(lines["model"]["6.1"]["source"], "model");
+    // Nothing of the guests is left: no QEMU, no job or frame directory.
+    let qemu = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.starts_with("qemu-system") && c.contains("offload_job=vm-job")
+        });
+    assert!(!qemu, "a guest outlived the run");
+    let left: Vec<_> = std::fs::read_dir(root.join("target"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("offload-lab-vm-{pid}-")))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_same(&before, &host_state());
+}

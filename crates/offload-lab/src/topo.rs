@@ -7,7 +7,7 @@
 use std::net::Ipv4Addr;
 
 use offload_sys::error::Result;
-pub use offload_sys::node::{unique_name, veth, Node, VethPair};
+use offload_sys::node::{unique_name, veth, Node};
 use offload_sys::rtnl::VxlanParams;
 
 /// `gro_flush_timeout` of the receiver in [`VxlanPath`], in ns.
@@ -40,6 +40,8 @@ pub struct VxlanPath {
     pub a_dev: String,
     /// B's underlay device (the GRO receiver).
     pub b_dev: String,
+    /// M2's veth towards B: what leaves it is what B's GRO receives.
+    pub m2_dev: String,
     /// M1's TUN device.
     pub m1_tun: String,
     /// M2's TUN device.
@@ -137,6 +139,7 @@ impl VxlanPath {
             b,
             a_dev,
             b_dev,
+            m2_dev,
             m1_tun: unique_name("ovt"),
             m2_tun: unique_name("ovu"),
             vxlan_dev,

@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 
 use offload_lab::relay::{Mode, Relay};
-use offload_lab::topo::{VethPair, VxlanPath};
+use offload_lab::topo::VxlanPath;
+use offload_sys::node::VethPair;
 use offload_sys::rtnl::Rtnl;
 
 /// Network namespaces this process references (threads, fds, mounts).

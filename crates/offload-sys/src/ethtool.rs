@@ -204,6 +204,35 @@ impl Ethtool {
         Ok(r)
     }
 
+    /// A command whose structure is `u32 cmd` and then `N` u32 fields
+    /// (`ethtool_channels`, `ethtool_ringparam`, `ethtool_coalesce`):
+    /// sends `words`, and reads them back as the kernel left them.
+    fn words_ioctl<const N: usize>(
+        &self,
+        dev: &str,
+        cmd: u32,
+        words: &mut [u32; N],
+        what: &str,
+    ) -> Result<()> {
+        let mut buf = vec![0u8; 4 + 4 * N];
+        put_u32(&mut buf, 0, cmd);
+        for (i, w) in words.iter().enumerate() {
+            put_u32(&mut buf, 4 + 4 * i, *w);
+        }
+        self.ioctl(dev, &mut buf, what)?;
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = get_u32(&buf, 4 + 4 * i);
+        }
+        Ok(())
+    }
+
+    /// The `N` fields of a get command of that shape.
+    fn get_words<const N: usize>(&self, dev: &str, cmd: u32, what: &str) -> Result<[u32; N]> {
+        let mut words = [0; N];
+        self.words_ioctl(dev, cmd, &mut words, what)?;
+        Ok(words)
+    }
+
     /// Names of the device's features, in bit order.
     pub fn feature_names(&self, dev: &str) -> Result<Vec<String>> {
         // struct ethtool_sset_info { u32 cmd; u32 reserved; u64 sset_mask; u32 data[]; }
@@ -278,18 +307,17 @@ impl Ethtool {
     pub fn channels(&self, dev: &str) -> Result<Channels> {
         // struct ethtool_channels { u32 cmd, max_rx, max_tx, max_other,
         // max_combined, rx_count, tx_count, other_count, combined_count; }
-        let mut buf = vec![0u8; 36];
-        put_u32(&mut buf, 0, ETHTOOL_GCHANNELS);
-        self.ioctl(dev, &mut buf, "ETHTOOL_GCHANNELS")?;
+        let [max_rx, max_tx, max_other, max_combined, rx, tx, other, combined] =
+            self.get_words(dev, ETHTOOL_GCHANNELS, "ETHTOOL_GCHANNELS")?;
         Ok(Channels {
-            max_rx: get_u32(&buf, 4),
-            max_tx: get_u32(&buf, 8),
-            max_other: get_u32(&buf, 12),
-            max_combined: get_u32(&buf, 16),
-            rx: get_u32(&buf, 20),
-            tx: get_u32(&buf, 24),
-            other: get_u32(&buf, 28),
-            combined: get_u32(&buf, 32),
+            max_rx,
+            max_tx,
+            max_other,
+            max_combined,
+            rx,
+            tx,
+            other,
+            combined,
         })
     }
 
@@ -298,57 +326,47 @@ impl Ethtool {
         // struct ethtool_ringparam { u32 cmd; u32 rx_max_pending,
         // rx_mini_max_pending, rx_jumbo_max_pending, tx_max_pending,
         // rx_pending, rx_mini_pending, rx_jumbo_pending, tx_pending; }
-        let mut buf = vec![0u8; 36];
-        put_u32(&mut buf, 0, ETHTOOL_GRINGPARAM);
-        self.ioctl(dev, &mut buf, "ETHTOOL_GRINGPARAM")?;
+        let [rx_max, rx_mini_max, rx_jumbo_max, tx_max, rx, rx_mini, rx_jumbo, tx] =
+            self.get_words(dev, ETHTOOL_GRINGPARAM, "ETHTOOL_GRINGPARAM")?;
         Ok(Rings {
-            rx_max: get_u32(&buf, 4),
-            rx_mini_max: get_u32(&buf, 8),
-            rx_jumbo_max: get_u32(&buf, 12),
-            tx_max: get_u32(&buf, 16),
-            rx: get_u32(&buf, 20),
-            rx_mini: get_u32(&buf, 24),
-            rx_jumbo: get_u32(&buf, 28),
-            tx: get_u32(&buf, 32),
+            rx_max,
+            rx_mini_max,
+            rx_jumbo_max,
+            tx_max,
+            rx,
+            rx_mini,
+            rx_jumbo,
+            tx,
         })
     }
 
     /// Sets the current RX and TX ring sizes (`ethtool -G dev rx N tx M`).
     pub fn set_rings(&self, dev: &str, rx: u32, tx: u32) -> Result<()> {
         let now = self.rings(dev)?;
-        let mut buf = vec![0u8; 36];
-        put_u32(&mut buf, 0, ETHTOOL_SRINGPARAM);
-        for (at, v) in [
-            (4, now.rx_max),
-            (8, now.rx_mini_max),
-            (12, now.rx_jumbo_max),
-            (16, now.tx_max),
-            (20, rx),
-            (24, now.rx_mini),
-            (28, now.rx_jumbo),
-            (32, tx),
-        ] {
-            put_u32(&mut buf, at, v);
-        }
-        self.ioctl(
-            dev,
-            &mut buf,
-            &format!("ETHTOOL_SRINGPARAM rx {rx} tx {tx}"),
-        )?;
-        Ok(())
+        let mut words = [
+            now.rx_max,
+            now.rx_mini_max,
+            now.rx_jumbo_max,
+            now.tx_max,
+            rx,
+            now.rx_mini,
+            now.rx_jumbo,
+            tx,
+        ];
+        let what = format!("ETHTOOL_SRINGPARAM rx {rx} tx {tx}");
+        self.words_ioctl(dev, ETHTOOL_SRINGPARAM, &mut words, &what)
     }
 
     /// Interrupt coalescing (`ethtool -c`), by [`COALESCE_FIELDS`] name;
     /// `EOPNOTSUPP` where the driver has none.
     pub fn coalesce(&self, dev: &str) -> Result<std::collections::BTreeMap<String, u32>> {
         // struct ethtool_coalesce: u32 cmd, then 22 u32 fields.
-        let mut buf = vec![0u8; 4 + 4 * COALESCE_FIELDS.len()];
-        put_u32(&mut buf, 0, ETHTOOL_GCOALESCE);
-        self.ioctl(dev, &mut buf, "ETHTOOL_GCOALESCE")?;
+        let words: [u32; COALESCE_FIELDS.len()] =
+            self.get_words(dev, ETHTOOL_GCOALESCE, "ETHTOOL_GCOALESCE")?;
         Ok(COALESCE_FIELDS
             .iter()
-            .enumerate()
-            .map(|(i, n)| ((*n).to_string(), get_u32(&buf, 4 + 4 * i)))
+            .zip(words)
+            .map(|(n, v)| ((*n).to_string(), v))
             .collect())
     }
 
@@ -361,13 +379,11 @@ impl Ethtool {
                 feature: field.to_string(),
             });
         };
-        let mut buf = vec![0u8; 4 + 4 * COALESCE_FIELDS.len()];
-        put_u32(&mut buf, 0, ETHTOOL_GCOALESCE);
-        self.ioctl(dev, &mut buf, "ETHTOOL_GCOALESCE")?;
-        put_u32(&mut buf, 0, ETHTOOL_SCOALESCE);
-        put_u32(&mut buf, 4 + 4 * pos, value);
-        self.ioctl(dev, &mut buf, &format!("ETHTOOL_SCOALESCE {field} {value}"))?;
-        Ok(())
+        let mut words: [u32; COALESCE_FIELDS.len()] =
+            self.get_words(dev, ETHTOOL_GCOALESCE, "ETHTOOL_GCOALESCE")?;
+        words[pos] = value;
+        let what = format!("ETHTOOL_SCOALESCE {field} {value}");
+        self.words_ioctl(dev, ETHTOOL_SCOALESCE, &mut words, &what)
     }
 
     /// RSS indirection table, key and hash function (`ethtool -x`), through

@@ -15,6 +15,8 @@
 //! - [`sysfs`]: a namespace's sysfs (detached mount) and sysctls;
 //! - [`packet`]: an `AF_PACKET` socket that sees packets after GRO;
 //! - [`perf`]: tracepoint counters (`perf_event_open`);
+//! - [`bpf`], [`btf`]: hand-assembled raw-tracepoint programs and their
+//!   maps, with structure offsets from the running kernel's BTF;
 //! - [`tun`]: the TUN/TAP ioctls and fd I/O, on which offload-tun's
 //!   `TunDevice` (the project's one TUN device type) is built.
 //!
@@ -29,10 +31,15 @@
 
 #![warn(missing_docs)]
 // Unsafe code only in the modules that make raw syscalls (AF_PACKET, the
-// ethtool ioctl, perf_event_open, the TUN ioctls, setns/mount); each block
+// ethtool ioctl, perf_event_open, bpf, the TUN ioctls, setns/mount); each block
 // there carries its SAFETY comment.
 #![deny(unsafe_code)]
 
+#[cfg(feature = "control-plane")]
+#[allow(unsafe_code)]
+pub mod bpf;
+#[cfg(feature = "control-plane")]
+pub mod btf;
 #[cfg(feature = "control-plane")]
 pub mod error;
 #[cfg(feature = "control-plane")]

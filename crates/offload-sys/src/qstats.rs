@@ -158,15 +158,14 @@ pub fn queue_stats(ifindex: u32) -> Result<Option<Vec<QueueStats>>> {
         return Ok(None);
     };
     let mut out = Vec::new();
-    for reply in replies {
+    for reply in &replies {
         let mut q = QueueStats {
             kind: "rx",
             id: 0,
             counters: BTreeMap::new(),
         };
-        for (kind, value) in &reply.received {
-            let Some(n) = number(value) else { continue };
-            match *kind {
+        for (kind, n) in numbers(reply) {
+            match kind {
                 NETDEV_A_QSTATS_QUEUE_TYPE => q.kind = queue_kind(n),
                 NETDEV_A_QSTATS_QUEUE_ID => q.id = n as u32,
                 k => {
@@ -184,34 +183,23 @@ pub fn queue_stats(ifindex: u32) -> Result<Option<Vec<QueueStats>>> {
 /// The queues of device `ifindex` and their NAPI ids. `Ok(None)`: the
 /// kernel has no netdev family or no `queue-get` (before 6.8).
 pub fn queue_napis(ifindex: u32) -> Result<Option<Vec<QueueNapi>>> {
-    let nlas = vec![DefaultNla::new(
+    let replies = device_dump(
+        NETDEV_CMD_QUEUE_GET,
+        "netdev queue-get",
         NETDEV_A_QUEUE_IFINDEX,
-        ifindex.to_ne_bytes().to_vec(),
-    )];
-    let replies = match dump(NETDEV_CMD_QUEUE_GET, "netdev queue-get", nlas) {
-        Ok(r) => r,
-        Err(Error::Netlink { source, .. })
-            if matches!(
-                source.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-            ) =>
-        {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
-    };
+        ifindex,
+    )?;
     Ok(replies.map(|replies| {
         replies
             .iter()
-            .map(|r| {
+            .map(|attrs| {
                 let mut q = QueueNapi {
                     kind: "rx",
                     id: 0,
                     napi_id: None,
                 };
-                for (kind, value) in &r.received {
-                    let Some(n) = number(value) else { continue };
-                    match *kind {
+                for &(kind, n) in attrs {
+                    match kind {
                         NETDEV_A_QUEUE_ID => q.id = n as u32,
                         NETDEV_A_QUEUE_TYPE => q.kind = queue_kind(n),
                         NETDEV_A_QUEUE_NAPI_ID => q.napi_id = Some(n as u32),
@@ -227,31 +215,20 @@ pub fn queue_napis(ifindex: u32) -> Result<Option<Vec<QueueNapi>>> {
 /// The NAPI instances of device `ifindex` with their IRQs. `Ok(None)`: no
 /// netdev family or no `napi-get` (before 6.8).
 pub fn napis(ifindex: u32) -> Result<Option<Vec<Napi>>> {
-    let nlas = vec![DefaultNla::new(
+    let replies = device_dump(
+        NETDEV_CMD_NAPI_GET,
+        "netdev napi-get",
         NETDEV_A_NAPI_IFINDEX,
-        ifindex.to_ne_bytes().to_vec(),
-    )];
-    let replies = match dump(NETDEV_CMD_NAPI_GET, "netdev napi-get", nlas) {
-        Ok(r) => r,
-        Err(Error::Netlink { source, .. })
-            if matches!(
-                source.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-            ) =>
-        {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
-    };
+        ifindex,
+    )?;
     Ok(replies.map(|replies| {
         replies
             .iter()
-            .filter_map(|r| {
+            .filter_map(|attrs| {
                 let mut id = None;
                 let mut irq = None;
-                for (kind, value) in &r.received {
-                    let Some(n) = number(value) else { continue };
-                    match *kind {
+                for &(kind, n) in attrs {
+                    match kind {
                         NETDEV_A_NAPI_ID => id = Some(n as u32),
                         NETDEV_A_NAPI_IRQ => irq = Some(n as u32),
                         _ => {}
@@ -261,6 +238,42 @@ pub fn napis(ifindex: u32) -> Result<Option<Vec<Napi>>> {
             })
             .collect()
     }))
+}
+
+/// A per-device dump of the netdev family (`queue-get`, `napi-get`):
+/// `cmd` with `ifindex` as attribute `ifindex_attr`, each reply as its
+/// numeric attributes. `Ok(None)`: no netdev family, or a kernel without
+/// the command (`EOPNOTSUPP` or `EINVAL`: before 6.8).
+fn device_dump(cmd: u8, op: &str, ifindex_attr: u16, ifindex: u32) -> Result<Option<Vec<Numbers>>> {
+    let nlas = vec![DefaultNla::new(
+        ifindex_attr,
+        ifindex.to_ne_bytes().to_vec(),
+    )];
+    match dump(cmd, op, nlas) {
+        Ok(replies) => Ok(replies.map(|r| r.iter().map(numbers).collect())),
+        Err(Error::Netlink { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A reply's attributes that hold a number (u32 or u64), in order: type
+/// and value.
+type Numbers = Vec<(u16, u64)>;
+
+/// A reply's [`Numbers`].
+fn numbers(reply: &NetdevMsg) -> Numbers {
+    reply
+        .received
+        .iter()
+        .filter_map(|(kind, value)| number(value).map(|n| (*kind, n)))
+        .collect()
 }
 
 /// The counters reported, by their names in the netdev spec.

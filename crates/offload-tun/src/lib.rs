@@ -38,6 +38,3 @@ pub use device::{TunDevice, TunOptions};
 pub use error::{Result, TunError};
 pub use offloads::{negotiate, Negotiation, Offloads};
 pub use read::{split_packet, split_packet_into, split_packet_with_checksum, RawPacket, Split};
-
-/// The request half of [`TunOptions`]: which offloads to try.
-pub type OffloadRequest = Offloads;

@@ -113,6 +113,7 @@ pub mod gro;
 pub mod gso;
 pub mod layout;
 pub mod link;
+mod tunnel;
 pub mod vnet;
 pub mod wire;
 

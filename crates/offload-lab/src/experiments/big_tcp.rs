@@ -23,8 +23,8 @@
 use serde_json::json;
 
 use crate::live::TracepointIds;
-use crate::topo::{Node, VethPair};
 use offload_bench::TestKind;
+use offload_sys::node::{Node, VethPair};
 use offload_sys::perf::TracepointCounter;
 
 use offload_report::{Finding, Severity};

@@ -22,8 +22,8 @@ use anyhow::bail;
 use serde_json::json;
 
 use crate::live::TracepointIds;
-use crate::topo::VethPair;
 use offload_bench::TestKind;
+use offload_sys::node::VethPair;
 
 use offload_report::{Finding, Severity};
 
@@ -60,7 +60,7 @@ impl CacheMisses {
     /// on every online CPU.
     fn open() -> Result<Self, String> {
         let mut fds = Vec::new();
-        for cpu in crate::live::online_cpus() {
+        for cpu in offload_sys::perf::online_cpus() {
             // struct perf_event_attr, 136 bytes: type 0 (HARDWARE), size,
             // config 3 (CACHE_MISSES); everything else zero: count,
             // enabled at once.

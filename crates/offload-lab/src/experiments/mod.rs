@@ -12,6 +12,7 @@
 
 pub mod big_tcp;
 pub mod btf;
+pub mod guests;
 // Unsafe code only for perf_event_open and socket options, each block
 // with its SAFETY comment.
 #[allow(unsafe_code)]
@@ -90,6 +91,8 @@ pub struct Options {
     pub runs: u32,
     /// many-flows: the flow counts (None: the experiment's default).
     pub flows: Option<Vec<u32>>,
+    /// vxlan-ip-id: the guest kernels to boot (`--kernels`), resolved.
+    pub guests: Option<guests::Guests>,
 }
 
 impl Default for Options {
@@ -98,6 +101,7 @@ impl Default for Options {
             duration: DEFAULT_DURATION,
             runs: DEFAULT_RUNS,
             flows: None,
+            guests: None,
         }
     }
 }

@@ -21,8 +21,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::live::TracepointIds;
-use crate::topo::{Node, VethPair};
 use offload_bench::TestKind;
+use offload_sys::node::{Node, VethPair};
 
 use offload_report::{Finding, Severity};
 
@@ -126,7 +126,7 @@ impl Experiment for UdpRx {
         }
         let ids = TracepointIds::read()?;
         let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
-        let cpus: Vec<usize> = crate::live::online_cpus()
+        let cpus: Vec<usize> = offload_sys::perf::online_cpus()
             .into_iter()
             .map(|c| c as usize)
             .collect();

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::counters::Window;
 use super::{mask_is_zero, DeviceState, HostState, SoftnetCpu, LEGACY_MAX_SIZE};
 
-pub use offload_report::Severity;
+use offload_report::Severity;
 
 /// One knob a fix sets, in `offload tune --set` syntax (see
 /// `tune::Knob`).

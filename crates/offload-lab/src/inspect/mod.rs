@@ -35,7 +35,7 @@ use offload_sys::rtnl::{LinkState, Rtnl};
 use offload_sys::sysfs::Sysfs;
 
 pub use counters::Window;
-pub use findings::{findings, Change, Finding, Severity};
+pub use findings::{findings, Change, Finding};
 
 /// 64 KiB: the legacy GSO/GRO limit (`GSO_LEGACY_MAX_SIZE`, `GRO_LEGACY_MAX_SIZE`).
 pub const LEGACY_MAX_SIZE: u32 = 65536;

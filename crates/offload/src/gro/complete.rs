@@ -1,13 +1,14 @@
 //! `gro_complete` for a held packet of more than one segment: the network
-//! layers' `inet_gro_complete` / `ipv6_gro_complete`, the UDP tunnel's
-//! `udp4/6_gro_complete` + `udp_gro_complete`, and the transport's
+//! layers' `inet_gro_complete` / `ipv6_gro_complete`, the tunnel's own
+//! (`crate::tunnel`: `udp_gro_complete`, `gre_gro_complete`, ...), and
+//! the transport's
 //! `tcp4/6_gro_complete` or `udp_gro_complete_segment`, in kernel order
 //! (outer headers first, with the lengths as they are at that moment).
 
 use super::buf::PacketBuf;
 use super::{gso_type, Held, KernelLine};
 use crate::checksum;
-use crate::layout::Encap;
+use crate::tunnel::{self, OuterGso};
 use crate::wire::ipv4::Ipv4;
 use crate::wire::ipv6::{self, Ipv6};
 use crate::wire::{be16, put16, tcp, udp, IpVersion, Transport};
@@ -20,45 +21,18 @@ pub(super) fn complete(p: &mut Held, line: KernelLine) -> u32 {
         o.encap_off += shift;
         p.lay.l3_off += shift;
         p.lay.l4_off += shift;
-        match o.encap {
-            Encap::Vxlan | Encap::Geneve { .. } => {
-                // `udp4/6_gro_complete` → `udp_gro_complete`.
-                let udp = o.encap_off;
-                let len = p.data.total_len() - udp;
-                let csum = udp + udp::field::CHECKSUM;
-                if be16(&p.data, csum) != 0 {
-                    let pseudo = if line.udp_tunnel_csum_from_inner_header() {
-                        inner_as_outer_pseudo(&p.data, p.lay.l3_off, o.ip, len as u32)
-                    } else {
-                        pseudo_at(&p.data, o.l3_off, o.ip, Transport::Udp, len as u32)
-                    };
-                    put16(&mut p.data, csum, checksum::fold(pseudo));
-                    gso |= gso_type::UDP_TUNNEL_CSUM;
-                } else {
-                    gso |= gso_type::UDP_TUNNEL;
-                }
-                // `htons(skb->len - nhoff)`: above 64 KiB the field wraps.
-                put16(&mut p.data, udp + udp::field::LENGTH.start, len as u16);
-            }
-            // `gre_gro_complete`: the GRE header is left as the first
-            // segment had it (its checksum field included).
-            Encap::Gre { .. } => {
-                let csum = be16(&p.data, o.encap_off) & crate::wire::gre::flags::CSUM != 0;
-                gso |= if csum {
-                    gso_type::GRE_CSUM
-                } else {
-                    gso_type::GRE
-                };
-            }
-            // `ipip_gro_complete`, `sit_gro_complete`,
-            // `ip6ip6_gro_complete`, `ip4ip6_gro_complete`.
-            Encap::IpInIp => {
-                gso |= match o.ip {
-                    IpVersion::V4 => gso_type::IPXIP4,
-                    IpVersion::V6 => gso_type::IPXIP6,
-                };
-            }
-        }
+        // The tunnel's own `*_gro_complete` (`crate::tunnel`).
+        let total = p.data.total_len();
+        let inner_l3 = p.lay.l3_off;
+        let csum_from_inner = line.udp_tunnel_csum_from_inner_header();
+        gso |= match tunnel::complete(&mut p.data, total, &o, inner_l3, csum_from_inner) {
+            OuterGso::UdpTunnel => gso_type::UDP_TUNNEL,
+            OuterGso::UdpTunnelCsum => gso_type::UDP_TUNNEL_CSUM,
+            OuterGso::Gre => gso_type::GRE,
+            OuterGso::GreCsum => gso_type::GRE_CSUM,
+            OuterGso::IpxIp4 => gso_type::IPXIP4,
+            OuterGso::IpxIp6 => gso_type::IPXIP6,
+        };
         p.lay.outer = Some(o);
     }
     let shift = complete_l3(p, p.lay.l3_off, p.lay.ip, line);
@@ -129,22 +103,6 @@ fn complete_l3(p: &mut Held, l3: usize, ip: IpVersion, line: KernelLine) -> usiz
             0
         }
     }
-}
-
-/// The pseudo-header sum of a tunnel's outer UDP checksum as lines
-/// before 6.9 compute it (`KernelLine::udp_tunnel_csum_from_inner_header`):
-/// the addresses are read at the innermost IP header (`inner_l3`, still as
-/// the first segment had it: the inner headers are completed after the
-/// outer ones) with the layout of the outer header's version `outer_ip`.
-/// Bytes past the end of the packet read as zero (a kernel would read
-/// whatever follows; no such packet reaches here, an inner IPv4 header
-/// plus a TCP or UDP header is at least 28 bytes and GRO holds only
-/// packets with payload).
-fn inner_as_outer_pseudo(data: &[u8], inner_l3: usize, outer_ip: IpVersion, len: u32) -> u64 {
-    let mut hdr = [0u8; 40];
-    let avail = data.len().saturating_sub(inner_l3).min(hdr.len());
-    hdr[..avail].copy_from_slice(&data[inner_l3..inner_l3 + avail]);
-    outer_ip.pseudo_header(&hdr, Transport::Udp.protocol(), len)
 }
 
 fn pseudo_at(data: &[u8], l3: usize, ip: IpVersion, proto: Transport, len: u32) -> u64 {

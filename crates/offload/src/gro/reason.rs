@@ -123,6 +123,21 @@ pub enum FlushReason {
 }
 
 impl FlushReason {
+    /// Why GRO passes a frame whose tunnel header the tunnel's rules
+    /// refused (`crate::tunnel`).
+    pub(super) fn of_tunnel(r: crate::tunnel::Refusal) -> Self {
+        use crate::tunnel::Refusal;
+        match r {
+            Refusal::Truncated => FlushReason::Malformed,
+            Refusal::GeneveVersionOrOam => FlushReason::GeneveUnsupported,
+            Refusal::GreFlags => FlushReason::GreUnsupported,
+            Refusal::GreChecksum => FlushReason::BadChecksum,
+            Refusal::Payload(_) => FlushReason::UnsupportedProtocol,
+        }
+    }
+}
+
+impl FlushReason {
     /// Every reason, in declaration order.
     pub const ALL: &'static [FlushReason] = &[
         FlushReason::CwrSet,

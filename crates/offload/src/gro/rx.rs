@@ -1,7 +1,7 @@
 //! The link and network layers of the receive path: `dev_gro_receive`,
 //! `vlan_gro_receive`, `inet_gro_receive`, `ipv6_gro_receive`, and the
-//! UDP tunnel layers (`udp_gro_receive` → `vxlan_gro_receive` →
-//! `eth_gro_receive`) that lead back into them for the inner packet.
+//! step through a tunnel header (its rules are `crate::tunnel`'s) that
+//! leads back into them for the inner packet.
 //!
 //! Each layer either lets the frame pass untouched (the kernel's `goto out`
 //! with `flush = 1` and no `pp`: the held packet of the flow is *not*
@@ -10,9 +10,9 @@
 //! and complete the held packet.
 
 use super::{mac_len, FlushReason, GroEngine, Held, Input, Proto, Verdict};
-use crate::layout::{Encap, Layout, OuterLayout};
+use crate::layout::{Layout, OuterLayout};
 use crate::link::{dissect_l2, L2Info};
-use crate::wire::ethernet;
+use crate::tunnel::{self, UdpTunnel};
 use crate::wire::ipv4::{self, Ipv4};
 use crate::wire::ipv6::{self, next_header, Ipv6};
 use crate::wire::{be16, be32, ip_proto, tcp, udp, IpVersion, Transport};
@@ -67,6 +67,16 @@ impl Upper {
             ip_proto::IPV6 => Some(Upper::Ip(IpVersion::V6)),
             ip_proto::GRE => Some(Upper::Gre),
             p => Transport::from_protocol(p).map(Upper::L4),
+        }
+    }
+
+    /// The IP protocol number it was read from.
+    fn protocol(self) -> u8 {
+        match self {
+            Upper::L4(t) => t.protocol(),
+            Upper::Ip(IpVersion::V4) => ip_proto::IPIP,
+            Upper::Ip(IpVersion::V6) => ip_proto::IPV6,
+            Upper::Gre => ip_proto::GRE,
         }
     }
 
@@ -233,170 +243,73 @@ impl GroEngine {
                 let dport = f
                     .get(next_off + udp::field::DST_PORT.start..next_off + udp::field::DST_PORT.end)
                     .map(|_| be16(f, next_off + udp::field::DST_PORT.start));
-                let stat = match dport {
-                    Some(p) if self.cfg.vxlan_ports.contains(&p) => Proto::Vxlan,
-                    Some(p) if self.cfg.geneve_ports.contains(&p) => Proto::Geneve,
-                    _ => stat,
+                let tunnel = dport.and_then(|p| {
+                    tunnel::udp_tunnel_on(p, &self.cfg.vxlan_ports, &self.cfg.geneve_ports)
+                });
+                let stat = match tunnel {
+                    Some(UdpTunnel::Vxlan) => Proto::Vxlan,
+                    Some(UdpTunnel::Geneve) => Proto::Geneve,
+                    None => stat,
                 };
                 (self.udp_receive(&skb, out), stat)
             }
-            Upper::Ip(inner) => (self.ip_tunnel_receive(&skb, inner, out), stat),
-            Upper::Gre => (self.gre_receive(&skb, out), stat),
+            Upper::Ip(_) | Upper::Gre => (self.ip_tunnel_receive(&skb, upper, out), stat),
         }
     }
 
-    /// `udp_gro_receive` on the tunnel path for VXLAN
-    /// (`vxlan_gro_receive`): the VXLAN header and the inner Ethernet
-    /// header, then the inner packet. `skb` describes the outer headers.
-    pub(super) fn vxlan_receive<F: FnMut(&super::Delivered<'_>)>(
+    /// `udp_gro_receive` on the tunnel path: the UDP tunnel `kind`'s header
+    /// (`vxlan_gro_receive`, `geneve_gro_receive`: its rules are in
+    /// `crate::tunnel`), then the inner packet. `skb` describes the outer
+    /// headers.
+    pub(super) fn udp_tunnel_receive<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
+        kind: UdpTunnel,
         out: &mut F,
     ) -> Verdict {
-        let outer = OuterLayout {
-            l3_off: skb.lay.l3_off,
-            ip: skb.lay.ip,
-            encap_off: skb.lay.l4_off,
-            encap: Encap::Vxlan,
-        };
-        let f = skb.frame();
-        // vxlan_gro_prepare_receive / eth_gro_receive pull their headers.
-        if f.len() < outer.inner_l3_off() {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        let inner_type = be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start);
-        self.tunnel_inner(skb, outer, inner_type, out)
+        let parsed = tunnel::parse_udp(
+            kind,
+            skb.frame(),
+            skb.lay.l3_off,
+            skb.lay.ip,
+            skb.lay.l4_off,
+        );
+        self.tunnel_receive(skb, parsed, out)
     }
 
-    /// `geneve_gro_receive` (`drivers/net/geneve.c`, 4.x to 7.x): version 0
-    /// and no OAM bit, a payload type with a GRO handler (Ethernet, IPv4,
-    /// IPv6); the whole header, options included, is part of the flow
-    /// (`memcmp(gh, gh2, gh_len)`, in [`same_flow`]). `skb` describes the
-    /// outer headers.
-    pub(super) fn geneve_receive<F: FnMut(&super::Delivered<'_>)>(
-        &mut self,
-        skb: &Skb<'_>,
-        out: &mut F,
-    ) -> Verdict {
-        use crate::wire::geneve::{self, Geneve};
-        let f = skb.frame();
-        let gh = skb.lay.l4_off + udp::HEADER_LEN;
-        if f.len() < gh + geneve::BASE_LEN {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        let g = Geneve::new_unchecked(&f[gh..]);
-        if f.len() < gh + g.header_len() {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        if g.version() != 0 || g.oam() {
-            return Verdict::Pass(FlushReason::GeneveUnsupported);
-        }
-        let eth = match g.protocol() {
-            geneve::PROTO_TEB => true,
-            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
-            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
-        };
-        let outer = OuterLayout {
-            l3_off: skb.lay.l3_off,
-            ip: skb.lay.ip,
-            encap_off: skb.lay.l4_off,
-            encap: Encap::Geneve {
-                len: g.header_len() as u16,
-                eth,
-            },
-        };
-        self.encapsulated(skb, outer, eth, g.protocol(), out)
-    }
-
-    /// `ipip_gro_receive` / `sit_ip6ip6_gro_receive` / `ip4ip6_gro_receive`
-    /// (`net/ipv4/af_inet.c`, `net/ipv6/ip6_offload.c`, since 4.x): one
-    /// level of encapsulation (`encap_mark`), then the inner IP header at
-    /// once. `skb` describes the outer header.
+    /// The tunnels after a network header (`ipip_gro_receive`,
+    /// `sit_ip6ip6_gro_receive`, `ip4ip6_gro_receive`, `gre_gro_receive`:
+    /// their rules are in `crate::tunnel`), then the inner packet. `skb`
+    /// describes the outer header.
     fn ip_tunnel_receive<F: FnMut(&super::Delivered<'_>)>(
         &mut self,
         skb: &Skb<'_>,
-        inner: IpVersion,
-        out: &mut F,
-    ) -> Verdict {
-        let outer = OuterLayout {
-            l3_off: skb.lay.l3_off,
-            ip: skb.lay.ip,
-            encap_off: skb.lay.l4_off,
-            encap: Encap::IpInIp,
-        };
-        self.tunnel_inner(skb, outer, inner.ethertype(), out)
-    }
-
-    /// `gre_gro_receive` (`net/ipv4/gre_offload.c`, unchanged in substance
-    /// from 4.x to 7.x): version 0 with no flag but key and checksum (a
-    /// sequence number makes the packet pass: GSO could not rebuild it);
-    /// a known payload type; a GRE checksum, if present, must verify over
-    /// the GRE header and payload. The flags, the protocol and the key are
-    /// part of the flow (compared in [`same_flow`]).
-    fn gre_receive<F: FnMut(&super::Delivered<'_>)>(
-        &mut self,
-        skb: &Skb<'_>,
-        out: &mut F,
-    ) -> Verdict {
-        use crate::wire::gre::{self, Gre};
-        let f = skb.frame();
-        let at = skb.lay.l4_off;
-        if f.len() < at + gre::BASE_LEN {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        let g = Gre::new_unchecked(&f[at..]);
-        if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
-            return Verdict::Pass(FlushReason::GreUnsupported);
-        }
-        let eth = match g.protocol() {
-            ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
-            ethernet::ethertype::TEB => true,
-            _ => return Verdict::Pass(FlushReason::UnsupportedProtocol),
-        };
-        let len = g.header_len();
-        if f.len() < at + len {
-            return Verdict::Pass(FlushReason::Malformed);
-        }
-        if g.has_checksum()
-            && !skb.l3_flush
-            && self.cfg.verify_checksums
-            && crate::checksum::checksum(&f[at..]) != 0
-        {
-            return Verdict::Pass(FlushReason::BadChecksum);
-        }
-        let outer = OuterLayout {
-            l3_off: skb.lay.l3_off,
-            ip: skb.lay.ip,
-            encap_off: at,
-            encap: Encap::Gre {
-                len: len as u16,
-                eth,
-            },
-        };
-        self.encapsulated(skb, outer, eth, g.protocol(), out)
-    }
-
-    /// After a Geneve or GRE header: the inner Ethernet header's type when
-    /// the tunnel carries Ethernet (`eth`), else the tunnel header's own
-    /// protocol field (`protocol`), then [`Self::tunnel_inner`].
-    fn encapsulated<F: FnMut(&super::Delivered<'_>)>(
-        &mut self,
-        skb: &Skb<'_>,
-        outer: OuterLayout,
-        eth: bool,
-        protocol: u16,
+        upper: Upper,
         out: &mut F,
     ) -> Verdict {
         let f = skb.frame();
-        if f.len() < outer.inner_l3_off() {
-            return Verdict::Pass(FlushReason::Malformed);
+        let (l3, ip) = (skb.lay.l3_off, skb.lay.ip);
+        let proto = upper.protocol();
+        let verify = !skb.l3_flush && self.cfg.verify_checksums;
+        match tunnel::parse_ip(proto, f, l3, ip, skb.lay.l4_off, verify) {
+            Some(parsed) => self.tunnel_receive(skb, parsed, out),
+            None => Verdict::Pass(FlushReason::UnsupportedProtocol),
         }
-        let inner_type = if eth {
-            be16(f, outer.inner_eth_off() + ethernet::field::ETHERTYPE.start)
-        } else {
-            protocol
-        };
-        self.tunnel_inner(skb, outer, inner_type, out)
+    }
+
+    /// A tunnel header read by its rules: the packet inside, or the
+    /// refusal's flush reason.
+    #[inline]
+    fn tunnel_receive<F: FnMut(&super::Delivered<'_>)>(
+        &mut self,
+        skb: &Skb<'_>,
+        parsed: Result<(OuterLayout, u16), tunnel::Refusal>,
+        out: &mut F,
+    ) -> Verdict {
+        match parsed {
+            Ok((outer, inner_type)) => self.tunnel_inner(skb, outer, inner_type, out),
+            Err(r) => Verdict::Pass(FlushReason::of_tunnel(r)),
+        }
     }
 
     /// The packet inside a tunnel: `eth_gro_receive` for tunnels that carry
@@ -610,47 +523,8 @@ fn same_flow(p: &Held, skb: &Skb<'_>, f: &[u8]) -> bool {
         if !same_l3(&p.data[o.l3_off..], &f[o.l3_off..], o.ip, nlen) {
             return false;
         }
-        if let Some(u) = o.udp_off() {
-            // `udp_gro_receive`: ports, and both checksums zero or both
-            // non-zero.
-            let (x, y) = (&p.data[u..], &f[u..]);
-            let csum = udp::field::CHECKSUM;
-            if be32(x, udp::field::PORTS.start) != be32(y, udp::field::PORTS.start)
-                || (be16(x, csum) == 0) != (be16(y, csum) == 0)
-            {
-                return false;
-            }
-        }
-        if let Encap::Gre { eth, .. } = o.encap {
-            use crate::wire::gre::Gre;
-            // `gre_gro_receive` (net/ipv4/gre_offload.c, every line
-            // since 3.x): flags and protocol, and when the key flag is
-            // set, "the key" as `*(__be32 *)(greh + 1)`: the word right
-            // after the base header. With the checksum flag also set that
-            // word is the checksum and reserved field, not the key: the
-            // key is never compared and packets whose GRE checksums differ
-            // (their inner lengths differ: a valid inner IP and TCP header
-            // fold to the pseudo-header) are different flows.
-            let word = crate::wire::gre::BASE_LEN;
-            if be32(&p.data, o.encap_off) != be32(f, o.encap_off)
-                || (Gre::new_unchecked(&f[o.encap_off..]).has_key()
-                    && be32(&p.data, o.encap_off + word) != be32(f, o.encap_off + word))
-            {
-                return false;
-            }
-            if eth {
-                let e = o.inner_eth_off()..o.inner_l3_off();
-                if p.data[e.clone()] != f[e] {
-                    return false;
-                }
-            }
-        } else {
-            // VXLAN flags and VNI, the whole Geneve header with its
-            // options, and the inner Ethernet header (`compare_ether_header`).
-            let k = o.key_range();
-            if p.data[k.clone()] != f[k] {
-                return false;
-            }
+        if !tunnel::same_flow(&p.data, f, &o) {
+            return false;
         }
     }
     let nlen = b.l4_off - b.l3_off;

@@ -11,6 +11,7 @@
 use super::rx::Skb;
 use super::tcp::l4_checksum_ok_at;
 use super::{max_size, Delivered, FlushReason, GroEngine, Verdict, GRO_LEGACY_MAX_SIZE};
+use crate::tunnel::{udp_tunnel_on, UdpTunnel};
 use crate::wire::udp::{self, field};
 use crate::wire::{be16, Transport};
 
@@ -39,26 +40,21 @@ impl GroEngine {
             return Verdict::Pass(FlushReason::BadChecksum);
         }
         let dport = be16(f, uh + field::DST_PORT.start);
-        if self.cfg.vxlan_ports.contains(&dport) {
+        if let Some(kind) = udp_tunnel_on(dport, &self.cfg.vxlan_ports, &self.cfg.geneve_ports) {
             // The tunnel path takes one level of encapsulation only.
             if skb.lay.outer.is_some() {
                 return Verdict::Pass(FlushReason::NestedTunnel);
             }
-            // The outer checksum used one known-good level (a zero one too:
-            // `skb_gro_incr_csum_unnecessary` runs whenever validation
-            // did not fail), unless the network layer had set flush.
-            let csum_cnt = if skb.l3_flush {
+            // VXLAN: the outer checksum used one known-good level (a zero
+            // one too: `skb_gro_incr_csum_unnecessary` runs whenever
+            // validation did not fail), unless the network layer had set
+            // flush.
+            let csum_cnt = if kind != UdpTunnel::Vxlan || skb.l3_flush {
                 skb.csum_cnt
             } else {
                 skb.csum_cnt.saturating_sub(1)
             };
-            return self.vxlan_receive(&Skb { csum_cnt, ..*skb }, out);
-        }
-        if self.cfg.geneve_ports.contains(&dport) {
-            if skb.lay.outer.is_some() {
-                return Verdict::Pass(FlushReason::NestedTunnel);
-            }
-            return self.geneve_receive(skb, out);
+            return self.udp_tunnel_receive(&Skb { csum_cnt, ..*skb }, kind, out);
         }
         if !self.cfg.udp.applies_to(dport) {
             return Verdict::Pass(FlushReason::UnsupportedProtocol);

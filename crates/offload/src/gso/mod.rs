@@ -26,7 +26,9 @@ pub use crate::layout::{Layout, OuterLayout};
 use crate::link::{dissect_l2, LinkKind};
 use crate::wire::ipv6::{self, Ipv6};
 use crate::wire::tcp::{self, flags};
-use crate::wire::{be16, be32, ipv4, put16, put32, udp, IpVersion, Transport, WireError};
+use crate::wire::{
+    be16, be32, fill_l4_checksum, ipv4, put16, put32, udp, IpVersion, Transport, WireError,
+};
 use core::fmt;
 
 /// How to segment.
@@ -230,91 +232,50 @@ pub fn layout(link: LinkKind, frame: &[u8], vxlan_ports: &[u16]) -> Result<Layou
 }
 
 /// The tunnel after the network header `net` at `l3`, if any, with the
-/// EtherType of its inner network header.
+/// EtherType of its inner network header: the tunnel's own rules
+/// (`crate::tunnel`), after the header views' checks (which name the
+/// field a cut-short header lacks).
 fn tunnel_of(
     frame: &[u8],
     l3: usize,
     net: &L3,
     vxlan_ports: &[u16],
 ) -> Result<Option<(OuterLayout, u16)>, GsoError> {
-    use crate::layout::Encap;
-    use crate::wire::ethernet;
+    use crate::tunnel::{self, UdpTunnel};
+    use crate::wire::{geneve::Geneve, gre::Gre};
     let at = net.l4_off;
-    let outer = |encap| OuterLayout {
-        l3_off: l3,
-        ip: net.ip,
-        encap_off: at,
-        encap,
-    };
-    let eth_type = |o: &OuterLayout| -> Result<u16, GsoError> {
-        let e = o.inner_eth_off() + ethernet::field::ETHERTYPE.start;
-        if frame.len() < e + 2 {
-            return Err(GsoError::Unsupported("tunnel header cut short"));
-        }
-        Ok(be16(frame, e))
-    };
+    let refused = |r: tunnel::Refusal| GsoError::Unsupported(r.gso_message());
     match net.proto {
-        crate::wire::ip_proto::IPIP => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV4))),
-        crate::wire::ip_proto::IPV6 => Ok(Some((outer(Encap::IpInIp), ethernet::ethertype::IPV6))),
-        crate::wire::ip_proto::GRE => {
-            use crate::wire::gre::{self, Gre};
-            let g = Gre::new_checked(&frame[at.min(frame.len())..]).map_err(|e| e.at(at))?;
-            if g.flags() & !(gre::flags::KEY | gre::flags::CSUM) != 0 {
-                return Err(GsoError::Unsupported(
-                    "GRE with a sequence number or routing (no GSO for it)",
-                ));
-            }
-            let eth = match g.protocol() {
-                ethernet::ethertype::TEB => true,
-                ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
-                _ => return Err(GsoError::Unsupported("GRE payload is not IP or Ethernet")),
-            };
-            let o = outer(Encap::Gre {
-                len: g.header_len() as u16,
-                eth,
-            });
-            let t = if eth { eth_type(&o)? } else { g.protocol() };
-            Ok(Some((o, t)))
-        }
         crate::wire::ip_proto::UDP if frame.len() >= at + udp::HEADER_LEN => {
             let dport = be16(frame, at + udp::field::DST_PORT.start);
-            if vxlan_ports.contains(&dport) {
-                let o = outer(Encap::Vxlan);
+            let geneve_ports = [crate::wire::geneve::PORT];
+            match tunnel::udp_tunnel_on(dport, vxlan_ports, &geneve_ports) {
                 // A VXLAN port carrying something else is cut as UDP, as
                 // before (the port may be in use by another protocol).
-                return Ok(eth_type(&o).ok().map(|t| (o, t)));
-            }
-            if dport == crate::wire::geneve::PORT {
-                use crate::wire::geneve::{self, Geneve};
-                let gh = at + udp::HEADER_LEN;
-                let g = Geneve::new_checked(&frame[gh.min(frame.len())..]).map_err(|e| e.at(gh))?;
-                if g.version() != 0 || g.oam() {
-                    return Err(GsoError::Unsupported("Geneve OAM or version other than 0"));
+                Some(UdpTunnel::Vxlan) => {
+                    Ok(tunnel::parse_udp(UdpTunnel::Vxlan, frame, l3, net.ip, at).ok())
                 }
-                let eth = match g.protocol() {
-                    geneve::PROTO_TEB => true,
-                    ethernet::ethertype::IPV4 | ethernet::ethertype::IPV6 => false,
-                    _ => {
-                        return Err(GsoError::Unsupported(
-                            "Geneve payload is not IP or Ethernet",
-                        ))
-                    }
-                };
-                let o = outer(Encap::Geneve {
-                    len: g.header_len() as u16,
-                    eth,
-                });
-                let t = if eth { eth_type(&o)? } else { g.protocol() };
-                return Ok(Some((o, t)));
-            }
-            if UNMODELLED_UDP_TUNNEL_PORTS.contains(&dport) {
-                return Err(GsoError::Unsupported(
+                Some(UdpTunnel::Geneve) => {
+                    let gh = at + udp::HEADER_LEN;
+                    Geneve::new_checked(&frame[gh.min(frame.len())..]).map_err(|e| e.at(gh))?;
+                    tunnel::parse_udp(UdpTunnel::Geneve, frame, l3, net.ip, at)
+                        .map(Some)
+                        .map_err(refused)
+                }
+                None if UNMODELLED_UDP_TUNNEL_PORTS.contains(&dport) => Err(GsoError::Unsupported(
                     "a UDP tunnel the engine does not model",
-                ));
+                )),
+                None => Ok(None),
             }
-            Ok(None)
         }
-        _ => Ok(None),
+        proto => {
+            if proto == crate::wire::ip_proto::GRE {
+                Gre::new_checked(&frame[at.min(frame.len())..]).map_err(|e| e.at(at))?;
+            }
+            tunnel::parse_ip(proto, frame, l3, net.ip, at, false)
+                .transpose()
+                .map_err(refused)
+        }
     }
 }
 
@@ -534,7 +495,7 @@ fn segment_core(
                 outer_id0.wrapping_add(i as u16)
             };
             fix_ip(seg, o.l3_off, o.ip, id, outer_ip_sum);
-            fix_tunnel(seg, &o);
+            crate::tunnel::fix_segment(seg, &o);
         }
         emit(buf, start);
     }
@@ -573,41 +534,12 @@ fn check_layout(frame: &[u8], lay: &Layout) -> Result<(), GsoError> {
         if o.l3_off + min_ip(o.ip) > o.encap_off
             || o.tunnel_header_off() < o.encap_off
             || tunnel_end != lay.l3_off
-            || (o.udp_off().is_some() && o.encap_off + udp::HEADER_LEN > tunnel_end)
-            || (matches!(o.encap, crate::layout::Encap::Gre { .. })
-                && o.encap_off + crate::wire::gre::BASE_LEN + 2 > tunnel_end)
+            || !crate::tunnel::fixed_header_fits(&o)
         {
             return bad();
         }
     }
     Ok(())
-}
-
-/// The tunnel header of one segment: the outer UDP length and checksum
-/// (VXLAN, Geneve: `__skb_udp_tunnel_segment`, full checksum when the
-/// super-packet's was non-zero, `SKB_GSO_UDP_TUNNEL_CSUM`), or the GRE
-/// checksum (`gre_gso_segment`: over the GRE header and everything after
-/// it). IP in IP has nothing beyond the outer IP header.
-fn fix_tunnel(seg: &mut [u8], o: &OuterLayout) {
-    use crate::layout::Encap;
-    match o.encap {
-        Encap::Vxlan | Encap::Geneve { .. } => {
-            let u = o.encap_off;
-            put16(seg, u + udp::field::LENGTH.start, (seg.len() - u) as u16);
-            if be16(seg, u + udp::field::CHECKSUM) != 0 {
-                fill_l4_checksum(seg, o.l3_off, u, o.ip, Transport::Udp);
-            }
-        }
-        Encap::Gre { .. } => {
-            let g = o.encap_off;
-            if be16(seg, g) & crate::wire::gre::flags::CSUM != 0 {
-                put16(seg, g + 4, 0);
-                let c = checksum::checksum(&seg[g..]);
-                put16(seg, g + 4, c);
-            }
-        }
-        Encap::IpInIp => {}
-    }
 }
 
 /// The sum of the IPv4 header at `l3` of the segments' headers `hdr`
@@ -699,25 +631,6 @@ fn fix_ip(seg: &mut [u8], l3: usize, ip: IpVersion, id: u16, fixed_sum: Option<u
             }
         }
     }
-}
-
-/// Computes a TCP or UDP checksum from scratch (UDP: 0 goes out as 0xFFFF).
-pub(crate) fn fill_l4_checksum(
-    seg: &mut [u8],
-    l3: usize,
-    l4: usize,
-    ip: IpVersion,
-    proto: Transport,
-) {
-    let field = l4 + proto.checksum_offset();
-    put16(seg, field, 0);
-    let len = (seg.len() - l4) as u32;
-    let pseudo = ip.pseudo_header(&seg[l3..], proto.protocol(), len);
-    let mut c = !checksum::fold(checksum::sum_bytes(pseudo, &seg[l4..]));
-    if proto == Transport::Udp && c == 0 {
-        c = 0xffff; // CSUM_MANGLED_0
-    }
-    put16(seg, field, c);
 }
 
 #[cfg(test)]

@@ -273,3 +273,22 @@ pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
 pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
+
+/// Computes a TCP or UDP checksum from scratch (UDP: 0 goes out as 0xFFFF).
+pub(crate) fn fill_l4_checksum(
+    seg: &mut [u8],
+    l3: usize,
+    l4: usize,
+    ip: IpVersion,
+    proto: Transport,
+) {
+    let field = l4 + proto.checksum_offset();
+    put16(seg, field, 0);
+    let len = (seg.len() - l4) as u32;
+    let pseudo = ip.pseudo_header(&seg[l3..], proto.protocol(), len);
+    let mut c = !crate::checksum::fold(crate::checksum::sum_bytes(pseudo, &seg[l4..]));
+    if proto == Transport::Udp && c == 0 {
+        c = 0xffff; // CSUM_MANGLED_0
+    }
+    put16(seg, field, c);
+}

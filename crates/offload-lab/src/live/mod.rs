@@ -1,20 +1,22 @@
-//! Measuring GRO on a running host: tracepoint counters per device, softnet
-//! deltas, and a post-GRO sample.
+//! Measuring GRO on a running host: per-device GRO counters, softnet
+//! deltas, hardware GRO/GSO counters, and a post-GRO sample.
 //!
-//! Two tracepoints of the `net` subsystem tell how well GRO merges on a
-//! device, with no kprobe and no BPF toolchain:
+//! [`watch`] counts per device identity (namespace, ifindex) with the BPF
+//! programs of [`probe`]: packets and bytes into GRO, GRO's verdict on each,
+//! packets and bytes into the stack, the largest on each side.
+//!
+//! The experiments keep a simpler counter, [`DeviceCounters`]: two
+//! tracepoints of the `net` subsystem counted with
+//! `perf_event_open(PERF_TYPE_TRACEPOINT)` under an ftrace filter
+//! `name == "DEV"`:
 //! - `net:napi_gro_receive_entry` fires for every packet handed to GRO
 //!   (`napi_gro_receive`, `net/core/gro.c`);
 //! - `net:netif_receive_skb` fires for every packet entering the stack
 //!   (`__netif_receive_skb_core`, `net/core/dev.c`), merged or not.
 //!
-//! Their ratio is the device's merge ratio. They are counted with
-//! `perf_event_open(PERF_TYPE_TRACEPOINT)`, one counter per CPU, event and
-//! device, each with an ftrace filter `name == "DEV"` so the kernel counts
-//! only that device. Device names are per namespace but tracepoints are
-//! global: a device of the same name in another namespace counts too (the
-//! lab names its devices uniquely for that reason).
-//!
+//! Device names are per namespace but tracepoints are global: a device of
+//! the same name in another namespace counts too, which is why the lab
+//! names its devices uniquely and why `inspect --live` does not use it.
 //! The counting itself is offload-sys's ([`offload_sys::perf`]).
 
 use std::collections::BTreeMap;
@@ -26,10 +28,13 @@ use crate::inspect::{read_softnet, softnet_delta, SoftnetCpu};
 use offload_sys::error::Result;
 use offload_sys::qstats::{self, HwOffloadStats};
 
+pub mod openmetrics;
+pub mod probe;
+pub use probe::{DeviceId, GroProbe, GroTotals};
+
 /// The tracepoints counted, in `events/net/` order.
 pub const TRACEPOINTS: [&str; 2] = ["napi_gro_receive_entry", "netif_receive_skb"];
 
-pub use offload_sys::perf::online_cpus;
 use offload_sys::perf::TracepointCounter;
 
 /// Ids of the tracepoints in [`TRACEPOINTS`].
@@ -115,32 +120,65 @@ impl DeviceCounters {
     }
 }
 
+/// One device's GRO figures over an interval or a whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveDevice {
+    /// Device name (in its namespace).
+    pub name: String,
+    /// Inode number of its network namespace.
+    pub netns: u64,
+    /// Its ifindex there.
+    pub ifindex: u32,
+    /// The counters: packets and bytes into GRO, GRO's result per packet,
+    /// packets and bytes into the stack, the largest packet on each side.
+    #[serde(flatten)]
+    pub counts: GroTotals,
+    /// Packets out of GRO (`held + normal`).
+    pub gro_out: u64,
+    /// `gro_in / gro_out`: packets per super-packet (1 = GRO merges
+    /// nothing); `None` when nothing went through GRO. Packets that
+    /// reached the stack without GRO do not enter it.
+    pub merge_ratio: Option<f64>,
+    /// Packets into the stack that did not come out of GRO on this device
+    /// (`netif_rx`, a veth without NAPI): `stack - gro_out`, at least 0.
+    pub bypassed_gro: u64,
+    /// `gro_in_bytes / gro_in`.
+    pub gro_in_bytes_per_packet: Option<f64>,
+    /// `stack_bytes / stack`.
+    pub stack_bytes_per_packet: Option<f64>,
+}
+
+impl LiveDevice {
+    fn new(name: &str, id: DeviceId, counts: GroTotals) -> Self {
+        let per = |bytes: u64, packets: u64| (packets > 0).then(|| bytes as f64 / packets as f64);
+        let gro_out = counts.gro_out();
+        LiveDevice {
+            name: name.to_string(),
+            netns: id.netns,
+            ifindex: id.ifindex,
+            counts,
+            gro_out,
+            merge_ratio: (gro_out > 0).then(|| counts.gro_in as f64 / gro_out as f64),
+            bypassed_gro: counts.stack.saturating_sub(gro_out),
+            gro_in_bytes_per_packet: per(counts.gro_in_bytes, counts.gro_in),
+            stack_bytes_per_packet: per(counts.stack_bytes, counts.stack),
+        }
+    }
+}
+
 /// One second (or interval) of a live run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LiveInterval {
     /// Seconds since the start, at the end of the interval.
     pub t: f64,
-    /// Per device.
-    pub devices: BTreeMap<String, GroCounts>,
+    /// Per device, over the interval (the largest sizes: since the start).
+    pub devices: Vec<LiveDevice>,
     /// Softnet packets processed, all CPUs.
     pub softnet_processed: u64,
     /// Softnet drops, all CPUs.
     pub softnet_dropped: u64,
     /// Time squeezes, all CPUs.
     pub softnet_time_squeeze: u64,
-}
-
-/// Totals of one device over a live run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LiveDevice {
-    /// Device name.
-    pub name: String,
-    /// Packets into GRO.
-    pub gro_in: u64,
-    /// Packets into the stack.
-    pub stack: u64,
-    /// `gro_in / stack`, when both are non-zero.
-    pub merge_ratio: Option<f64>,
 }
 
 /// One device's hardware GRO/GSO counters over a live run.
@@ -160,7 +198,7 @@ pub struct LiveHwOffload {
 }
 
 /// Hardware offload counters of `devices`, as `qstats-get` reports them.
-fn read_hw(devices: &[String]) -> std::result::Result<Vec<Option<HwOffloadStats>>, String> {
+fn read_hw(devices: &[(String, u32)]) -> std::result::Result<Vec<Option<HwOffloadStats>>, String> {
     let all = match qstats::read_all() {
         Ok(Some(all)) => all,
         Ok(None) => {
@@ -170,24 +208,19 @@ fn read_hw(devices: &[String]) -> std::result::Result<Vec<Option<HwOffloadStats>
     };
     Ok(devices
         .iter()
-        .map(|d| {
-            let index = std::fs::read_to_string(format!("/sys/class/net/{d}/ifindex"))
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok())?;
-            all.get(&index).cloned()
-        })
+        .map(|(_, index)| all.get(index).cloned())
         .collect())
 }
 
 fn hw_delta(
-    devices: &[String],
+    devices: &[(String, u32)],
     before: &std::result::Result<Vec<Option<HwOffloadStats>>, String>,
     after: &std::result::Result<Vec<Option<HwOffloadStats>>, String>,
 ) -> Vec<LiveHwOffload> {
     devices
         .iter()
         .enumerate()
-        .map(|(i, name)| {
+        .map(|(i, (name, _))| {
             let mut out = LiveHwOffload {
                 name: name.clone(),
                 counters: BTreeMap::new(),
@@ -229,7 +262,7 @@ fn hw_delta(
 pub struct LiveReport {
     /// Seconds measured.
     pub seconds: f64,
-    /// Per device.
+    /// Per device, over the whole run.
     pub devices: Vec<LiveDevice>,
     /// Softnet deltas per CPU.
     pub softnet: Vec<SoftnetCpu>,
@@ -242,30 +275,44 @@ pub struct LiveReport {
     pub interrupted: bool,
 }
 
-/// Counts GRO on `devices` for `duration`, calling `on_interval` once per
-/// `interval`; stops early when `cancel` is set.
+/// Counts GRO on `devices` (name, ifindex) of the calling thread's
+/// network namespace for `duration`, by device identity ([`probe`]),
+/// calling `on_interval` once per `interval`; stops early when `cancel` is
+/// set.
 pub fn watch(
-    devices: &[String],
+    devices: &[(String, u32)],
     duration: Duration,
     interval: Duration,
     cancel: &std::sync::atomic::AtomicBool,
     mut on_interval: impl FnMut(&LiveInterval),
 ) -> Result<LiveReport> {
-    let ids = TracepointIds::read()?;
-    let counters: Vec<DeviceCounters> = devices
+    let netns = probe::current_netns()?;
+    let ids: Vec<DeviceId> = devices
         .iter()
-        .map(|d| DeviceCounters::open(&ids, d))
-        .collect::<Result<_>>()?;
+        .map(|(_, ifindex)| DeviceId {
+            netns,
+            ifindex: *ifindex,
+        })
+        .collect();
+    let gro = GroProbe::attach(&ids)?;
     let hw0 = read_hw(devices);
     let start = Instant::now();
     let soft0 = read_softnet();
     let mut prev_soft = soft0.clone();
-    let mut prev: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+    let zero = vec![GroTotals::default(); devices.len()];
+    let mut prev = zero.clone();
     let mut intervals = Vec::new();
     let mut interrupted = false;
     let mut next = start + interval;
+    let figures = |now: &[GroTotals], before: &[GroTotals]| -> Vec<LiveDevice> {
+        devices
+            .iter()
+            .zip(&ids)
+            .zip(now.iter().zip(before))
+            .map(|(((name, _), id), (n, b))| LiveDevice::new(name, *id, n.since(b)))
+            .collect()
+    };
     loop {
-        let now = Instant::now();
         let end = start + duration;
         let until = next.min(end);
         while Instant::now() < until {
@@ -275,8 +322,7 @@ pub fn watch(
             }
             std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
         }
-        let _ = now;
-        let counts: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+        let counts = gro.read()?;
         let soft = read_softnet();
         let sum = |f: fn(&SoftnetCpu) -> u64, a: &[SoftnetCpu], b: &[SoftnetCpu]| {
             a.iter()
@@ -286,11 +332,7 @@ pub fn watch(
         };
         let iv = LiveInterval {
             t: start.elapsed().as_secs_f64(),
-            devices: counters
-                .iter()
-                .zip(counts.iter().zip(&prev))
-                .map(|(c, (now, before))| (c.name().to_string(), now.since(before)))
-                .collect(),
+            devices: figures(&counts, &prev),
             softnet_processed: sum(|c| c.processed, &soft, &prev_soft),
             softnet_dropped: sum(|c| c.dropped, &soft, &prev_soft),
             softnet_time_squeeze: sum(|c| c.time_squeeze, &soft, &prev_soft),
@@ -304,23 +346,48 @@ pub fn watch(
             break;
         }
     }
-    let totals: Vec<GroCounts> = counters.iter().map(DeviceCounters::read).collect();
+    let seconds = start.elapsed().as_secs_f64();
     let soft_end = read_softnet();
     Ok(LiveReport {
-        seconds: start.elapsed().as_secs_f64(),
-        devices: counters
-            .iter()
-            .zip(totals)
-            .map(|(c, t)| LiveDevice {
-                name: c.name().to_string(),
-                gro_in: t.gro_in,
-                stack: t.stack,
-                merge_ratio: t.merge_ratio(),
-            })
-            .collect(),
+        seconds,
+        devices: figures(&prev, &zero),
         softnet: softnet_delta(&soft_end, &soft0),
         intervals,
         hw_offload: hw_delta(devices, &hw0, &read_hw(devices)),
         interrupted,
     })
+}
+
+/// A device's summary lines for people: GRO in, GRO's results and out,
+/// the stack, with bytes per packet and the largest packet on each side.
+pub fn render_device(d: &LiveDevice) -> String {
+    let c = &d.counts;
+    let per = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    format!(
+        "  {} (netns {}, ifindex {}):\n\
+         \x20   into GRO   {:>10} packets, {:>6} B/packet, largest {}\n\
+         \x20   out of GRO {:>10} packets, merge ratio {} ({} merged, {} held, {} passed up unmerged, {} consumed)\n\
+         \x20   into stack {:>10} packets, {:>6} B/packet, largest {}{}\n",
+        d.name,
+        d.netns,
+        d.ifindex,
+        c.gro_in,
+        per(d.gro_in_bytes_per_packet),
+        c.gro_in_largest,
+        d.gro_out,
+        d.merge_ratio
+            .map_or("- (no GRO traffic)".into(), |r| format!("{r:.2}")),
+        c.merged,
+        c.held,
+        c.normal,
+        c.consumed,
+        c.stack,
+        per(d.stack_bytes_per_packet),
+        c.stack_largest,
+        if d.bypassed_gro > 0 {
+            format!(", {} of them bypassed GRO", d.bypassed_gro)
+        } else {
+            String::new()
+        }
+    )
 }
