@@ -13,25 +13,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use offload_report::stats;
-use serde::{Deserialize, Serialize};
 
 use crate::error::BenchError;
-use crate::report::{BenchResult, CompareReport, HostInfo, RunsReport, Settings};
-
-/// One piece of recorded state that differs between A and B.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateDifference {
-    /// Where: `client`, `server` (their hosts), or `run` (the test's own
-    /// settings).
-    pub side: String,
-    /// What, e.g. `sysctl net.core.busy_poll`, `lo gro_max_size`,
-    /// `veth0 feature rx-gro`.
-    pub what: String,
-    /// A's value; none where A did not record it.
-    pub a: Option<String>,
-    /// B's value; none where B did not record it.
-    pub b: Option<String>,
-}
+use crate::report::{BenchResult, CompareReport, HostInfo, RunsReport, Settings, StateDifference};
 
 /// Paired differences of finished A and B runs (pair i = A's and B's run
 /// i), and the differences of state between A's first run and B's.

@@ -797,6 +797,21 @@ pub struct RunsReport {
     pub runs: Vec<BenchResult>,
 }
 
+/// One piece of recorded state that differs between A and B.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDifference {
+    /// Where: `client`, `server` (their hosts), or `run` (the test's own
+    /// settings).
+    pub side: String,
+    /// What, e.g. `sysctl net.core.busy_poll`, `lo gro_max_size`,
+    /// `veth0 feature rx-gro`.
+    pub what: String,
+    /// A's value; none where A did not record it.
+    pub a: Option<String>,
+    /// B's value; none where B did not record it.
+    pub b: Option<String>,
+}
+
 /// Interleaved A/B runs and their paired differences.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
@@ -817,7 +832,7 @@ pub struct CompareReport {
     /// side's host (kernel, sysctls, interfaces and their knobs) and the
     /// test's settings.
     #[serde(default)]
-    pub state_differences: Vec<crate::compare::StateDifference>,
+    pub state_differences: Vec<StateDifference>,
     /// What to know when reading the comparison.
     #[serde(default)]
     pub notes: Vec<String>,
