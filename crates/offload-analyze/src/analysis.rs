@@ -387,6 +387,7 @@ fn run_job(
             opts.vxlan_ports.clone(),
             per_job_cap(opts.max_flows, nfiles),
             opts.truncated == crate::options::TruncatedFrames::Headers,
+            opts.flush_timeout_ns,
         )
     });
     let cap = per_job_cap(opts.max_flows, nfiles);

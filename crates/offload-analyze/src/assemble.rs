@@ -172,6 +172,7 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
                 vxlan_ports: opts.vxlan_ports.clone(),
                 verify_checksums: opts.verify_checksums,
                 max_flows: opts.max_flows,
+                flush_timeout_ns: opts.flush_timeout_ns,
             },
             inputs,
             interrupted: pass.interrupted,
@@ -195,8 +196,13 @@ fn what_if_report(
     files: &[crate::analysis::FileFacts],
 ) -> WhatIfReport {
     let offloaded_files = files.iter().filter(|f| f.checksums_offloaded).count();
-    let cfg =
-        crate::whatif::config_for(size, opts.kernel, opts.verify_checksums, &opts.vxlan_ports);
+    let cfg = crate::whatif::config_for(
+        size,
+        opts.kernel,
+        opts.verify_checksums,
+        &opts.vxlan_ports,
+        opts.flush_timeout_ns,
+    );
     type Signed = (FlushReason, i64, Vec<(usize, u64)>);
     let mut counts: Vec<Signed> = t
         .reasons

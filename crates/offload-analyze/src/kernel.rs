@@ -63,11 +63,14 @@ mod tests {
     #[test]
     fn the_what_if_takes_ipv4_big_tcp_from_the_line() {
         use KernelLine::*;
-        assert_eq!(config_for(185000, V6_1, true, &[]).gro_ipv4_max_size, 65536);
         assert_eq!(
-            config_for(185000, V6_18, true, &[]).gro_ipv4_max_size,
+            config_for(185000, V6_1, true, &[], 50_000).gro_ipv4_max_size,
+            65536
+        );
+        assert_eq!(
+            config_for(185000, V6_18, true, &[], 50_000).gro_ipv4_max_size,
             185000
         );
-        assert_eq!(config_for(185000, V6_12, true, &[]).kernel, V6_12);
+        assert_eq!(config_for(185000, V6_12, true, &[], 50_000).kernel, V6_12);
     }
 }

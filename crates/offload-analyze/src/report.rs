@@ -43,6 +43,8 @@ pub struct Settings {
     pub verify_checksums: bool,
     /// Flows kept in detail; see `other_flows`.
     pub max_flows: usize,
+    /// The what-if's flush timeout (`--flush-timeout`).
+    pub flush_timeout_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -128,8 +128,10 @@ pub fn config_for(
     line: KernelLine,
     verify_checksums: bool,
     vxlan_ports: &[u16],
+    flush_timeout_ns: u64,
 ) -> GroConfig {
     GroConfig::for_kernel(line)
+        .flush_timeout_ns(flush_timeout_ns)
         .gro_max_size(size)
         .gro_ipv4_max_size(if line.has_ipv4_big_tcp() {
             size
@@ -141,6 +143,7 @@ pub fn config_for(
 }
 
 impl WhatIfWorker {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         file: usize,
         sizes: Vec<u32>,
@@ -149,6 +152,7 @@ impl WhatIfWorker {
         vxlan_ports: Vec<u16>,
         max_flows: usize,
         header_only: bool,
+        flush_timeout_ns: u64,
     ) -> Self {
         // Only the first engine verifies checksums; the others are told the
         // verdict (see `feed`): verifying costs a pass over every payload.
@@ -162,6 +166,7 @@ impl WhatIfWorker {
                         line,
                         verify_checksums && i == 0,
                         &vxlan_ports,
+                        flush_timeout_ns,
                     ));
                     // The what-if counts packets and reads only their
                     // headers: merged payloads stay in the capture's

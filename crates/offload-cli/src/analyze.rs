@@ -54,6 +54,9 @@ pub struct AnalyzeArgs {
     /// Path MTU in IP bytes: larger packets are super-packets (TSO/GRO).
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
+    /// The what-if's flush timeout: a gap in the capture this long ends a GRO run (50us: a NIC's interrupt moderation; a receiver's gro_flush_timeout when it sets one, e.g. 1ms).
+    #[arg(long, default_value = "50us", value_parser = crate::duration::parse)]
+    pub flush_timeout: std::time::Duration,
     #[command(flatten)]
     pub capture: CaptureOpts,
     /// Do not let the GRO what-if verify TCP/UDP checksums (sender-side captures with checksum offload).
@@ -172,6 +175,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             TruncatedArg::Headers => offload_analyze::options::TruncatedFrames::Headers,
             TruncatedArg::Unmerged => offload_analyze::options::TruncatedFrames::Unmerged,
         },
+        flush_timeout_ns: args.flush_timeout.as_nanos().min(u64::MAX as u128) as u64,
     };
     for d in [&args.csv, &args.parquet].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
