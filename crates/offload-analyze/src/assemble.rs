@@ -101,6 +101,9 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,
             frames_above_snaplen: f.above_snaplen,
+            timestamps_clamped: f.timestamps_clamped,
+            first_timestamp_clamped_frame: (f.timestamps_clamped > 0)
+                .then_some(f.first_timestamp_clamped),
             snap: f.snap,
         })
         .collect();

@@ -65,6 +65,11 @@ pub struct InputReport {
     /// Frames whose captured length exceeded the file's snapshot length:
     /// read whole (as tshark does), unless `--strict`.
     pub frames_above_snaplen: u64,
+    /// Frames whose timestamp lay outside the years 1677 to 2262 (a huge
+    /// pcapng timestamp or `if_tsoffset`), read as the nearest time that
+    /// range holds, and the first of them.
+    pub timestamps_clamped: u64,
+    pub first_timestamp_clamped_frame: Option<u64>,
     /// Frames cut short by the capture (header-only captures).
     #[serde(flatten)]
     pub snap: crate::figures::SnapCounts,

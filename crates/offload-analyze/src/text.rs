@@ -54,10 +54,17 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     for i in &r.inputs {
         let _ = writeln!(
             s,
-            "  {}: {} frames, {:.3} s{}{}",
+            "  {}: {} frames, {:.3} s{}{}{}",
             i.path,
             i.frames,
             i.duration_s,
+            match i.first_timestamp_clamped_frame {
+                Some(first) => format!(
+                    ", {} timestamps outside 1677-2262 read as the nearest (first: frame {first})",
+                    i.timestamps_clamped
+                ),
+                None => String::new(),
+            },
             if i.interrupted { ", INTERRUPTED" } else { "" },
             i.error
                 .as_ref()
