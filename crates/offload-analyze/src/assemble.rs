@@ -267,6 +267,9 @@ fn what_if_report(
         super_packets: t.super_packets,
         largest_packet: t.largest,
         flush_reasons,
+        lost_packets: t.lost_packets,
+        lost_segments: t.lost_segments,
+        loss_reason: t.loss.map(|l| l.name()),
     }
 }
 

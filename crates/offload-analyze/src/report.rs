@@ -238,6 +238,13 @@ pub struct WhatIfReport {
     pub super_packets: u64,
     pub largest_packet: u32,
     pub flush_reasons: Vec<ReasonTotal>,
+    /// Merged packets the kernel line loses after GRO (the engine's
+    /// `Delivered::lost`: BIG TCP over an IPv6-outer tunnel, 5.19-6.19),
+    /// counted in `stack_packets` too, their segments and the first
+    /// reason's name.
+    pub lost_packets: u64,
+    pub lost_segments: u64,
+    pub loss_reason: Option<&'static str>,
 }
 
 // Findings are the workspace's one `offload_report::Finding` (with its

@@ -150,6 +150,17 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             top.join(", "),
             if w.derived { " [derived]" } else { "" }
         );
+        if w.lost_packets > 0 {
+            let _ = writeln!(
+                s,
+                "  {:>14} kernel {} loses {} of these packets ({} segments): {}",
+                "",
+                w.kernel,
+                w.lost_packets,
+                w.lost_segments,
+                w.loss_reason.unwrap_or("-")
+            );
+        }
     }
     if !r.hops.is_empty() {
         let _ = writeln!(
