@@ -25,4 +25,12 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
   . "$HOME/.cargo/env"
 fi
 
-exec cargo test --workspace --locked --release --no-fail-fast "$@" -- --include-ignored
+# `--workspace` would override a `-p`/`--package` given here (cargo tests
+# every member when both are present), so it is passed only without one.
+scope=(--workspace)
+for arg in "$@"; do
+  case "$arg" in
+    -p | -p* | --package | --package=*) scope=() ;;
+  esac
+done
+exec cargo test "${scope[@]}" --locked --release --no-fail-fast "$@" -- --include-ignored

@@ -97,6 +97,81 @@ fn zero_window(
     });
 }
 
+/// Loss or reordering: events counted on either side of the capture point,
+/// told as one finding per flow direction (the two kinds differ only in
+/// their words, counts and fix).
+struct TwoSided {
+    kind: &'static str,
+    /// "lost", "reordered".
+    verb: &'static str,
+    /// Events before and after the capture point, with the first frame of
+    /// each.
+    before: (u64, Option<u64>),
+    after: (u64, Option<u64>),
+    detail: String,
+    /// Evidence counts beside the two sides' (named `<verb>_before_capture`
+    /// and `<verb>_after_capture`) and the data segments.
+    counts: Vec<(String, u64)>,
+    fix: String,
+}
+
+fn two_sided(
+    out: &mut Vec<Finding>,
+    f: &FlowStats,
+    r: &FlowReport,
+    data: u64,
+    file_name: &dyn Fn(usize) -> String,
+    e: TwoSided,
+) {
+    let n = e.before.0 + e.after.0;
+    if n == 0 {
+        return;
+    }
+    let share = n as f64 / data.max(1) as f64;
+    let place = match (e.before.0 > 0, e.after.0 > 0) {
+        (true, false) => "before the capture point",
+        (false, true) => "after the capture point",
+        _ => "on both sides of the capture point",
+    };
+    let mut counts = vec![
+        (format!("{}_before_capture", e.verb), e.before.0),
+        (format!("{}_after_capture", e.verb), e.after.0),
+    ];
+    counts.extend(e.counts);
+    counts.push(("data_segments".into(), data));
+    out.push(Finding {
+        rank: 0,
+        severity: if share >= MEDIUM_SHARE {
+            Severity::Medium
+        } else {
+            Severity::Info
+        },
+        kind: e.kind,
+        flow: Some(flow_ref(r)),
+        title: format!(
+            "{}: {n} segments {} {place} ({:.2}% of {data})",
+            r.description,
+            e.verb,
+            share * 100.0
+        ),
+        detail: e.detail,
+        evidence: Some(Evidence {
+            file: file_name(f.file),
+            frames: frames(&[e.before.1, e.after.1]),
+            counts,
+        }),
+        fix: Some(e.fix),
+        extra_packets: None,
+        device: None,
+        kernel: None,
+        citation: None,
+    });
+}
+
+fn first_frame(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
 fn loss(
     out: &mut Vec<Finding>,
     f: &FlowStats,
@@ -106,62 +181,30 @@ fn loss(
     file_name: &dyn Fn(usize) -> String,
 ) {
     let l = &d.loss;
-    let lost = l.lost_before_capture + l.lost_after_capture;
-    if lost == 0 {
-        return;
-    }
-    let share = lost as f64 / data.max(1) as f64;
-    let place = match (l.lost_before_capture > 0, l.lost_after_capture > 0) {
-        (true, false) => "before the capture point",
-        (false, true) => "after the capture point",
-        _ => "on both sides of the capture point",
-    };
-    let ev = frames(&[d.first.lost_before_capture, d.first.lost_after_capture]);
     let mut fix = Vec::new();
     if l.lost_before_capture > 0 {
-        fix.push("before the capture point (between the sender and here): the sender's qdisc and NIC (`tc -s qdisc`, `ethtool -S`: tx drops), then each hop up to the capture point".to_string());
+        fix.push("before the capture point (between the sender and here): the sender's qdisc and NIC (`tc -s qdisc`, `ethtool -S`: tx drops), then each hop up to the capture point");
     }
     if l.lost_after_capture > 0 {
-        fix.push("after the capture point (between here and the receiver): the receiver's NIC ring (`ethtool -S`: rx_missed_errors, rx_fifo_errors; `ethtool -G` to grow it), its backlog (`nstat TcpExtTCPBacklogDrop`), or a congested link downstream".to_string());
+        fix.push("after the capture point (between here and the receiver): the receiver's NIC ring (`ethtool -S`: rx_missed_errors, rx_fifo_errors; `ethtool -G` to grow it), its backlog (`nstat TcpExtTCPBacklogDrop`), or a congested link downstream");
     }
-    out.push(Finding {
-        rank: 0,
-        severity: if share >= MEDIUM_SHARE {
-            Severity::Medium
-        } else {
-            Severity::Info
-        },
+    let e = TwoSided {
         kind: "loss",
-        flow: Some(flow_ref(r)),
-        title: format!(
-            "{}: {lost} segments lost {place} ({:.2}% of {data})",
-            r.description,
-            share * 100.0
-        ),
+        verb: "lost",
+        before: (l.lost_before_capture, d.first.lost_before_capture),
+        after: (l.lost_after_capture, d.first.lost_after_capture),
         detail: format!(
             "{} retransmissions filled gaps in the capture (the originals never reached the capture point; first at frame {}), {} resent segments the capture had seen (lost after it; first at frame {}); {} spurious retransmissions (already acknowledged, or reported in a D-SACK) are not counted as loss.",
             l.lost_before_capture,
-            d.first.lost_before_capture.map_or("-".into(), |v| v.to_string()),
+            first_frame(d.first.lost_before_capture),
             l.lost_after_capture,
-            d.first.lost_after_capture.map_or("-".into(), |v| v.to_string()),
+            first_frame(d.first.lost_after_capture),
             l.spurious
         ),
-        evidence: Some(Evidence {
-            file: file_name(f.file),
-            frames: ev,
-            counts: vec![
-                ("lost_before_capture".into(), l.lost_before_capture),
-                ("lost_after_capture".into(), l.lost_after_capture),
-                ("spurious".into(), l.spurious),
-                ("data_segments".into(), data),
-            ],
-        }),
-        fix: Some(format!("look for the drop {}", fix.join("; and "))),
-        extra_packets: None,
-        device: None,
-        kernel: None,
-        citation: None,
-    });
+        counts: vec![("spurious".into(), l.spurious)],
+        fix: format!("look for the drop {}", fix.join("; and ")),
+    };
+    two_sided(out, f, r, data, file_name, e);
 }
 
 fn reordering(
@@ -173,57 +216,20 @@ fn reordering(
     file_name: &dyn Fn(usize) -> String,
 ) {
     let l = &d.loss;
-    let n = l.reordered_before_capture + l.reordered_after_capture;
-    if n == 0 {
-        return;
-    }
-    let share = n as f64 / data.max(1) as f64;
-    let place = match (
-        l.reordered_before_capture > 0,
-        l.reordered_after_capture > 0,
-    ) {
-        (true, false) => "before the capture point",
-        (false, true) => "after the capture point",
-        _ => "on both sides of the capture point",
-    };
-    let ev = frames(&[
-        d.first.reordered_before_capture,
-        d.first.reordered_after_capture,
-    ]);
-    out.push(Finding {
-        rank: 0,
-        severity: if share >= MEDIUM_SHARE {
-            Severity::Medium
-        } else {
-            Severity::Info
-        },
+    let e = TwoSided {
         kind: "reordering",
-        flow: Some(flow_ref(r)),
-        title: format!(
-            "{}: {n} segments reordered {place} ({:.2}% of {data})",
-            r.description,
-            share * 100.0
-        ),
+        verb: "reordered",
+        before: (l.reordered_before_capture, d.first.reordered_before_capture),
+        after: (l.reordered_after_capture, d.first.reordered_after_capture),
         detail: format!(
             "{} segments reached the capture point after later ones and were originals, not retransmissions (older IP ID or timestamp; first at frame {}); {} times the receiver reported a hole the capture did not have and then acknowledged it without a retransmission (first at frame {}). Reordering ends GRO runs and can trigger spurious retransmissions.",
             l.reordered_before_capture,
-            d.first.reordered_before_capture.map_or("-".into(), |v| v.to_string()),
+            first_frame(d.first.reordered_before_capture),
             l.reordered_after_capture,
-            d.first.reordered_after_capture.map_or("-".into(), |v| v.to_string()),
+            first_frame(d.first.reordered_after_capture),
         ),
-        evidence: Some(Evidence {
-            file: file_name(f.file),
-            frames: ev,
-            counts: vec![
-                ("reordered_before_capture".into(), l.reordered_before_capture),
-                ("reordered_after_capture".into(), l.reordered_after_capture),
-                ("data_segments".into(), data),
-            ],
-        }),
-        fix: Some("find the path that reorders: per-packet load balancing (ECMP or LAG hashing per packet, not per flow), multi-queue links without flow steering (RPS/RFS, XPS), or a hop that resequences".into()),
-        extra_packets: None,
-        device: None,
-        kernel: None,
-        citation: None,
-    });
+        counts: Vec::new(),
+        fix: "find the path that reorders: per-packet load balancing (ECMP or LAG hashing per packet, not per flow), multi-queue links without flow steering (RPS/RFS, XPS), or a hop that resequences".into(),
+    };
+    two_sided(out, f, r, data, file_name, e);
 }

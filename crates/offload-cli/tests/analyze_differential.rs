@@ -30,6 +30,10 @@ use std::time::Duration;
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 2);
 const PORT: u16 = 5311;
+/// Inner addresses of the VXLAN scenario (the devices ride on A_IP, B_IP).
+const A_INNER: Ipv4Addr = Ipv4Addr::new(10, 214, 0, 1);
+const B_INNER: Ipv4Addr = Ipv4Addr::new(10, 214, 0, 2);
+const VXLAN_PORT: u16 = 4789;
 
 /// What the hop does to the data segments from A to B.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -168,12 +172,20 @@ impl Raw {
     }
 }
 
-/// The TCP sequence number and payload length of an IPv4 TCP frame.
+/// The TCP sequence number and payload length of an IPv4 TCP frame, or of
+/// the IPv4 TCP frame a VXLAN frame (UDP port [`VXLAN_PORT`]) carries.
 fn tcp_data(f: &[u8]) -> Option<(u32, usize)> {
-    if f.len() < 54 || f[12..14] != [8, 0] || f[23] != 6 {
+    if f.len() < 54 || f[12..14] != [8, 0] {
         return None;
     }
     let ihl = (f[14] & 15) as usize * 4;
+    if f[23] == 17 && f.get(14 + ihl + 2..14 + ihl + 4) == Some(&VXLAN_PORT.to_be_bytes()[..]) {
+        // Outer UDP header and VXLAN header: 16 bytes to the inner frame.
+        return tcp_data(&f[14 + ihl + 16..]);
+    }
+    if f[23] != 6 {
+        return None;
+    }
     let total = u16::from_be_bytes([f[16], f[17]]) as usize;
     let t = 14 + ihl;
     let doff = (f[t + 12] >> 4) as usize * 4;
@@ -251,7 +263,7 @@ fn tcpdump(node: &Node, dev: &str, path: &Path) -> Child {
                     "-w",
                 ])
                 .arg(&path)
-                .arg("tcp")
+                .args(["tcp", "or", "udp", "port", "4789"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn())
@@ -284,6 +296,9 @@ struct Setup {
     /// The receiver sleeps this long before reading (zero window).
     reader_pause: Duration,
     bytes: usize,
+    /// The connection runs over VXLAN devices on A and B (the hop sees
+    /// and impairs the encapsulated frames).
+    vxlan: bool,
 }
 
 /// Runs one transfer A -> B and returns the two captures and the hop's counts.
@@ -327,12 +342,54 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     }
     a.addr(&a_dev, A_IP.into(), 24).unwrap();
     b.addr(&b_dev, B_IP.into(), 24).unwrap();
+    let b_ip = if s.vxlan {
+        // A VXLAN device on each end over its veth. Each TCP socket has a
+        // random transmit hash (sk_txhash, net/core/sock.c) and VXLAN
+        // takes the outer source port from the packet's hash
+        // (udp_flow_src_port, include/net/udp.h): the connection's two
+        // directions leave with different outer source ports. The veths
+        // segment tunnelled GSO packets in software, so the hop and the
+        // captures see wire-sized frames.
+        let vx = unique_name("odfx");
+        for (n, d, local, remote, inner) in [
+            (&mut a, &a_dev, A_IP, B_IP, A_INNER),
+            (&mut b, &b_dev, B_IP, A_IP, B_INNER),
+        ] {
+            n.features(
+                d,
+                &[
+                    ("tx-udp_tnl-segmentation", false),
+                    ("tx-udp_tnl-csum-segmentation", false),
+                ],
+            )
+            .unwrap();
+            let link = n.index(d).unwrap();
+            n.rtnl()
+                .create_vxlan_remote(
+                    &vx,
+                    &offload_sys::rtnl::VxlanParams {
+                        vni: 42,
+                        port: VXLAN_PORT,
+                        local: Some(local),
+                        local6: None,
+                        link: Some(link),
+                    },
+                    remote,
+                )
+                .unwrap();
+            n.addr(&vx, inner.into(), 24).unwrap();
+            n.up(&vx).unwrap();
+        }
+        B_INNER
+    } else {
+        B_IP
+    };
     let pa = dir.join(format!("{name}-sender.pcap"));
     let pb = dir.join(format!("{name}-receiver.pcap"));
     let ca = tcpdump(&a, &a_dev, &pa);
     let cb = tcpdump(&b, &b_dev, &pb);
     let listener =
-        b.ns.run(|| Ok(TcpListener::bind(SocketAddr::from((B_IP, PORT)))))
+        b.ns.run(move || Ok(TcpListener::bind(SocketAddr::from((b_ip, PORT)))))
             .unwrap()
             .unwrap();
     let pause = s.reader_pause;
@@ -350,7 +407,7 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     });
     let bytes = s.bytes;
     a.ns.run(move || {
-        let mut c = TcpStream::connect(SocketAddr::from((B_IP, PORT))).unwrap();
+        let mut c = TcpStream::connect(SocketAddr::from((b_ip, PORT))).unwrap();
         let chunk = vec![0x5au8; 1 << 16];
         let mut left = bytes;
         while left > 0 {
@@ -525,7 +582,8 @@ fn tcptrace(path: &Path) -> BTreeMap<Key, Figures> {
     m
 }
 
-fn offload(path: &Path) -> BTreeMap<Key, Value> {
+/// `offload analyze --json` of `path`.
+fn offload_json(path: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_offload"))
         .arg("analyze")
         .arg(path)
@@ -533,22 +591,34 @@ fn offload(path: &Path) -> BTreeMap<Key, Value> {
         .output()
         .unwrap();
     assert!(out.status.success(), "offload analyze {}", path.display());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["flows"]
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The TCP directions of `path`'s report.
+fn offload(path: &Path) -> BTreeMap<Key, Value> {
+    let v = offload_json(path);
+    let tcp: Vec<&Value> = v["flows"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|f| f["protocol"] == "tcp")
+        .collect();
+    let m: BTreeMap<Key, Value> = tcp
+        .iter()
         .map(|f| {
             (
                 (
                     f["sport"].as_u64().unwrap() as u16,
                     f["dport"].as_u64().unwrap() as u16,
                 ),
-                f.clone(),
+                (*f).clone(),
             )
         })
-        .collect()
+        .collect();
+    // One record per direction: a tunnelled direction whose outer source
+    // port changed mid-flow would be two (docs/analyze.md).
+    assert_eq!(m.len(), tcp.len(), "{}: a direction split", path.display());
+    m
 }
 
 /// One comparison: `ours` against `theirs` within `tol` (absolute, or
@@ -795,6 +865,55 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
     }
 }
 
+/// The data direction's loss or reordering finding (`kind`) agrees with its
+/// figures: each side's count as evidence, the total in the title.
+fn two_sided_finding(path: &Path, kind: &str, verb: &str) {
+    let v = offload_json(path);
+    let data = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dport"] == PORT)
+        .unwrap();
+    let l = &data["tcp"]["loss"];
+    let (before, after) = (
+        l[format!("{verb}_before_capture")].as_u64().unwrap(),
+        l[format!("{verb}_after_capture")].as_u64().unwrap(),
+    );
+    let found: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect();
+    if before + after == 0 {
+        assert!(
+            found.is_empty(),
+            "{}: {kind} finding without events",
+            path.display()
+        );
+        return;
+    }
+    assert_eq!(found.len(), 1, "{}: one {kind} finding", path.display());
+    let f = found[0];
+    let count = |name: String| {
+        f["evidence"]["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == name.as_str())
+            .and_then(|c| c[1].as_u64())
+    };
+    assert_eq!(count(format!("{verb}_before_capture")), Some(before));
+    assert_eq!(count(format!("{verb}_after_capture")), Some(after));
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains(&format!("{} segments {verb} ", before + after)),
+        "{}: {title}",
+        path.display()
+    );
+}
+
 fn editcap(opts: &[&str], from: &Path, to: &Path, ranges: &[&str]) {
     let st = Command::new("editcap")
         .args(opts)
@@ -822,6 +941,7 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 offloads: false,
                 reader_pause: Duration::ZERO,
                 bytes: 3 << 20,
+                vxlan: false,
             },
         ),
         (
@@ -831,6 +951,7 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 offloads: false,
                 reader_pause: Duration::ZERO,
                 bytes: 3 << 20,
+                vxlan: false,
             },
         ),
         (
@@ -840,6 +961,7 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 offloads: false,
                 reader_pause: Duration::ZERO,
                 bytes: 3 << 20,
+                vxlan: false,
             },
         ),
         (
@@ -849,6 +971,7 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 offloads: false,
                 reader_pause: Duration::from_millis(400),
                 bytes: 4 << 20,
+                vxlan: false,
             },
         ),
         (
@@ -858,6 +981,22 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 offloads: true,
                 reader_pause: Duration::ZERO,
                 bytes: 8 << 20,
+                vxlan: false,
+            },
+        ),
+        (
+            // The inner connection over VXLAN, its two directions with
+            // different outer source ports, a data segment in 40 dropped
+            // by the hop: tshark pairs the directions by the inner
+            // 5-tuple, and so must the analysis (ACKs, RTT, windows and
+            // the loss's location all need the other direction).
+            "vxlan-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                offloads: false,
+                reader_pause: Duration::ZERO,
+                bytes: 3 << 20,
+                vxlan: true,
             },
         ),
     ];
@@ -876,6 +1015,33 @@ fn tcp_analysis_agrees_with_tshark_and_tcptrace_on_kernel_captures() {
                 let h = dir.join(format!("loss-{side}-headers.pcap"));
                 editcap(&["-s", "128"], p, &h, &[]);
                 compare(&h, side, Some((&s.impair, &counts)), &mut fails);
+            }
+        }
+        for p in [&pa, &pb] {
+            match s.impair {
+                Impair::Drop(_) => two_sided_finding(p, "loss", "lost"),
+                Impair::Reorder(_) => two_sided_finding(p, "reordering", "reordered"),
+                _ => {}
+            }
+        }
+        if *name == "vxlan-loss" {
+            for p in [&pa, &pb] {
+                let o = offload(p);
+                let dirs: Vec<&Value> = o.values().collect();
+                assert_eq!(dirs.len(), 2, "{}: one record per direction", p.display());
+                let outer: Vec<u64> = dirs
+                    .iter()
+                    .map(|f| f["tunnel"]["sport"].as_u64().expect("tunnelled flow"))
+                    .collect();
+                assert_ne!(
+                    outer[0],
+                    outer[1],
+                    "{}: the directions share an outer source port",
+                    p.display()
+                );
+                for f in dirs {
+                    assert_eq!(f["tcp"]["peer_captured"], true, "{}", p.display());
+                }
             }
         }
         if *name == "zero-window" {

@@ -331,3 +331,108 @@ fn host_only_sysctls_are_read_from_inside_a_namespace() {
         );
     }
 }
+
+/// A listener whose accept queue is full drops connection attempts
+/// (tcp_listendrop): inspect names the socket with the drops of its window,
+/// and they are what `ss -tlm` prints as `d` in `skmem` for that socket
+/// (it had none before the window).
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn tcp_listen_drops_per_socket_match_ss() {
+    let ns = NetNs::new_anonymous().unwrap();
+    let listener = ns
+        .run(|| {
+            let mut rtnl = Rtnl::open()?;
+            let lo = rtnl.link_by_name("lo")?.index;
+            rtnl.set_up(lo, true)?;
+            TcpListener::bind("127.0.0.1:0").map_err(|e| offload_sys::Error::sys("bind", e))
+        })
+        .unwrap();
+    // Backlog 0: one connection fits the accept queue, the next is dropped.
+    // SAFETY: listen(2) on a socket this test owns.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+    let addr = listener.local_addr().unwrap();
+    let fd = ns.as_fd().as_raw_fd();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_offload"));
+    cmd.args(["inspect", "--json", "--window", "3s", "lo"]);
+    // SAFETY: between fork and exec the child only calls setns(2).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let kept = ns
+        .run(|| {
+            let mut kept = Vec::new();
+            for _ in 0..6 {
+                if let Ok(s) =
+                    TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300))
+                {
+                    kept.push(s);
+                }
+            }
+            Ok(kept)
+        })
+        .unwrap();
+    assert!(!kept.is_empty(), "the first connection fits the queue");
+    let out = child.wait_with_output().unwrap();
+    let v = json(&out);
+    // `ss` in the namespace: run it with setns like the binary.
+    let mut ss = Command::new("ss");
+    ss.args(["-tlmnH", "sport", "=", &format!(":{}", addr.port())]);
+    // SAFETY: as above.
+    unsafe {
+        ss.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let ss = String::from_utf8(ss.output().unwrap().stdout).unwrap();
+    let d: u64 = ss
+        .split("skmem:(")
+        .nth(1)
+        .and_then(|m| m.split(')').next())
+        .and_then(|m| m.split(',').find_map(|f| f.strip_prefix('d')))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no skmem drops in ss output {ss:?}"));
+    assert!(d >= 1, "the full queue dropped attempts: {ss}");
+    let sock = v["window"]["socket_drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["protocol"] == "tcp" && s["local"] == addr.to_string())
+        .unwrap_or_else(|| panic!("no drops for {addr} in {}", v["window"]));
+    assert_eq!(sock["listening"], true);
+    assert_eq!(
+        sock["drops"].as_u64().unwrap(),
+        d,
+        "inspect against ss: {ss}"
+    );
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "tcp-listen-drops")
+        .unwrap_or_else(|| panic!("no tcp-listen-drops in {}", v["findings"]));
+    assert!(
+        f["detail"].as_str().unwrap().contains(&addr.to_string()),
+        "{f}"
+    );
+    assert!(
+        f["fix"].as_str().unwrap().contains("net.core.somaxconn="),
+        "{f}"
+    );
+    eprintln!("ss: d{d}; inspect: {sock}; {}", f["title"]);
+    drop(kept);
+}

@@ -15,6 +15,7 @@
 //! - [`sysfs`]: a namespace's sysfs (detached mount) and sysctls;
 //! - [`packet`]: an `AF_PACKET` socket that sees packets after GRO;
 //! - [`perf`]: tracepoint counters (`perf_event_open`);
+//! - [`sockdiag`]: every TCP socket's drop count (`sock_diag`, as `ss -tm`);
 //! - [`bpf`], [`btf`]: hand-assembled raw-tracepoint programs and their
 //!   maps, with structure offsets from the running kernel's BTF;
 //! - [`tun`]: the TUN/TAP ioctls and fd I/O, on which offload-tun's
@@ -62,6 +63,8 @@ pub mod perf;
 pub mod qstats;
 #[cfg(feature = "control-plane")]
 pub mod rtnl;
+#[cfg(feature = "control-plane")]
+pub mod sockdiag;
 #[cfg(feature = "control-plane")]
 pub mod sysfs;
 #[allow(unsafe_code)]

@@ -1,8 +1,10 @@
 //! Counters read twice over a window, so findings speak in rates: softnet
 //! drops and squeezes (`/proc/net/softnet_stat`), socket-layer drops
 //! (`/proc/net/snmp`, `/proc/net/snmp6`, `/proc/net/netstat`), per-socket
-//! UDP drops (`/proc/net/udp`, `/proc/net/udp6`, the `drops` column) and
-//! interrupt counts per CPU (`/proc/interrupts`).
+//! UDP drops (`/proc/net/udp`, `/proc/net/udp6`, the `drops` column),
+//! per-socket TCP drops (`sock_diag`'s `sk_drops`, `ss -tm`'s `d`:
+//! [`offload_sys::sockdiag`]) and interrupt counts per CPU
+//! (`/proc/interrupts`).
 //!
 //! Since-boot totals say what happened once, perhaps months ago; a rate
 //! over a few seconds says what happens now. Findings use the window's
@@ -39,8 +41,11 @@ pub struct Snapshot {
     at: Option<Instant>,
     softnet: Vec<SoftnetCpu>,
     snmp: BTreeMap<String, u64>,
-    /// (protocol, inode) -> (local address, drops).
+    /// (protocol, inode for UDP or cookie for TCP) -> (local address,
+    /// drops).
     sockets: BTreeMap<(&'static str, u64), (String, u64)>,
+    /// TCP socket cookie -> (remote address, listening, inode).
+    tcp_peers: BTreeMap<u64, (String, bool, u64)>,
     /// IRQ -> per-CPU counts.
     irqs: BTreeMap<u32, Vec<u64>>,
 }
@@ -55,7 +60,7 @@ pub struct Window {
     /// Socket-layer counter deltas (every counter of [`SNMP_COUNTERS`]
     /// this kernel has).
     pub snmp: BTreeMap<String, u64>,
-    /// UDP sockets that dropped packets in the window.
+    /// UDP and TCP sockets that dropped packets in the window.
     pub socket_drops: Vec<SocketDrops>,
     /// Interrupts per CPU in the window, by IRQ.
     pub irqs: BTreeMap<u32, Vec<u64>>,
@@ -64,11 +69,15 @@ pub struct Window {
 /// A socket's drops over the window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SocketDrops {
-    /// `udp` or `udp6`.
+    /// `udp`, `udp6` or `tcp`.
     pub protocol: &'static str,
-    /// Local address and port as `/proc/net/udp` has it, decoded.
+    /// Local address and port.
     pub local: String,
-    /// Socket inode.
+    /// A TCP socket's remote address and port (`None`: UDP, or a listener).
+    pub remote: Option<String>,
+    /// A listening TCP socket: its drops are accept-queue overflows.
+    pub listening: bool,
+    /// Socket inode (0 for a TCP socket without a file, e.g. `TIME_WAIT`).
     pub inode: u64,
     /// Drops in the window.
     pub drops: u64,
@@ -113,11 +122,22 @@ impl Snapshot {
                 &mut sockets,
             );
         }
+        // sock_diag answers for the calling thread's namespace; a failure
+        // (no sock_diag module) leaves TCP sockets out, never the rest.
+        let mut tcp_peers = BTreeMap::new();
+        for t in offload_sys::sockdiag::tcp_socket_drops().unwrap_or_default() {
+            sockets.insert(("tcp", t.cookie), (t.local.to_string(), u64::from(t.drops)));
+            tcp_peers.insert(
+                t.cookie,
+                (t.remote.to_string(), t.listening, u64::from(t.inode)),
+            );
+        }
         Snapshot {
             at: Some(Instant::now()),
             softnet: read_softnet(),
             snmp,
             sockets,
+            tcp_peers,
             irqs: parse_interrupts(
                 &std::fs::read_to_string("/proc/interrupts").unwrap_or_default(),
             ),
@@ -159,10 +179,15 @@ impl Snapshot {
                 .filter_map(|(key, (local, drops))| {
                     let before = earlier.sockets.get(key).map_or(0, |(_, d)| *d);
                     let d = drops.saturating_sub(before);
+                    let peer = (key.0 == "tcp")
+                        .then(|| self.tcp_peers.get(&key.1))
+                        .flatten();
                     (d > 0).then(|| SocketDrops {
                         protocol: key.0,
                         local: local.clone(),
-                        inode: key.1,
+                        remote: peer.filter(|(_, l, _)| !l).map(|(r, _, _)| r.clone()),
+                        listening: peer.is_some_and(|(_, l, _)| *l),
+                        inode: peer.map_or(key.1, |(_, _, i)| *i),
                         drops: d,
                     })
                 })

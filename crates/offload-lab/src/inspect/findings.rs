@@ -1072,8 +1072,60 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Draft>) {
             kernel: None,
         });
     }
+    // Per-socket TCP drops (sock_diag's sk_drops): listeners drop when
+    // their accept queue is full (tcp_listendrop), others at receive.
+    let tcp_sockets = |listening: bool| -> (u64, String) {
+        let mut v: Vec<_> = w
+            .socket_drops
+            .iter()
+            .filter(|s| s.protocol == "tcp" && s.listening == listening)
+            .collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.drops));
+        let total = v.iter().map(|s| s.drops).sum();
+        let shown = v
+            .iter()
+            .take(5)
+            .map(|s| match &s.remote {
+                Some(r) => format!("{} -> {} ({} drops)", r, s.local, s.drops),
+                None => format!("{} ({} drops)", s.local, s.drops),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        (total, shown)
+    };
+    let (listen_drops, listeners) = tcp_sockets(true);
+    if listen_drops > 0 {
+        let somaxconn = sysctl_u64(ctx.host, "net.core.somaxconn").unwrap_or(4096);
+        let (fix, changes) =
+            ctx.sysctl_fix(&[("net.core.somaxconn", (somaxconn * 4).max(4096).to_string())]);
+        out.push(Draft {
+            rank: 0,
+            severity: Severity::High,
+            kind: "tcp-listen-drops",
+            device: None,
+            title: format!(
+                "TCP listeners dropped {:.0} connection attempts/s for a full accept queue",
+                w.rate(listen_drops)
+            ),
+            detail: format!(
+                "sk_drops of listening sockets +{listen_drops} over {:.1} s (TcpExt ListenDrops +{}): the \
+                 application accepts slower than connections complete, so SYNs and final ACKs are dropped \
+                 (tcp_conn_request, tcp_v4_syn_recv_sock: tcp_listendrop) and clients wait for a \
+                 retransmission (1 s or more); listen() backlogs are capped by net.core.somaxconn = \
+                 {somaxconn}; listeners: {listeners}",
+                w.seconds,
+                w.snmp("TcpExt.ListenDrops"),
+            ),
+            fix: format!(
+                "{fix}, and have the application pass a bigger backlog to listen() (or accept faster)"
+            ),
+            changes,
+            kernel: None,
+        });
+    }
+    let (socket_drops, receivers) = tcp_sockets(false);
     let tcp_drop = w.snmp("TcpExt.TCPRcvQDrop") + w.snmp("TcpExt.TCPBacklogDrop");
-    if tcp_drop > 0 {
+    if tcp_drop > 0 || socket_drops > 0 {
         let (fix, changes) = ctx.sysctl_fix(&[(
             "net.core.rmem_max",
             (sysctl_u64(ctx.host, "net.core.rmem_max").unwrap_or(212_992) * 4).to_string(),
@@ -1083,10 +1135,13 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Draft>) {
             severity: Severity::High,
             kind: "tcp-receive-drops",
             device: None,
-            title: format!("TCP dropped {:.0} segments/s at the socket", w.rate(tcp_drop)),
+            title: format!(
+                "TCP dropped {:.0} segments/s at the socket",
+                w.rate(tcp_drop.max(socket_drops))
+            ),
             detail: format!(
                 "TcpExt TCPRcvQDrop +{} and TCPBacklogDrop +{} over {:.1} s: segments arrived while the \
-                 receive queue or the socket backlog was over its memory limit (tcp_rmem = {})",
+                 receive queue or the socket backlog was over its memory limit (tcp_rmem = {}){}",
                 w.snmp("TcpExt.TCPRcvQDrop"),
                 w.snmp("TcpExt.TCPBacklogDrop"),
                 w.seconds,
@@ -1095,7 +1150,15 @@ fn socket_drops(ctx: &Ctx, out: &mut Vec<Draft>) {
                     .get("net.ipv4.tcp_rmem")
                     .cloned()
                     .flatten()
-                    .unwrap_or_else(|| "-".into())
+                    .unwrap_or_else(|| "-".into()),
+                if receivers.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; sockets (sk_drops, which also counts segments dropped for other reasons: \
+                         out of window, bad checksum): {receivers}"
+                    )
+                }
             ),
             fix: format!("{fix}, and raise net.ipv4.tcp_rmem's maximum"),
             changes,

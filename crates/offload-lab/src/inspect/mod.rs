@@ -307,6 +307,7 @@ pub const HOST_SYSCTLS: &[&str] = &[
     "net/core/rmem_default",
     "net/core/wmem_default",
     "net/core/rps_sock_flow_entries",
+    "net/core/somaxconn",
     "net/ipv4/tcp_rmem",
     "net/ipv4/tcp_wmem",
     "net/ipv4/udp_mem",
