@@ -1265,30 +1265,7 @@ pub fn compare(
             ra.push(run_once(a, on_interval)?);
         }
     }
-    Ok(compare_results(a_options, b_options, ra, rb))
-}
-
-/// Paired differences of finished A and B runs.
-pub fn compare_results(
-    a_options: &str,
-    b_options: &str,
-    a_runs: Vec<BenchResult>,
-    b_runs: Vec<BenchResult>,
-) -> CompareReport {
-    let f = |v: &[BenchResult], g: fn(&BenchResult) -> Option<f64>| -> Option<Vec<f64>> {
-        v.iter().map(g).collect()
-    };
-    let pd = |g: fn(&BenchResult) -> Option<f64>| match (f(&a_runs, g), f(&b_runs, g)) {
-        (Some(x), Some(y)) => stats::paired_difference(&x, &y),
-        _ => None,
-    };
-    CompareReport {
-        a_options: a_options.into(),
-        b_options: b_options.into(),
-        transactions_per_sec: pd(|r| Some(r.transactions_per_sec)),
-        cpu_seconds_per_transaction: pd(|r| Some(r.cpu_seconds_per_transaction)),
-        p99_us: pd(|r| r.latency_us.map(|l| l.p99)),
-        a_runs,
-        b_runs,
-    }
+    Ok(crate::compare::compare_results(
+        a_options, b_options, ra, rb,
+    ))
 }

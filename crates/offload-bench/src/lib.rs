@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod cpu;
 pub mod engine;

@@ -71,6 +71,15 @@ pub struct InterfaceInfo {
     pub tso_max_size: Option<u64>,
     /// Link kind (`veth`, `vxlan`, ...), none for physical devices and `lo`.
     pub kind: Option<String>,
+    /// The knobs `offload tune` sets, as read back where the device answers:
+    /// `feature NAME` (`on`/`off`, the features the device lets change,
+    /// ethtool's names), `ring rx` / `ring tx` (`ethtool -g`), `coalesce
+    /// FIELD` (`ethtool -c`), and `sysfs REL` for `gro_flush_timeout`,
+    /// `napi_defer_hard_irqs`, `threaded` and each queue's `rps_cpus`,
+    /// `rps_flow_cnt` and `xps_cpus` (read through a sysfs of the
+    /// namespace's own; left out where that cannot be mounted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<String, String>,
 }
 
 /// The host and namespace a side ran in: kernel, CPUs, offload sizes and the
@@ -105,6 +114,10 @@ pub const SYSCTLS: &[&str] = &[
     "net/ipv4/tcp_low_latency",
     "net/ipv4/ip_local_port_range",
     "net/ipv4/udp_mem",
+    "net/core/netdev_budget",
+    "net/core/netdev_budget_usecs",
+    "net/core/rps_sock_flow_entries",
+    "net/ipv4/ip_forward",
 ];
 
 impl HostInfo {
@@ -133,24 +146,94 @@ impl HostInfo {
 }
 
 /// The links of the calling thread's namespace, over rtnetlink (offload-sys's
-/// implementation, shared with `offload inspect`).
+/// implementation, shared with `offload inspect`), with the knobs `offload
+/// tune` sets, read back over the ethtool ioctls and sysfs.
 fn interfaces() -> Vec<InterfaceInfo> {
     let Ok(links) = offload_sys::rtnl::Rtnl::open().and_then(|mut r| r.links()) else {
         return Vec::new();
     };
+    let ethtool = offload_sys::ethtool::Ethtool::open().ok();
+    // /sys shows the devices of the namespace that mounted it: a detached
+    // sysfs of this thread's namespace reads the right ones (root only).
+    let sysfs = offload_sys::sysfs::Sysfs::mount_here().ok();
     links
         .into_iter()
-        .map(|l| InterfaceInfo {
-            name: l.name,
-            mtu: u64::from(l.mtu),
-            gso_max_size: l.gso_max_size.map(u64::from),
-            gro_max_size: l.gro_max_size.map(u64::from),
-            gso_ipv4_max_size: l.gso_ipv4_max_size.map(u64::from),
-            gro_ipv4_max_size: l.gro_ipv4_max_size.map(u64::from),
-            tso_max_size: l.tso_max_size.map(u64::from),
-            kind: l.kind,
+        .map(|l| {
+            let knobs = device_knobs(&l.name, ethtool.as_ref(), sysfs.as_ref());
+            InterfaceInfo {
+                name: l.name,
+                mtu: u64::from(l.mtu),
+                gso_max_size: l.gso_max_size.map(u64::from),
+                gro_max_size: l.gro_max_size.map(u64::from),
+                gso_ipv4_max_size: l.gso_ipv4_max_size.map(u64::from),
+                gro_ipv4_max_size: l.gro_ipv4_max_size.map(u64::from),
+                tso_max_size: l.tso_max_size.map(u64::from),
+                kind: l.kind,
+                knobs,
+            }
         })
         .collect()
+}
+
+/// Per-device sysfs knobs that `offload tune` sets.
+const DEVICE_SYSFS: [&str; 3] = ["gro_flush_timeout", "napi_defer_hard_irqs", "threaded"];
+
+/// Most queues of one direction whose sysfs knobs are recorded.
+const MAX_QUEUES_RECORDED: usize = 256;
+
+/// What [`InterfaceInfo::knobs`] holds for one device; whatever the device
+/// or this process cannot read is left out.
+fn device_knobs(
+    dev: &str,
+    ethtool: Option<&offload_sys::ethtool::Ethtool>,
+    sysfs: Option<&offload_sys::sysfs::Sysfs>,
+) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+    if let Some(e) = ethtool {
+        for f in e.features(dev).unwrap_or_default() {
+            if !f.fixed() && !f.name.is_empty() {
+                m.insert(format!("feature {}", f.name), on_off(f.active));
+            }
+        }
+        if let Ok(r) = e.rings(dev) {
+            m.insert("ring rx".into(), r.rx.to_string());
+            m.insert("ring tx".into(), r.tx.to_string());
+        }
+        for (k, v) in e.coalesce(dev).unwrap_or_default() {
+            m.insert(format!("coalesce {k}"), v.to_string());
+        }
+    }
+    if let Some(s) = sysfs {
+        let base = format!("class/net/{dev}");
+        for rel in DEVICE_SYSFS {
+            if let Ok(v) = s.read(&format!("{base}/{rel}")) {
+                m.insert(format!("sysfs {rel}"), v.trim().to_string());
+            }
+        }
+        let mut queues = s.list(&format!("{base}/queues")).unwrap_or_default();
+        queues.sort();
+        let (mut rx, mut tx) = (0, 0);
+        for q in queues {
+            let (count, files): (&mut usize, &[&str]) = if q.starts_with("rx-") {
+                (&mut rx, &["rps_cpus", "rps_flow_cnt"])
+            } else if q.starts_with("tx-") {
+                (&mut tx, &["xps_cpus"])
+            } else {
+                continue;
+            };
+            *count += 1;
+            if *count > MAX_QUEUES_RECORDED {
+                continue;
+            }
+            for f in files {
+                if let Ok(v) = s.read(&format!("{base}/queues/{q}/{f}")) {
+                    m.insert(format!("sysfs queues/{q}/{f}"), v.trim().to_string());
+                }
+            }
+        }
+    }
+    m
 }
 
 /// What the server applied when it set a test up.
@@ -714,6 +797,21 @@ pub struct RunsReport {
     pub runs: Vec<BenchResult>,
 }
 
+/// One piece of recorded state that differs between A and B.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDifference {
+    /// Where: `client`, `server` (their hosts), or `run` (the test's own
+    /// settings).
+    pub side: String,
+    /// What, e.g. `sysctl net.core.busy_poll`, `lo gro_max_size`,
+    /// `veth0 feature rx-gro`.
+    pub what: String,
+    /// A's value; none where A did not record it.
+    pub a: Option<String>,
+    /// B's value; none where B did not record it.
+    pub b: Option<String>,
+}
+
 /// Interleaved A/B runs and their paired differences.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
@@ -727,6 +825,17 @@ pub struct CompareReport {
     pub cpu_seconds_per_transaction: Option<PairedDifference>,
     /// B - A of P99 latency (rr tests).
     pub p99_us: Option<PairedDifference>,
+    /// B - A of 10^6 bits per second (stream tests).
+    #[serde(default)]
+    pub mbit_per_sec: Option<PairedDifference>,
+    /// Recorded state that differs between A's first run and B's: each
+    /// side's host (kernel, sysctls, interfaces and their knobs) and the
+    /// test's settings.
+    #[serde(default)]
+    pub state_differences: Vec<StateDifference>,
+    /// What to know when reading the comparison.
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// A's runs, in order.
     pub a_runs: Vec<BenchResult>,
     /// B's runs, in order.

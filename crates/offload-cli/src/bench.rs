@@ -30,9 +30,20 @@ const DEFAULT_PORT: u16 = offload_bench::server::DEFAULT_PORT;
 
 /// Arguments of `offload bench`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_required = false)]
 pub struct BenchArgs {
     #[command(subcommand)]
-    command: BenchCommand,
+    command: Option<BenchCommand>,
+    /// Compare results saved earlier with `--json` (one run or `--runs
+    /// N`; `-` for standard input), e.g. one host before and after
+    /// `offload tune --apply`: paired statistics of the figures, and every
+    /// recorded host setting (sysctls, interface sizes, features, rings,
+    /// coalescing, sysfs knobs) that differs.
+    #[arg(long, num_args = 2, value_names = ["A.json", "B.json"])]
+    compare: Option<Vec<std::path::PathBuf>>,
+    /// With --compare: the comparison as JSON.
+    #[arg(long, requires = "compare")]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -592,7 +603,14 @@ impl Partial {
 
 /// Runs `offload bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (kind, t) = match args.command {
+    let command = match (args.command, args.compare) {
+        (Some(c), _) => c,
+        (None, Some(files)) => return compare_files(&files[0], &files[1], args.json),
+        (None, None) => {
+            bail!("name a test (offload bench tcp-rr ...), `server`, or --compare A.json B.json")
+        }
+    };
+    let (kind, t) = match command {
         BenchCommand::Server(s) => return serve(s),
         BenchCommand::TcpRr(t) => (TestKind::TcpRr, t.flat()),
         BenchCommand::TcpCrr(t) => (TestKind::TcpCrr, t.flat()),
@@ -718,7 +736,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        let report = client::compare_results(a_opts, b_opts, ra, rb);
+        let report = offload_bench::compare::compare_results(a_opts, b_opts, ra, rb);
         if c.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -1192,6 +1210,24 @@ fn fmt_diff(name: &str, d: &Option<PairedDifference>, scale: f64) {
     }
 }
 
+/// `offload bench --compare A.json B.json`.
+fn compare_files(a: &std::path::Path, b: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let ra = offload_bench::compare::read_results(a)?;
+    let rb = offload_bench::compare::read_results(b)?;
+    let report = offload_bench::compare::compare_saved(
+        &a.display().to_string(),
+        ra,
+        &b.display().to_string(),
+        rb,
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_compare(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_compare(r: &CompareReport) {
     println!(
         "A: {}\nB: {}\npairs: {}",
@@ -1203,15 +1239,34 @@ fn print_compare(r: &CompareReport) {
     if rr {
         fmt_diff("transactions/s", &r.transactions_per_sec, 1.0);
     } else {
-        let f = |v: &[BenchResult]| v.iter().map(|x| x.bits_per_sec / 1e6).collect::<Vec<_>>();
-        fmt_diff(
-            "Mbit/s",
-            &offload_report::stats::paired_difference(&f(&r.a_runs), &f(&r.b_runs)),
-            1.0,
-        );
+        fmt_diff("Mbit/s", &r.mbit_per_sec, 1.0);
     }
     fmt_diff("CPU us/trans", &r.cpu_seconds_per_transaction, 1e6);
     fmt_diff("p99 us", &r.p99_us, 1.0);
+    if r.state_differences.is_empty() {
+        println!("recorded state: the same in A and B");
+    } else {
+        println!("recorded state that differs (A -> B):");
+        let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let width = r
+            .state_differences
+            .iter()
+            .map(|d| d.what.len())
+            .max()
+            .unwrap_or(0);
+        for d in &r.state_differences {
+            println!(
+                "  {:6} {:width$}  {} -> {}",
+                d.side,
+                d.what,
+                shown(&d.a),
+                shown(&d.b)
+            );
+        }
+    }
+    for n in &r.notes {
+        println!("note: {n}");
+    }
 }
 
 #[cfg(test)]

@@ -485,3 +485,197 @@ fn thirty_thousand_flows_report_tcp_info_per_flow_in_json() {
     assert!(rtt["min"].as_f64().unwrap() <= rtt["median"].as_f64().unwrap());
     assert!(rtt["median"].as_f64().unwrap() <= rtt["p99"].as_f64().unwrap());
 }
+
+/// A command of the built binary that runs inside `ns`.
+fn offload_in(ns: &offload_sys::NetNs, args: &[&str]) -> Command {
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::unix::process::CommandExt;
+    let fd = ns.as_fd().as_raw_fd();
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    // SAFETY: between fork and exec the child only calls setns(2), which is
+    // async-signal-safe; the namespace's fd stays open in the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+fn succeeded(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "status {:?}, stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn compare_of_saved_results_shows_what_tune_changed_and_that_revert_restored_it() {
+    let ns = offload_sys::NetNs::new_anonymous().unwrap();
+    ns.run(|| {
+        let mut r = offload_sys::rtnl::Rtnl::open()?;
+        let lo = r.link_by_name("lo")?.index;
+        r.set_up(lo, true)
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let mut server = offload_in(&ns, &["bench", "server", "--listen", "127.0.0.1:12867"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A run of two, saved as `--json` writes it.
+    let save = |name: &str| {
+        let out = succeeded(
+            offload_in(
+                &ns,
+                &[
+                    "bench",
+                    "tcp-rr",
+                    "--duration",
+                    "0.3",
+                    "--warmup",
+                    "0",
+                    "--runs",
+                    "2",
+                    "--json",
+                    "-q",
+                ],
+            )
+            .output()
+            .unwrap(),
+        );
+        std::fs::write(path(name), &out.stdout).unwrap();
+    };
+    // The server needs a moment to listen: the first client retries.
+    let started = Instant::now();
+    loop {
+        let out = offload_in(
+            &ns,
+            &[
+                "bench",
+                "tcp-rr",
+                "--duration",
+                "0.1",
+                "--warmup",
+                "0",
+                "-q",
+            ],
+        )
+        .output()
+        .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no server");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    save("before.json");
+    let state = path("tune.json");
+    succeeded(
+        offload_in(
+            &ns,
+            &[
+                "tune",
+                "--set",
+                "lo:gro_max_size=131072",
+                "--set",
+                "sysctl:net.ipv4.tcp_autocorking=0",
+                "--state",
+                &state,
+                "--apply",
+            ],
+        )
+        .output()
+        .unwrap(),
+    );
+    save("after.json");
+    succeeded(
+        offload_in(&ns, &["tune", "--revert", "--state", &state])
+            .output()
+            .unwrap(),
+    );
+    save("reverted.json");
+    let _ = server.kill();
+    let _ = server.wait();
+
+    // The table names every change on both sides, beside the figures.
+    let out = succeeded(bench(&[
+        "--compare",
+        &path("before.json"),
+        &path("after.json"),
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for side in ["client", "server"] {
+        for line in [
+            format!("{side} lo gro_max_size"),
+            format!("{side} sysctl net.ipv4.tcp_autocorking"),
+        ] {
+            assert!(text.contains(&line), "no {line:?} in\n{text}");
+        }
+    }
+    assert!(
+        text.contains("65536 -> 131072") && text.contains("1 -> 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("transactions/s") && text.contains("pairs: 2"),
+        "{text}"
+    );
+    // The JSON has the same, with the paired statistics.
+    let v = json_of(&bench(&[
+        "--compare",
+        &path("before.json"),
+        &path("after.json"),
+        "--json",
+    ]));
+    let diffs = v["state_differences"].as_array().unwrap();
+    let whats: Vec<(&str, &str, &str, &str)> = diffs
+        .iter()
+        .map(|d| {
+            (
+                d["side"].as_str().unwrap(),
+                d["what"].as_str().unwrap(),
+                d["a"].as_str().unwrap(),
+                d["b"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        whats,
+        vec![
+            ("client", "lo gro_max_size", "65536", "131072"),
+            ("client", "sysctl net.ipv4.tcp_autocorking", "1", "0"),
+            ("server", "lo gro_max_size", "65536", "131072"),
+            ("server", "sysctl net.ipv4.tcp_autocorking", "1", "0"),
+        ]
+    );
+    assert_eq!(v["a_runs"].as_array().unwrap().len(), 2);
+    assert!(v["transactions_per_sec"]["a"]["mean"].as_f64().unwrap() > 0.0);
+    // After --revert nothing recorded differs from before.
+    let v = json_of(&bench(&[
+        "--compare",
+        &path("before.json"),
+        &path("reverted.json"),
+        "--json",
+    ]));
+    assert_eq!(v["state_differences"], serde_json::json!([]), "{v}");
+    // A file that is not a result: an error naming it.
+    std::fs::write(path("bad.json"), "{\"x\": 1}").unwrap();
+    let out = bench(&["--compare", &path("bad.json"), &path("after.json")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("not the --json output"),
+        "{err}"
+    );
+}
