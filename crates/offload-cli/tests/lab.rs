@@ -623,6 +623,25 @@ fn udp_rx_busy_poll_arms_report_latency() {
             assert!(r["kernel_drops"]["udp_rcvbuf_errors"].is_u64(), "{n}: {r}");
         }
     }
+    // UDP GRO merges: the receiving veth handed the stack super-packets
+    // of many 32-byte datagrams (net:netif_receive_skb lengths above the
+    // 60 bytes of one), read from the kernel during each run.
+    let gro = arm("udp-gro");
+    assert!(
+        gro["means"]["gro_merge_ratio"].as_f64().unwrap() > 4.0,
+        "{gro}"
+    );
+    for r in gro["runs"].as_array().unwrap() {
+        let sizes = r["stack_packet_sizes"].as_object().unwrap();
+        let single = sizes["1-60"].as_u64().unwrap();
+        let merged: u64 = ["541-1052", "1053-2076"]
+            .iter()
+            .map(|k| sizes[*k].as_u64().unwrap())
+            .sum();
+        assert!(merged > 100 && merged > single, "udp-gro: {sizes:?}");
+    }
+    let bare = arm("bare");
+    assert!(bare["means"]["gro_merge_ratio"].as_f64().unwrap() < 1.5);
     assert_intervals_recompute(&report);
     assert_same(&before, &host_state());
 }

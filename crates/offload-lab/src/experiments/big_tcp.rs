@@ -25,14 +25,13 @@ use serde_json::json;
 use crate::live::TracepointIds;
 use offload_bench::TestKind;
 use offload_sys::node::{Node, VethPair};
-use offload_sys::perf::TracepointCounter;
 
 use offload_report::{Finding, Severity};
 
 use super::paired::{compare_all, describe};
 use super::{
-    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome,
-    RunFigures, Section, ServerInNs, WARMUP,
+    bench_in, bucket_names, counted, figures, interleave, settings, Arm, Context, Experiment,
+    Outcome, RunFigures, Section, ServerInNs, SizeCounters, WARMUP,
 };
 
 /// The BIG TCP size of the seed.
@@ -43,43 +42,6 @@ pub const DEFAULT: u32 = 65_536;
 /// Upper edges (inclusive) of the size buckets of stack packets, bytes of
 /// `skb->len` at `netif_receive_skb` (IP packet, no Ethernet header).
 pub const SIZE_EDGES: [u64; 6] = [1_500, 16_384, 32_768, 65_535, 131_072, 262_144];
-
-/// Names of the buckets of [`SIZE_EDGES`].
-fn bucket_names() -> Vec<String> {
-    let mut lo = 0;
-    SIZE_EDGES
-        .iter()
-        .map(|&hi| {
-            let n = format!("{}-{}", lo + 1, hi);
-            lo = hi;
-            n
-        })
-        .collect()
-}
-
-/// Stack packets of one device counted by size.
-struct SizeCounters {
-    buckets: Vec<TracepointCounter>,
-}
-
-impl SizeCounters {
-    fn open(ids: &TracepointIds, dev: &str) -> anyhow::Result<Self> {
-        let mut lo = 0;
-        let mut buckets = Vec::new();
-        for &hi in &SIZE_EDGES {
-            buckets.push(TracepointCounter::open(
-                ids.receive_skb,
-                &format!("name == \"{dev}\" && len > {lo} && len <= {hi}"),
-            )?);
-            lo = hi;
-        }
-        Ok(SizeCounters { buckets })
-    }
-
-    fn read(&self) -> Vec<u64> {
-        self.buckets.iter().map(TracepointCounter::read).collect()
-    }
-}
 
 /// The experiment.
 #[derive(Debug)]
@@ -200,7 +162,7 @@ impl Experiment for BigTcp {
             .collect();
         let (cdev, sdev) = (pair.client_dev.clone(), pair.server_dev.clone());
         let devices = vec![cdev.clone(), sdev.clone()];
-        let names = bucket_names();
+        let names = bucket_names(&SIZE_EDGES);
         let interrupted = interleave(ctx, &mut arms, |a, _| {
             let s = &specs[a];
             pair.client.set_big_tcp(&cdev, s.size)?;
@@ -210,7 +172,7 @@ impl Experiment for BigTcp {
             let server_state = read_state(&mut pair.server, &sdev)?;
             let sizes: Vec<SizeCounters> = devices
                 .iter()
-                .map(|d| SizeCounters::open(&ids, d))
+                .map(|d| SizeCounters::open(&ids, d, &SIZE_EDGES))
                 .collect::<anyhow::Result<_>>()?;
             let cfg = config(s);
             let (r, counts) = counted(&ids, &devices, || bench_in(&pair.client.ns, &cfg))?;

@@ -574,6 +574,52 @@ pub fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize
     f
 }
 
+/// Names of the size buckets of `edges` (`lo+1-hi`, upper edges inclusive).
+pub fn bucket_names(edges: &[u64]) -> Vec<String> {
+    let mut lo = 0;
+    edges
+        .iter()
+        .map(|&hi| {
+            let n = format!("{}-{}", lo + 1, hi);
+            lo = hi;
+            n
+        })
+        .collect()
+}
+
+/// The packets one device hands to the stack, counted by size: one
+/// `net:netif_receive_skb` counter per bucket, filtered on the device name
+/// and `len` (`skb->len`: the IP packet, no Ethernet header), buckets
+/// `(previous edge, edge]`. What GRO produced, as the kernel reports it.
+#[derive(Debug)]
+pub struct SizeCounters {
+    buckets: Vec<offload_sys::perf::TracepointCounter>,
+}
+
+impl SizeCounters {
+    /// Opens the counters of `dev` for the buckets of `edges`.
+    pub fn open(ids: &TracepointIds, dev: &str, edges: &[u64]) -> anyhow::Result<Self> {
+        let mut lo = 0;
+        let mut buckets = Vec::new();
+        for &hi in edges {
+            buckets.push(offload_sys::perf::TracepointCounter::open(
+                ids.receive_skb,
+                &format!("name == \"{dev}\" && len > {lo} && len <= {hi}"),
+            )?);
+            lo = hi;
+        }
+        Ok(SizeCounters { buckets })
+    }
+
+    /// The counts so far, one per bucket.
+    pub fn read(&self) -> Vec<u64> {
+        self.buckets
+            .iter()
+            .map(offload_sys::perf::TracepointCounter::read)
+            .collect()
+    }
+}
+
 /// A settings map from pairs.
 pub fn settings<const N: usize>(pairs: [(&str, Value); N]) -> BTreeMap<String, Value> {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()

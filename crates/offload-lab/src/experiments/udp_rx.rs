@@ -6,7 +6,10 @@
 //!
 //! Packet rate: 32-byte datagrams flooded by offload-bench's udp-stream,
 //! arms adding one trick each (one receiver; pinned; `SO_REUSEPORT`
-//! receivers, one per CPU; `recvmmsg` batches; `UDP_GRO`), with the
+//! receivers, one per CPU; `recvmmsg` batches; `UDP_GRO` with a
+//! `UDP_SEGMENT` sender, segmented at the client veth so that bursts reach
+//! one NAPI poll), with the sizes of the packets the receiving veth hands
+//! to the stack (`net:netif_receive_skb` by `len`) and the
 //! receiving namespace's drop counters around every run (`Udp:
 //! RcvbufErrors`/`InErrors` of /proc/net/snmp, the veth devices'
 //! `rx_dropped`/`tx_dropped`). Latency: a UDP ping-pong ([`pingpong`]),
@@ -29,8 +32,8 @@ use offload_report::{Finding, Severity};
 use super::paired::{compare_all, describe};
 use super::pingpong::{self, Mode};
 use super::{
-    bench_in, counted, figures, interleave, settings, Arm, Context, Experiment, Outcome,
-    RunFigures, Section, ServerInNs, WARMUP,
+    bench_in, bucket_names, counted, figures, interleave, settings, Arm, Context, Experiment,
+    Outcome, RunFigures, Section, ServerInNs, SizeCounters, WARMUP,
 };
 
 /// The experiment.
@@ -46,15 +49,37 @@ const LIMITS: &[&str] = &[
 
 /// Published figures of the seed's latency post, printed beside ours.
 const PUBLISHED_LATENCY: &[&str] = &[
-    "Marek Majkowski, \"How to achieve low latency with 10Gbps Ethernet\" (Cloudflare, 2015): UDP echo of 32-byte datagrams between two hosts over 10 GbE NICs",
+    "Marek Majkowski, \"How to achieve low latency with 10Gbps Ethernet\" (Cloudflare, 2015, https://blog.cloudflare.com/how-to-achieve-low-latency/): UDP echo of 32-byte datagrams between two hosts over 10 GbE NICs",
     "published: SO_BUSY_POLL about -7 us, a MSG_DONTWAIT spin about -4 us, and with pinning and RX-queue placement as well the round trip went from about 47 us to 26 us",
+];
+
+/// The seed's published change of the round trip per latency arm, against
+/// the default (its latency post), printed beside our paired difference.
+const PUBLISHED_CHANGE: &[(&str, &str)] = &[
+    ("pp-busy-poll", "about -7 us (SO_BUSY_POLL)"),
+    ("pp-spin", "about -4 us (a MSG_DONTWAIT spin)"),
+    (
+        "pp-pinned",
+        "no figure of its own (part of the 47 -> 26 us)",
+    ),
+    (
+        "pp-all",
+        "about -21 us: 47 -> 26 us with busy polling, pinning and RX-queue placement",
+    ),
 ];
 
 /// Published figures of the seed's packet-rate post.
 const PUBLISHED_RATE: &[&str] = &[
-    "Marek Majkowski, \"How to receive a million packets per second\" (Cloudflare, 2015): 32-byte datagrams between two hosts over a multi-queue 10G NIC",
+    "Marek Majkowski, \"How to receive a million packets per second\" (Cloudflare, 2015, https://blog.cloudflare.com/how-to-receive-a-million-packets/): 32-byte datagrams between two hosts over a multi-queue 10G NIC",
     "published: one receiving thread stays far below the goal; about a million packets per second came only with SO_REUSEPORT receivers pinned to CPUs near the NIC and traffic spread over several RX queues",
 ];
+
+/// Upper edges (inclusive) of the size buckets of the receiving veth's
+/// stack packets, bytes of `skb->len` at `netif_receive_skb` (IPv4 and UDP
+/// headers, 28 bytes, plus the payload): one 32-byte datagram is 60 bytes,
+/// a GRO super-packet of n of them 28 + 32 n (2-8, 9-16, 17-32, 33-64
+/// datagrams; UDP GRO stops at 64 segments, UDP_GRO_CNT_MAX).
+pub const UDP_SIZE_EDGES: [u64; 6] = [60, 284, 540, 1_052, 2_076, 65_535];
 
 /// Kernel drop counters of one run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -124,6 +149,17 @@ impl Experiment for UdpRx {
             node.features(dev, &[("rx-gro", true)])?;
             node.tso_off(dev)?;
         }
+        // The udp-gro arm's sender hands UDP_SEGMENT super-packets to the
+        // client veth; with tx-udp-segmentation off they are segmented
+        // there (validate_xmit_skb), so the server veth's NAPI gets a burst
+        // of wire-sized datagrams in one poll for its GRO to merge, as a
+        // NIC's ring would, instead of one super-packet passed through.
+        pair.client
+            .features(&pair.client_dev, &[("tx-udp-segmentation", false)])?;
+        let sender_uso = pair
+            .client
+            .ethtool()
+            .feature(&pair.client_dev, "tx-udp-segmentation")?;
         let ids = TracepointIds::read()?;
         let server = ServerInNs::start(&pair.server.ns, VethPair::SERVER4.into())?;
         let cpus: Vec<usize> = offload_sys::perf::online_cpus()
@@ -157,7 +193,13 @@ impl Experiment for UdpRx {
         configs.push(("reuseport", c.clone()));
         c.spec.knobs.batch = 64;
         configs.push(("batched", c.clone()));
+        // UDP_GRO on the receivers, and a sender whose sends carry 64
+        // datagrams each (UDP_SEGMENT 32): udp_gro_receive_segment
+        // (net/ipv4/udp_offload.c, 5.0+) merges only datagrams that reach
+        // one NAPI poll together, which a one-datagram-per-send flood over
+        // veth never does (each send's softirq polls its single datagram).
         c.spec.knobs.udp_gro = true;
+        c.spec.knobs.udp_gso = Some(32);
         configs.push(("udp-gro", c.clone()));
         let n_rate = configs.len();
 
@@ -207,6 +249,8 @@ impl Experiment for UdpRx {
                 ("sender_cpus", json!(cfg.pin)),
                 ("batch", json!(cfg.spec.knobs.batch)),
                 ("udp_gro", json!(cfg.spec.knobs.udp_gro)),
+                ("sender_udp_segment", json!(cfg.spec.knobs.udp_gso)),
+                ("sender_veth_tx_udp_segmentation", json!(sender_uso)),
                 ("sender_sockets", json!(cfg.spec.flows)),
                 ("receiver_veth_gro", json!(gro)),
             ]);
@@ -226,8 +270,10 @@ impl Experiment for UdpRx {
         let interrupted = interleave(ctx, &mut arms, |a, _| {
             if a < n_rate {
                 let before = drop_counters(&pair);
+                let sizes = SizeCounters::open(&ids, &pair.server_dev, &UDP_SIZE_EDGES)?;
                 let (r, counts) =
                     counted(&ids, &devices, || bench_in(&pair.client.ns, &configs[a].1))?;
+                let buckets = sizes.read();
                 let after = drop_counters(&pair);
                 let mut f = figures(&r, &counts, Some(0));
                 f.values.remove("transactions_per_sec");
@@ -243,6 +289,13 @@ impl Experiment for UdpRx {
                 f.set(
                     "drops_per_sec",
                     Some((d.in_errors + d.veth_dropped) as f64 / whole),
+                );
+                f.facts.insert(
+                    "stack_packet_sizes".into(),
+                    json!(bucket_names(&UDP_SIZE_EDGES)
+                        .into_iter()
+                        .zip(buckets)
+                        .collect::<BTreeMap<_, _>>()),
                 );
                 f.facts.insert(
                     "kernel_drops".into(),
@@ -305,6 +358,11 @@ impl Experiment for UdpRx {
                 ("packets_per_sec", " packets/s", "receive rate")
             };
             if let Some(st) = c.get(metric) {
+                let published = PUBLISHED_CHANGE
+                    .iter()
+                    .find(|(arm, _)| *arm == c.b)
+                    .map(|(_, p)| format!("; the seed: {p}"))
+                    .unwrap_or_default();
                 findings.push(Finding::new(
                     Severity::Info,
                     "udp-rx-paired",
@@ -314,9 +372,36 @@ impl Experiment for UdpRx {
                         c.a,
                         st.direction().unwrap_or("not shown to differ")
                     ),
-                    describe(st, unit),
+                    format!("{}{published}", describe(st, unit)),
                 ));
             }
+        }
+        // Our median round trip per latency arm beside the seed's change.
+        let mut beside = Vec::new();
+        let default_p50 = arms
+            .iter()
+            .find(|a| a.name == "pp-default")
+            .and_then(|a| a.mean("p50_us"));
+        for (arm, published) in PUBLISHED_CHANGE {
+            let Some(a) = arms.iter().find(|a| a.name == *arm) else {
+                continue;
+            };
+            let ours = comparisons
+                .iter()
+                .find(|c| c.a == "pp-default" && c.b == *arm)
+                .and_then(|c| c.get("p50_us"))
+                .map(|st| describe(st, " us"))
+                .or_else(|| {
+                    Some(format!(
+                        "p50 {:.1} us against {:.1} us ({} pair: no interval)",
+                        a.mean("p50_us")?,
+                        default_p50?,
+                        a.runs.len()
+                    ))
+                })
+                .unwrap_or_else(|| "not measured".into());
+            beside.push(format!("{arm:<13} ours: {ours}"));
+            beside.push(format!("{:<13} seed: {published}", ""));
         }
         let mut drop_lines = Vec::new();
         for a in arms.iter().filter(|a| a.group == rate) {
@@ -346,6 +431,34 @@ impl Experiment for UdpRx {
                 sum.get("sent_not_received").unwrap_or(&0)
             ));
         }
+        // What the receiving veth's GRO handed to the stack, by size.
+        let names = bucket_names(&UDP_SIZE_EDGES);
+        let mut size_lines = vec![format!(
+            "{:<10} {}  (bytes of IP packet; one 32-byte datagram is 60)",
+            "arm",
+            names
+                .iter()
+                .map(|n| format!(" {n:>11}"))
+                .collect::<String>()
+        )];
+        for a in arms
+            .iter()
+            .filter(|a| a.group == rate && !a.runs.is_empty())
+        {
+            let mut sum = vec![0u64; names.len()];
+            for r in &a.runs {
+                if let Some(m) = r.facts.get("stack_packet_sizes") {
+                    for (i, n) in names.iter().enumerate() {
+                        sum[i] += m[n].as_u64().unwrap_or(0);
+                    }
+                }
+            }
+            size_lines.push(format!(
+                "{:<10} {}",
+                a.name,
+                sum.iter().map(|v| format!(" {v:>11}")).collect::<String>()
+            ));
+        }
         let mut napi_lines = Vec::new();
         for a in arms.iter().filter(|a| a.group == latency) {
             if let Some(s) = a.settings.get("sockets_read_back") {
@@ -365,8 +478,16 @@ impl Experiment for UdpRx {
                     lines: drop_lines,
                 },
                 Section {
+                    title: "packets the receiving veth handed to the stack, by size (net:netif_receive_skb, all runs)".into(),
+                    lines: size_lines,
+                },
+                Section {
                     title: "sockets of the ping-pong as the kernel reports them".into(),
                     lines: napi_lines,
+                },
+                Section {
+                    title: "median round trip against pp-default: ours beside the seed's (published, other hardware)".into(),
+                    lines: beside,
                 },
                 Section {
                     title: "the seed's packet-rate figures (published, other hardware; not measured here)".into(),
@@ -380,6 +501,14 @@ impl Experiment for UdpRx {
             details: [
                 ("published_rate".to_string(), json!(PUBLISHED_RATE)),
                 ("published_latency".to_string(), json!(PUBLISHED_LATENCY)),
+                (
+                    "published_latency_change".to_string(),
+                    json!(PUBLISHED_CHANGE
+                        .iter()
+                        .map(|(a, p)| (a.to_string(), p.to_string()))
+                        .collect::<BTreeMap<_, _>>()),
+                ),
+                ("stack_packet_size_edges".to_string(), json!(UDP_SIZE_EDGES)),
             ]
             .into(),
             interrupted,
