@@ -49,6 +49,11 @@ pub struct FileFacts {
     pub checksums_offloaded: bool,
     /// Frames whose captured length exceeded the snapshot length (read anyway).
     pub above_snaplen: u64,
+    /// Frames whose timestamp lay outside the years 1677 to 2262 and was
+    /// read as the nearest time that range holds, and the first of them
+    /// (0: none; the capture layer's count, decision 0161).
+    pub timestamps_clamped: u64,
+    pub first_timestamp_clamped: u64,
     /// Frames the capture cut short, by where.
     pub snap: crate::figures::SnapCounts,
 }
@@ -515,6 +520,7 @@ fn run_job(
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
     facts.above_snaplen = reader.above_snaplen().0;
+    (facts.timestamps_clamped, facts.first_timestamp_clamped) = reader.timestamps_clamped();
     if let Some(w) = worker.as_mut() {
         w.finish();
     }

@@ -101,6 +101,9 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,
             frames_above_snaplen: f.above_snaplen,
+            timestamps_clamped: f.timestamps_clamped,
+            first_timestamp_clamped_frame: (f.timestamps_clamped > 0)
+                .then_some(f.first_timestamp_clamped),
             snap: f.snap,
         })
         .collect();
@@ -264,6 +267,9 @@ fn what_if_report(
         super_packets: t.super_packets,
         largest_packet: t.largest,
         flush_reasons,
+        lost_packets: t.lost_packets,
+        lost_segments: t.lost_segments,
+        loss_reason: t.loss.map(|l| l.name()),
     }
 }
 

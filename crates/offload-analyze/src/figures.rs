@@ -135,6 +135,11 @@ pub struct RunTotals {
     pub largest: u32,
     /// Per reason: count and the first three example `(file, frame)`s.
     pub reasons: Vec<ReasonExamples>,
+    /// Merged packets the kernel line loses (the engine's
+    /// `Delivered::lost`), their segments, and the first reason.
+    pub lost_packets: u64,
+    pub lost_segments: u64,
+    pub loss: Option<offload::gro::LossReason>,
     /// The input file these figures come from (for examples).
     pub(crate) file: usize,
 }
@@ -157,6 +162,9 @@ impl RunTotals {
         self.packets_out += o.packets_out;
         self.super_packets += o.super_packets;
         self.largest = self.largest.max(o.largest);
+        self.lost_packets += o.lost_packets;
+        self.lost_segments += o.lost_segments;
+        self.loss = self.loss.or(o.loss);
         for (r, n, ex) in &o.reasons {
             match self.reasons.iter_mut().find(|x| x.0 == *r) {
                 Some(x) => {

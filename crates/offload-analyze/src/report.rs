@@ -65,6 +65,11 @@ pub struct InputReport {
     /// Frames whose captured length exceeded the file's snapshot length:
     /// read whole (as tshark does), unless `--strict`.
     pub frames_above_snaplen: u64,
+    /// Frames whose timestamp lay outside the years 1677 to 2262 (a huge
+    /// pcapng timestamp or `if_tsoffset`), read as the nearest time that
+    /// range holds, and the first of them.
+    pub timestamps_clamped: u64,
+    pub first_timestamp_clamped_frame: Option<u64>,
     /// Frames cut short by the capture (header-only captures).
     #[serde(flatten)]
     pub snap: crate::figures::SnapCounts,
@@ -233,6 +238,13 @@ pub struct WhatIfReport {
     pub super_packets: u64,
     pub largest_packet: u32,
     pub flush_reasons: Vec<ReasonTotal>,
+    /// Merged packets the kernel line loses after GRO (the engine's
+    /// `Delivered::lost`: BIG TCP over an IPv6-outer tunnel, 5.19-6.19),
+    /// counted in `stack_packets` too, their segments and the first
+    /// reason's name.
+    pub lost_packets: u64,
+    pub lost_segments: u64,
+    pub loss_reason: Option<&'static str>,
 }
 
 // Findings are the workspace's one `offload_report::Finding` (with its

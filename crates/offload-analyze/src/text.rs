@@ -54,10 +54,17 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     for i in &r.inputs {
         let _ = writeln!(
             s,
-            "  {}: {} frames, {:.3} s{}{}",
+            "  {}: {} frames, {:.3} s{}{}{}",
             i.path,
             i.frames,
             i.duration_s,
+            match i.first_timestamp_clamped_frame {
+                Some(first) => format!(
+                    ", {} timestamps outside 1677-2262 read as the nearest (first: frame {first})",
+                    i.timestamps_clamped
+                ),
+                None => String::new(),
+            },
             if i.interrupted { ", INTERRUPTED" } else { "" },
             i.error
                 .as_ref()
@@ -143,6 +150,17 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             top.join(", "),
             if w.derived { " [derived]" } else { "" }
         );
+        if w.lost_packets > 0 {
+            let _ = writeln!(
+                s,
+                "  {:>14} kernel {} loses {} of these packets ({} segments): {}",
+                "",
+                w.kernel,
+                w.lost_packets,
+                w.lost_segments,
+                w.loss_reason.unwrap_or("-")
+            );
+        }
     }
     if !r.hops.is_empty() {
         let _ = writeln!(

@@ -95,8 +95,6 @@ pub struct WhatIfWorker {
     header_only: bool,
     /// Scratch: a header-only frame at its wire length.
     pad_buf: Vec<u8>,
-    /// The kernel line the engines run: what it loses after merging.
-    line: KernelLine,
     index: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow and slot (runs of one flow skip the hash).
     last: Option<(FlowKey, u32)>,
@@ -184,7 +182,6 @@ impl WhatIfWorker {
             healthy_buf: Vec::new(),
             header_only,
             pad_buf: Vec::new(),
-            line,
             totals: vec![
                 RunTotals {
                     file,
@@ -331,11 +328,8 @@ impl WhatIfWorker {
             healthy_engines,
             ring,
             flows,
-            line,
-            vxlan_ports,
             ..
         } = self;
-        let (line, ports) = (*line, vxlan_ports.as_slice());
         // A frame the first engine rejected for its checksum passes up
         // unmerged without touching any held packet (`tcp_gro_receive`,
         // `udp_gro_receive`): the other engines are not fed it and get the
@@ -356,15 +350,7 @@ impl WhatIfWorker {
                 ));
             } else {
                 engine.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(
-                        d,
-                        i,
-                        false,
-                        Some(input.frame),
-                        &ring.0,
-                        line,
-                        ports,
-                    ));
+                    pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
                 });
                 if i == 0 {
                     bad = pending
@@ -392,15 +378,7 @@ impl WhatIfWorker {
                     ..input
                 };
                 healthy_engines[i].receive_with_checksum(inp, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(
-                        d,
-                        i,
-                        true,
-                        Some(input.frame),
-                        &ring.0,
-                        line,
-                        ports,
-                    ));
+                    pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
                 });
                 if i == 0 {
                     bad_healthy = pending
@@ -431,6 +409,11 @@ impl WhatIfWorker {
             if !p.healthy {
                 let t = &mut self.totals[p.i];
                 t.packets_out += 1;
+                if p.loss.is_some() {
+                    t.lost_packets += 1;
+                    t.lost_segments += p.segs as u64;
+                    t.loss = t.loss.or(p.loss);
+                }
                 if p.segs > 1 {
                     t.super_packets += 1;
                 }
@@ -475,21 +458,18 @@ impl WhatIfWorker {
             engines,
             healthy_engines,
             ring,
-            line,
-            vxlan_ports,
             ..
         } = self;
-        let (line, ports) = (*line, vxlan_ports.as_slice());
         for (i, (e, ie)) in engines
             .iter_mut()
             .zip(healthy_engines.iter_mut())
             .enumerate()
         {
             e.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, false, None, &ring.0, line, ports))
+                pending.push(Pending::of(d, i, false, None, &ring.0))
             });
             ie.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, true, None, &ring.0, line, ports))
+                pending.push(Pending::of(d, i, true, None, &ring.0))
             });
         }
         self.account(&mut pending);
@@ -559,32 +539,6 @@ fn fix_ipv4_id(frame: &mut [u8], off: usize) {
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
-/// What the kernel line does with a packet GRO merged past 64 KiB inside
-/// a tunnel with an IPv6 outer header: the engine delivers what a working
-/// kernel would, and lines 5.19-6.19 lose it
-/// ([`KernelLine::ipv6_outer_tunnel_loss`]: dropped with a WARN for IP in
-/// IP and GRE, delivered mangled for VXLAN and Geneve).
-fn ipv6_tunnel_loss(
-    d: &Delivered<'_>,
-    line: KernelLine,
-    vxlan_ports: &[u16],
-) -> Option<offload::gro::LossReason> {
-    // Outer IPv6 payload above 65,535 bytes needs at least this much.
-    if d.segments < 2 || d.len() <= 65_535 + 40 || !line.breaks_big_tcp_over_ipv6_tunnels() {
-        return None;
-    }
-    let lay = offload::gso::layout(d.link, d.data, vxlan_ports).ok()?;
-    let outer = lay.outer?;
-    if outer.ip != offload::wire::IpVersion::V6 || lay.l4_proto != offload::wire::Transport::Tcp {
-        return None;
-    }
-    let payload = d.len().checked_sub(outer.l3_off + 40)?;
-    if payload <= 65_535 {
-        return None;
-    }
-    line.ipv6_outer_tunnel_loss(outer.encap, lay.ip)
-}
-
 /// A delivery waiting to be attributed.
 #[derive(Debug)]
 struct Pending {
@@ -640,8 +594,6 @@ impl Pending {
         healthy: bool,
         current: Option<u64>,
         ring: &Ring,
-        line: KernelLine,
-        vxlan_ports: &[u16],
     ) -> Pending {
         let slot = ring.get(d.first_frame);
         // Zero-copy: `data` holds the packet's headers, `len()` counts
@@ -657,7 +609,10 @@ impl Pending {
             segs: d.segments,
             len,
             ts: d.timestamp_ns,
-            loss: ipv6_tunnel_loss(d, line, vxlan_ports),
+            // The engine runs the kernel line with its losses on
+            // (`GroConfig::kernel_losses`, the default): it says which
+            // merged packets that line loses, and why.
+            loss: d.lost,
         }
     }
 }

@@ -79,6 +79,32 @@ fn write(path: &Path, frames: impl Iterator<Item = Vec<u8>>) {
     w.finish().unwrap();
 }
 
+/// The engine alone on the same frames, configured as the what-if
+/// configures it: its own count of lost packets and segments.
+fn engine_losses(frames: fn(u32) -> Vec<u8>, line: KernelLine, size: u32) -> (u64, u64) {
+    let opts = Options::default();
+    let mut e = offload::GroEngine::new(offload_analyze::whatif::config_for(
+        size,
+        line,
+        opts.verify_checksums,
+        &opts.vxlan_ports,
+        opts.flush_timeout_ns,
+    ));
+    for i in 0..150u32 {
+        let f = frames(i);
+        let input = offload::Input {
+            data: &f,
+            link: offload::LinkKind::Ethernet,
+            timestamp_ns: 1_000_000 + u64::from(i) * 1000,
+            frame: u64::from(i) + 1,
+            orig_len: f.len() as u32,
+        };
+        e.receive(input, &mut |_| {});
+    }
+    e.finish(&mut |_| {});
+    (e.stats().lost_packets, e.stats().lost_segments)
+}
+
 fn named(a: &Analysis) -> Vec<&offload_report::Finding> {
     a.report
         .findings
@@ -125,6 +151,30 @@ fn vxlan_and_ip6ip6_over_ipv6_with_big_tcp_are_named_on_affected_lines() {
             };
             assert_eq!(reason, want);
             assert!(f.detail.contains("gro_max_size 185000"), "{}", f.detail);
+            // The what-if reads the engine's verdict (`Delivered::lost`):
+            // per flow and over the run, its lost packets and segments are
+            // the engine's own count on the same frames, and the finding's
+            // cost is those segments.
+            let w = &a.report.what_if[1];
+            let engine = engine_losses(frames, line, 185000);
+            assert!(engine.1 > 0, "{name} {line}");
+            assert_eq!((w.lost_packets, w.lost_segments), engine, "{name} {line}");
+            assert_eq!(
+                (flow.what_if[1].lost_packets, flow.what_if[1].lost_segments),
+                engine,
+                "{name} {line}"
+            );
+            assert_eq!(w.loss_reason, Some(want));
+            let text = offload_analyze::text::render(&a.report, 10);
+            assert!(
+                text.contains(&format!(
+                    "kernel {line} loses {} of these packets ({} segments): {want}",
+                    engine.0, engine.1
+                )),
+                "{text}"
+            );
+            assert_eq!(f.extra_packets, Some(engine.1));
+            assert_eq!(engine_losses(frames, line, 65536), (0, 0));
         }
         assert!(KernelLine::V6_18.breaks_big_tcp_over_ipv6_tunnels());
     }
@@ -139,6 +189,7 @@ fn ipv4_outer_tunnels_and_64k_raise_nothing() {
         .flows
         .iter()
         .all(|f| f.what_if[1].lost_packets == 0));
+    assert_eq!(a.report.what_if[1].lost_segments, 0);
     // The same IPv6 train at 64 KiB only.
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("t.pcap");

@@ -310,6 +310,15 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     for i in &report.inputs {
         crate::capture::warn_above_snaplen(&i.path, i.frames_above_snaplen, 0);
+        crate::capture::warn_timestamps_clamped(
+            &i.path,
+            "",
+            &offload_transform::TimestampsClamped {
+                input: i.timestamps_clamped,
+                first_input_frame: i.first_timestamp_clamped_frame.unwrap_or(0),
+                ..Default::default()
+            },
+        );
     }
     for i in report
         .inputs

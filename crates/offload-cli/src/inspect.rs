@@ -19,8 +19,10 @@ pub struct InspectArgs {
     /// JSON for programs instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Also measure GRO for this long (e.g. 10s): packets into GRO against
-    /// packets into the stack per device, softnet deltas; one line a second.
+    /// Also measure GRO for this long (e.g. 10s), per device by (namespace,
+    /// ifindex): packets and bytes into and out of GRO, GRO's verdict per
+    /// packet, the largest super-packet, packets that bypassed GRO; softnet
+    /// deltas; one line a second.
     #[arg(long, value_parser = crate::duration::parse)]
     pub live: Option<Duration>,
     /// Also capture N packets after GRO and analyse which flows do not merge.

@@ -141,6 +141,33 @@ fn times_beyond_range_are_read_clamped_and_reported() {
         std::fs::write(&input, pcapng(offset, &stamps)).unwrap();
         let theirs = tshark_times(&input);
         assert_eq!(theirs.len(), 3, "{name}: tshark reads every frame");
+        // analyze reads every frame, warns naming the file and the count,
+        // and puts the count in --json.
+        let out = Command::new(BIN)
+            .args(["analyze", "--json"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: analyze: {err}");
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let i = &s["inputs"][0];
+        assert_eq!(i["frames"], 3, "{name}");
+        assert_eq!(i["timestamps_clamped"], clamped_in, "{name}: {i}");
+        let warning = format!(
+            "{}: {clamped_in} frame(s) have a timestamp outside the years 1677 to 2262",
+            input.display()
+        );
+        assert_eq!(clamped_in > 0, err.contains(&warning), "{name}: {err}");
+        if clamped_in > 0 {
+            let first = stamps
+                .iter()
+                .position(|s| *s == 1 << 62)
+                .map_or(1, |p| p + 1);
+            assert_eq!(i["first_timestamp_clamped_frame"], first, "{name}: {i}");
+        } else {
+            assert!(i["first_timestamp_clamped_frame"].is_null(), "{name}: {i}");
+        }
         for ext in ["pcapng", "pcap"] {
             let output = dir.path().join(format!("{name}-out.{ext}"));
             let out = Command::new(BIN)

@@ -564,6 +564,7 @@ pub fn plan(
     }
     let mut steps = Vec::new();
     let mut skipped = Vec::new();
+    let mut unchanged_ipv4 = Vec::new();
     for (knob, value, explicit) in wanted {
         let host = knob.host_only(target);
         let k2 = knob.clone();
@@ -601,6 +602,14 @@ pub fn plan(
             }
         }
         if same(&knob, &before, &value) {
+            if matches!(&knob, Knob::Link { attr, .. } if attr.contains("ipv4")) {
+                unchanged_ipv4.push(Step {
+                    knob,
+                    before,
+                    after: value,
+                    host,
+                });
+            }
             continue;
         }
         steps.push(Step {
@@ -609,6 +618,21 @@ pub fn plan(
             after: value,
             host,
         });
+    }
+    // An IPv4 size knob already at its value still needs its step when the
+    // plan sets the same device's IPv6 knob: a value <= 64 KiB there
+    // overwrites the IPv4 one (netif_set_gro_max_size, net/core/dev.c).
+    for s in unchanged_ipv4 {
+        let Knob::Link { dev, attr } = &s.knob else {
+            continue;
+        };
+        let ipv6 = attr.replace("_ipv4", "");
+        if steps
+            .iter()
+            .any(|t| matches!(&t.knob, Knob::Link { dev: d, attr: a } if d == dev && *a == ipv6))
+        {
+            steps.push(s);
+        }
     }
     // IPv6 size knobs before IPv4 ones: a value <= 64 KiB on the IPv6 knob
     // overwrites the IPv4 one (netif_set_gso_max_size).
