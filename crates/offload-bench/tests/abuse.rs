@@ -4,9 +4,9 @@
 //! probing a test's data sockets, other processes of the client's own
 //! address connecting to them without the test's token, silent data
 //! connections, authentication, and a stop with clients still connected.
-//! After each, an
-//! honest client completes a test; where the server runs as its own
-//! process, its peak resident memory (VmHWM) stays far below 1 GiB.
+//! After each, an honest client completes a test; where the server runs
+//! as its own process, its peak resident memory (VmHWM) stays far below
+//! 1 GiB.
 
 mod common;
 
