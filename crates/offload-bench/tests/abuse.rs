@@ -1,9 +1,12 @@
 //! The bench server under abuse, on loopback with real sockets: random
 //! bytes, oversized and partial frames, idle and slow-drip connections,
 //! abusive Start specs, clients that vanish mid-test, a third address
-//! probing a test's data sockets, and authentication. After each, an
-//! honest client completes a test; where the server runs as its own
-//! process, its peak resident memory (VmHWM) stays far below 1 GiB.
+//! probing a test's data sockets, other processes of the client's own
+//! address connecting to them without the test's token, silent data
+//! connections, authentication, and a stop with clients still connected.
+//! After each, an honest client completes a test; where the server runs
+//! as its own process, its peak resident memory (VmHWM) stays far below
+//! 1 GiB.
 
 mod common;
 
