@@ -460,6 +460,9 @@ impl Server {
                 }
             }
         }
+        // Stopping: end every connection's wait for a frame, so that
+        // Ctrl-C ends running tests and their threads at once.
+        ctx.shut_down_all();
         for h in clients {
             let _ = h.join();
         }
@@ -503,6 +506,10 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 #[derive(Default)]
 struct Handshakes {
     queue: std::collections::VecDeque<(u64, TcpStream)>,
+    /// Every admitted connection past its handshake, with a handle to shut
+    /// it down when the server stops (its thread may wait for a frame for
+    /// up to a test's length).
+    established: std::collections::HashMap<u64, TcpStream>,
     /// Evicted connections whose threads still run (they count against
     /// the thread cap until they end).
     evicted: std::collections::HashSet<u64>,
@@ -605,7 +612,9 @@ impl Ctx {
         };
         match pending.queue.iter().position(|(i, _)| *i == id) {
             Some(at) => {
-                pending.queue.remove(at);
+                if let Some((_, handle)) = pending.queue.remove(at) {
+                    pending.established.insert(id, handle);
+                }
                 true
             }
             None => false,
@@ -614,7 +623,25 @@ impl Ctx {
 
     fn release_unspawned(&self, id: u64) {
         self.handshake_done(id);
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.established.remove(&id);
+        }
         self.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Shuts every control connection down, so that the threads waiting
+    /// for their next frame (between tests, or mid-test for the client's
+    /// marks) end now and tear their tests down.
+    fn shut_down_all(&self) {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for s in pending
+            .queue
+            .iter()
+            .map(|(_, s)| s)
+            .chain(pending.established.values())
+        {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -631,6 +658,7 @@ impl Drop for Admitted<'_> {
         // fall between its check and its wait.
         let mut pending = self.ctx.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.queue.retain(|(i, _)| *i != self.id);
+        pending.established.remove(&self.id);
         pending.evicted.remove(&self.id);
         self.ctx.connections.fetch_sub(1, Ordering::AcqRel);
         self.ctx.released.notify_all();

@@ -1,9 +1,12 @@
 //! The bench server under abuse, on loopback with real sockets: random
 //! bytes, oversized and partial frames, idle and slow-drip connections,
 //! abusive Start specs, clients that vanish mid-test, a third address
-//! probing a test's data sockets, and authentication. After each, an
-//! honest client completes a test; where the server runs as its own
-//! process, its peak resident memory (VmHWM) stays far below 1 GiB.
+//! probing a test's data sockets, other processes of the client's own
+//! address connecting to them without the test's token, silent data
+//! connections, authentication, and a stop with clients still connected.
+//! After each, an honest client completes a test; where the server runs
+//! as its own process, its peak resident memory (VmHWM) stays far below
+//! 1 GiB.
 
 mod common;
 
@@ -781,4 +784,48 @@ fn silent_data_connections_cost_a_test_neither_threads_nor_its_flows() {
     assert_eq!(report.transactions_total, 5);
     honest(s.addr);
     assert_peak(&s, "300 silent data connections");
+}
+
+#[test]
+fn stopping_the_server_ends_running_tests_and_waiting_clients_at_once() {
+    let _g = serial();
+    let s = Server::bind("127.0.0.1:0".parse().unwrap())
+        .unwrap()
+        .echo_log(false)
+        .spawn()
+        .unwrap();
+    // A test held mid-test (its client sends no mark: the server would
+    // wait 90 s for one), with a flow served once...
+    let (ctl, port, token) = raw_test(s.addr(), TestKind::TcpRr, 1);
+    let mut flow = same_host_connection(
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        &proto::tcp_preamble(&token),
+    );
+    flow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    flow.write_all(&[0x5a]).unwrap();
+    let mut one = [0u8; 1];
+    flow.read_exact(&mut one).unwrap();
+    // ... and a client between tests (the server would wait 60 s for its
+    // next frame).
+    let mut idle = connect(s.addr());
+    idle.write_all(&hello()).unwrap();
+    assert!(matches!(
+        proto::read_frame(&mut idle).unwrap(),
+        ServerMsg::Welcome { .. }
+    ));
+    // Ctrl-C: the stop flag, then the handle joins the serving thread.
+    let stopping = Instant::now();
+    drop(s);
+    let took = stopping.elapsed();
+    eprintln!("abuse: stopping with a test mid-way and an idle client took {took:?}");
+    let idle_timeout = ServerLimits::default().idle_timeout;
+    assert!(
+        took < idle_timeout,
+        "the server waited {took:?} for its clients instead of ending their connections"
+    );
+    // Every connection, the test's flow included, was closed.
+    for c in [ctl, idle, flow] {
+        bytes_until_closed(c, Duration::from_secs(15));
+    }
 }

@@ -336,14 +336,21 @@ impl FlowEvidence {
     }
 
     /// The common divisor of most super-packets, at least the largest
-    /// single segment.
+    /// single segment. Candidates are the lengths, their pairwise common
+    /// divisors and the common divisor of the most frequent ones (as in
+    /// [`Self::unpushed_divisor`]: a flow whose every packet carries PSH,
+    /// with super-packets of 33, 6 and 22 segments, has no pairwise divisor
+    /// of one segment).
     fn common_divisor(&self) -> Option<u32> {
         let mut top = self.sizes.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         top.truncate(12);
         let mut candidates: Vec<u32> = Vec::new();
+        let mut all = 0;
         for (i, a) in top.iter().enumerate() {
             candidates.push(a.0);
+            all = gcd(all, a.0);
+            candidates.push(all);
             for b in &top[i + 1..] {
                 candidates.push(gcd(a.0, b.0));
             }
@@ -596,14 +603,18 @@ mod tests {
             Some((1440, MssSource::SuperPackets))
         );
         // Super-packets of 33, 6 and 22 segments: no pairwise common
-        // divisor is one segment, the three together are.
-        let p: Vec<(u32, bool)> = (0..20)
-            .flat_map(|_| [(1448 * 33, false), (1448 * 6, false), (1448 * 22, false)])
-            .collect();
-        assert_eq!(
-            receiver_flow(&p).infer(None),
-            Some((1448, MssSource::SuperPackets))
-        );
+        // divisor is one segment, the three together are; with or without
+        // PSH on every packet (no evidence for the PSH rule then).
+        for psh in [false, true] {
+            let p: Vec<(u32, bool)> = (0..20)
+                .flat_map(|_| [(1448 * 33, psh), (1448 * 6, psh), (1448 * 22, psh)])
+                .collect();
+            assert_eq!(
+                receiver_flow(&p).infer(None),
+                Some((1448, MssSource::SuperPackets)),
+                "PSH {psh}"
+            );
+        }
         // An MSS far below the MTU: merged packets within the MTU
         // (988 + 324 with PSH) do not hide it; 64 and 2 segments without.
         let mut p = Vec::new();
