@@ -294,7 +294,13 @@ pub fn watch(
             ifindex: *ifindex,
         })
         .collect();
-    let gro = GroProbe::attach(&ids)?;
+    // No device to watch (all down): softnet deltas only, no probe.
+    let gro = if ids.is_empty() {
+        None
+    } else {
+        Some(GroProbe::attach(&ids)?)
+    };
+    let read = || gro.as_ref().map_or(Ok(Vec::new()), GroProbe::read);
     let hw0 = read_hw(devices);
     let start = Instant::now();
     let soft0 = read_softnet();
@@ -322,7 +328,7 @@ pub fn watch(
             }
             std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
         }
-        let counts = gro.read()?;
+        let counts = read()?;
         let soft = read_softnet();
         let sum = |f: fn(&SoftnetCpu) -> u64, a: &[SoftnetCpu], b: &[SoftnetCpu]| {
             a.iter()

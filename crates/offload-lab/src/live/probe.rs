@@ -275,6 +275,10 @@ fn exit_program(stats: &Map, last: &Map) -> Result<Vec<[u8; 8]>> {
     a.finish()
 }
 
+/// Devices one probe watches at most (its maps are sized for them: 96
+/// bytes per device and CPU).
+pub const MAX_DEVICES: usize = 4096;
+
 /// The attached programs and their maps; everything detaches on drop.
 #[derive(Debug)]
 pub struct GroProbe {
@@ -288,11 +292,12 @@ pub struct GroProbe {
 }
 
 impl GroProbe {
-    /// Loads and attaches the programs for `devices` (at most 256).
+    /// Loads and attaches the programs for `devices` (1 to
+    /// [`MAX_DEVICES`]).
     pub fn attach(devices: &[DeviceId]) -> Result<Self> {
-        if devices.is_empty() || devices.len() > 256 {
+        if devices.is_empty() || devices.len() > MAX_DEVICES {
             return Err(Error::sys(
-                format!("GRO probe: {} devices (1 to 256)", devices.len()),
+                format!("GRO probe: {} devices (1 to {MAX_DEVICES})", devices.len()),
                 std::io::Error::from(std::io::ErrorKind::InvalidInput),
             ));
         }
