@@ -33,7 +33,7 @@ pub struct InspectArgs {
     pub sample_pcap: Option<std::path::PathBuf>,
     /// Window over which drop and interrupt counters are measured: findings
     /// give rates over it.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "1s")]
     pub window: Duration,
     /// Also report since-boot totals of those counters, and findings on them.
     #[arg(long)]
