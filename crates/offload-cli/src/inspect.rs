@@ -43,7 +43,8 @@ pub struct InspectArgs {
     #[arg(long, requires = "live", conflicts_with = "json")]
     pub prometheus: bool,
     /// Also write the --live figures as OpenMetrics text to this file, for
-    /// node_exporter's textfile collector (replaced atomically).
+    /// node_exporter's textfile collector (replaced atomically; `-`:
+    /// standard output).
     #[arg(long, value_name = "PATH", requires = "live")]
     pub textfile: Option<std::path::PathBuf>,
 }
@@ -62,6 +63,12 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     // SIGINT, SIGTERM and SIGHUP stop the measurement (and remove the
     // sample's temporary pcap: offload_capture::tempfiles).
     let cancel = crate::capture::cancel_flag();
+    // `--textfile -` is standard output: the metrics alone, as --prometheus.
+    let textfile_stdout = args.textfile.as_deref() == Some(std::path::Path::new("-"));
+    let prometheus = args.prometheus || textfile_stdout;
+    if textfile_stdout && args.json {
+        anyhow::bail!("--textfile - and --json both write to standard output: choose one");
+    }
     let opts = inspect::InspectOptions {
         only: args.devices.clone(),
         window: args.window,
@@ -75,17 +82,17 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         .filter(|d| !args.devices.is_empty() || (d.up && d.name != "lo"))
         .map(|d| (d.name.clone(), d.ifindex))
         .collect();
-    if !args.json && !args.prometheus {
+    if !args.json && !prometheus {
         print!("{}", inspect::render_text(&ins));
     }
     let live = match args.live {
         Some(duration) => {
             let names: Vec<String> = watched.iter().map(|(n, _)| n.clone()).collect();
-            if !args.json && !args.prometheus {
+            if !args.json && !prometheus {
                 println!();
                 println!("live, {} s ({}):", duration.as_secs_f64(), names.join(", "));
             }
-            let quiet = args.json || args.prometheus;
+            let quiet = args.json || prometheus;
             let report = live::watch(&watched, duration, Duration::from_secs(1), &cancel, |iv| {
                 if quiet {
                     return;
@@ -152,10 +159,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             let metrics = live::openmetrics::render(&report);
-            if let Some(path) = &args.textfile {
+            if let Some(path) = args.textfile.as_ref().filter(|_| !textfile_stdout) {
                 live::openmetrics::write_textfile(path, &metrics).context("--textfile")?;
             }
-            if args.prometheus {
+            if prometheus {
                 print!("{metrics}");
             }
             Some(report)
@@ -174,7 +181,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
                 profiles: Vec::new(),
             };
             let report = sample::sample(&watched, &opts, &cancel).context("--sample")?;
-            if !args.json && !args.prometheus {
+            if !args.json && !prometheus {
                 println!();
                 println!("sample: {} packets after GRO", report.frames);
                 for (dev, s) in &report.devices {

@@ -407,6 +407,22 @@ fn prometheus_and_textfile_output_parse_as_openmetrics() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("offload.prom")]);
 
+    // `--textfile -` is standard output: the metrics alone.
+    let out = finished(
+        spawn(
+            Some(&ns),
+            exe,
+            &["inspect", "--live", "1s", "--textfile", "-", &plain],
+        ),
+        "inspect --textfile -",
+    );
+    let dash = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        dash.starts_with("# TYPE ") && dash.ends_with("# EOF\n"),
+        "{dash}"
+    );
+    parse_openmetrics(&dash);
+
     let v = parse_openmetrics(&text);
     for family in [
         "offload_gro_window_seconds",
