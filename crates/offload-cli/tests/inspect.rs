@@ -176,6 +176,7 @@ fn big_tcp_half_done_is_found() {
     let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
     assert_eq!(device(&v, "ofl-half")["gro_max_size"], 65536);
     assert_eq!(device(&v, "ofl-half")["gso_max_size"], 185_000);
+    remove_state_dir(&state);
 }
 
 /// A private state-file path for this test process.
@@ -183,6 +184,13 @@ fn state_path(tag: &str) -> String {
     let dir = std::env::temp_dir().join(format!("ofl-tune-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir.join("state.json").to_string_lossy().into_owned()
+}
+
+/// Removes the directory [`state_path`] made (`--revert` removed the file).
+fn remove_state_dir(state: &str) {
+    if let Some(dir) = std::path::Path::new(state).parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Two namespaces joined by a veth pair whose sender has TSO off, so the
@@ -562,4 +570,5 @@ fn big_tcp_on_ipv6_outer_tunnels_is_found_and_fixed() {
     let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
     assert_eq!(device(&v, "u6")["gro_max_size"], 185_000);
     assert_eq!(device(&v, "u6")["gro_ipv4_max_size"], 185_000);
+    remove_state_dir(&state);
 }
