@@ -396,6 +396,42 @@ pub fn flow_report(
     }
 }
 
+impl Report {
+    /// Rewrites every capture name in the report, wherever it appears:
+    /// path fields and the texts that quote them (errors, notes, hop
+    /// changes, findings). The CLI uses it to name stdin, a FIFO or a
+    /// bundled sample instead of the temporary copy that was read.
+    pub fn rename_captures(&mut self, rename: &dyn Fn(&str) -> String) {
+        let fix = |s: &mut String| *s = rename(s);
+        for i in &mut self.inputs {
+            fix(&mut i.path);
+            i.error.iter_mut().for_each(fix);
+        }
+        self.flows.iter_mut().for_each(|f| fix(&mut f.file));
+        for f in &mut self.findings {
+            fix(&mut f.title);
+            fix(&mut f.detail);
+            f.fix.iter_mut().for_each(fix);
+            f.evidence.iter_mut().for_each(|e| fix(&mut e.file));
+            f.flow
+                .iter_mut()
+                .filter_map(|fl| fl.capture.as_mut())
+                .for_each(fix);
+        }
+        for h in &mut self.hops {
+            h.points.iter_mut().for_each(|p| fix(&mut p.capture));
+            h.changes.iter_mut().for_each(fix);
+            h.first_unmergeable.iter_mut().for_each(fix);
+        }
+        for w in &mut self.what_if {
+            w.notes.iter_mut().for_each(fix);
+            for x in &mut w.flush_reasons {
+                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
+            }
+        }
+    }
+}
+
 /// One flow at one capture point.
 #[derive(Debug, Clone, Serialize)]
 pub struct HopPoint {

@@ -206,60 +206,15 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!(rename(&e.to_string())))?;
     if spooled.iter().any(|s| s.is_copy()) {
         // Name the inputs as given (`stdin`, the FIFO), not their copies.
-        let r = &mut analysis.report;
-        let fix = |s: &mut String| *s = rename(s);
-        r.inputs.iter_mut().for_each(|i| {
-            fix(&mut i.path);
-            if let Some(e) = i.error.as_mut() {
-                fix(e);
-            }
-        });
-        r.flows.iter_mut().for_each(|f| fix(&mut f.file));
-        r.findings.iter_mut().for_each(|f| {
-            f.evidence.iter_mut().for_each(|e| fix(&mut e.file));
-            f.flow
-                .iter_mut()
-                .filter_map(|fl| fl.capture.as_mut())
-                .for_each(&fix);
-        });
-        for h in &mut r.hops {
-            h.points.iter_mut().for_each(|p| fix(&mut p.capture));
-            h.first_unmergeable.iter_mut().for_each(&fix);
-        }
-        for w in &mut r.what_if {
-            for x in &mut w.flush_reasons {
-                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
-            }
-        }
+        analysis.report.rename_captures(&rename);
     }
     pb.finish_and_clear();
     if let Some(g) = &samples_dir {
         // Name the bundled samples, not their temporary copies.
-        let prefix = format!("{}/", g.0.path().display());
-        let fix = |s: &mut String| {
-            if let Some(rest) = s.strip_prefix(&prefix) {
-                *s = format!("(bundled) samples/{rest}");
-            }
-        };
-        let r = &mut analysis.report;
-        r.inputs.iter_mut().for_each(|i| fix(&mut i.path));
-        r.flows.iter_mut().for_each(|f| fix(&mut f.file));
-        r.findings.iter_mut().for_each(|f| {
-            f.evidence.iter_mut().for_each(|e| fix(&mut e.file));
-            f.flow
-                .iter_mut()
-                .filter_map(|fl| fl.capture.as_mut())
-                .for_each(&fix);
-        });
-        for h in &mut r.hops {
-            h.points.iter_mut().for_each(|p| fix(&mut p.capture));
-            h.first_unmergeable.iter_mut().for_each(&fix);
-        }
-        for w in &mut r.what_if {
-            for x in &mut w.flush_reasons {
-                x.examples.iter_mut().for_each(|e| fix(&mut e.file));
-            }
-        }
+        let dir = format!("{}/", g.0.path().display());
+        analysis
+            .report
+            .rename_captures(&|s: &str| s.replace(&dir, "(bundled) samples/"));
     }
     let report = &analysis.report;
     if let Some(h) = &args.html {

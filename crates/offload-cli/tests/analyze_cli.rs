@@ -75,3 +75,37 @@ fn an_empty_capture_is_empty_and_exits_0_as_tshark_does() {
         assert_eq!(out.status.code(), Some(0), "{name}");
     }
 }
+
+/// With no capture given, every line (text and JSON, findings, notes and
+/// hop changes included) names the bundled samples, never the private
+/// temporary copies analyze reads them from.
+#[test]
+fn the_bundled_samples_are_named_as_such_never_by_their_temporary_copy() {
+    for json in [false, true] {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("analyze");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().expect("running offload analyze");
+        assert!(out.status.success(), "{out:?}");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            all.contains("(bundled) samples/vxlan-broken.pcapng"),
+            "json {json}: {all}"
+        );
+        let tmp = std::env::temp_dir().display().to_string();
+        let leaked: Vec<&str> = all
+            .lines()
+            .filter(|l| l.contains("offload-") && l.contains(&tmp))
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "json {json}: temporary paths: {leaked:?}"
+        );
+    }
+}
