@@ -1243,24 +1243,33 @@ pub fn udp_stream_send(
 /// arriving meanwhile find no reader waiting on the socket, so the sending
 /// side's `sock_def_readable` wakes nobody (on loopback that wakeup, an
 /// inter-processor interrupt, was a quarter of the sending CPU's time).
+///
+/// Only datagrams from `client_ip` (the control client's address, as the
+/// TCP data connections require) are counted; the others are strays, whose
+/// number is returned, so a third party cannot inflate the test's figures.
 pub fn udp_stream_recv(
     sock: &UdpSocket,
     batch: usize,
     buf_size: usize,
     coalesce: Option<Duration>,
+    client_ip: std::net::IpAddr,
     stop: &AtomicBool,
     slot: &Slot,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let fd = sock.as_raw_fd();
     sock::set_recv_timeout(fd, Duration::from_millis(100)).map_err(|e| errmsg("SO_RCVTIMEO", e))?;
     let mut rb = sys::RecvBatch::new(batch, buf_size);
-    let (mut packets, mut bytes, mut calls) = (0u64, 0u64, 0u64);
+    let (mut packets, mut bytes, mut calls, mut strays) = (0u64, 0u64, 0u64, 0u64);
     let mut stop_seen: Option<Instant> = None;
     loop {
         match rb.recv(fd) {
             Ok(n) => {
                 calls += 1;
                 for m in 0..n {
+                    if rb.source(m).map(|a| a.ip().to_canonical()) != Some(client_ip) {
+                        strays += 1;
+                        continue;
+                    }
                     let len = rb.len(m);
                     bytes += len as u64;
                     packets += match rb.gro_size(m) {
@@ -1290,7 +1299,7 @@ pub fn udp_stream_recv(
             }
         }
     }
-    Ok(())
+    Ok(strays)
 }
 
 /// `--null`: the measurement loop with no I/O; what it costs per

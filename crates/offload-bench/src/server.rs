@@ -1454,7 +1454,18 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                             .knobs
                             .rx_usecs
                             .map(|us| Duration::from_micros(us.into()));
-                        engine::udp_stream_recv(&s, batch, size, coalesce, &sh.stop, slot)
+                        engine::udp_stream_recv(
+                            &s,
+                            batch,
+                            size,
+                            coalesce,
+                            sh.client_ip,
+                            &sh.stop,
+                            slot,
+                        )
+                        .map(|strays| {
+                            sh.stats.strays.fetch_add(strays, Ordering::Relaxed);
+                        })
                     }
                 });
                 match spawn(i, job) {

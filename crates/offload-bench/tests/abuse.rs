@@ -422,6 +422,28 @@ fn a_third_address_gets_nothing_from_a_udp_test() {
 }
 
 #[test]
+fn a_third_address_cannot_inflate_a_udp_stream_test() {
+    let _g = serial();
+    let (r, s) = probe_during(TestKind::UdpStream, |to| {
+        // 1-byte datagrams from another address, sent while the test runs:
+        // the server must count them as strays, not as the test's packets.
+        let _ = udp_probe_send(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), to, 400);
+    });
+    assert_sane(&r);
+    let udp = r.udp.as_ref().expect("a UDP test reports its datagrams");
+    assert!(
+        udp.received <= udp.sent,
+        "the server counted {} datagrams of {} sent",
+        udp.received,
+        udp.sent
+    );
+    assert!(
+        s.stats().strays.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the third address's datagrams were not counted as strays"
+    );
+}
+
+#[test]
 fn a_third_address_gets_nothing_from_tcp_data_ports() {
     let _g = serial();
     // Another address, and another process of the client's own address
