@@ -71,16 +71,8 @@ fn differences(a: &HopPoint, b: &HopPoint) -> Vec<String> {
         opt(b.outer_ip_id_pattern),
     );
     cmp("outer DF", opt(a.outer_df), opt(b.outer_df));
-    cmp(
-        "outer TTL",
-        a.outer_ttl.map_or("-".into(), |v| v.to_string()),
-        b.outer_ttl.map_or("-".into(), |v| v.to_string()),
-    );
-    cmp(
-        "outer TOS",
-        a.outer_tos.map_or("-".into(), |v| v.to_string()),
-        b.outer_tos.map_or("-".into(), |v| v.to_string()),
-    );
+    cmp("outer TTL", dash(a.outer_ttl), dash(b.outer_ttl));
+    cmp("outer TOS", dash(a.outer_tos), dash(b.outer_tos));
     cmp(
         "outer UDP checksum",
         opt(a.outer_udp_checksum),
@@ -91,11 +83,7 @@ fn differences(a: &HopPoint, b: &HopPoint) -> Vec<String> {
     cmp("TTL", a.ttl.to_string(), b.ttl.to_string());
     cmp("TOS", a.tos.to_string(), b.tos.to_string());
     cmp("checksum", a.l4_checksum.into(), b.l4_checksum.into());
-    cmp(
-        "MSS",
-        a.observed_mss.map_or("-".into(), |v| v.to_string()),
-        b.observed_mss.map_or("-".into(), |v| v.to_string()),
-    );
+    cmp("MSS", dash(a.observed_mss), dash(b.observed_mss));
     cmp(
         "largest IP packet",
         a.largest_ip_len.to_string(),
@@ -228,4 +216,9 @@ pub fn compare(
         offload_report::rank(findings);
     }
     hops
+}
+
+/// A figure, or `-` where the capture point has none.
+fn dash<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }

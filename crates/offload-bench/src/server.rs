@@ -375,16 +375,7 @@ impl Server {
                     }
                     let (stream, peer) = match listener.accept() {
                         Ok(x) => x,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                io::ErrorKind::WouldBlock
-                                    | io::ErrorKind::Interrupted
-                                    | io::ErrorKind::ConnectionAborted
-                            ) =>
-                        {
-                            break
-                        }
+                        Err(e) if nothing_to_accept(&e) => break,
                         Err(e) => {
                             // EMFILE and friends: log, back off, keep serving.
                             self.stats.log(self.echo, format!("accept: {e}"));
@@ -663,6 +654,15 @@ impl Drop for Admitted<'_> {
         self.ctx.connections.fetch_sub(1, Ordering::AcqRel);
         self.ctx.released.notify_all();
     }
+}
+
+/// An accept that found nothing to take, or a connection that was gone
+/// before it could be taken: try again at the next wake-up.
+fn nothing_to_accept(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+    )
 }
 
 /// Sends a refusal without blocking (it fits any socket buffer) and closes.
@@ -1699,16 +1699,7 @@ fn accept_flows(
             while out.len() < quota {
                 let s = match sys::accept_nonblocking(fd) {
                     Ok(s) => s,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::Interrupted
-                                | io::ErrorKind::ConnectionAborted
-                        ) =>
-                    {
-                        break
-                    }
+                    Err(e) if nothing_to_accept(&e) => break,
                     Err(e) => {
                         return Err(format!(
                             "accepting data connection {} of {quota}: {e}",

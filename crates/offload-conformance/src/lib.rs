@@ -228,6 +228,13 @@ pub fn engine_gro_losses(
     let mut lost = Vec::new();
     let mut e = GroEngine::new(cfg.clone());
     let mut push = |d: &Delivered<'_>| lost.extend(d.lost);
+    feed_train(&mut e, frames, &mut push);
+    (sound, lost)
+}
+
+/// `frames` (Ethernet, 1 us apart, numbered from 1) through `e`, then
+/// the end of the train: how every engine run here feeds a train.
+fn feed_train<F: FnMut(&Delivered<'_>)>(e: &mut GroEngine, frames: &[Vec<u8>], push: &mut F) {
     for (i, f) in frames.iter().enumerate() {
         e.receive(
             Input {
@@ -237,11 +244,10 @@ pub fn engine_gro_losses(
                 frame: i as u64 + 1,
                 orig_len: f.len() as u32,
             },
-            &mut push,
+            push,
         );
     }
-    e.finish(&mut push);
-    (sound, lost)
+    e.finish(push);
 }
 
 /// A delivered packet, whole, with its `(gso_type, gso_size)` ([`engine_meta`]).
@@ -258,19 +264,7 @@ fn engine_run(cfg: &GroConfig, frames: &[Vec<u8>], zero_copy: bool) -> Vec<(Vec<
             out.push((d.to_vec(|n| &frames[n as usize - 1]), engine_meta(d)));
         }
     };
-    for (i, f) in frames.iter().enumerate() {
-        e.receive(
-            Input {
-                data: f,
-                link: LinkKind::Ethernet,
-                timestamp_ns: i as u64 * 1_000,
-                frame: i as u64 + 1,
-                orig_len: f.len() as u32,
-            },
-            &mut push,
-        );
-    }
-    e.finish(&mut push);
+    feed_train(&mut e, frames, &mut push);
     out
 }
 

@@ -137,6 +137,24 @@ fn bump(list: &mut Vec<(u32, u32)>, value: u32) {
     }
 }
 
+/// MSS candidates from `(length, count)` pairs, most frequent first: each
+/// length, the common divisor of the most frequent ones so far (a flow
+/// with super-packets of 33, 6 and 22 segments has no pairwise divisor of
+/// one segment) and every pairwise common divisor.
+fn divisor_candidates(top: &[(u32, u32)]) -> Vec<u32> {
+    let mut candidates = Vec::new();
+    let mut all = 0;
+    for (i, a) in top.iter().enumerate() {
+        candidates.push(a.0);
+        all = gcd(all, a.0);
+        candidates.push(all);
+        for b in &top[i + 1..] {
+            candidates.push(gcd(a.0, b.0));
+        }
+    }
+    candidates
+}
+
 fn gcd(mut a: u32, mut b: u32) -> u32 {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -255,16 +273,7 @@ impl FlowEvidence {
         }
         let mut top = self.unpushed.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        let mut candidates: Vec<u32> = Vec::new();
-        let mut all = 0;
-        for (i, a) in top.iter().enumerate() {
-            candidates.push(a.0);
-            all = gcd(all, a.0);
-            candidates.push(all);
-            for b in &top[i + 1..] {
-                candidates.push(gcd(a.0, b.0));
-            }
-        }
+        let candidates = divisor_candidates(&top);
         let support = |m: u32| -> u64 {
             self.unpushed
                 .iter()
@@ -345,16 +354,7 @@ impl FlowEvidence {
         let mut top = self.sizes.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         top.truncate(12);
-        let mut candidates: Vec<u32> = Vec::new();
-        let mut all = 0;
-        for (i, a) in top.iter().enumerate() {
-            candidates.push(a.0);
-            all = gcd(all, a.0);
-            candidates.push(all);
-            for b in &top[i + 1..] {
-                candidates.push(gcd(a.0, b.0));
-            }
-        }
+        let mut candidates = divisor_candidates(&top);
         candidates.retain(|c| *c >= MIN_MSS.max(self.largest_single) && *c <= MAX_INFERRED_MSS);
         // A divisor of the MSS also divides every super-packet whose short
         // last segment happens to be a multiple of it, and tails are not
