@@ -25,16 +25,18 @@
 //! Needs root (namespaces), tcpdump and tshark: `scripts/test.sh` runs it.
 //! The public captures test (no root) runs everywhere.
 
+mod common;
+
+use common::capture::{tshark as tshark_out, Tcpdump};
+use common::netns::command_in;
 use offload::build::{FrameSpec, L2Spec, L4Spec};
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta};
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 const A4: Ipv4Addr = Ipv4Addr::new(10, 215, 1, 1);
 const M4A: Ipv4Addr = Ipv4Addr::new(10, 215, 1, 2);
@@ -53,77 +55,17 @@ const OB4: [u8; 4] = [192, 0, 2, 2];
 const OA6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const OB6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
-fn ip(node: &Node, args: &str) {
-    let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
-    let out = node
-        .ns
-        .run(move || Ok(Command::new("ip").args(&args).output()))
-        .unwrap()
-        .expect("ip (apt-get install iproute2)");
+/// `prog args` inside `node`'s namespace, asserted to succeed.
+fn run_in(node: &Node, prog: &str, args: &str) {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = command_in(&node.ns, prog, &args)
+        .output()
+        .unwrap_or_else(|e| panic!("{prog} (apt-get install iproute2): {e}"));
     assert!(
         out.status.success(),
-        "ip: {}",
+        "{prog} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn tc(node: &Node, args: &str) {
-    let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
-    let out = node
-        .ns
-        .run(move || Ok(Command::new("tc").args(&args).output()))
-        .unwrap()
-        .expect("tc (apt-get install iproute2)");
-    assert!(
-        out.status.success(),
-        "tc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// tcpdump on `dev` in `node`'s namespace, writing `path`; returns once
-/// it listens.
-fn tcpdump(node: &Node, dev: &str, path: &Path) -> Child {
-    let (dev, path) = (dev.to_string(), path.to_path_buf());
-    let mut child = node
-        .ns
-        .run(move || {
-            Ok(Command::new("tcpdump")
-                .args([
-                    "-i",
-                    &dev,
-                    "-s",
-                    "0",
-                    "-B",
-                    "65536",
-                    "--immediate-mode",
-                    "-U",
-                    "-w",
-                ])
-                .arg(&path)
-                .arg("tcp")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn())
-        })
-        .unwrap()
-        .expect("tcpdump (apt-get install tcpdump)");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening") {}
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut err, &mut std::io::sink());
-    });
-    child
-}
-
-fn stop_tcpdump(mut c: Child) {
-    std::thread::sleep(Duration::from_millis(300));
-    Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    c.wait().unwrap();
 }
 
 /// One transfer of `bytes` from A to `to` in B's namespace.
@@ -186,7 +128,7 @@ fn capture(dir: &Path) -> (PathBuf, PathBuf) {
         // 1500 bytes, so the wrapped frames are ordinary frames.
         n.features(d, &[("tx-checksum-ip-generic", false)]).unwrap();
         n.tso_off(d).unwrap();
-        ip(n, &format!("link set dev {d} mtu 1400"));
+        run_in(n, "ip", &format!("link set dev {d} mtu 1400"));
     }
     a.addr(&ad, A4.into(), 24).unwrap();
     a.addr(&ad, A6.into(), 64).unwrap();
@@ -228,18 +170,21 @@ fn capture(dir: &Path) -> (PathBuf, PathBuf) {
     .unwrap();
     // 40 Mbit/s with a 20 KB queue: a TCP sender's window outgrows it,
     // and the overflow is dropped: kernel-made loss.
-    tc(
+    run_in(
         &m,
+        "tc",
         &format!("qdisc add dev {mb} root tbf rate 40mbit burst 16k limit 20k"),
     );
     let pa = dir.join("sender.pcap");
     let pb = dir.join("receiver.pcap");
-    let ca = tcpdump(&a, &ad, &pa);
-    let cb = tcpdump(&b, &bd, &pb);
+    let ca = Tcpdump::start(&a.ns, &ad, &pa, &["tcp"]);
+    let cb = Tcpdump::start(&b.ns, &bd, &pb, &["tcp"]);
     transfer(&a, &b, SocketAddr::from((B4, PORT4)), 2 << 20);
     transfer(&a, &b, SocketAddr::from((B6, PORT6)), 2 << 20);
-    stop_tcpdump(ca);
-    stop_tcpdump(cb);
+    for c in [ca, cb] {
+        // A frame tcpdump dropped would be a gap no tool could explain.
+        assert_eq!(c.stop().dropped_by_kernel, 0);
+    }
     (pa, pb)
 }
 
@@ -431,19 +376,11 @@ fn wrap_file(bare: &Path, wraps: &[&Wrap], dst: &Path) {
 
 /// `offload analyze --json` of `path`.
 fn analyze(path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_offload"))
-        .arg("analyze")
-        .arg(path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "offload analyze {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_of(&common::offload(&[
+        "analyze",
+        path.to_str().unwrap(),
+        "--json",
+    ]))
 }
 
 /// A direction: (tunnel id or 0, inner source port, inner destination port).
@@ -494,8 +431,7 @@ type TsharkDirections = BTreeMap<(u16, u16), BTreeMap<&'static str, u64>>;
 /// tshark's per-direction counts of each flag and of RTT samples (on the
 /// ACKs), and its number of TCP streams.
 fn tshark(path: &Path) -> (TsharkDirections, usize) {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args([
+    let mut args = vec![
         "-T",
         "fields",
         "-E",
@@ -510,15 +446,14 @@ fn tshark(path: &Path) -> (TsharkDirections, usize) {
         "tcp.dstport",
         "-e",
         "tcp.analysis.ack_rtt",
-    ]);
+    ];
     for (_, f) in FLAGS {
-        cmd.args(["-e", f]);
+        args.extend(["-e", f]);
     }
-    let out = cmd.output().expect("tshark (apt-get install tshark)");
-    assert!(out.status.success(), "tshark on {}", path.display());
+    let out = tshark_out(path, &args);
     let mut m = TsharkDirections::new();
     let mut streams = BTreeSet::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let v: Vec<&str> = line.split(',').collect();
         if v.len() < 4 + FLAGS.len() || v[1].is_empty() {
             continue;
@@ -879,14 +814,9 @@ fn tunnelled_tcp_analysis_equals_the_bare_capture_and_tshark() {
 /// tshark's TCP conversations of `path`: each unordered pair of
 /// endpoints with its frame count.
 fn tshark_conversations(path: &Path) -> BTreeMap<(String, String), u64> {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(path)
-        .args(["-q", "-z", "conv,tcp"])
-        .output()
-        .expect("tshark (apt-get install tshark)");
+    let out = tshark_out(path, &["-q", "-z", "conv,tcp"]);
     let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let v: Vec<&str> = line.split_whitespace().collect();
         // "A <-> B  frames bytes unit  frames bytes unit  total-frames ..."
         if v.len() > 9 && v[1] == "<->" {
