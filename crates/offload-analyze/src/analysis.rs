@@ -588,8 +588,8 @@ impl Spill {
 #[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
-    /// Tunnelled flows by `FlowKey::pairing_key`, to find the other
-    /// direction whose outer source port differs.
+    /// GRE flows by `FlowKey::without_tunnel_id`, to find the other
+    /// direction when it uses another GRE key (`ikey` and `okey` differ).
     tunnel_pairs: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow: a bulk transfer sends runs of segments
     /// of one flow, which then skip the hash lookup.
@@ -680,18 +680,28 @@ impl FlowTable {
         let i = self.flows.len();
         // The other direction, when it came first: the two are linked for
         // the sequence analysis (ACKs, windows, RTT).
-        let reverse = match key.tunnel {
-            None => self.index.get(&key.reverse()),
-            Some(_) => self.tunnel_pairs.get(&key.reverse().pairing_key()),
-        };
-        if let Some(&r) = reverse {
+        // Tunnels included: the two directions of a tunnelled connection
+        // share the tunnel's kind and identifier, and their outer
+        // addresses are swapped (the outer UDP ports are not keyed). A
+        // GRE direction without its exact reverse pairs with the one
+        // direction of the same GRE endpoints and inner connection whose
+        // key differs, if that one is unpaired.
+        let gre = key.tunnel.is_some_and(|t| t.kind.gre());
+        let reverse = self.index.get(&key.reverse()).copied().or_else(|| {
+            let r = *self
+                .tunnel_pairs
+                .get(&key.reverse().without_tunnel_id())
+                .filter(|_| gre)?;
+            self.flows[r as usize].reverse.is_none().then_some(r)
+        });
+        if let Some(r) = reverse {
             f.reverse = Some(r as usize);
             self.flows[r as usize].reverse = Some(i);
         }
         self.flows.push(f);
         self.index.insert(key, i as u32);
-        if key.tunnel.is_some() {
-            self.tunnel_pairs.insert(key.pairing_key(), i as u32);
+        if gre {
+            self.tunnel_pairs.insert(key.without_tunnel_id(), i as u32);
         }
         i
     }
