@@ -3,11 +3,13 @@
 # capture of kernel GRO output?
 #
 # Two namespaces joined by two veth pairs, one at MTU 1500 and one at MTU
-# 9000. The sender has TSO and GSO off (wire-sized segments leave it); the
-# receiver has veth GRO on with BIG TCP (gro_max_size and gro_ipv4_max_size
-# 185000, set over rtnetlink: iproute2 6.1 has no gro_ipv4_max_size
-# keyword), so its capture holds the kernel's GRO super-packets of up to
-# 185000 bytes, as plain pcap without any GSO metadata. For each pair IPv4
+# 9000. The sender has TSO off (its stack cuts GSO packets of up to 185000
+# bytes into wire-sized segments before veth); the receiver has veth GRO on
+# with BIG TCP (all four size knobs 185000 on both ends, set with `offload
+# tune` over rtnetlink: iproute2 6.1 has no IPv4 keywords), so its capture
+# holds the kernel's GRO super-packets of up to 185000 bytes (IPv6 ones
+# with the jumbo Hop-by-Hop option, hence the capture filter `ip or ip6`:
+# `tcp` misses them), as plain pcap without any GSO metadata. For each pair IPv4
 # and IPv6 transfers run, with the default MSS and with TCP_MAXSEG (536 to
 # 8948 over the flows), while tcpdump captures on both ends.
 #
@@ -18,6 +20,9 @@
 #                  joined late: no MSS option to read), scored against the
 #                  wire without its SYNs
 #
+# The receiver's packets above 64 KiB (BIG TCP GRO) are counted apart, with
+# the wire frames inside them and how many of those each gso output holds.
+#
 # The score compares TCP frames by (addresses, ports, sequence, payload
 # length, flags, IPv4 ID) with tshark, not with offload's own reader:
 # reproduced = wire frames found in gso.pcap; excess = gso.pcap frames that
@@ -25,7 +30,8 @@
 #
 # Needs root, ip, ethtool, tcpdump, tshark, mergecap, python3 and a release
 # build (cargo build --release -p offload-cli). Everything it creates (two
-# namespaces oflgso-*, their veths) is removed on every exit path.
+# namespaces oflgso-*, their veths, the tune state files) is removed on
+# every exit path.
 #
 # Usage: scripts/gso-receiver-check.sh [OUT_DIR] [BYTES_PER_TRANSFER]
 set -euo pipefail
@@ -73,19 +79,24 @@ for n in 1 2; do
     inB ip addr add "10.78.$n.2/24" dev "oflg-b$n"
     inA ip -6 addr add "fd78:$n::1/64" dev "oflg-a$n" nodad
     inB ip -6 addr add "fd78:$n::2/64" dev "oflg-b$n" nodad
-    inA ethtool -K "oflg-a$n" tso off gso off >/dev/null
-    inB ethtool -K "oflg-b$n" gro on >/dev/null
-    inB ip link set "oflg-b$n" gro_max_size "$GRO_MAX"
-    inB python3 - "oflg-b$n" "$GRO_MAX" <<'PY'
-# RTM_NEWLINK with IFLA_GRO_IPV4_MAX_SIZE (64, linux/if_link.h, 6.3+).
-import socket, struct, sys
-idx = socket.if_nametoindex(sys.argv[1])
-s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
-body = struct.pack("BBHiII", 0, 0, 0, idx, 0, 0) + struct.pack("HHI", 8, 64, int(sys.argv[2]))
-s.send(struct.pack("IHHII", 16 + len(body), 16, 0x1 | 0x4, 1, 0) + body)
-err = struct.unpack("i", s.recv(4096)[16:20])[0]
-sys.exit(f"gro_ipv4_max_size: error {err}" if err else 0)
-PY
+    # As the lab's big-tcp experiment does (crates/offload-lab/src/experiments/big_tcp.rs):
+    # TSO off, so that the sender's TCP hands GSO packets of up to its
+    # gso_max_size to the stack, which cuts them into wire-sized segments in
+    # software before veth (validate_xmit_skb, net/core/dev.c); the
+    # receiving veth runs NAPI GRO on them (veth_skb_is_eligible_for_gro,
+    # drivers/net/veth.c). The four size knobs on both ends, IPv6 ones
+    # first (an IPv6 value <= 64 KiB also overwrites the IPv4 knob), over
+    # rtnetlink with `offload tune` (iproute2 6.1 has no IPv4 keywords).
+    # With GSO off the sender sends one segment per packet and the
+    # receiver's GRO stopped at 65226 bytes although gro_max_size read back
+    # 185000.
+    inA ethtool -K "oflg-a$n" tso off >/dev/null
+    inB ethtool -K "oflg-b$n" tso off gro on >/dev/null
+    for end in "$A:oflg-a$n" "$B:oflg-b$n"; do
+        "$OFFLOAD" tune --netns "${end%%:*}" --apply --state "$WORK/tune-${end#*:}.json" \
+            --set "${end#*:}:gso_max_size=$GRO_MAX" --set "${end#*:}:gro_max_size=$GRO_MAX" \
+            --set "${end#*:}:gso_ipv4_max_size=$GRO_MAX" --set "${end#*:}:gro_ipv4_max_size=$GRO_MAX" >/dev/null
+    done
     inA ip link set "oflg-a$n" up
     inB ip link set "oflg-b$n" up
 done
@@ -93,7 +104,7 @@ done
 # tcpdump in namespace $1 on device $2 into $3 (pcap, whole frames).
 start_capture() {
     local log="$WORK/$(basename "$3").log"
-    ip netns exec "$1" tcpdump -i "$2" -s 0 -B 262144 -U -n --immediate-mode -w "$3" tcp 2>"$log" &
+    ip netns exec "$1" tcpdump -i "$2" -s 0 -B 262144 -U -n --immediate-mode -w "$3" "ip or ip6" 2>"$log" &
     PIDS+=($!)
     for _ in $(seq 50); do
         grep -q "listening on" "$log" 2>/dev/null && return 0
@@ -188,9 +199,15 @@ fields "$OUT/wire.pcap" >"$WORK/wire.txt"
 fields "$OUT/gso.pcap" >"$WORK/gso.txt"
 fields "$OUT/receiver.pcap" >"$WORK/receiver.txt"
 fields "$OUT/gso-nosyn.pcap" >"$WORK/gso-nosyn.txt"
-python3 - "$WORK/wire.txt" "$WORK/gso.txt" "$WORK/receiver.txt" "$WORK/gso-nosyn.txt" <<'PY'
+# The receiver's super-packets above 64 KiB (IP packet longer than the
+# 16-bit length fields hold: IPv4 total length 0, IPv6 jumbo option).
+tshark -r "$OUT/receiver.pcap" -Y "tcp && frame.len > 65549" -T fields -E separator=, \
+    -e ip.src -e ipv6.src -e ip.dst -e ipv6.dst -e tcp.srcport -e tcp.dstport \
+    -e tcp.seq_raw -e tcp.len -e frame.len >"$WORK/big.txt"
+python3 - "$WORK/wire.txt" "$WORK/gso.txt" "$WORK/receiver.txt" "$WORK/gso-nosyn.txt" "$WORK/big.txt" <<'PY'
 import collections, sys
 lines = [open(p).read().split("\n")[:-1] for p in sys.argv[1:5]]
+big = [l.split(",") for l in open(sys.argv[5]).read().split("\n")[:-1]]
 gso, rx, nosyn = (collections.Counter(l) for l in lines[1:])
 # A segment the receiver's veth dropped (its ring holds 256 packets) never
 # reaches the receiver's capture; the sender retransmits it, with another
@@ -225,5 +242,16 @@ for key in sorted(wf):
 # Without the handshake: score against the wire minus its SYNs.
 wire = collections.Counter({k: n for k, n in wire.items() if k.split(",")[8] not in ("0x0002", "0x0012")})
 score("gso-nosyn.pcap", nosyn)
+# The wire frames inside the receiver's super-packets above 64 KiB, and how
+# many of them each gso output holds (the wire without SYNs: none is inside).
+spans = collections.defaultdict(list)
+for f in big:
+    spans[tuple(f[:6])].append((int(f[6]), int(f[7])))
+inside = [k for k in wire if any((int(k.split(",")[6]) - s) % 2**32 < n
+                                  for s, n in spans.get(tuple(k.split(",")[:6]), []))]
+v4 = sum(1 for f in big if f[0])
+print(f"above 64 KiB   super-packets {len(big)} (IPv4 {v4}, IPv6 {len(big) - v4}), largest "
+      f"{max((int(f[8]) - 14 for f in big), default=0)} bytes of IP packet; wire frames inside {len(inside)}, "
+      f"in gso.pcap {sum(1 for k in inside if gso[k])}, in gso-nosyn.pcap {sum(1 for k in inside if nosyn[k])}")
 PY
 echo "captures in $OUT"

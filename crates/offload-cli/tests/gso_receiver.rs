@@ -1,8 +1,10 @@
 //! `offload gso` on a bare receiver-side capture of real kernel GRO output
 //! (scripts/gso-receiver-check.sh: two namespaces, veth at MTU 1500 and
-//! 9000 with the receiver's gro_max_size and gro_ipv4_max_size at 185000,
-//! IPv4 and IPv6 transfers with the default MSS and TCP_MAXSEG from 536 to
-//! 8960, tcpdump on both ends). Needs root; fails (never skips) without it.
+//! 9000, the sender with TSO off and the four BIG TCP size knobs at 185000
+//! on both ends, IPv4 and IPv6 transfers with the default MSS and
+//! TCP_MAXSEG from 536 to 8960, tcpdump on both ends). The receiver's GRO
+//! builds super-packets above 64 KiB, IPv4 and IPv6. Needs root; fails
+//! (never skips) without it.
 
 use std::process::Command;
 
@@ -47,11 +49,8 @@ fn gso_reproduces_the_wire_from_a_bare_receiver_capture() {
     // GRO merged: the receiver's capture alone matches little of the wire.
     let (rx, total, _) = score(&text, "receiver.pcap");
     assert!(total > 1000 && rx * 2 < total, "{text}");
-    // With the handshake: at least 95% and at most 2% extra. Without it,
-    // a flow whose every packet carries PSH and whose full super-packets
-    // have several divisors in range (59880 = 10 x 5988 = 8 x 7485) is
-    // ambiguous (docs/capture.md): at most 5% extra there.
-    for (name, max_excess) in [("gso.pcap", 2), ("gso-nosyn.pcap", 5)] {
+    // With and without the handshake: at least 95% and at most 2% extra.
+    for (name, max_excess) in [("gso.pcap", 2), ("gso-nosyn.pcap", 2)] {
         let (hit, total, excess) = score(&text, name);
         assert!(hit * 100 >= total * 95, "{name}: {hit}/{total}\n{text}");
         assert!(
@@ -71,8 +70,28 @@ fn gso_reproduces_the_wire_from_a_bare_receiver_capture() {
             .unwrap_or_else(|| panic!("no percentage in {l}"));
         assert!(pct >= 95.0, "{l}\n{text}");
     }
-    // Each of the eleven flows used its true MSS from the handshake, and
-    // the unambiguous ones also without it: defaults on MTU 1500 and 9000,
+    // Super-packets above 64 KiB, IPv4 and IPv6, and the wire frames
+    // inside them given back (all with the handshake, 95% without).
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("above 64 KiB"))
+        .unwrap_or_else(|| panic!("no `above 64 KiB` line in:\n{text}"));
+    let figure = |label: &str| -> u64 {
+        line.split(label)
+            .nth(1)
+            .and_then(|r| r.trim_start().split([' ', ',', ')']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `{label}` figure in {line}"))
+    };
+    let (v4, v6, largest) = (figure("IPv4"), figure("IPv6"), figure("largest"));
+    assert!(v4 > 0 && v6 > 0 && largest > 65535, "{line}");
+    let inside = figure("wire frames inside");
+    let (with_syn, without) = (figure("in gso.pcap"), figure("in gso-nosyn.pcap"));
+    assert!(inside > 1000, "{line}");
+    assert_eq!(with_syn, inside, "{line}");
+    assert!(without * 100 >= inside * 95, "{line}");
+    // Each of the eleven flows used its true MSS, from the handshake and
+    // without it: defaults on MTU 1500 and 9000,
     // IPv4 and IPv6, and TCP_MAXSEG 536, 1000, 1460, 1452, 4000, 6000 and
     // 8960 (payload 12 bytes less: timestamps).
     let with_syn = std::fs::read_to_string(dir.path().join("gso-summary.txt")).unwrap();
@@ -83,7 +102,7 @@ fn gso_reproduces_the_wire_from_a_bare_receiver_capture() {
     }
     let summary = std::fs::read_to_string(dir.path().join("gso-nosyn-summary.txt")).unwrap();
     for mss in [
-        " 1448 ", " 1428 ", " 8948 ", " 8928 ", " 524 ", " 988 ", " 1440 ",
+        " 1448 ", " 1428 ", " 8948 ", " 8928 ", " 524 ", " 988 ", " 1440 ", " 3988 ", " 5988 ",
     ] {
         assert!(summary.contains(mss), "no flow cut at{mss}:\n{summary}");
     }

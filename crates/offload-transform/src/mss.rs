@@ -312,32 +312,16 @@ impl FlowEvidence {
         let mut top = self.unpushed.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         let candidates = divisor_candidates(&top);
-        let support = |m: u32| -> u64 {
-            self.unpushed
-                .iter()
-                .filter(|(v, _)| v % m == 0)
-                .map(|(_, n)| u64::from(*n))
-                .sum()
-        };
-        // A packet without PSH holds at least one whole segment: lengths
-        // below a candidate rule it out (beyond 1% of them: a retransmission
-        // after a partial ACK can be shorter).
-        let shorter = |m: u32| -> u64 {
-            self.unpushed
-                .iter()
-                .filter(|(v, _)| *v < m)
-                .map(|(_, n)| u64::from(*n))
-                .sum()
-        };
-        let believed = |c: &u32| {
-            (MIN_MSS..=MAX_INFERRED_MSS).contains(c)
-                && 20 * support(*c) >= 19 * total
-                && 100 * shorter(*c) < total.max(100)
-        };
+        let believed =
+            |c: &u32| (MIN_MSS..=MAX_INFERRED_MSS).contains(c) && self.unpushed_fits(*c, true);
         // When every common divisor is too large to be a segment (all
-        // packets without PSH hold 12 segments), the segment is a whole
-        // fraction of them: the largest that leaves no room for one more
-        // in a full super-packet (see [`Self::common_divisor`]).
+        // packets without PSH hold 12 segments, or 64 and 16), the segment
+        // is a whole fraction of them: one that leaves no room for one
+        // more in a full super-packet (see [`Self::common_divisor`]), then
+        // the largest of those that divide (nearly) as many super-packets
+        // as the best (pushed packets of 5, 19 and 32 segments of 1428
+        // bytes tell 1428 from 7616 = 22848 / 3 when every packet without
+        // PSH holds 16 or 64).
         let fallback = || {
             if !fractions_too {
                 return None;
@@ -345,6 +329,7 @@ impl FlowEvidence {
             let mut lower = fractions(&candidates, MIN_MSS, MAX_INFERRED_MSS);
             lower.retain(believed);
             self.no_room_for_another(&mut lower);
+            self.best_supported(&mut lower);
             lower.into_iter().max()
         };
         let mut m = candidates
@@ -381,13 +366,31 @@ impl FlowEvidence {
     /// segments of it (see [`Self::note_unpushed`]).
     fn whole_unpushed(&self, m: u32) -> bool {
         let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
-        let whole: u64 = self
-            .unpushed
-            .iter()
-            .filter(|(v, _)| v % m == 0)
-            .map(|(_, n)| u64::from(*n))
-            .sum();
-        total < MIN_UNPUSHED || 20 * whole >= 19 * total
+        total < MIN_UNPUSHED || self.unpushed_fits(m, false)
+    }
+
+    /// True when `m` explains the packets without PSH: 95% of them are
+    /// whole multiples of it, or all but one, which is no whole fraction
+    /// of it either (a segment the window cut short goes out without PSH,
+    /// `tcp_mss_split_point` in net/ipv4/tcp_output.c; a packet of half of
+    /// `m` is evidence for half of it instead). With `none_shorter`,
+    /// fewer than 1% of them (beyond that one) may be shorter than `m`: a
+    /// packet without PSH holds at least one whole segment (a
+    /// retransmission after a partial ACK can be shorter).
+    fn unpushed_fits(&self, m: u32, none_shorter: bool) -> bool {
+        let count = |pred: &dyn Fn(u32) -> bool| -> u64 {
+            self.unpushed
+                .iter()
+                .filter(|(v, _)| pred(*v))
+                .map(|(_, n)| u64::from(*n))
+                .sum()
+        };
+        let total = count(&|_| true);
+        let left_over = count(&|v| v % m != 0);
+        let stray = left_over == 1 && count(&|v| v % m != 0 && m % v != 0) == 1;
+        let shorter = count(&|v| v < m && !(stray && v % m != 0));
+        let whole = 20 * left_over <= total || stray;
+        whole && (!none_shorter || 100 * shorter < total.max(100))
     }
 
     /// The IPv4 ID estimate when it is firm: found at least three times,
@@ -433,6 +436,26 @@ impl FlowEvidence {
             && 4 * count >= total
             && (GRO_LEGACY_MAX / 2..=GRO_LEGACY_MAX).contains(&len);
         plausible.then_some(len)
+    }
+
+    /// Keeps the `candidates` that divide at least 95% as many super-packets
+    /// as the best of them, or as many distinct super-packet lengths (none
+    /// if none divides any). Lengths repeat: an application that writes
+    /// one size ends its writes in one tail, and a small divisor of that
+    /// tail (128 of 83584 = 9 x 8928 + 3232, ten times) divides more
+    /// packets than the segment does, not more lengths.
+    fn best_supported(&self, candidates: &mut Vec<u32>) {
+        let lengths = |m: u32| self.sizes.iter().filter(|(v, _)| v % m == 0).count() as u64;
+        let threshold = |f: &dyn Fn(u32) -> u64| {
+            let best = candidates.iter().map(|c| f(*c)).max().unwrap_or(0);
+            (best > 0).then(|| best - best / 20)
+        };
+        let packets = threshold(&|c| self.support(c));
+        let distinct = threshold(&lengths);
+        candidates.retain(|c| {
+            packets.is_some_and(|t| self.support(*c) >= t)
+                || distinct.is_some_and(|t| lengths(*c) >= t)
+        });
     }
 
     /// Keeps the `candidates` one more segment of which would not have fit
@@ -482,14 +505,9 @@ impl FlowEvidence {
         // divisor out when the flow's most common super-packet is a full
         // one: one more segment of that size would have fit.
         self.no_room_for_another(&mut candidates);
-        let best = candidates.iter().map(|c| self.support(*c)).max()?;
-        if best == 0 {
-            return None;
-        }
         // The largest divisor nearly as well supported as the best one: a
         // smaller divisor always divides at least as many lengths.
-        let threshold = best - best / 20;
-        candidates.retain(|c| self.support(*c) >= threshold);
+        self.best_supported(&mut candidates);
         let mut m = if fallback {
             only_even_or_only(&candidates)?
         } else {
@@ -882,6 +900,90 @@ mod tests {
         assert_eq!(
             receiver_flow(&p).infer(None),
             Some((5141, MssSource::SuperPackets))
+        );
+    }
+
+    #[test]
+    fn pushed_whole_packets_tell_the_segment_when_unpushed_counts_share_a_factor() {
+        // A real receiver capture (IPv6, MTU 1500, BIG TCP at 185000, no
+        // SYN, 2026-11-26): every packet without PSH holds 64 or 16
+        // segments of 1428 (22848 / 3 = 7616 divides them too); pushed
+        // packets of 5, 10, 15, 19, 32 and 48 segments divide by 1428
+        // only.
+        let counts: [(u32, usize, bool); 14] = [
+            (1428, 7, true),
+            (7140, 2, true),
+            (14280, 1, true),
+            (21420, 1, true),
+            (22848, 2, false),
+            (27132, 1, true),
+            (45696, 3, true),
+            (68544, 2, true),
+            (75216, 1, true),
+            (75684, 1, true),
+            (77932, 6, true),
+            (79360, 3, true),
+            (91392, 2, true),
+            (91392, 17, false),
+        ];
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for (len, n, push) in counts {
+            p.extend(std::iter::repeat_n((len, push), n));
+        }
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1428, MssSource::SuperPackets))
+        );
+    }
+
+    #[test]
+    fn a_repeated_tail_does_not_lift_a_small_divisor() {
+        // A real receiver capture (IPv6, MTU 9000, BIG TCP at 185000, no
+        // SYN, 2026-11-26): ten packets of 20 x 8928 and ten of 9 x 8928 +
+        // 3232 (the same write size each time), all pushed; 128 divides
+        // both, 8928 five distinct lengths.
+        let counts: [(u32, usize, bool); 8] = [
+            (8928, 1, false),
+            (26784, 2, true),
+            (53568, 1, true),
+            (65728, 1, true),
+            (80352, 1, true),
+            (83584, 10, true),
+            (116416, 1, true),
+            (178560, 10, true),
+        ];
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for (len, n, push) in counts {
+            p.extend(std::iter::repeat_n((len, push), n));
+        }
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((8928, MssSource::SuperPackets))
+        );
+    }
+
+    #[test]
+    fn one_stray_packet_without_psh_does_not_hide_the_segment() {
+        // A real receiver capture under CPU load (IPv6, MTU 9000,
+        // TCP_MAXSEG 1452, no SYN, 2026-11-26): 14 packets of 64 x 1440
+        // and one of 1440 without PSH, and one of 416 (the window cut
+        // it) that no size divides along with them.
+        let mut p: Vec<(u32, bool)> = vec![(416, false), (1440, false)];
+        p.extend(std::iter::repeat_n((92160, false), 14));
+        for k in [5, 10, 15, 16, 17, 19, 31, 34, 36, 39, 49, 54, 64] {
+            p.push((1440 * k, true));
+        }
+        p.extend([(5952, true), (6144, true), (23104, true), (45056, true)]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1440, MssSource::SuperPackets))
+        );
+        // One packet of half a segment is no stray: it halves.
+        let mut p: Vec<(u32, bool)> = vec![(1448, false)];
+        p.extend(std::iter::repeat_n((2896 * 20, false), 14));
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((1448, MssSource::SuperPackets))
         );
     }
 

@@ -165,9 +165,9 @@ fn evidence(t: &Train, packets: &[Packet]) -> FlowEvidence {
 /// Whether segments of `m` bytes explain the packets above the MTU by
 /// the kernel's rules: a packet without PSH holds whole segments
 /// (`tcp_gro_receive` ends a packet at a short or pushed segment), but for
-/// one in 20 (a segment the window cut short goes out without PSH,
-/// `tcp_mss_split_point` in net/ipv4/tcp_output.c: inference tolerates
-/// that many), and an IPv4 packet holds as many segments as the ID
+/// one in 20, or one that is no whole fraction of `m` either (a segment
+/// the window cut short goes out without PSH, `tcp_mss_split_point` in
+/// net/ipv4/tcp_output.c: inference tolerates that many), and an IPv4 packet holds as many segments as the ID
 /// advanced to the next one (`inet_gro_receive`, net/ipv4/af_inet.c,
 /// merges only consecutive IDs).
 fn explains(t: &Train, packets: &[Packet], m: u32) -> bool {
@@ -177,17 +177,19 @@ fn explains(t: &Train, packets: &[Packet], m: u32) -> bool {
         .filter(|(_, p)| t.headers() + p.len > MTU)
         .collect();
     let unpushed = cut.iter().filter(|(_, p)| !p.push).count();
-    let broken = cut
+    let broken: Vec<u32> = cut
         .iter()
         .filter(|(_, p)| !p.push && p.len % m != 0)
-        .count();
+        .map(|(_, p)| p.len)
+        .collect();
+    let stray = matches!(broken.as_slice(), [one] if m % one != 0);
     let ids = t.ipv6
         || cut.iter().all(|&(i, p)| {
             packets
                 .get(i + 1)
                 .is_none_or(|n| u32::from(n.id.wrapping_sub(p.id)) == p.len.div_ceil(m))
         });
-    20 * broken <= unpushed && ids
+    (20 * broken.len() <= unpushed || stray) && ids
 }
 
 /// Sizes from 88 bytes to a 9216-byte jumbo segment (what inference
