@@ -4,7 +4,7 @@
 //! link | IPv4/IPv6 | TCP/UDP | payload                         plain flow
 //! link | outer IP | UDP | VXLAN | Ethernet | IP | TCP/UDP       VXLAN
 //! link | outer IP | UDP | Geneve (+options) | [Ethernet] | IP   Geneve
-//! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap
+//! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap, WCCP
 //! link | outer IP | IP | TCP/UDP                              IPIP, SIT, IP6IP6, IPv4 in IPv6
 //! ```
 //!
@@ -455,6 +455,9 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
 /// tunnel in a tunnel (VXLAN over GRE) with bounded work per frame.
 const MAX_TUNNEL_DEPTH: u8 = 2;
 
+/// GRE's protocol type for WCCP redirection (an IPv4 packet).
+const WCCP: u16 = 0x883e;
+
 /// A protocol a tunnel rides on (UDP, IPIP, IPv6, GRE): the only frames
 /// the tunnel walk looks at, so plain TCP pays one comparison.
 #[inline]
@@ -525,8 +528,18 @@ fn parse_tunnel(
                 TunnelKind::Gre
             };
             (t.id, inner_type) = (g.key(), g.protocol());
+            let mut len = g.header_len();
+            if g.protocol() == WCCP {
+                // WCCP redirection (Cisco's web cache protocol): an IPv4
+                // packet, after a 4-byte redirect header unless an IPv4
+                // header follows at once (as Wireshark tells them).
+                inner_type = ethertype::IPV4;
+                if frame.get(at + len).is_some_and(|b| b >> 4 != 4) {
+                    len += 4;
+                }
+            }
             Encap::Gre {
-                len: g.header_len() as u16,
+                len: len as u16,
                 eth,
             }
         }
@@ -967,6 +980,20 @@ mod tests {
             )
             .unwrap();
             assert!(p.tunnel.is_none());
+        }
+    }
+
+    #[test]
+    fn wccp_over_gre_with_and_without_its_redirect_header() {
+        let inner = tcp4().build();
+        for redirect in [false, true] {
+            let mut h = vec![0, 0, 0x88, 0x3e];
+            if redirect {
+                h.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]);
+            }
+            h.extend_from_slice(&inner[14..]);
+            let t = inner_of(&outer_ip(false, 47, h, &[]));
+            assert_eq!((t.kind, t.id), (TunnelKind::Gre, None));
         }
     }
 

@@ -828,19 +828,28 @@ fn tshark_conversations(path: &Path) -> BTreeMap<(String, String), u64> {
     m
 }
 
-/// The public captures of tcpdump's tests (tunnels among them: VXLAN,
-/// Geneve, GRE, QinQ): analyze reads each without a panic, and its TCP
+/// The public captures of tcpdump's tests (`fuzz/seeds/tcpdump`, and the
+/// tunnels of `tests/data/tunnels`: Open vSwitch Geneve whose directions
+/// carry different VNIs, WCCP over GRE, VXLAN and Geneve over IPv4 and
+/// IPv6, QinQ): analyze reads each without a panic, and its TCP
 /// connections (directions paired) are tshark's, frame for frame.
 #[test]
 fn public_captures_pair_as_tshark_does() {
-    let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tcpdump");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&seeds)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in [
+        here.join("../../fuzz/seeds/tcpdump"),
+        here.join("tests/data/tunnels"),
+    ] {
+        files.extend(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng")),
+        );
+    }
     files.sort();
-    assert!(files.len() >= 15, "{}", seeds.display());
+    assert!(files.len() >= 27, "{files:?}");
     let mut tunnelled = 0;
     for p in &files {
         let v = analyze(p);
@@ -875,6 +884,7 @@ fn public_captures_pair_as_tshark_does() {
         eprintln!("{}: offload {ours:?}, tshark {theirs:?}", p.display());
         assert_eq!(ours, theirs, "{}", p.display());
     }
-    // geneve-gcp.pcap and gso-ipv4-vxlan-ipv6.pcap hold tunnelled TCP.
-    assert!(tunnelled >= 2, "{tunnelled} tunnelled TCP directions");
+    // geneve-gcp.pcap, gso-ipv4-vxlan-ipv6.pcap and the tunnels of
+    // tests/data/tunnels hold tunnelled TCP.
+    assert!(tunnelled >= 8, "{tunnelled} tunnelled TCP directions");
 }
