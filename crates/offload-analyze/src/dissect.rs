@@ -716,6 +716,26 @@ pub fn l4_checksum(frame: &[u8], ip: &IpFields, l4_off: usize, field: u16, udp: 
     }
 }
 
+/// The GRE header at `gre_off` has a checksum (its C flag).
+pub fn gre_has_checksum(frame: &[u8], gre_off: usize) -> bool {
+    frame
+        .get(gre_off..)
+        .and_then(|b| Gre::new_checked(b).ok())
+        .is_some_and(|g| g.has_checksum())
+}
+
+/// Verifies the checksum of the GRE header at `gre_off` under the outer
+/// IP header `outer`: it covers the GRE header and everything after it
+/// (RFC 2784), and sums to zero when valid.
+pub fn gre_checksum(frame: &[u8], outer: &IpFields, gre_off: usize) -> CsumState {
+    let end = outer.off + outer.ip_len as usize;
+    match frame.get(gre_off..end) {
+        Some(b) if offload::checksum::checksum(b) == 0 => CsumState::Valid,
+        Some(_) => CsumState::Bad,
+        None => CsumState::Unknown,
+    }
+}
+
 /// Formats an address for people: dotted quad or RFC 5952-ish IPv6.
 pub fn fmt_addr(a: &[u8; 16], v6: bool) -> String {
     if v6 {

@@ -725,6 +725,14 @@ fn tunnelled_tcp_analysis_equals_the_bare_capture_and_tshark() {
                     Encap::Gre { keys: Some(_), .. } => assert!(t["gre_key"].is_u64(), "{name}"),
                     _ => assert!(t["vni"].is_null() && t["gre_key"].is_null(), "{name}"),
                 }
+                // Every outer checksum the wrap computed verifies.
+                let (udp, gre) = match w.encap {
+                    Encap::Vxlan { .. } | Encap::Geneve { .. } => ("valid", "n/a"),
+                    Encap::Gre { csum: true, .. } => ("n/a", "valid"),
+                    _ => ("n/a", "n/a"),
+                };
+                assert_eq!(t["outer_udp_checksum"], udp, "{name}: {t}");
+                assert_eq!(t["gre_checksum"], gre, "{name}: {t}");
                 // A's direction moved to another outer source port halfway
                 // (as a socket re-hash does): one record all the same.
                 let a_side = f["src"] == A4.to_string();
