@@ -1,8 +1,9 @@
 //! Per-flow statistics, updated one frame at a time in constant memory.
 //!
 //! A flow is one direction of a TCP connection or UDP exchange, keyed by
-//! the innermost 5-tuple and, for VXLAN, the outer addresses, ports and VNI
-//! (so the inner flow and its tunnel are one record). Every counter here is
+//! the innermost 5-tuple and, for a tunnelled one, the tunnel's kind,
+//! outer addresses and VNI or GRE key (`key`), so the inner flow and its
+//! tunnel are one record. Every counter here is
 //! a fixed-size field: a flow costs the same memory after ten packets and
 //! after ten million. Series kept for graphs are decimated in place.
 
@@ -532,8 +533,17 @@ pub struct FlowStats {
     id_pending: Option<(u16, u32)>,
     /// Boxed: only tunnelled flows have one, and it is a sixth of a record.
     pub outer: Option<Box<HeaderTrack>>,
+    /// The outer UDP ports (VXLAN, Geneve) of the direction's first frame;
+    /// they are no part of the key.
+    pub outer_ports: Option<(u16, u16)>,
+    /// Times the outer UDP source port changed (a sender re-hashing its
+    /// socket, `sk_rethink_txhash`, moves to another one).
+    pub outer_sport_changes: u64,
+    last_outer_sport: u16,
     pub inner: HeaderTrack,
-    pub outer_udp_csum: CsumCounts,
+    /// The outer UDP checksum (VXLAN, Geneve) or the GRE checksum (GRE
+    /// with its C flag): one counter, a flow's tunnel being one kind.
+    pub outer_csum: CsumCounts,
     pub l4_csum: CsumCounts,
     pub ip_csum_bad: u64,
     pub first_bad_outer_csum: Option<u64>,
@@ -603,11 +613,14 @@ impl FlowStats {
             id_inferred_mss: None,
             id_pending: None,
             outer: key.tunnel.map(|_| Box::default()),
+            outer_ports: None,
+            outer_sport_changes: 0,
+            last_outer_sport: 0,
             inner: HeaderTrack {
                 all_zero: true,
                 ..Default::default()
             },
-            outer_udp_csum: CsumCounts::default(),
+            outer_csum: CsumCounts::default(),
             l4_csum: CsumCounts::default(),
             ip_csum_bad: 0,
             first_bad_outer_csum: None,
@@ -715,21 +728,29 @@ impl FlowStats {
         }
         if let (Some(o), Some(t)) = (self.outer.as_mut(), p.tunnel.as_ref()) {
             o.update(&t.ip, number, mtu);
-            if t.udp_checksum == 0 {
-                self.outer_udp_csum.add(CsumState::Zero);
-            } else if due {
+            if t.kind.udp() {
+                self.note_outer_ports(t.sport, t.dport);
+            }
+            // IP in IP has no outer checksum; GRE one when its C flag is set.
+            let udp = t.kind.udp();
+            let gre = t.kind.gre() && dissect::gre_has_checksum(frame, t.udp_off);
+            if udp && t.udp_checksum == 0 {
+                self.outer_csum.add(CsumState::Zero);
+            } else if due && (udp || gre) {
                 // With the inner checksum left to the NIC, the outer one
                 // was computed by local checksum offload over a payload
                 // that is not final yet: it cannot be judged.
                 let st = if inner_state == Some(CsumState::Offloaded) {
                     CsumState::Unknown
-                } else {
+                } else if udp {
                     dissect::l4_checksum(frame, &t.ip, t.udp_off, t.udp_checksum, true)
+                } else {
+                    dissect::gre_checksum(frame, &t.ip, t.udp_off)
                 };
                 if st == CsumState::Bad {
                     self.first_bad_outer_csum.get_or_insert(number);
                 }
-                self.outer_udp_csum.add(st);
+                self.outer_csum.add(st);
             }
         }
         self.csum_checked += 1;
@@ -810,6 +831,17 @@ impl FlowStats {
         if let Some(d) = self.analysis.as_mut() {
             d.drop_graph_series();
         }
+    }
+
+    /// Notes a UDP tunnel's outer ports: the first pair, and each change
+    /// of source port after it.
+    fn note_outer_ports(&mut self, sport: u16, dport: u16) {
+        if self.outer_ports.is_none() {
+            self.outer_ports = Some((sport, dport));
+        } else if sport != self.last_outer_sport {
+            self.outer_sport_changes += 1;
+        }
+        self.last_outer_sport = sport;
     }
 
     fn csum_due(&self) -> bool {
