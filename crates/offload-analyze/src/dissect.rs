@@ -1,21 +1,41 @@
 //! One frame's headers, read once for the flow statistics.
 //!
 //! ```text
-//! link | IPv4/IPv6 | TCP/UDP | payload                     plain flow
-//! link | outer IP | UDP | VXLAN | Ethernet | IP | TCP/UDP   tunnelled flow
+//! link | IPv4/IPv6 | TCP/UDP | payload                         plain flow
+//! link | outer IP | UDP | VXLAN | Ethernet | IP | TCP/UDP       VXLAN
+//! link | outer IP | UDP | Geneve (+options) | [Ethernet] | IP   Geneve
+//! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap, WCCP
+//! link | outer IP | IP | TCP/UDP                              IPIP, SIT, IP6IP6, IPv4 in IPv6
 //! ```
+//!
+//! The link may carry VLAN tags (802.1Q, QinQ), outside the tunnel and on
+//! an inner Ethernet header alike. A tunnel is read with the engine's
+//! header views and offsets (`offload::wire::{vxlan, geneve, gre}`,
+//! `offload::layout::OuterLayout`), not with GRO's acceptance rules: a GRE
+//! header with a sequence number or a Geneve OAM packet is no GRO
+//! candidate, but its inner connection is analysed all the same, as
+//! Wireshark dissects it. One tunnel inside another is read to the
+//! innermost packet (two levels at most); the flow's tunnel is the
+//! outermost one, whose header travelled on the link.
 //!
 //! The engine's wire views do the bounds checks; this module only gathers
 //! the fields analysis needs into one `Copy` value. Nothing here allocates,
 //! and nothing panics on short or inconsistent input: a frame that cannot
 //! be read is reported as `None` with the reason
-//! counted by the caller.
+//! counted by the caller. A tunnel whose inner packet cannot be read is
+//! the outer packet's flow.
 
+use offload::layout::{Encap, OuterLayout};
 use offload::link::dissect_l2;
+use offload::wire::ethernet::ethertype;
+use offload::wire::geneve::Geneve;
+use offload::wire::gre::Gre;
 use offload::wire::ipv4::Ipv4;
 use offload::wire::ipv6::Ipv6;
 use offload::wire::tcp::Tcp;
 use offload::wire::udp::Udp;
+use offload::wire::vxlan::Vxlan;
+use offload::wire::{ip_proto, IpVersion};
 use offload::LinkKind;
 
 /// IP protocol numbers used here.
@@ -82,15 +102,77 @@ pub enum L4 {
     Other,
 }
 
-/// The outer headers of a VXLAN-encapsulated frame.
+/// A tunnel kind, named as Linux names the device that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348) on one of the VXLAN ports.
+    Vxlan,
+    /// Geneve (RFC 8926) on UDP port 6081.
+    Geneve,
+    /// GRE (RFC 2784, RFC 2890) carrying IPv4 or IPv6.
+    Gre,
+    /// GRE carrying Ethernet (transparent Ethernet bridging, 0x6558).
+    Gretap,
+    /// IPv4 in IPv4 (IP protocol 4 under IPv4).
+    Ipip,
+    /// IPv6 in IPv4 (IP protocol 41 under IPv4).
+    Sit,
+    /// IPv6 in IPv6 (IP protocol 41 under IPv6).
+    Ip6ip6,
+    /// IPv4 in IPv6 (IP protocol 4 under IPv6; `ip6tnl mode ipip6`).
+    Ipip6,
+}
+
+impl TunnelKind {
+    /// The name in reports (`ip link` type names; `ipip6` for IPv4 in IPv6).
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan => "vxlan",
+            TunnelKind::Geneve => "geneve",
+            TunnelKind::Gre => "gre",
+            TunnelKind::Gretap => "gretap",
+            TunnelKind::Ipip => "ipip",
+            TunnelKind::Sit => "sit",
+            TunnelKind::Ip6ip6 => "ip6ip6",
+            TunnelKind::Ipip6 => "ipip6",
+        }
+    }
+
+    /// The outer header is UDP (VXLAN, Geneve): ports and a UDP checksum.
+    pub fn udp(self) -> bool {
+        matches!(self, TunnelKind::Vxlan | TunnelKind::Geneve)
+    }
+
+    /// GRE or gretap: the key may differ by direction (`ikey`, `okey`).
+    pub fn gre(self) -> bool {
+        matches!(self, TunnelKind::Gre | TunnelKind::Gretap)
+    }
+
+    /// What the tunnel's identifier is called: VNI (VXLAN, Geneve) or
+    /// key (GRE); IP in IP has none.
+    pub fn id_name(self) -> Option<&'static str> {
+        match self {
+            TunnelKind::Vxlan | TunnelKind::Geneve => Some("VNI"),
+            TunnelKind::Gre | TunnelKind::Gretap => Some("key"),
+            _ => None,
+        }
+    }
+}
+
+/// The outer headers of a tunnelled frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tunnel {
+    pub kind: TunnelKind,
+    /// The outer network header.
     pub ip: IpFields,
+    /// Outer UDP ports and checksum (VXLAN, Geneve); 0 for the others.
     pub sport: u16,
     pub dport: u16,
     pub udp_checksum: u16,
+    /// The header after the outer network header: UDP, GRE or the inner IP.
     pub udp_off: usize,
-    pub vni: u32,
+    /// The VNI (VXLAN, Geneve) or the GRE key, when the header has one.
+    pub id: Option<u32>,
 }
 
 /// Everything analysis reads from one frame.
@@ -337,26 +419,24 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
 }
 
 /// Dissects one frame. `vxlan_ports` are the UDP destination ports whose
-/// payload is read as VXLAN. Returns `None` for frames without an IP header
-/// analysis can read.
+/// payload is read as VXLAN (Geneve: `offload::wire::geneve::PORT`).
+/// Returns `None` for frames without an IP header analysis can read.
 pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Option<Parsed> {
     let l2 = dissect_l2(link, frame).ok()?;
     let outgoing = matches!(link, LinkKind::LinuxSll | LinkKind::LinuxSll2).then_some(l2.outgoing);
     let orig = (orig_len as usize).max(frame.len());
     let ip = read_ip(frame, l2.l3_offset, orig - l2.l3_offset)?;
-    let (sport, dport, l4, l4_off, payload) = read_l4(frame, &ip)?;
     let complete = orig <= frame.len();
-    if let L4::Udp { checksum, .. } = l4 {
-        if vxlan_ports.contains(&dport) {
-            if let Some(p) = parse_vxlan(frame, orig, &ip, sport, dport, checksum, l4_off) {
-                return Some(Parsed {
-                    outgoing,
-                    complete,
-                    ..p
-                });
-            }
+    if may_carry_tunnel(&ip) {
+        if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, MAX_TUNNEL_DEPTH) {
+            return Some(Parsed {
+                outgoing,
+                complete,
+                ..p
+            });
         }
     }
+    let (sport, dport, l4, l4_off, payload) = read_l4(frame, &ip)?;
     Some(Parsed {
         tunnel: None,
         ip,
@@ -370,39 +450,158 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
     })
 }
 
-/// VXLAN: 8-byte header (flags with the I bit, VNI), then an Ethernet frame.
-fn parse_vxlan(
+/// Tunnels read inside one another: the kernel's GRO takes one level
+/// (`encap_mark`); Wireshark dissects any number. Two levels cover a
+/// tunnel in a tunnel (VXLAN over GRE) with bounded work per frame.
+const MAX_TUNNEL_DEPTH: u8 = 2;
+
+/// GRE's protocol type for WCCP redirection (an IPv4 packet).
+const WCCP: u16 = 0x883e;
+
+/// A protocol a tunnel rides on (UDP, IPIP, IPv6, GRE): the only frames
+/// the tunnel walk looks at, so plain TCP pays one comparison.
+#[inline]
+fn may_carry_tunnel(ip: &IpFields) -> bool {
+    matches!(
+        ip.proto,
+        PROTO_UDP | ip_proto::IPIP | ip_proto::IPV6 | ip_proto::GRE
+    )
+}
+
+/// The tunnel after the outer network header `outer`, read with the
+/// engine's header views, and the innermost packet in it; `None` when
+/// there is no tunnel or its inner packet cannot be read.
+fn parse_tunnel(
     frame: &[u8],
     orig: usize,
     outer: &IpFields,
-    sport: u16,
-    dport: u16,
-    udp_checksum: u16,
-    udp_off: usize,
+    vxlan_ports: &[u16],
+    depth: u8,
 ) -> Option<Parsed> {
-    let vx = udp_off + 8;
-    let h = frame.get(vx..vx + 8)?;
-    if h[0] & 0x08 == 0 {
+    let at = outer.off + outer.hdr_len;
+    let version = if outer.v6 {
+        IpVersion::V6
+    } else {
+        IpVersion::V4
+    };
+    let mut t = Tunnel {
+        kind: TunnelKind::Ipip,
+        ip: *outer,
+        sport: 0,
+        dport: 0,
+        udp_checksum: 0,
+        udp_off: at,
+        id: None,
+    };
+    // The payload's EtherType for tunnels without an Ethernet header.
+    let mut inner_type = 0;
+    let encap = match outer.proto {
+        PROTO_UDP => {
+            let u = Udp::new_checked(frame.get(at..)?).ok()?;
+            (t.sport, t.dport, t.udp_checksum) = (u.src_port(), u.dst_port(), u.checksum());
+            let th = at + offload::wire::udp::HEADER_LEN;
+            if vxlan_ports.contains(&t.dport) {
+                let v = Vxlan::new_checked(frame.get(th..)?).ok()?;
+                // The I flag: a valid VNI (RFC 7348).
+                if v.flags() & offload::wire::vxlan::FLAG_VNI == 0 {
+                    return None;
+                }
+                (t.kind, t.id) = (TunnelKind::Vxlan, Some(v.vni()));
+                Encap::Vxlan
+            } else if t.dport == offload::wire::geneve::PORT {
+                let g = Geneve::new_checked(frame.get(th..)?).ok()?;
+                (t.kind, t.id, inner_type) = (TunnelKind::Geneve, Some(g.vni()), g.protocol());
+                Encap::Geneve {
+                    len: g.header_len() as u16,
+                    eth: g.protocol() == ethertype::TEB,
+                }
+            } else {
+                return None;
+            }
+        }
+        ip_proto::GRE => {
+            let g = Gre::new_checked(frame.get(at..)?).ok()?;
+            let eth = g.protocol() == ethertype::TEB;
+            t.kind = if eth {
+                TunnelKind::Gretap
+            } else {
+                TunnelKind::Gre
+            };
+            (t.id, inner_type) = (g.key(), g.protocol());
+            let mut len = g.header_len();
+            if g.protocol() == WCCP {
+                // WCCP redirection (Cisco's web cache protocol): an IPv4
+                // packet, after a 4-byte redirect header unless an IPv4
+                // header follows at once (as Wireshark tells them).
+                inner_type = ethertype::IPV4;
+                if frame.get(at + len).is_some_and(|b| b >> 4 != 4) {
+                    len += 4;
+                }
+            }
+            Encap::Gre {
+                len: len as u16,
+                eth,
+            }
+        }
+        p => {
+            let v6_inside = p == ip_proto::IPV6;
+            t.kind = match (outer.v6, v6_inside) {
+                (false, false) => TunnelKind::Ipip,
+                (false, true) => TunnelKind::Sit,
+                (true, true) => TunnelKind::Ip6ip6,
+                (true, false) => TunnelKind::Ipip6,
+            };
+            inner_type = if v6_inside {
+                ethertype::IPV6
+            } else {
+                ethertype::IPV4
+            };
+            Encap::IpInIp
+        }
+    };
+    let o = OuterLayout {
+        l3_off: outer.off,
+        ip: version,
+        encap_off: at,
+        encap,
+    };
+    let carries_eth = match encap {
+        Encap::Vxlan => true,
+        Encap::Geneve { eth, .. } | Encap::Gre { eth, .. } => eth,
+        Encap::IpInIp => false,
+    };
+    let inner_off = if carries_eth {
+        let eth_off = o.inner_eth_off();
+        let l2 = dissect_l2(LinkKind::Ethernet, frame.get(eth_off..)?).ok()?;
+        inner_type = l2.ethertype;
+        eth_off + l2.l3_offset
+    } else {
+        o.inner_l3_off()
+    };
+    let ip = read_ip(frame, inner_off, orig.checked_sub(inner_off)?)?;
+    // The payload type the tunnel announced must be the header found.
+    let announced_v6 = match inner_type {
+        ethertype::IPV4 => false,
+        ethertype::IPV6 => true,
+        _ => return None,
+    };
+    if ip.v6 != announced_v6 {
         return None;
     }
-    let vni = u32::from_be_bytes([0, h[4], h[5], h[6]]);
-    let eth = vx + 8;
-    let inner_l2 = dissect_l2(LinkKind::Ethernet, frame.get(eth..)?).ok()?;
-    let inner_off = eth + inner_l2.l3_offset;
-    let ip = read_ip(frame, inner_off, orig.saturating_sub(inner_off))?;
-    let (isport, idport, l4, l4_off, payload) = read_l4(frame, &ip)?;
+    if depth > 1 && may_carry_tunnel(&ip) {
+        if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, depth - 1) {
+            return Some(Parsed {
+                tunnel: Some(t),
+                ..p
+            });
+        }
+    }
+    let (sport, dport, l4, l4_off, payload) = read_l4(frame, &ip)?;
     Some(Parsed {
-        tunnel: Some(Tunnel {
-            ip: *outer,
-            sport,
-            dport,
-            udp_checksum,
-            udp_off,
-            vni,
-        }),
+        tunnel: Some(t),
         ip,
-        sport: isport,
-        dport: idport,
+        sport,
+        dport,
         l4,
         l4_off,
         payload,
@@ -628,14 +827,210 @@ mod tests {
         let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[4789]).unwrap();
         let t = p.tunnel.unwrap();
         assert_eq!(
-            (t.vni, t.ip.id, t.ip.df, t.dport),
-            (0x1234, 777, false, 4789)
+            (t.kind, t.id, t.ip.id, t.ip.df, t.dport),
+            (TunnelKind::Vxlan, Some(0x1234), 777, false, 4789)
         );
         assert_eq!((p.sport, p.dport, p.payload), (1000, 80, 100));
         // Not a VXLAN port: the outer UDP flow itself.
         let q = parse(LinkKind::Ethernet, &f, f.len() as u32, &[8472]).unwrap();
         assert!(q.tunnel.is_none());
         assert_eq!(q.dport, 4789);
+    }
+
+    use offload::build::{IpSpec, L2Spec, L4Spec};
+
+    const OUT4: ([u8; 4], [u8; 4]) = ([192, 168, 0, 1], [192, 168, 0, 2]);
+    const OUT6: ([u8; 16], [u8; 16]) = (
+        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    );
+
+    /// An outer IPv4 or IPv6 packet of protocol `proto` around `payload`,
+    /// with the VLAN tags `vlans` on its Ethernet header.
+    fn outer_ip(v6: bool, proto: u8, payload: Vec<u8>, vlans: &[(u16, u16)]) -> Vec<u8> {
+        let mut s = if v6 {
+            FrameSpec::udp6(OUT6.0, OUT6.1, 0, 0)
+        } else {
+            FrameSpec::udp4(OUT4.0, OUT4.1, 0, 0)
+        };
+        s.l4 = L4Spec::Other(proto);
+        if let L2Spec::Ethernet { vlans: v, .. } = &mut s.l2 {
+            *v = vlans.to_vec();
+        }
+        if let IpSpec::V4(v4) = &mut s.ip {
+            v4.id = 4242;
+        }
+        s.payload(payload).build()
+    }
+
+    fn outer_udp(v6: bool, dport: u16, payload: Vec<u8>) -> Vec<u8> {
+        if v6 {
+            FrameSpec::udp6(OUT6.0, OUT6.1, 41000, dport)
+        } else {
+            FrameSpec::udp4(OUT4.0, OUT4.1, 41000, dport)
+        }
+        .payload(payload)
+        .build()
+    }
+
+    fn tcp6_inner() -> Vec<u8> {
+        let mut a = [0u8; 16];
+        a[0] = 0x20;
+        a[15] = 2;
+        let mut b = a;
+        b[15] = 1;
+        FrameSpec::tcp6(a, b, TcpSpec::data(1000, 80, 5))
+            .payload(vec![1; 100])
+            .build()
+    }
+
+    /// The inner TCP flow of `f` (1000 -> 80, 100 bytes) and its tunnel.
+    fn inner_of(f: &[u8]) -> Tunnel {
+        let p = parse(LinkKind::Ethernet, f, f.len() as u32, &[4789]).expect("parsed");
+        assert_eq!((p.sport, p.dport, p.payload), (1000, 80, 100));
+        assert_eq!(p.ip.proto, PROTO_TCP);
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert_eq!(
+            l4_checksum(f, &p.ip, p.l4_off, t.checksum, false),
+            CsumState::Valid
+        );
+        p.tunnel.expect("a tunnel")
+    }
+
+    #[test]
+    fn every_tunnel_kind_gives_its_inner_flow_ipv4_and_ipv6_outer() {
+        let inner4 = tcp4().build();
+        let inner6 = tcp6_inner();
+        for v6 in [false, true] {
+            // Geneve with a 8-byte option, inner Ethernet; and IP directly.
+            let mut g = vec![
+                0x02, 0, 0x65, 0x58, 0, 0, 7, 0, 0x01, 0x02, 0x80, 0x01, 9, 9, 9, 9,
+            ];
+            g.extend_from_slice(&inner4);
+            let t = inner_of(&outer_udp(v6, 6081, g));
+            assert_eq!(
+                (t.kind, t.id, t.dport, t.ip.v6),
+                (TunnelKind::Geneve, Some(7), 6081, v6)
+            );
+            let mut g = vec![0, 0, 0x86, 0xdd, 0, 0, 8, 0];
+            g.extend_from_slice(&inner6[14..]);
+            assert_eq!(inner_of(&outer_udp(v6, 6081, g)).id, Some(8));
+            // GRE: every combination of checksum, key and sequence number.
+            for (c, k, sq) in [
+                (false, false, false),
+                (true, false, false),
+                (false, true, false),
+                (true, true, true),
+                (false, true, true),
+                (false, false, true),
+            ] {
+                for tap in [false, true] {
+                    let flags = (c as u16) << 15 | (k as u16) << 13 | (sq as u16) << 12;
+                    let mut h = flags.to_be_bytes().to_vec();
+                    h.extend_from_slice(&(if tap { 0x6558u16 } else { 0x0800 }).to_be_bytes());
+                    if c {
+                        h.extend_from_slice(&[0, 0, 0, 0]);
+                    }
+                    if k {
+                        h.extend_from_slice(&99u32.to_be_bytes());
+                    }
+                    if sq {
+                        h.extend_from_slice(&5u32.to_be_bytes());
+                    }
+                    h.extend_from_slice(if tap { &inner4[..] } else { &inner4[14..] });
+                    let t = inner_of(&outer_ip(v6, 47, h, &[]));
+                    let kind = if tap {
+                        TunnelKind::Gretap
+                    } else {
+                        TunnelKind::Gre
+                    };
+                    assert_eq!(
+                        (t.kind, t.id),
+                        (kind, k.then_some(99)),
+                        "{c} {k} {sq} {tap}"
+                    );
+                }
+            }
+            // IP in IP, each of the four.
+            let t = inner_of(&outer_ip(v6, 4, inner4[14..].to_vec(), &[]));
+            assert_eq!(
+                t.kind,
+                if v6 {
+                    TunnelKind::Ipip6
+                } else {
+                    TunnelKind::Ipip
+                }
+            );
+            let t = inner_of(&outer_ip(v6, 41, inner6[14..].to_vec(), &[]));
+            assert_eq!(
+                t.kind,
+                if v6 {
+                    TunnelKind::Ip6ip6
+                } else {
+                    TunnelKind::Sit
+                }
+            );
+            assert_eq!(t.id, None);
+            // The announced type must be what follows: IPv6 said, IPv4 found.
+            let p = parse(
+                LinkKind::Ethernet,
+                &outer_ip(v6, 41, inner4[14..].to_vec(), &[]),
+                200,
+                &[],
+            )
+            .unwrap();
+            assert!(p.tunnel.is_none());
+        }
+    }
+
+    #[test]
+    fn wccp_over_gre_with_and_without_its_redirect_header() {
+        let inner = tcp4().build();
+        for redirect in [false, true] {
+            let mut h = vec![0, 0, 0x88, 0x3e];
+            if redirect {
+                h.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]);
+            }
+            h.extend_from_slice(&inner[14..]);
+            let t = inner_of(&outer_ip(false, 47, h, &[]));
+            assert_eq!((t.kind, t.id), (TunnelKind::Gre, None));
+        }
+    }
+
+    #[test]
+    fn vlan_tags_outside_and_inside_the_tunnel() {
+        let mut inner = tcp4();
+        if let L2Spec::Ethernet { vlans, .. } = &mut inner.l2 {
+            *vlans = vec![(0x8100, 12)];
+        }
+        let inner = inner.build();
+        let mut vx = vec![0x08, 0, 0, 0, 0, 0, 5, 0];
+        vx.extend_from_slice(&inner);
+        let mut o = FrameSpec::udp4(OUT4.0, OUT4.1, 40000, 4789).payload(vx);
+        if let L2Spec::Ethernet { vlans, .. } = &mut o.l2 {
+            *vlans = vec![(0x88a8, 100), (0x8100, 200)];
+        }
+        let t = inner_of(&o.build());
+        assert_eq!((t.kind, t.id), (TunnelKind::Vxlan, Some(5)));
+        // GRE under QinQ.
+        let plain = tcp4().build();
+        let mut h = vec![0, 0, 0x08, 0x00];
+        h.extend_from_slice(&plain[14..]);
+        let t = inner_of(&outer_ip(false, 47, h, &[(0x88a8, 7), (0x8100, 8)]));
+        assert_eq!(t.kind, TunnelKind::Gre);
+    }
+
+    #[test]
+    fn a_tunnel_in_a_tunnel_gives_the_innermost_flow_and_the_outer_tunnel() {
+        let inner = tcp4().build();
+        let mut vx = vec![0x08, 0, 0, 0, 0, 0, 5, 0];
+        vx.extend_from_slice(&inner);
+        // VXLAN over IPv4 inside GRE: the GRE's inner IP header carries UDP.
+        let mid = outer_udp(false, 4789, vx);
+        let mut h = vec![0x20, 0, 0x08, 0x00, 0, 0, 0, 3];
+        h.extend_from_slice(&mid[14..]);
+        let t = inner_of(&outer_ip(true, 47, h, &[]));
+        assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
     }
 
     #[test]
@@ -646,5 +1041,15 @@ mod tests {
         }
         assert!(parse(LinkKind::Ethernet, &[0xff; 40], 40, &[4789]).is_none());
         assert!(parse(LinkKind::RawIp, &[0x45; 10], 10, &[]).is_none());
+        // Every cut of a tunnelled frame: no panic, and a tunnel only
+        // when its inner transport header is there.
+        let mut h = vec![0xb0, 0, 0x65, 0x58, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2];
+        h.extend_from_slice(&f);
+        let g = outer_ip(true, 47, h, &[(0x8100, 3)]);
+        for n in 0..g.len() {
+            if let Some(p) = parse(LinkKind::Ethernet, &g[..n], g.len() as u32, &[4789]) {
+                assert!(p.tunnel.is_none() || n >= g.len() - 100 - 20 - 12);
+            }
+        }
     }
 }

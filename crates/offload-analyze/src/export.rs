@@ -128,16 +128,7 @@ fn tcp_cells(t: Option<&crate::tcp::report::TcpReport>) -> Vec<String> {
 /// none) are left empty, up to `sizes` of them.
 pub fn write_flow_row<W: Write>(w: &mut W, f: &FlowReport, sizes: usize) -> io::Result<()> {
     {
-        let tunnel = f
-            .tunnel
-            .as_ref()
-            .map(|t| {
-                format!(
-                    "vxlan {}:{} -> {}:{} vni {}",
-                    t.src, t.sport, t.dst, t.dport, t.vni
-                )
-            })
-            .unwrap_or_default();
+        let tunnel = f.tunnel.as_ref().map(|t| t.label()).unwrap_or_default();
         let interp = serde_json::to_value(f.above_mtu.interpretation)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -19,14 +19,7 @@ pub(crate) fn flow_ref(r: &FlowReport) -> FlowRef {
         dst: r.dst.clone(),
         sport: r.sport,
         dport: r.dport,
-        tunnel: r.tunnel.as_ref().map(|t| {
-            format!(
-                "vxlan {} -> {} vni {}",
-                endpoint(&t.src, t.sport),
-                endpoint(&t.dst, t.dport),
-                t.vni
-            )
-        }),
+        tunnel: r.tunnel.as_ref().map(|t| t.label()),
         capture: Some(r.file.clone()),
     }
 }
@@ -36,6 +29,15 @@ fn endpoint(addr: &str, port: u16) -> String {
         format!("[{addr}]:{port}")
     } else {
         format!("{addr}:{port}")
+    }
+}
+
+/// An outer endpoint: with its port for UDP tunnels, the address alone
+/// for GRE and IP in IP.
+fn endpoint_opt(addr: &str, port: Option<u16>) -> String {
+    match port {
+        Some(p) => endpoint(addr, p),
+        None => addr.to_string(),
     }
 }
 
@@ -202,7 +204,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let mut fix = Vec::new();
     if outer_bad {
         fix.push(match profile {
-            _ if profile.fixed_id_needs_df() => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`, or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
+            _ if profile.fixed_id_needs_df() => "set DF on the tunnel's outer header (`ip link set dev <vxlan> type vxlan df set`; GRE and IPIP: `pmtudisc`; or fix the middlebox that clears it): these kernels skip the outer ID check when DF is set; or make the endpoint increment the outer IP ID per packet",
             _ => "make the tunnel endpoint (or the middlebox rewriting it) increment the outer IP ID per packet, or keep it constant: kernel 6.18+ checks outer IDs whatever DF says and merges only incrementing or fixed IDs",
         });
     }
@@ -210,10 +212,16 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         fix.push("make the inner sender increment the IP ID per segment (Linux does per socket) or set DF with a fixed ID; a NAT or middlebox inside the tunnel that randomises IDs must preserve them");
     }
     let outer_name = format!(
-        "VXLAN flow {} -> {}",
-        endpoint(&t.src, t.sport),
-        endpoint(&t.dst, t.dport)
+        "{} flow {} -> {}",
+        t.kind.to_uppercase(),
+        endpoint_opt(&t.src, t.sport),
+        endpoint_opt(&t.dst, t.dport)
     );
+    let id = match (t.vni, t.gre_key) {
+        (Some(v), _) => format!("VNI {v}, "),
+        (_, Some(k)) => format!("key {k}, "),
+        _ => String::new(),
+    };
     cx.push(
         Severity::High,
         "ip-id-rule",
@@ -221,8 +229,7 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
         f.file,
         format!("{outer_name}: GRO cannot merge ({which})"),
         format!(
-            "{outer_name} (VNI {}, inner {}): {}: the receiver's GRO (kernel {profile}) cannot merge, so its stack handles {:.0}x more packets ({now} instead of {healthy} with fixed IDs) for {} frames.",
-            t.vni,
+            "{outer_name} ({id}inner {}): {}: the receiver's GRO (kernel {profile}) cannot merge, so its stack handles {:.0}x more packets ({now} instead of {healthy} with fixed IDs) for {} frames.",
             short_inner(r),
             causes.join("; "),
             factor,

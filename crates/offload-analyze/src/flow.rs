@@ -1,8 +1,9 @@
 //! Per-flow statistics, updated one frame at a time in constant memory.
 //!
 //! A flow is one direction of a TCP connection or UDP exchange, keyed by
-//! the innermost 5-tuple and, for VXLAN, the outer addresses, ports and VNI
-//! (so the inner flow and its tunnel are one record). Every counter here is
+//! the innermost 5-tuple and, for a tunnelled one, the tunnel's kind,
+//! outer addresses and VNI or GRE key (`key`), so the inner flow and its
+//! tunnel are one record. Every counter here is
 //! a fixed-size field: a flow costs the same memory after ten packets and
 //! after ten million. Series kept for graphs are decimated in place.
 
@@ -532,6 +533,13 @@ pub struct FlowStats {
     id_pending: Option<(u16, u32)>,
     /// Boxed: only tunnelled flows have one, and it is a sixth of a record.
     pub outer: Option<Box<HeaderTrack>>,
+    /// The outer UDP ports (VXLAN, Geneve) of the direction's first frame;
+    /// they are no part of the key.
+    pub outer_ports: Option<(u16, u16)>,
+    /// Times the outer UDP source port changed (a sender re-hashing its
+    /// socket, `sk_rethink_txhash`, moves to another one).
+    pub outer_sport_changes: u64,
+    last_outer_sport: u16,
     pub inner: HeaderTrack,
     pub outer_udp_csum: CsumCounts,
     pub l4_csum: CsumCounts,
@@ -603,6 +611,9 @@ impl FlowStats {
             id_inferred_mss: None,
             id_pending: None,
             outer: key.tunnel.map(|_| Box::default()),
+            outer_ports: None,
+            outer_sport_changes: 0,
+            last_outer_sport: 0,
             inner: HeaderTrack {
                 all_zero: true,
                 ..Default::default()
@@ -715,9 +726,14 @@ impl FlowStats {
         }
         if let (Some(o), Some(t)) = (self.outer.as_mut(), p.tunnel.as_ref()) {
             o.update(&t.ip, number, mtu);
-            if t.udp_checksum == 0 {
+            if t.kind.udp() {
+                self.note_outer_ports(t.sport, t.dport);
+            }
+            // GRE and IP in IP have no outer UDP header, ports or checksum.
+            let udp = t.kind.udp();
+            if udp && t.udp_checksum == 0 {
                 self.outer_udp_csum.add(CsumState::Zero);
-            } else if due {
+            } else if udp && due {
                 // With the inner checksum left to the NIC, the outer one
                 // was computed by local checksum offload over a payload
                 // that is not final yet: it cannot be judged.
@@ -810,6 +826,17 @@ impl FlowStats {
         if let Some(d) = self.analysis.as_mut() {
             d.drop_graph_series();
         }
+    }
+
+    /// Notes a UDP tunnel's outer ports: the first pair, and each change
+    /// of source port after it.
+    fn note_outer_ports(&mut self, sport: u16, dport: u16) {
+        if self.outer_ports.is_none() {
+            self.outer_ports = Some((sport, dport));
+        } else if sport != self.last_outer_sport {
+            self.outer_sport_changes += 1;
+        }
+        self.last_outer_sport = sport;
     }
 
     fn csum_due(&self) -> bool {

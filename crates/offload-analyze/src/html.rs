@@ -251,7 +251,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
         let f = &r.flows[i];
         let idp = match &f.tunnel {
             Some(t) => format!(
-                "outer {} / {}<br>inner {} / {}",
+                "outer ({}) {} / {}<br>inner {} / {}",
+                t.kind,
                 t.outer_ip.ip_id_pattern.name(),
                 t.outer_ip.df,
                 f.ip.ip_id_pattern.name(),

@@ -1,8 +1,20 @@
 //! The identity of a flow: one direction of a TCP connection or UDP
-//! exchange, keyed by the innermost 5-tuple and, for VXLAN, the outer
-//! addresses, ports and VNI (so the inner flow and its tunnel are one key).
+//! exchange, keyed by the innermost 5-tuple and, for a tunnelled one, the
+//! tunnel's kind, outer addresses and identifier (VNI or GRE key): the
+//! inner connection and its tunnel are one key.
+//!
+//! The outer UDP ports of VXLAN and Geneve are no part of the key: each
+//! direction picks its own source port from a hash of the inner flow
+//! (`udp_flow_src_port`, include/net/udp.h), and a sender that re-hashes
+//! its socket (`sk_rethink_txhash`, on a retransmission timeout or a
+//! duplicate of received data) moves to another one mid-connection.
+//! Wireshark follows the inner connection across both (its conversation
+//! is the inner 5-tuple); so does the analysis. Unlike Wireshark, the
+//! same inner 5-tuple in two tunnels (two VNIs, two GRE keys, two pairs
+//! of endpoints) is two connections, not one whose sequence numbers
+//! jump: docs/decisions/0205-tunnelled-flow-keys.md.
 
-use crate::dissect::{self, Parsed};
+use crate::dissect::{self, Parsed, TunnelKind};
 
 /// The identity of a flow (one direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +31,11 @@ pub struct FlowKey {
 /// The outer identity of a tunnelled flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TunnelKey {
+    pub kind: TunnelKind,
     pub src: [u8; 16],
     pub dst: [u8; 16],
-    pub sport: u16,
-    pub dport: u16,
-    pub vni: u32,
+    /// The VNI (VXLAN, Geneve) or the GRE key, when the header has one.
+    pub id: Option<u32>,
     pub v6: bool,
 }
 
@@ -55,9 +67,10 @@ impl std::hash::Hash for FlowKey {
             let (d0, d1) = words(&t.dst);
             h.write_u64(s0 ^ s1.rotate_left(32) ^ d0.rotate_left(16) ^ d1.rotate_left(48));
             h.write_u64(
-                (t.vni as u64) << 32
-                    | (t.sport as u64) << 16
-                    | t.dport as u64 ^ (t.v6 as u64) << 63,
+                (t.id.unwrap_or(0) as u64) << 32
+                    | (t.id.is_some() as u64) << 16
+                    | (t.kind as u64) << 8
+                    | t.v6 as u64,
             );
         }
     }
@@ -67,11 +80,10 @@ impl FlowKey {
     pub fn of(p: &Parsed) -> FlowKey {
         FlowKey {
             tunnel: p.tunnel.map(|t| TunnelKey {
+                kind: t.kind,
                 src: t.ip.src,
                 dst: t.ip.dst,
-                sport: t.sport,
-                dport: t.dport,
-                vni: t.vni,
+                id: t.id,
                 v6: t.ip.v6,
             }),
             src: p.ip.src,
@@ -83,19 +95,14 @@ impl FlowKey {
         }
     }
 
-    /// The other direction of the same conversation.
+    /// The other direction of the same conversation: both levels'
+    /// addresses swapped, the tunnel's kind and identifier kept.
     pub fn reverse(&self) -> FlowKey {
         FlowKey {
             tunnel: self.tunnel.map(|t| TunnelKey {
                 src: t.dst,
                 dst: t.src,
-                // The reverse tunnel direction picks its own source port
-                // (a hash of the inner flow): tunnelled flows pair by
-                // `pairing_key` instead.
-                sport: t.dport,
-                dport: t.sport,
-                vni: t.vni,
-                v6: t.v6,
+                ..t
             }),
             src: self.dst,
             dst: self.src,
@@ -106,17 +113,13 @@ impl FlowKey {
         }
     }
 
-    /// The key without the tunnel's UDP ports: each direction of a
-    /// tunnelled connection picks its own outer source port (a hash of the
-    /// inner flow), so the two directions pair by the inner 5-tuple, the
-    /// outer addresses and the VNI, as tshark pairs them.
-    pub fn pairing_key(&self) -> FlowKey {
+    /// The key without the tunnel's identifier: a GRE tunnel may send
+    /// with one key and receive with another (`ip tunnel ... ikey K1 okey
+    /// K2`), so a GRE direction whose exact reverse never came pairs by
+    /// this key instead.
+    pub fn without_tunnel_id(&self) -> FlowKey {
         FlowKey {
-            tunnel: self.tunnel.map(|t| TunnelKey {
-                sport: 0,
-                dport: 0,
-                ..t
-            }),
+            tunnel: self.tunnel.map(|t| TunnelKey { id: None, ..t }),
             ..*self
         }
     }
@@ -129,23 +132,38 @@ impl FlowKey {
         }
     }
 
-    /// "10.0.0.2:33333 -> 10.0.0.1:80".
-    pub fn describe(&self) -> String {
+    /// "TCP 10.0.0.2:33333 -> 10.0.0.1:80"; a tunnelled flow names its
+    /// tunnel first: "VXLAN 192.168.0.1:50000 -> 192.168.0.2:4789 (VNI
+    /// 42), inner TCP ...", "GRE 192.168.0.1 -> 192.168.0.2 (key 7), inner
+    /// ...". `outer_ports`: the outer UDP ports a UDP tunnel's direction
+    /// used first (they are no part of the key).
+    pub fn describe(&self, outer_ports: Option<(u16, u16)>) -> String {
         let inner = format!(
             "{} {} -> {}",
             self.protocol_name().to_uppercase(),
             dissect::fmt_endpoint(&self.src, self.v6, self.sport),
             dissect::fmt_endpoint(&self.dst, self.v6, self.dport)
         );
-        match self.tunnel {
-            Some(t) => format!(
-                "VXLAN {} -> {} (VNI {}), inner {}",
-                dissect::fmt_endpoint(&t.src, t.v6, t.sport),
-                dissect::fmt_endpoint(&t.dst, t.v6, t.dport),
-                t.vni,
-                inner
+        let Some(t) = self.tunnel else {
+            return inner;
+        };
+        let (src, dst) = match outer_ports.filter(|_| t.kind.udp()) {
+            Some((sp, dp)) => (
+                dissect::fmt_endpoint(&t.src, t.v6, sp),
+                dissect::fmt_endpoint(&t.dst, t.v6, dp),
             ),
-            None => inner,
-        }
+            None => (
+                dissect::fmt_addr(&t.src, t.v6),
+                dissect::fmt_addr(&t.dst, t.v6),
+            ),
+        };
+        let id = match (t.kind.id_name(), t.id) {
+            (Some(name), Some(id)) => format!(" ({name} {id})"),
+            _ => String::new(),
+        };
+        format!(
+            "{} {src} -> {dst}{id}, inner {inner}",
+            t.kind.name().to_uppercase()
+        )
     }
 }

@@ -108,15 +108,50 @@ impl HeaderReport {
 /// The outer side of a tunnelled flow.
 #[derive(Debug, Clone, Serialize)]
 pub struct TunnelReport {
+    /// "vxlan", "geneve", "gre", "gretap", "ipip", "sit", "ip6ip6" or
+    /// "ipip6" (`dissect::TunnelKind`).
     pub kind: &'static str,
     pub src: String,
     pub dst: String,
-    pub sport: u16,
-    pub dport: u16,
-    pub vni: u32,
+    /// Outer UDP ports of the direction's first frame (VXLAN, Geneve);
+    /// null for GRE and IP in IP.
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
+    /// Times the outer UDP source port changed within the direction.
+    pub sport_changes: u64,
+    /// The VNI (VXLAN, Geneve); null for the others.
+    pub vni: Option<u32>,
+    /// The GRE key; null without one.
+    pub gre_key: Option<u32>,
     pub outer_ip: HeaderReport,
     pub outer_udp_checksum: &'static str,
     pub outer_udp_checksum_counts: CsumCounts,
+}
+
+impl TunnelReport {
+    /// The tunnel in a few words: "vxlan 192.168.0.1:50000 ->
+    /// 192.168.0.2:4789 vni 42", "gre 192.168.0.1 -> 192.168.0.2 key 7",
+    /// "sit 192.168.0.1 -> 192.168.0.2".
+    pub fn label(&self) -> String {
+        let end = |addr: &str, port: Option<u16>| match port {
+            Some(p) if addr.contains(':') => format!("[{addr}]:{p}"),
+            Some(p) => format!("{addr}:{p}"),
+            None => addr.to_string(),
+        };
+        let mut s = format!(
+            "{} {} -> {}",
+            self.kind,
+            end(&self.src, self.sport),
+            end(&self.dst, self.dport)
+        );
+        if let Some(v) = self.vni {
+            s.push_str(&format!(" vni {v}"));
+        }
+        if let Some(k) = self.gre_key {
+            s.push_str(&format!(" key {k}"));
+        }
+        s
+    }
 }
 
 /// Packets above the path MTU and what they mean.
@@ -334,17 +369,24 @@ pub fn flow_report(
     let k = &f.key;
     let tunnel = k.tunnel.map(|t| {
         let outer = f.outer.as_deref();
+        let udp = t.kind.udp();
         TunnelReport {
-            kind: "vxlan",
+            kind: t.kind.name(),
             src: dissect::fmt_addr(&t.src, t.v6),
             dst: dissect::fmt_addr(&t.dst, t.v6),
-            sport: t.sport,
-            dport: t.dport,
-            vni: t.vni,
+            sport: f.outer_ports.map(|p| p.0),
+            dport: f.outer_ports.map(|p| p.1),
+            sport_changes: f.outer_sport_changes,
+            vni: t.id.filter(|_| udp),
+            gre_key: t.id.filter(|_| t.kind.gre()),
             outer_ip: outer
                 .map(HeaderReport::of)
                 .unwrap_or_else(|| HeaderReport::of(&HeaderTrack::default())),
-            outer_udp_checksum: f.outer_udp_csum.summary(),
+            outer_udp_checksum: if udp {
+                f.outer_udp_csum.summary()
+            } else {
+                "n/a"
+            },
             outer_udp_checksum_counts: f.outer_udp_csum,
         }
     });
@@ -359,7 +401,7 @@ pub fn flow_report(
         dst: dissect::fmt_addr(&k.dst, k.v6),
         sport: k.sport,
         dport: k.dport,
-        description: k.describe(),
+        description: k.describe(f.outer_ports),
         tunnel,
         packets: f.packets,
         bytes: f.bytes,

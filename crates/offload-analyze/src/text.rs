@@ -250,13 +250,19 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             let _ = writeln!(s, "     {}", tcp_line(t));
         }
         if let Some(t) = &f.tunnel {
-            let _ = writeln!(
-                s,
-                "     outer: IP ID {}, DF {}, UDP checksum {}",
+            let mut outer = format!(
+                "     outer ({}): IP ID {}, DF {}",
+                t.label(),
                 t.outer_ip.ip_id_pattern.name(),
-                t.outer_ip.df,
-                t.outer_udp_checksum
+                t.outer_ip.df
             );
+            if t.sport.is_some() {
+                let _ = write!(outer, ", UDP checksum {}", t.outer_udp_checksum);
+            }
+            if t.sport_changes > 0 {
+                let _ = write!(outer, ", source port changed {} times", t.sport_changes);
+            }
+            let _ = writeln!(s, "{outer}");
         }
         if f.above_mtu.packets > 0 {
             let _ = writeln!(

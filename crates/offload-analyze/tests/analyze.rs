@@ -136,7 +136,7 @@ fn broken_vxlan_tunnel_is_named_with_frames_and_cause() {
     assert_eq!(r.flows.len(), 1);
     let f = &r.flows[0];
     let t = f.tunnel.as_ref().expect("tunnel");
-    assert_eq!(t.vni, 42);
+    assert_eq!(t.vni, Some(42));
     assert_eq!(t.outer_ip.df, "clear");
     assert_eq!(t.outer_ip.ip_id_pattern, offload::gro::IpIdPattern::Random);
     let top = &r.findings[0];

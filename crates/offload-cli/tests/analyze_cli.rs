@@ -1,21 +1,16 @@
 //! `offload analyze` as a user runs it: exit statuses and what stderr
 //! says, beside tshark on the same input.
 
-use std::process::Command;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::pcap::{self, Resolution};
+use common::BIN;
+use std::process::Command;
 
 /// A pcap global header (nanoseconds, Ethernet, snaplen 262144) and no
 /// record: a valid, empty capture.
 fn empty_pcap() -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-    f.extend_from_slice(&2u16.to_le_bytes());
-    f.extend_from_slice(&4u16.to_le_bytes());
-    f.extend_from_slice(&[0; 8]);
-    f.extend_from_slice(&262_144u32.to_le_bytes());
-    f.extend_from_slice(&1u32.to_le_bytes());
-    f
+    pcap::header(Resolution::Nanos, 262_144)
 }
 
 /// A pcapng with a section header and one Ethernet interface, no packet.

@@ -15,14 +15,18 @@
 //! Needs root (namespaces, packet sockets), tcpdump, tshark, editcap and
 //! tcptrace: `scripts/test.sh` runs it.
 
+mod common;
+
+use common::capture::{tshark, Tcpdump};
+use common::BIN;
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,53 +245,6 @@ fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts: Ar
     }
 }
 
-/// tcpdump on `dev` in `node`'s namespace, writing `path`.
-fn tcpdump(node: &Node, dev: &str, path: &Path) -> Child {
-    let (dev, path) = (dev.to_string(), path.to_path_buf());
-    let mut child = node
-        .ns
-        .run(move || {
-            Ok(Command::new("tcpdump")
-                // A 64 MB buffer: a frame tcpdump drops would be a gap
-                // no tool could explain; immediate mode: libpcap hands every
-                // frame over at once, none waits in a ring block at exit.
-                .args([
-                    "-i",
-                    &dev,
-                    "-s",
-                    "0",
-                    "-B",
-                    "65536",
-                    "--immediate-mode",
-                    "-U",
-                    "-w",
-                ])
-                .arg(&path)
-                .args(["tcp", "or", "udp", "port", "4789"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn())
-        })
-        .unwrap()
-        .expect("tcpdump (apt-get install tcpdump)");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening") {}
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut err, &mut std::io::sink());
-    });
-    child
-}
-
-fn stop_tcpdump(mut c: Child) {
-    std::thread::sleep(Duration::from_millis(300));
-    Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    c.wait().unwrap();
-}
-
 /// One scenario's setup.
 struct Setup {
     impair: Impair,
@@ -386,8 +343,9 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     };
     let pa = dir.join(format!("{name}-sender.pcap"));
     let pb = dir.join(format!("{name}-receiver.pcap"));
-    let ca = tcpdump(&a, &a_dev, &pa);
-    let cb = tcpdump(&b, &b_dev, &pb);
+    let filter = ["tcp", "or", "udp", "port", "4789"];
+    let ca = Tcpdump::start(&a.ns, &a_dev, &pa, &filter);
+    let cb = Tcpdump::start(&b.ns, &b_dev, &pb, &filter);
     let listener =
         b.ns.run(move || Ok(TcpListener::bind(SocketAddr::from((b_ip, PORT)))))
             .unwrap()
@@ -421,8 +379,8 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     })
     .unwrap();
     assert_eq!(reader.join().unwrap(), bytes, "{name}: transfer incomplete");
-    stop_tcpdump(ca);
-    stop_tcpdump(cb);
+    ca.stop();
+    cb.stop();
     stop.store(true, Ordering::Relaxed);
     for t in hop_threads {
         t.join().unwrap().unwrap();
@@ -461,9 +419,8 @@ const FLAGS: [(&str, &str); 11] = [
     ("window_updates", "tcp.analysis.window_update"),
 ];
 
-fn tshark(path: &Path) -> BTreeMap<Key, Figures> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args([
+fn tshark_figures(path: &Path) -> BTreeMap<Key, Figures> {
+    let mut args = vec![
         "-T",
         "fields",
         "-E",
@@ -482,15 +439,14 @@ fn tshark(path: &Path) -> BTreeMap<Key, Figures> {
         "tcp.analysis.ack_rtt",
         "-e",
         "tcp.options.sack_le",
-    ]);
+    ];
     for (_, f) in FLAGS {
-        cmd.args(["-e", f]);
+        args.extend(["-e", f]);
     }
-    let out = cmd.output().expect("tshark (apt-get install tshark)");
-    assert!(out.status.success(), "tshark failed on {}", path.display());
+    let text = tshark(path, &args);
     let mut m: BTreeMap<Key, Figures> = BTreeMap::new();
     let mut rtts: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in text.lines() {
         let v: Vec<&str> = line.split(',').collect();
         if v.len() < 6 + FLAGS.len() || v[0].is_empty() {
             continue;
@@ -584,7 +540,7 @@ fn tcptrace(path: &Path) -> BTreeMap<Key, Figures> {
 
 /// `offload analyze --json` of `path`.
 fn offload_json(path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_offload"))
+    let out = Command::new(BIN)
         .arg("analyze")
         .arg(path)
         .arg("--json")
@@ -653,7 +609,7 @@ fn num(v: &Value) -> f64 {
 /// Compares every direction of `path`; `side` names the capture point.
 fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails: &mut Vec<String>) {
     let ours = offload(path);
-    let ts = tshark(path);
+    let ts = tshark_figures(path);
     let tt = tcptrace(path);
     if let Some((_, h)) = truth {
         eprintln!(

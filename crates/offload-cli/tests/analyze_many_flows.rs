@@ -11,9 +11,10 @@
 use serde::Deserialize;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::pcap::{self, tcp4, Resolution};
+use common::run_peak;
 
 const CONNECTIONS: u32 = 2_500_000;
 /// Peak resident memory allowed: the bound is 500 MB; the default
@@ -22,45 +23,6 @@ const CONNECTIONS: u32 = 2_500_000;
 const LIMIT_KB: i64 = 400 * 1024;
 
 const SERVER: [u8; 4] = [10, 200, 0, 1];
-
-/// An Ethernet + IPv4 + TCP frame from `src:sport` to `dst:dport`
-/// (checksums left zero: `--no-checksum-check` below).
-#[allow(clippy::too_many_arguments)]
-fn tcp4(
-    src: [u8; 4],
-    sport: u16,
-    dst: [u8; 4],
-    dport: u16,
-    flags: u8,
-    seq: u32,
-    ack: u32,
-    window: u16,
-    options: &[u8],
-    payload: usize,
-) -> Vec<u8> {
-    let tcp_len = 20 + options.len();
-    let ip_len = 20 + tcp_len + payload;
-    let mut f = vec![0u8; 14 + ip_len];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    ip[6] = 0x40; // DF
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let t = &mut f[34..];
-    t[0..2].copy_from_slice(&sport.to_be_bytes());
-    t[2..4].copy_from_slice(&dport.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[8..12].copy_from_slice(&ack.to_be_bytes());
-    t[12] = ((tcp_len / 4) as u8) << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&window.to_be_bytes());
-    t[20..20 + options.len()].copy_from_slice(options);
-    f
-}
 
 const ACK: u8 = 0x10;
 const SYN: u8 = 0x02;
@@ -74,23 +36,17 @@ const LATE: [u8; 4] = [10, 250, 0, 9];
 /// ACK for each 100 us later. Returns the frame count.
 fn write_capture(path: &Path) -> u64 {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
-    // pcap header, microseconds, Ethernet.
-    let mut h = Vec::new();
-    h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    h.extend_from_slice(&2u16.to_le_bytes());
-    h.extend_from_slice(&4u16.to_le_bytes());
-    h.extend_from_slice(&[0; 8]);
-    h.extend_from_slice(&262_144u32.to_le_bytes());
-    h.extend_from_slice(&1u32.to_le_bytes());
-    out.write_all(&h).unwrap();
+    out.write_all(&pcap::header(Resolution::Micros, 262_144))
+        .unwrap();
     let mut frames = 0u64;
     let mut record = |us: u64, f: &[u8]| {
-        let mut r = [0u8; 16];
-        r[0..4].copy_from_slice(&((1_700_000_000 + us / 1_000_000) as u32).to_le_bytes());
-        r[4..8].copy_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        r[8..12].copy_from_slice(&(f.len() as u32).to_le_bytes());
-        r[12..16].copy_from_slice(&(f.len() as u32).to_le_bytes());
-        out.write_all(&r).unwrap();
+        let (sec, frac) = (
+            (1_700_000_000 + us / 1_000_000) as u32,
+            (us % 1_000_000) as u32,
+        );
+        let len = f.len() as u32;
+        out.write_all(&pcap::record_header(sec, frac, len, len))
+            .unwrap();
         out.write_all(f).unwrap();
         frames += 1;
     };
@@ -173,28 +129,6 @@ struct Window {
 #[derive(Deserialize)]
 struct Rtt {
     samples: u64,
-}
-
-/// Runs `offload args`, stdout to `json`, and returns the exit code and the
-/// child's peak resident set in KiB.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
-fn run_peak(args: &[&std::ffi::OsStr], json: &Path) -> (i32, i64) {
-    let child = Command::new(BIN)
-        .args(args)
-        .stdout(std::fs::File::create(json).unwrap())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child (never waited for through `child`),
-    // writing into the two locals above.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    assert!(libc::WIFEXITED(status));
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
 
 #[test]

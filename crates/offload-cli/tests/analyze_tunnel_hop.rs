@@ -23,17 +23,22 @@
 //!
 //! Every test here needs root (namespaces) and tcpdump.
 
+mod common;
+
+use common::capture::Tcpdump;
+use common::netns::command_in;
+use common::{json_of, BIN};
 use offload_analyze::report::{FlowReport, Report};
 use offload_analyze::{analyze, Options};
 use offload_capture::Control;
 use offload_lab::relay::{Mode, Relay};
 use offload_lab::topo::{VxlanPath, RECEIVER_GRO_FLUSH_TIMEOUT_NS};
-use offload_sys::node::{unique_name, Node};
+use offload_sys::node::unique_name;
 use offload_sys::rtnl::VxlanParams;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -52,50 +57,6 @@ const CHUNKS: usize = 30;
 const BYTES: usize = CHUNK * CHUNKS;
 const PORT_BROKEN: u16 = 5301;
 const PORT_HEALTHY: u16 = 5302;
-
-/// tcpdump on `dev` in `node`'s namespace, writing whole VXLAN frames to `path`.
-fn tcpdump(node: &Node, dev: &str, path: &Path) -> Child {
-    let (dev, path) = (dev.to_string(), path.to_path_buf());
-    let mut child = node
-        .ns
-        .run(move || {
-            Ok(Command::new("tcpdump")
-                .args([
-                    "-i",
-                    &dev,
-                    "-s",
-                    "0",
-                    "-B",
-                    "65536",
-                    "--immediate-mode",
-                    "-U",
-                    "-w",
-                ])
-                .arg(&path)
-                .args(["udp", "port", "4789"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn())
-        })
-        .unwrap()
-        .expect("tcpdump (apt-get install tcpdump)");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening") {}
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut err, &mut std::io::sink());
-    });
-    child
-}
-
-fn stop_tcpdump(mut c: Child) {
-    std::thread::sleep(Duration::from_millis(300));
-    Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    c.wait().unwrap();
-}
 
 /// The three captures, in path order.
 struct Captures {
@@ -129,24 +90,16 @@ fn run(dir: &Path) -> Captures {
     .unwrap();
     // The broken tunnel sends a zero outer UDP checksum (`noudpcsum`; this
     // kernel's default is to fill it): A's VXLAN device made again by ip(8).
-    let a_dev = p.a_dev.clone();
-    let st = p
-        .a
-        .ns
-        .run(move || {
-            let ip = |args: &str| {
-                Command::new("ip")
-                    .args(args.split_whitespace())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            };
-            let ok = ip("link del vxlan-lab")
-                && ip(&format!("link add vxlan-lab type vxlan id 42 dstport 4789 local 10.71.0.1 remote 10.72.0.1 dev {a_dev} noudpcsum"))
-                && ip("addr add 192.168.77.1/24 dev vxlan-lab")
-                && ip("link set vxlan-lab up");
-            Ok(ok)
-        })
-        .unwrap();
+    let ip = |args: &str| {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        command_in(&p.a.ns, "ip", &args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let st = ip("link del vxlan-lab")
+        && ip(&format!("link add vxlan-lab type vxlan id 42 dstport 4789 local 10.71.0.1 remote 10.72.0.1 dev {} noudpcsum", p.a_dev))
+        && ip("addr add 192.168.77.1/24 dev vxlan-lab")
+        && ip("link set vxlan-lab up");
     assert!(st, "ip link add vxlan-lab ... noudpcsum");
     // The sender's capture holds wire-sized frames (GSO done in software
     // before the tap), as the hop's and the receiver's pre-GRO frames are.
@@ -212,10 +165,12 @@ fn run(dir: &Path) -> Captures {
         hop: dir.join("2-hop.pcap"),
         receiver: dir.join("3-receiver.pcap"),
     };
+    // Whole VXLAN frames.
+    let filter = ["udp", "port", "4789"];
     let dumps = [
-        tcpdump(&p.a, &p.a_dev, &caps.sender),
-        tcpdump(&p.m2, &m2_dev, &caps.hop),
-        tcpdump(&p.b, &p.b_dev, &caps.receiver),
+        Tcpdump::start(&p.a.ns, &p.a_dev, &caps.sender, &filter),
+        Tcpdump::start(&p.m2.ns, &m2_dev, &caps.hop, &filter),
+        Tcpdump::start(&p.b.ns, &p.b_dev, &caps.receiver, &filter),
     ];
     for (ip, port, mode) in [
         (VxlanPath::B_INNER, PORT_BROKEN, Mode::Scramble),
@@ -244,7 +199,7 @@ fn run(dir: &Path) -> Captures {
         assert_eq!(s.join().unwrap(), BYTES);
     }
     for d in dumps {
-        stop_tcpdump(d);
+        d.stop();
     }
     drop(relay);
     caps
@@ -451,18 +406,13 @@ fn which_hop_names_the_scrambling_hop_on_a_live_three_point_capture() {
     );
     let html = offload_analyze::html::render(&an);
     assert!(html.contains(&format!("</a> [{}]", offload_report::html::escape(b))));
-    let out = Command::new(env!("CARGO_BIN_EXE_offload"))
+    let out = Command::new(BIN)
         .arg("analyze")
         .args(files.iter().map(|p| p.as_os_str()))
         .args(["--json", "--flush-timeout", "1ms"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&out);
     for f in v["flows"].as_array().unwrap() {
         assert!(names.iter().any(|n| f["file"] == n.as_str()), "{f}");
     }

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+mod common;
+
+use common::netns::offload_in;
+use common::{json_of, signal, succeeded, BIN};
 
 /// A `bench server --json` on an ephemeral port; killed on drop.
 struct Server {
@@ -87,21 +90,6 @@ fn bench(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run offload bench")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "status {:?}, stderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "--json output is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
 }
 
 /// `offload bench TEST ARGS... --duration 0.3 --warmup 0 --json`: a short
@@ -220,13 +208,13 @@ fn host_takes_bracketed_ipv6_with_a_port() {
     assert_eq!(json_of(&out)["settings"]["ipv6"], true);
 }
 
-/// A secret file private to this test process.
-fn secret_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ofl-bench-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(name);
+/// A secret file in a directory private to this test (0700), removed with
+/// the returned guard on every exit path.
+fn secret_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join(name);
     std::fs::write(&f, text).unwrap();
-    f
+    (dir, f)
 }
 
 #[test]
@@ -239,7 +227,7 @@ fn beyond_loopback_the_server_needs_a_secret_and_clients_must_give_it() {
             && err.contains("--auth-file"),
         "{err}"
     );
-    let f = secret_file("server-secret", "a secret of twenty bytes\n");
+    let (_dir, f) = secret_file("server-secret", "a secret of twenty bytes\n");
     let srv = Server::start_with(&["--listen", "0.0.0.0:0", "--auth-file", f.to_str().unwrap()]);
     let port = srv.addr.rsplit(':').next().unwrap().to_string();
     let host = format!("127.0.0.1:{port}");
@@ -272,7 +260,7 @@ fn a_wildcard_v6_server_serves_ipv4_and_ipv6_clients() {
     // `[::]` serves every interface (with a secret: it is beyond loopback):
     // both families reach it, and IPv4 peers are named as IPv4 in its
     // events.
-    let f = secret_file("wildcard-secret", "sixteen bytes or more");
+    let (_dir, f) = secret_file("wildcard-secret", "sixteen bytes or more");
     let f = f.to_str().unwrap();
     let srv = Server::start_with(&["--listen", "[::]:0", "--auth-file", f]);
     let port = srv.addr.rsplit(':').next().unwrap().to_string();
@@ -395,11 +383,7 @@ fn interrupt_after_intervals(args: &[&str]) -> (Option<i32>, String) {
         .unwrap();
     // Long enough for the warm-up and a few interval samples.
     std::thread::sleep(Duration::from_millis(2500));
-    let st = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    signal(&child, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     (
         out.status.code(),
@@ -486,36 +470,6 @@ fn thirty_thousand_flows_report_tcp_info_per_flow_in_json() {
     assert!(rtt["median"].as_f64().unwrap() <= rtt["p99"].as_f64().unwrap());
 }
 
-/// A command of the built binary that runs inside `ns`.
-fn offload_in(ns: &offload_sys::NetNs, args: &[&str]) -> Command {
-    use std::os::fd::{AsFd, AsRawFd};
-    use std::os::unix::process::CommandExt;
-    let fd = ns.as_fd().as_raw_fd();
-    let mut cmd = Command::new(BIN);
-    cmd.args(args);
-    // SAFETY: between fork and exec the child only calls setns(2), which is
-    // async-signal-safe; the namespace's fd stays open in the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd
-}
-
-fn succeeded(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "status {:?}, stderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 #[test]
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn compare_of_saved_results_shows_what_tune_changed_and_that_revert_restored_it() {
@@ -553,6 +507,7 @@ fn compare_of_saved_results_shows_what_tune_changed_and_that_revert_restored_it(
             )
             .output()
             .unwrap(),
+            "bench tcp-rr --runs 2",
         );
         std::fs::write(path(name), &out.stdout).unwrap();
     };
@@ -597,23 +552,24 @@ fn compare_of_saved_results_shows_what_tune_changed_and_that_revert_restored_it(
         )
         .output()
         .unwrap(),
+        "tune --apply",
     );
     save("after.json");
     succeeded(
         offload_in(&ns, &["tune", "--revert", "--state", &state])
             .output()
             .unwrap(),
+        "tune --revert",
     );
     save("reverted.json");
     let _ = server.kill();
     let _ = server.wait();
 
     // The table names every change on both sides, beside the figures.
-    let out = succeeded(bench(&[
-        "--compare",
-        &path("before.json"),
-        &path("after.json"),
-    ]));
+    let out = succeeded(
+        bench(&["--compare", &path("before.json"), &path("after.json")]),
+        "bench --compare",
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     for side in ["client", "server"] {
         for line in [

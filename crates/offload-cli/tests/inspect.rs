@@ -2,39 +2,25 @@
 //! (anonymous: the kernel removes them with the test process). Needs root.
 
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::os::fd::AsRawFd;
+
+mod common;
+
+use common::netns::{command_in, offload_in, veth_pair};
+use common::{json_of, succeeded};
 
 use offload_sys::ethtool::Ethtool;
 use offload_sys::rtnl::Rtnl;
 use offload_sys::NetNs;
 
-/// Runs the release binary inside `ns`.
-fn offload_in(ns: &NetNs, args: &[&str]) -> Output {
-    let fd = ns.as_fd().as_raw_fd();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_offload"));
-    cmd.args(args);
-    // SAFETY: between fork and exec the child only calls setns(2), which is
-    // async-signal-safe; `fd` stays open in the parent for the whole call.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output().expect("run offload")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "offload failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+/// `offload inspect --json --window 0s` in `ns`: the devices' settings
+/// as they are now, without a counter window.
+fn inspect_now(ns: &NetNs) -> serde_json::Value {
+    json_of(
+        &offload_in(ns, &["inspect", "--json", "--window", "0s"])
+            .output()
+            .unwrap(),
+    )
 }
 
 fn device<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -62,7 +48,7 @@ fn reads_back_gro_size_and_flags_gro_off() {
         Ok(())
     })
     .unwrap();
-    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    let v = json_of(&offload_in(&ns, &["inspect", "--json"]).output().unwrap());
     let big = device(&v, "ofl-big");
     assert_eq!(big["gro_max_size"], 185_000);
     assert_eq!(big["driver"], "veth");
@@ -97,10 +83,14 @@ fn reads_back_gro_size_and_flags_gro_off() {
         "GRO is on on ofl-big"
     );
     // Naming one device limits the report to it.
-    let v = json(&offload_in(&ns, &["inspect", "--json", "ofl-big"]));
+    let v = json_of(
+        &offload_in(&ns, &["inspect", "--json", "ofl-big"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(v["devices"].as_array().unwrap().len(), 1);
     // A device that does not exist is an error naming it.
-    let out = offload_in(&ns, &["inspect", "nosuchdev"]);
+    let out = offload_in(&ns, &["inspect", "nosuchdev"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nosuchdev"));
 }
@@ -117,7 +107,7 @@ fn big_tcp_half_done_is_found() {
         Ok(())
     })
     .unwrap();
-    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    let v = json_of(&offload_in(&ns, &["inspect", "--json"]).output().unwrap());
     let f = v["findings"]
         .as_array()
         .unwrap()
@@ -132,24 +122,24 @@ fn big_tcp_half_done_is_found() {
         "offload tune --apply --set ofl-half:gro_max_size=185000 \
          --set ofl-half:gso_ipv4_max_size=185000 --set ofl-half:gro_ipv4_max_size=185000"
     );
-    let state = state_path("half");
-    let out = offload_in(
-        &ns,
-        &[
-            "tune",
-            "--fix",
-            "big-tcp-half-done",
-            "--apply",
-            "--state",
-            &state,
-        ],
+    let (_state_dir, state) = state_path();
+    succeeded(
+        offload_in(
+            &ns,
+            &[
+                "tune",
+                "--fix",
+                "big-tcp-half-done",
+                "--apply",
+                "--state",
+                &state,
+            ],
+        )
+        .output()
+        .unwrap(),
+        "offload tune",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
+    let v = inspect_now(&ns);
     let half = device(&v, "ofl-half");
     for k in [
         "gso_max_size",
@@ -167,30 +157,23 @@ fn big_tcp_half_done_is_found() {
             .any(|f| f["kind"] == "big-tcp-half-done"),
         "the fix leaves nothing half done"
     );
-    let out = offload_in(&ns, &["tune", "--revert", "--state", &state]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        offload_in(&ns, &["tune", "--revert", "--state", &state])
+            .output()
+            .unwrap(),
+        "offload tune",
     );
-    let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
+    let v = inspect_now(&ns);
     assert_eq!(device(&v, "ofl-half")["gro_max_size"], 65536);
     assert_eq!(device(&v, "ofl-half")["gso_max_size"], 185_000);
-    remove_state_dir(&state);
 }
 
-/// A private state-file path for this test process.
-fn state_path(tag: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("ofl-tune-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir.join("state.json").to_string_lossy().into_owned()
-}
-
-/// Removes the directory [`state_path`] made (`--revert` removed the file).
-fn remove_state_dir(state: &str) {
-    if let Some(dir) = std::path::Path::new(state).parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+/// A state-file path in a private directory (0700) that is removed with
+/// the returned guard, on every exit path of the test, panics included.
+fn state_path() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json").to_string_lossy().into_owned();
+    (dir, state)
 }
 
 /// Two namespaces joined by a veth pair whose sender has TSO off, so the
@@ -202,11 +185,9 @@ fn live_counts_gro_merging_on_veth() {
     let b = NetNs::new_anonymous().unwrap();
     let addr_a = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
     let addr_b = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2));
+    veth_pair(&a, "ofl-lv-a", &b, "ofl-lv-b");
     a.run(|| {
         let mut rtnl = Rtnl::open()?;
-        rtnl.create_veth("ofl-lv-a", "ofl-lv-b")?;
-        let peer = rtnl.link_by_name("ofl-lv-b")?.index;
-        rtnl.move_to_netns(peer, b.as_fd())?;
         let i = rtnl.link_by_name("ofl-lv-a")?.index;
         rtnl.add_address(i, addr_a, 24)?;
         rtnl.set_up(i, true)?;
@@ -269,11 +250,13 @@ fn live_counts_gro_merging_on_veth() {
         &[
             "inspect", "--json", "--live", "2s", "--sample", "200", "ofl-lv-b",
         ],
-    );
+    )
+    .output()
+    .unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
     reader.join().unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     let live = &v["live"];
     let dev = &live["devices"][0];
     assert_eq!(dev["name"], "ofl-lv-b");
@@ -323,7 +306,7 @@ fn live_counts_gro_merging_on_veth() {
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn host_only_sysctls_are_read_from_inside_a_namespace() {
     let ns = NetNs::new_anonymous().unwrap();
-    let v = json(&offload_in(&ns, &["inspect", "--json"]));
+    let v = json_of(&offload_in(&ns, &["inspect", "--json"]).output().unwrap());
     for key in [
         "netdev_budget",
         "netdev_budget_usecs",
@@ -360,18 +343,7 @@ fn tcp_listen_drops_per_socket_match_ss() {
     // SAFETY: listen(2) on a socket this test owns.
     assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
     let addr = listener.local_addr().unwrap();
-    let fd = ns.as_fd().as_raw_fd();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_offload"));
-    cmd.args(["inspect", "--json", "--window", "3s", "lo"]);
-    // SAFETY: between fork and exec the child only calls setns(2).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let mut cmd = offload_in(&ns, &["inspect", "--json", "--window", "3s", "lo"]);
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -393,19 +365,10 @@ fn tcp_listen_drops_per_socket_match_ss() {
         .unwrap();
     assert!(!kept.is_empty(), "the first connection fits the queue");
     let out = child.wait_with_output().unwrap();
-    let v = json(&out);
-    // `ss` in the namespace: run it with setns like the binary.
-    let mut ss = Command::new("ss");
-    ss.args(["-tlmnH", "sport", "=", &format!(":{}", addr.port())]);
-    // SAFETY: as above.
-    unsafe {
-        ss.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let v = json_of(&out);
+    // `ss` in the namespace, entered as the binary was.
+    let port = format!(":{}", addr.port());
+    let mut ss = command_in(&ns, "ss", &["-tlmnH", "sport", "=", &port]);
     let ss = String::from_utf8(ss.output().unwrap().stdout).unwrap();
     let d: u64 = ss
         .split("skmem:(")
@@ -447,23 +410,10 @@ fn tcp_listen_drops_per_socket_match_ss() {
 
 /// Runs `ip ARGS` inside `ns`.
 fn ip_in(ns: &NetNs, args: &str) {
-    let fd = ns.as_fd().as_raw_fd();
-    let mut cmd = Command::new("ip");
-    cmd.args(args.split_whitespace());
-    // SAFETY: between fork and exec the child only calls setns(2).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let split: Vec<&str> = args.split_whitespace().collect();
+    succeeded(
+        command_in(ns, "ip", &split).output().unwrap(),
+        &format!("ip {args}"),
     );
 }
 
@@ -501,7 +451,7 @@ fn big_tcp_on_ipv6_outer_tunnels_is_found_and_fixed() {
         rtnl.set_gro_ipv4_max_size(i, 185_000)
     })
     .unwrap();
-    let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
+    let v = inspect_now(&ns);
     assert_eq!(device(&v, "vx6")["ipv6_outer_tunnel"], true);
     assert_eq!(device(&v, "vx4")["ipv6_outer_tunnel"], false);
     let line = offload::gro::KernelLine::from_release(v["host"]["kernel"].as_str().unwrap())
@@ -537,16 +487,11 @@ fn big_tcp_on_ipv6_outer_tunnels_is_found_and_fixed() {
         cmd, "offload tune --apply --set u6:gro_max_size=65536 --set u6:gro_ipv4_max_size=185000",
         "{fix}"
     );
-    let state = state_path("ipv6-tunnel");
+    let (_state_dir, state) = state_path();
     let mut args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
     args.extend(["--state", &state]);
-    let out = offload_in(&ns, &args);
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
+    succeeded(offload_in(&ns, &args).output().unwrap(), cmd);
+    let v = inspect_now(&ns);
     assert!(
         !v["findings"]
             .as_array()
@@ -561,14 +506,13 @@ fn big_tcp_on_ipv6_outer_tunnels_is_found_and_fixed() {
     assert_eq!(device(&v, "u6")["gro_ipv4_max_size"], 185_000);
     assert_eq!(device(&v, "vx4")["gro_max_size"], 185_000);
     // --revert puts u6 back as it was, both knobs.
-    let out = offload_in(&ns, &["tune", "--revert", "--state", &state]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        offload_in(&ns, &["tune", "--revert", "--state", &state])
+            .output()
+            .unwrap(),
+        "offload tune",
     );
-    let v = json(&offload_in(&ns, &["inspect", "--json", "--window", "0s"]));
+    let v = inspect_now(&ns);
     assert_eq!(device(&v, "u6")["gro_max_size"], 185_000);
     assert_eq!(device(&v, "u6")["gro_ipv4_max_size"], 185_000);
-    remove_state_dir(&state);
 }

@@ -10,38 +10,24 @@
 //! `gro_ipv4_max_size`, so those are compared only where it prints them.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+
+use common::netns::command_in;
+use common::{succeeded, BIN};
 
 use offload_sys::NetNs;
 
 /// Runs `prog args` inside `ns`.
 fn run_in(ns: &NetNs, prog: &str, args: &[&str]) -> Output {
-    let fd = ns.as_fd().as_raw_fd();
-    let mut cmd = Command::new(prog);
-    cmd.args(args);
-    // SAFETY: between fork and exec the child only calls setns(2), which is
-    // async-signal-safe; `fd` stays open in the parent for the whole call.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output()
+    command_in(ns, prog, args)
+        .output()
         .unwrap_or_else(|e| panic!("run {prog} {args:?}: {e}"))
 }
 
 fn ok(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&succeeded(out, what).stdout).into_owned()
 }
 
 fn ip(ns: &NetNs, args: &str) -> bool {
@@ -393,11 +379,7 @@ fn inspect_json_matches_ethtool_ip_sysfs_on_every_device_kind() {
     );
     assert!(ip(&ns, "link set dv1 gro_max_size 185000"));
     let out = ok(
-        run_in(
-            &ns,
-            env!("CARGO_BIN_EXE_offload"),
-            &["inspect", "--json", "--window", "0s"],
-        ),
+        run_in(&ns, BIN, &["inspect", "--json", "--window", "0s"]),
         "offload inspect",
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -464,11 +446,7 @@ fn inspect_json_matches_ethtool_ip_sysfs_on_every_device_kind() {
 fn inspect_json_matches_ethtool_on_the_host_nics() {
     let host = NetNs::current_thread().unwrap();
     let out = ok(
-        run_in(
-            &host,
-            env!("CARGO_BIN_EXE_offload"),
-            &["inspect", "--json", "--window", "0s"],
-        ),
+        run_in(&host, BIN, &["inspect", "--json", "--window", "0s"]),
         "offload inspect",
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -524,11 +502,7 @@ fn snapshot(ns: &NetNs, devs: &[&str]) -> BTreeMap<String, String> {
     ))
     .unwrap();
     let ins: serde_json::Value = serde_json::from_str(&ok(
-        run_in(
-            ns,
-            env!("CARGO_BIN_EXE_offload"),
-            &["inspect", "--json", "--window", "0s"],
-        ),
+        run_in(ns, BIN, &["inspect", "--json", "--window", "0s"]),
         "inspect",
     ))
     .unwrap();
@@ -602,9 +576,10 @@ fn tune_apply_then_revert_restores_every_value() {
     );
     let devs = ["tv0", "tv1", "tbr0", "tvx0", "tmv0"];
     let before = snapshot(&ns, &devs);
-    let dir = std::env::temp_dir().join(format!("ofl-tune-diff-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let offload = env!("CARGO_BIN_EXE_offload");
+    // State files in a private directory, removed on every exit path.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let offload = BIN;
     let mut changed_runs = 0;
     let runs: Vec<Vec<String>> = vec![
         vec![
@@ -706,5 +681,4 @@ fn tune_apply_then_revert_restores_every_value() {
         "revert",
     );
     assert_eq!(snapshot(&ns, &devs), before);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,47 +11,38 @@
 //! differ is a stray ARP exchange: the sums may differ by at most 4
 //! packets.
 
-use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use offload_sys::NetNs;
 
-fn command_in(ns: Option<&NetNs>, prog: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(prog);
-    cmd.args(args);
-    if let Some(ns) = ns {
-        let fd = ns.as_fd().as_raw_fd();
-        // SAFETY: between fork and exec the child only calls setns(2),
-        // which is async-signal-safe; `fd` stays open in the parent while
-        // the child starts.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+mod common;
+
+use common::netns::{command_in, veth_pair};
+use common::{succeeded, BIN};
+
+/// `prog args`, inside `ns` if one is given, else on the host.
+fn command(ns: Option<&NetNs>, prog: &str, args: &[&str]) -> Command {
+    match ns {
+        Some(ns) => command_in(ns, prog, args),
+        None => {
+            let mut cmd = Command::new(prog);
+            cmd.args(args);
+            cmd
         }
     }
-    cmd
 }
 
 fn run(ns: &NetNs, prog: &str, args: &str) {
     let a: Vec<&str> = args.split_whitespace().collect();
-    let out = command_in(Some(ns), prog, &a)
+    let out = command_in(ns, prog, &a)
         .output()
         .unwrap_or_else(|e| panic!("{prog} {args}: {e}"));
-    assert!(
-        out.status.success(),
-        "{prog} {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(out, &format!("{prog} {args}"));
 }
 
 fn spawn(ns: Option<&NetNs>, prog: &str, args: &[&str]) -> Child {
-    command_in(ns, prog, args)
+    command(ns, prog, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -59,13 +50,7 @@ fn spawn(ns: Option<&NetNs>, prog: &str, args: &[&str]) -> Child {
 }
 
 fn finished(child: Child, what: &str) -> Output {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    succeeded(child.wait_with_output().unwrap(), what)
 }
 
 /// A namespace without IPv6 (no router solicitations, DAD or MLD packets
@@ -82,11 +67,6 @@ fn quiet_ns() -> NetNs {
     .unwrap();
     run(&ns, "ip", "link set lo up");
     ns
-}
-
-fn move_to(from: &NetNs, dev: &str, to: &NetNs) {
-    let target = format!("/proc/{}/fd/{}", std::process::id(), to.as_fd().as_raw_fd());
-    run(from, "ip", &format!("link set {dev} netns {target}"));
 }
 
 /// perf's counts of the GRO entry hooks and netif_receive_skb for device
@@ -132,12 +112,7 @@ fn live_matches_perf_per_device_identity() {
     let dev = format!("olv{pid}");
     let (a, b, c) = (quiet_ns(), quiet_ns(), quiet_ns());
     // A -> B: the stream.
-    run(
-        &a,
-        "ip",
-        &format!("link add olva{pid} type veth peer {dev}"),
-    );
-    move_to(&a, &dev, &b);
+    veth_pair(&a, &format!("olva{pid}"), &b, &dev);
     run(&a, "ip", &format!("addr add 10.79.0.1/24 dev olva{pid}"));
     run(&a, "ip", &format!("link set olva{pid} up"));
     run(&a, "ethtool", &format!("-K olva{pid} tso off"));
@@ -164,18 +139,13 @@ fn live_matches_perf_per_device_identity() {
     // D -> C: the same name, its own traffic, no GRO (a veth without NAPI
     // hands packets to netif_rx: they bypass GRO).
     let d = quiet_ns();
-    run(
-        &d,
-        "ip",
-        &format!("link add olvd{pid} type veth peer {dev}"),
-    );
-    move_to(&d, &dev, &c);
+    veth_pair(&d, &format!("olvd{pid}"), &c, &dev);
     run(&d, "ip", &format!("addr add 10.80.0.2/24 dev olvd{pid}"));
     run(&d, "ip", &format!("link set olvd{pid} up"));
     run(&c, "ip", &format!("addr add 10.80.0.1/24 dev {dev}"));
     run(&c, "ip", &format!("link set {dev} up"));
 
-    let exe = env!("CARGO_BIN_EXE_offload");
+    let exe = BIN;
     let filter = format!("name == \"{dev}\"");
     let perf = spawn(
         None,
@@ -375,7 +345,7 @@ fn prometheus_and_textfile_output_parse_as_openmetrics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("offload.prom");
     std::fs::write(&path, "stale\n").unwrap();
-    let exe = env!("CARGO_BIN_EXE_offload");
+    let exe = BIN;
     let out = finished(
         spawn(
             Some(&ns),

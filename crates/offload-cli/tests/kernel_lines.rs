@@ -5,24 +5,19 @@
 use offload::build::{FrameSpec, TcpSpec};
 use offload::wire::tcp::flags;
 use std::path::Path;
-use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+mod common;
+
+use common::pcap::{self, Resolution};
+use common::{json_of, offload, BIN};
+use std::process::Command;
 
 /// A classic pcap (Ethernet) of `frames`, 1 µs apart.
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&262_144u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    let mut out = pcap::header(Resolution::Micros, 262_144);
     for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&1u32.to_le_bytes());
-        out.extend_from_slice(&(i as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        let len = f.len() as u32;
+        out.extend_from_slice(&pcap::record_header(1, i as u32, len, len));
         out.extend_from_slice(f);
     }
     std::fs::write(path, out).unwrap();
@@ -49,13 +44,7 @@ fn df0_fixed_id_train(n: u32) -> Vec<Vec<u8>> {
 }
 
 fn run_json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(BIN).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "offload {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    json_of(&offload(args))
 }
 
 #[test]

@@ -2,21 +2,18 @@
 //! exceeds the file's snapshot length are read, warned about and counted;
 //! `--strict` stops at them. Checked against tshark's frame count.
 
-use std::process::Command;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::capture::tshark;
+use common::pcap::{self, Resolution};
+use common::{json_of, BIN};
+use std::process::Command;
 
 /// A pcap (microseconds, little-endian, Ethernet) with snaplen 128: five
 /// 200-byte TCP frames, the 2nd and 4th with their whole 200 bytes captured
 /// (above the snaplen), the others cut to 128 as the snaplen says.
 fn lying_pcap() -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    f.extend_from_slice(&2u16.to_le_bytes());
-    f.extend_from_slice(&4u16.to_le_bytes());
-    f.extend_from_slice(&[0; 8]);
-    f.extend_from_slice(&128u32.to_le_bytes());
-    f.extend_from_slice(&1u32.to_le_bytes());
+    let mut f = pcap::header(Resolution::Micros, 128);
     for i in 0..5u32 {
         let frame = offload::build::FrameSpec::tcp4(
             [10, 0, 0, 1],
@@ -27,10 +24,12 @@ fn lying_pcap() -> Vec<u8> {
         .build();
         assert_eq!(frame.len(), 200);
         let caplen = if i % 2 == 1 { 200 } else { 128 };
-        f.extend_from_slice(&(1_700_000_000 + i).to_le_bytes());
-        f.extend_from_slice(&0u32.to_le_bytes());
-        f.extend_from_slice(&(caplen as u32).to_le_bytes());
-        f.extend_from_slice(&200u32.to_le_bytes());
+        f.extend_from_slice(&pcap::record_header(
+            1_700_000_000 + i,
+            0,
+            caplen as u32,
+            200,
+        ));
         f.extend_from_slice(&frame[..caplen]);
     }
     f
@@ -41,12 +40,7 @@ fn caplen_above_snaplen_is_read_warned_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("lying.pcap");
     std::fs::write(&input, lying_pcap()).unwrap();
-    let tshark = Command::new("tshark")
-        .arg("-r")
-        .arg(&input)
-        .output()
-        .unwrap();
-    let tshark_frames = String::from_utf8_lossy(&tshark.stdout).lines().count();
+    let tshark_frames = tshark(&input, &[]).lines().count();
     assert_eq!(tshark_frames, 5);
 
     let out = Command::new(BIN)
@@ -54,12 +48,7 @@ fn caplen_above_snaplen_is_read_warned_and_counted() {
         .arg(&input)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json_of(&out);
     assert_eq!(r["inputs"][0]["frames"], tshark_frames);
     assert_eq!(r["inputs"][0]["frames_above_snaplen"], 2);
     assert!(
@@ -73,12 +62,7 @@ fn caplen_above_snaplen_is_read_warned_and_counted() {
         .arg(&input)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = json_of(&out);
     assert_eq!(
         (s["frames_in"].as_u64(), s["frames_above_snaplen"].as_u64()),
         (Some(5), Some(2))

@@ -6,37 +6,29 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::pcap::{self, Resolution};
+use common::run_peak;
 
 const FLOWS: u32 = 5_000_000;
 const LIMIT_KB: i64 = 500 * 1024;
 
-/// An Ethernet + IPv4 + TCP frame (checksums left zero: neither command
-/// verifies them here).
+/// An Ethernet + IPv4 + TCP frame to 10.200.0.1:443, window 65535
+/// (checksums left zero: neither command verifies them here).
 fn tcp4(src: [u8; 4], sport: u16, flags: u8, seq: u32, options: &[u8], payload: usize) -> Vec<u8> {
-    let tcp_len = 20 + options.len();
-    let ip_len = 20 + tcp_len + payload;
-    let mut f = vec![0u8; 14 + ip_len];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    ip[6] = 0x40; // DF
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&[10, 200, 0, 1]);
-    let t = &mut f[34..];
-    t[0..2].copy_from_slice(&sport.to_be_bytes());
-    t[2..4].copy_from_slice(&443u16.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[12] = ((tcp_len / 4) as u8) << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
-    t[20..20 + options.len()].copy_from_slice(options);
-    f
+    pcap::tcp4(
+        src,
+        sport,
+        [10, 200, 0, 1],
+        443,
+        flags,
+        seq,
+        0,
+        65535,
+        options,
+        payload,
+    )
 }
 
 /// Writes a pcap: `FLOWS` one-packet flows (distinct source address and
@@ -44,21 +36,11 @@ fn tcp4(src: [u8; 4], sport: u16, flags: u8, seq: u32, options: &[u8], payload: 
 /// super-packets.
 fn write_capture(path: &Path) {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
-    // pcap header, microseconds, Ethernet.
-    let mut h = Vec::new();
-    h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    h.extend_from_slice(&2u16.to_le_bytes());
-    h.extend_from_slice(&4u16.to_le_bytes());
-    h.extend_from_slice(&[0; 8]);
-    h.extend_from_slice(&262_144u32.to_le_bytes());
-    h.extend_from_slice(&1u32.to_le_bytes());
-    out.write_all(&h).unwrap();
+    out.write_all(&pcap::header(Resolution::Micros, 262_144))
+        .unwrap();
     let mut record = |i: u32, f: &[u8]| {
-        let mut r = [0u8; 16];
-        r[0..4].copy_from_slice(&(1_700_000_000 + i / 1_000_000).to_le_bytes());
-        r[4..8].copy_from_slice(&(i % 1_000_000).to_le_bytes());
-        r[8..12].copy_from_slice(&(f.len() as u32).to_le_bytes());
-        r[12..16].copy_from_slice(&(f.len() as u32).to_le_bytes());
+        let len = f.len() as u32;
+        let r = pcap::record_header(1_700_000_000 + i / 1_000_000, i % 1_000_000, len, len);
         out.write_all(&r).unwrap();
         out.write_all(f).unwrap();
     };
@@ -85,28 +67,6 @@ fn write_capture(path: &Path) {
         );
     }
     out.flush().unwrap();
-}
-
-/// Runs `offload args`, stdout to `json`, and returns the exit code and the
-/// child's peak resident set in KiB.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
-fn run_peak(args: &[&std::ffi::OsStr], json: &Path) -> (i32, i64) {
-    let child = Command::new(BIN)
-        .args(args)
-        .stdout(std::fs::File::create(json).unwrap())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child (never waited for through `child`),
-    // writing into the two locals above.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    assert!(libc::WIFEXITED(status));
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! `-` for standard input and output, FIFOs and process substitution, for
 //! gro, gso and analyze, with tshark reading our standard output.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::capture::tshark_frames_of;
+use common::{json_of, output_with_stdin, BIN};
+use std::io::Write;
+use std::process::Command;
 const SAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../samples/healthy-tcp.pcapng"
@@ -12,61 +14,21 @@ const SAMPLE: &str = concat!(
 
 /// Runs `offload args` with `input` on standard input.
 fn run_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let data = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
-}
-
-fn tshark_count(capture: &[u8]) -> usize {
-    let mut child = Command::new("tshark")
-        .args(["-r", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tshark (installed by .ci/install)");
-    let mut stdin = child.stdin.take().unwrap();
-    let data = capture.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).lines().count()
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    output_with_stdin(cmd, input)
 }
 
 #[test]
 fn analyze_reads_standard_input() {
     let sample = std::fs::read(SAMPLE).unwrap();
-    let from_file = json(
+    let from_file = json_of(
         &Command::new(BIN)
             .args(["analyze", "--json", SAMPLE])
             .output()
             .unwrap(),
     );
-    let from_pipe = json(&run_with_stdin(&["analyze", "--json", "-"], &sample));
+    let from_pipe = json_of(&run_with_stdin(&["analyze", "--json", "-"], &sample));
     assert_eq!(from_pipe["inputs"][0]["path"], "stdin");
     assert_eq!(
         from_pipe["inputs"][0]["frames"],
@@ -96,7 +58,7 @@ fn gro_and_gso_pipe_into_tshark() {
         out < summary["frames_in"].as_u64().unwrap() as usize,
         "merged"
     );
-    assert_eq!(tshark_count(&gro.stdout), out);
+    assert_eq!(tshark_frames_of(&gro.stdout), out);
 
     // And back: gso from a pipe (two passes over a copy of the stream).
     let gso = run_with_stdin(&["gso", "-", "-o", "-", "--json"], &gro.stdout);
@@ -108,7 +70,7 @@ fn gro_and_gso_pipe_into_tshark() {
     let s: serde_json::Value = serde_json::from_slice(&gso.stderr).unwrap();
     assert_eq!(s["mss_sources"][0][0], "metadata");
     assert_eq!(
-        tshark_count(&gso.stdout),
+        tshark_frames_of(&gso.stdout),
         s["frames_out"].as_u64().unwrap() as usize
     );
     assert_eq!(s["frames_out"], summary["frames_in"]);
@@ -130,7 +92,7 @@ fn fifo_and_process_substitution() {
             .write_all(&data)
             .unwrap();
     });
-    let out = json(
+    let out = json_of(
         &Command::new(BIN)
             .args(["analyze", "--json"])
             .arg(&fifo)
@@ -144,7 +106,7 @@ fn fifo_and_process_substitution() {
     // In a $TMPDIR of its own, so that what is left there is the binary's.
     let tmp = tempfile::tempdir().unwrap();
     let sh = format!("'{BIN}' analyze --json <(cat '{SAMPLE}')");
-    let out = json(
+    let out = json_of(
         &Command::new("bash")
             .args(["-c", &sh])
             .env("TMPDIR", tmp.path())

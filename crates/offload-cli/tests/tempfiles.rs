@@ -10,7 +10,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+mod common;
+
+use common::{json_of, succeeded, BIN};
 const SAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../samples/healthy-tcp.pcapng"
@@ -112,12 +114,7 @@ fn analyze_samples_never_follow_a_planted_symlink() {
         .command(&format!("'{BIN}' analyze --json"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&out);
     assert_eq!(v["inputs"].as_array().unwrap().len(), 6);
     assert!(v["inputs"][0]["frames"].as_u64().unwrap() > 100);
     trap.check();
@@ -134,12 +131,7 @@ fn stdin_spool_never_follows_a_planted_symlink() {
         ),
         format!("'{BIN}' analyze --json - < '{SAMPLE}'"),
     ] {
-        let out = trap.command(&cmd).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{cmd}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(trap.command(&cmd).output().unwrap(), &cmd);
         trap.check();
     }
 }
@@ -158,12 +150,7 @@ fn inspect_sample_never_follows_a_planted_symlink() {
         .unwrap();
     // `unshare -n` (no --fork) and both shells exec: offload keeps the pid
     // the prologue planted for.
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&out);
     assert!(v["sample"]["pcap"].is_null());
     trap.check();
 }

@@ -7,7 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+mod common;
+
+use common::capture::tshark;
+use common::BIN;
 
 fn block(kind: u32, body: &[u8]) -> Vec<u8> {
     let mut body = body.to_vec();
@@ -60,18 +63,7 @@ fn pcapng(tsoffset: Option<i64>, stamps: &[u64]) -> Vec<u8> {
 
 /// tshark's `frame.time_epoch` of each frame, in nanoseconds when it fits.
 fn tshark_times(path: &Path) -> Vec<Option<i128>> {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(path)
-        .args(["-T", "fields", "-e", "frame.time_epoch"])
-        .output()
-        .expect("tshark (installed by .ci/install)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    tshark(path, &["-T", "fields", "-e", "frame.time_epoch"])
         .lines()
         .map(|l| {
             let (s, frac) = l.split_once('.').unwrap_or((l, "0"));

@@ -162,6 +162,44 @@ fn gcd(mut a: u32, mut b: u32) -> u32 {
     a
 }
 
+/// The divisors of the `candidates` too large to be a segment that are
+/// themselves within `lo..=hi`: the segment sizes a length holds a whole
+/// number of when no length or common divisor is one (a flow whose every
+/// whole packet holds 10 segments of 5988 bytes has 59880 as its only
+/// common divisor).
+fn fractions(candidates: &[u32], lo: u32, hi: u32) -> Vec<u32> {
+    let mut large: Vec<u32> = candidates.iter().copied().filter(|c| *c > hi).collect();
+    large.sort_unstable();
+    large.dedup();
+    let mut out = Vec::new();
+    for c in large {
+        for k in c.div_ceil(hi).max(2)..=c / lo.max(1) {
+            if c % k == 0 {
+                out.push(c / k);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Among sizes the evidence supports equally, an even one: an MSS is the
+/// MTU less 40 or 60 bytes of headers (`tcp_mtu_to_mss`,
+/// net/ipv4/tcp_output.c) or a `TCP_MAXSEG` value, less option bytes that
+/// come in multiples of 4 (RFC 9293 3.1), and MTUs in use are even (1500,
+/// 9000, 1280, 1492, 1450): 59880 bytes are 10 segments of 5988 (MSS
+/// option 6000) or 8 of 7485 (7497). `None` when more than one size of the
+/// preferred parity is left: the lengths cannot tell them apart.
+fn only_even_or_only(candidates: &[u32]) -> Option<u32> {
+    let even: Vec<u32> = candidates.iter().copied().filter(|c| c % 2 == 0).collect();
+    match (even.as_slice(), candidates) {
+        ([one], _) => Some(*one),
+        ([], [one]) => Some(*one),
+        _ => None,
+    }
+}
+
 impl FlowEvidence {
     /// Notes a SYN's MSS option.
     pub fn note_syn(&mut self, mss: u32) {
@@ -263,7 +301,7 @@ impl FlowEvidence {
     /// of one segment, all three do). Every count even is ambiguous with
     /// twice the MSS: a single full segment (count 1) settles it, and the
     /// IPv4 ID estimate refines it when it divides the result.
-    fn unpushed_divisor(&self) -> Option<u32> {
+    fn unpushed_divisor(&self, fractions_too: bool) -> Option<u32> {
         let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
         // A segment the window cut short goes out without PSH too
         // (`tcp_mss_split_point`, net/ipv4/tcp_output.c): one or two such
@@ -291,12 +329,30 @@ impl FlowEvidence {
                 .map(|(_, n)| u64::from(*n))
                 .sum()
         };
+        let believed = |c: &u32| {
+            (MIN_MSS..=MAX_INFERRED_MSS).contains(c)
+                && 20 * support(*c) >= 19 * total
+                && 100 * shorter(*c) < total.max(100)
+        };
+        // When every common divisor is too large to be a segment (all
+        // packets without PSH hold 12 segments), the segment is a whole
+        // fraction of them: the largest that leaves no room for one more
+        // in a full super-packet (see [`Self::common_divisor`]).
+        let fallback = || {
+            if !fractions_too {
+                return None;
+            }
+            let mut lower = fractions(&candidates, MIN_MSS, MAX_INFERRED_MSS);
+            lower.retain(believed);
+            self.no_room_for_another(&mut lower);
+            lower.into_iter().max()
+        };
         let mut m = candidates
-            .into_iter()
-            .filter(|c| (MIN_MSS..=MAX_INFERRED_MSS).contains(c))
-            .filter(|c| 20 * support(*c) >= 19 * total)
-            .filter(|c| 100 * shorter(*c) < total.max(100))
-            .max()?;
+            .iter()
+            .copied()
+            .filter(believed)
+            .max()
+            .or_else(fallback)?;
         if let Some(id) = self.id_estimate() {
             if id >= MIN_MSS && id < m && m % id == 0 {
                 m = id;
@@ -318,6 +374,41 @@ impl FlowEvidence {
             .filter(|(v, _)| v % m == 0)
             .map(|(_, n)| *n as u64)
             .sum()
+    }
+
+    /// True unless the packets without PSH (when there are enough to
+    /// count: [`MIN_UNPUSHED`]) rule `m` out: 95% of them must hold whole
+    /// segments of it (see [`Self::note_unpushed`]).
+    fn whole_unpushed(&self, m: u32) -> bool {
+        let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+        let whole: u64 = self
+            .unpushed
+            .iter()
+            .filter(|(v, _)| v % m == 0)
+            .map(|(_, n)| u64::from(*n))
+            .sum();
+        total < MIN_UNPUSHED || 20 * whole >= 19 * total
+    }
+
+    /// The IPv4 ID estimate when it is firm: found at least three times,
+    /// for at least half the super-packets whose ID step divided them
+    /// (other estimates come from steps that other packets of the socket
+    /// widened), within the believed range and at least every single
+    /// segment. Linux numbers every segment of a connected socket
+    /// (`ip_select_ident_segs`, include/net/ip.h, all kernels), so the
+    /// step counts segments exactly where lengths leave a choice.
+    fn firm_id_estimate(&self) -> Option<u32> {
+        let (m, n) = self
+            .id_candidates
+            .iter()
+            .copied()
+            .max_by_key(|&(m, n)| (n, m))?;
+        let all: u32 = self.id_candidates.iter().map(|(_, n)| n).sum();
+        let firm = n >= 3
+            && 2 * n >= all
+            && (MIN_MSS..=MAX_INFERRED_MSS).contains(&m)
+            && self.whole_unpushed(m);
+        firm.then_some(m)
     }
 
     fn id_estimate(&self) -> Option<u32> {
@@ -344,6 +435,17 @@ impl FlowEvidence {
         plausible.then_some(len)
     }
 
+    /// Keeps the `candidates` one more segment of which would not have fit
+    /// into the flow's full super-packet, if it has one and any are left.
+    fn no_room_for_another(&self, candidates: &mut Vec<u32>) {
+        if let Some(full) = self.full_super_packet() {
+            let fits_another = |c: &u32| full + c + MIN_HEADERS + self.option_len <= GRO_LEGACY_MAX;
+            if candidates.iter().any(|c| !fits_another(c)) {
+                candidates.retain(|c| !fits_another(c));
+            }
+        }
+    }
+
     /// The common divisor of most super-packets, at least the largest
     /// single segment. Candidates are the lengths, their pairwise common
     /// divisors and the common divisor of the most frequent ones (as in
@@ -354,20 +456,32 @@ impl FlowEvidence {
         let mut top = self.sizes.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         top.truncate(12);
-        let mut candidates = divisor_candidates(&top);
-        candidates.retain(|c| *c >= MIN_MSS.max(self.largest_single) && *c <= MAX_INFERRED_MSS);
+        let all = divisor_candidates(&top);
+        let lo = MIN_MSS.max(self.largest_single);
+        let in_range = |c: &u32| (lo..=MAX_INFERRED_MSS).contains(c) && self.whole_unpushed(*c);
+        let mut candidates: Vec<u32> = all.iter().copied().filter(in_range).collect();
+        // No length or common divisor that divides half the super-packets
+        // is a segment (a short last one of a write, 4008 bytes, is a
+        // length): whole fractions of them are the candidates if one
+        // divides more, and the choice must then be unambiguous.
+        let best_listed = candidates.iter().map(|c| self.support(*c)).max();
+        let mut fallback = false;
+        if best_listed.is_none_or(|b| 2 * b < self.super_packets) {
+            let mut lower = fractions(&all, lo, MAX_INFERRED_MSS);
+            lower.retain(in_range);
+            let best_lower = lower.iter().map(|c| self.support(*c)).max();
+            if best_lower > best_listed {
+                candidates = lower;
+                fallback = true;
+            }
+        }
         // A divisor of the MSS also divides every super-packet whose short
         // last segment happens to be a multiple of it, and tails are not
         // uniform (an application's writes repeat): a few of them can lift
         // a divisor past the threshold below. GRO's size limit rules such a
         // divisor out when the flow's most common super-packet is a full
         // one: one more segment of that size would have fit.
-        if let Some(full) = self.full_super_packet() {
-            let fits_another = |c: &u32| full + c + MIN_HEADERS + self.option_len <= GRO_LEGACY_MAX;
-            if candidates.iter().any(|c| !fits_another(c)) {
-                candidates.retain(|c| !fits_another(c));
-            }
-        }
+        self.no_room_for_another(&mut candidates);
         let best = candidates.iter().map(|c| self.support(*c)).max()?;
         if best == 0 {
             return None;
@@ -375,10 +489,12 @@ impl FlowEvidence {
         // The largest divisor nearly as well supported as the best one: a
         // smaller divisor always divides at least as many lengths.
         let threshold = best - best / 20;
-        let mut m = candidates
-            .into_iter()
-            .filter(|c| self.support(*c) >= threshold)
-            .max()?;
+        candidates.retain(|c| self.support(*c) >= threshold);
+        let mut m = if fallback {
+            only_even_or_only(&candidates)?
+        } else {
+            candidates.into_iter().max()?
+        };
         // Super-packets that all hold an even segment count share 2 x MSS:
         // a single segment or the IP ID estimate that divides it is the MSS.
         for finer in [Some(self.largest_single), self.id_estimate()]
@@ -399,18 +515,55 @@ impl FlowEvidence {
             (Some(p), Some(o)) => Some(p.min(o)),
             (p, o) => p.or(o),
         };
-        if let Some(syn) = syn.and_then(|m| m.checked_sub(self.option_len)) {
+        let syn = syn
+            .and_then(|m| m.checked_sub(self.option_len))
+            .filter(|m| *m >= MIN_MSS);
+        if let Some(syn) = syn {
             let total = self.super_packets.max(1);
             // Not checked against the largest packet within the MTU: with
             // an MSS well below the MTU, GRO merges packets that still fit
             // in it (2 x 988 + 324 = 2300 > 1500 does not, 988 + 324 does).
-            let ok = syn >= MIN_MSS && (self.sizes.is_empty() || 2 * self.support(syn) >= total);
-            if ok {
+            if self.sizes.is_empty() || 2 * self.support(syn) >= total {
                 return Some((syn, MssSource::Syn));
             }
         }
+        let inferred = self.infer_from_packets();
+        // Most super-packets end in a short last segment (writes smaller
+        // than a super-packet, each pushed): the SYN's size still stands
+        // unless the packets without PSH rule it out or the inferred size
+        // divides more than twice as many merged packets (a lower path
+        // MTU: 1388 divides them all, 1448 none).
+        if let Some(syn) = syn {
+            // (Packets of one segment support any size equal to theirs.)
+            let merged = |m: u32| -> u64 {
+                self.sizes
+                    .iter()
+                    .filter(|(v, _)| *v > m && v % m == 0)
+                    .map(|(_, n)| u64::from(*n))
+                    .sum()
+            };
+            let better = inferred.is_some_and(|(m, _)| m != syn && merged(m) > 2 * merged(syn));
+            if !better && self.whole_unpushed(syn) {
+                return Some((syn, MssSource::Syn));
+            }
+        }
+        inferred
+    }
+
+    /// The flow's segment size from its packets alone (no SYN).
+    fn infer_from_packets(&self) -> Option<(u32, MssSource)> {
+        // Lengths and common divisors of packets without PSH first, then
+        // firm IPv4 ID steps, then whole fractions of those lengths.
         if self.super_packets > 0 {
-            if let Some(m) = self.unpushed_divisor() {
+            if let Some(m) = self.unpushed_divisor(false) {
+                return Some((m, MssSource::SuperPackets));
+            }
+        }
+        if let Some(m) = self.firm_id_estimate() {
+            return Some((m, MssSource::IpIdSteps));
+        }
+        if self.super_packets > 0 {
+            if let Some(m) = self.unpushed_divisor(true) {
                 return Some((m, MssSource::SuperPackets));
             }
         }
@@ -689,6 +842,61 @@ mod tests {
             receiver_flow(&p).infer(None),
             Some((1440, MssSource::SuperPackets))
         );
+    }
+
+    #[test]
+    fn a_whole_fraction_of_the_full_super_packet_when_no_divisor_is_a_segment() {
+        // A real receiver capture (IPv6, MTU 9000, TCP_MAXSEG 6000, no SYN,
+        // 2026-11-26): PSH on every packet (forced pushes every 10
+        // segments), 59880 = 10 x 5988 = 8 x 7485, tails of 3 x 5988 +
+        // 4660 (a 256 KiB write). No pairwise divisor lies in range; the
+        // fractions of 59880 that leave no room for one more segment under
+        // 64 KiB are 5988 and 7485, and 5988 (MSS option 6000) is even.
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        p.extend(std::iter::repeat_n((59880, true), 44));
+        p.extend(std::iter::repeat_n((22624, true), 5));
+        p.extend([(38424, true), (38424, true), (29940, true), (29940, true)]);
+        p.extend([(56536, true), (54888, true), (4008, true)]);
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((5988, MssSource::SuperPackets))
+        );
+        // Without PSH on the whole packets, they hold whole segments: the
+        // largest fraction that leaves no room for another is taken (both
+        // explain every packet; the SYN or an IPv4 ID would settle it).
+        let p: Vec<(u32, bool)> = p
+            .into_iter()
+            .map(|(len, _)| (len, len % 29940 != 0))
+            .collect();
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((7485, MssSource::SuperPackets))
+        );
+        // 12 segments of 5141 (61692, also 53 x 1164): the fractions
+        // that one more segment would fit beside are no candidates.
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for _ in 0..7 {
+            p.extend([(61692, false), (10282, true)]);
+        }
+        p.push((15424, true));
+        assert_eq!(
+            receiver_flow(&p).infer(None),
+            Some((5141, MssSource::SuperPackets))
+        );
+    }
+
+    #[test]
+    fn firm_ip_id_steps_beat_lengths_that_leave_a_choice() {
+        // IPv4, 18 segments of 3463 bytes per packet without PSH (62334
+        // is also 9 x 6926), IDs stepping by 18.
+        let mut f = FlowEvidence::default();
+        for k in 0..8u16 {
+            f.note_data(62334, true, 0, Some(1000 + 18 * k));
+            f.note_unpushed(62334);
+        }
+        f.note_data(3464, true, 0, Some(1000 + 18 * 8));
+        f.note_pushed(3464);
+        assert_eq!(f.infer(None).map(|(m, _)| m), Some(3463));
     }
 
     #[test]
