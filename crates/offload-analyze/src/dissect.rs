@@ -716,6 +716,26 @@ pub fn l4_checksum(frame: &[u8], ip: &IpFields, l4_off: usize, field: u16, udp: 
     }
 }
 
+/// The GRE header at `gre_off` has a checksum (its C flag).
+pub fn gre_has_checksum(frame: &[u8], gre_off: usize) -> bool {
+    frame
+        .get(gre_off..)
+        .and_then(|b| Gre::new_checked(b).ok())
+        .is_some_and(|g| g.has_checksum())
+}
+
+/// Verifies the checksum of the GRE header at `gre_off` under the outer
+/// IP header `outer`: it covers the GRE header and everything after it
+/// (RFC 2784), and sums to zero when valid.
+pub fn gre_checksum(frame: &[u8], outer: &IpFields, gre_off: usize) -> CsumState {
+    let end = outer.off + outer.ip_len as usize;
+    match frame.get(gre_off..end) {
+        Some(b) if offload::checksum::checksum(b) == 0 => CsumState::Valid,
+        Some(_) => CsumState::Bad,
+        None => CsumState::Unknown,
+    }
+}
+
 /// Formats an address for people: dotted quad or RFC 5952-ish IPv6.
 pub fn fmt_addr(a: &[u8; 16], v6: bool) -> String {
     if v6 {
@@ -1031,6 +1051,35 @@ mod tests {
         h.extend_from_slice(&mid[14..]);
         let t = inner_of(&outer_ip(true, 47, h, &[]));
         assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
+    }
+
+    proptest::proptest! {
+        /// Any bytes after an outer header that announces a tunnel (IPIP,
+        /// IPv6, GRE, or UDP to a VXLAN or Geneve port), over IPv4 or
+        /// IPv6, cut anywhere: no panic, and what is read lies within the
+        /// frame.
+        #[test]
+        fn any_tunnel_payload_is_read_or_refused_never_a_panic(
+            v6 in proptest::bool::ANY,
+            which in 0usize..5,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
+            cut in 0usize..260,
+        ) {
+            let f = match which {
+                0 => outer_ip(v6, 4, body, &[]),
+                1 => outer_ip(v6, 41, body, &[]),
+                2 => outer_ip(v6, 47, body, &[(0x8100, 9)]),
+                3 => outer_udp(v6, 4789, body),
+                _ => outer_udp(v6, 6081, body),
+            };
+            let f = &f[..cut.min(f.len())];
+            if let Some(p) = parse(LinkKind::Ethernet, f, 300, &[4789]) {
+                proptest::prop_assert!(p.ip.off + p.ip.hdr_len <= f.len());
+                let k = crate::key::FlowKey::of(&p);
+                proptest::prop_assert_eq!(k.reverse().reverse(), k);
+                let _ = k.describe(Some((1, 2)));
+            }
+        }
     }
 
     #[test]
