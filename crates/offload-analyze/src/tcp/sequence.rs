@@ -572,11 +572,15 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fwd.zero_window_ns += ts.saturating_sub(t0);
         }
     }
+    // Segments carrying SACK blocks, counted as tshark counts frames with
+    // `tcp.options.sack_le` (whatever their flags).
+    if s.nsack > 0 {
+        fwd.acks_with_sack += 1;
+        fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
+    }
     // This segment's ACK, for the peer's data.
     if ackf {
         if s.nsack > 0 {
-            fwd.acks_with_sack += 1;
-            fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
             let (l, r) = s.sack[0];
             let dsack =
                 seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
