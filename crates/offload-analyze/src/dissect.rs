@@ -1053,6 +1053,35 @@ mod tests {
         assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
     }
 
+    proptest::proptest! {
+        /// Any bytes after an outer header that announces a tunnel (IPIP,
+        /// IPv6, GRE, or UDP to a VXLAN or Geneve port), over IPv4 or
+        /// IPv6, cut anywhere: no panic, and what is read lies within the
+        /// frame.
+        #[test]
+        fn any_tunnel_payload_is_read_or_refused_never_a_panic(
+            v6 in proptest::bool::ANY,
+            which in 0usize..5,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
+            cut in 0usize..260,
+        ) {
+            let f = match which {
+                0 => outer_ip(v6, 4, body, &[]),
+                1 => outer_ip(v6, 41, body, &[]),
+                2 => outer_ip(v6, 47, body, &[(0x8100, 9)]),
+                3 => outer_udp(v6, 4789, body),
+                _ => outer_udp(v6, 6081, body),
+            };
+            let f = &f[..cut.min(f.len())];
+            if let Some(p) = parse(LinkKind::Ethernet, f, 300, &[4789]) {
+                proptest::prop_assert!(p.ip.off + p.ip.hdr_len <= f.len());
+                let k = crate::key::FlowKey::of(&p);
+                proptest::prop_assert_eq!(k.reverse().reverse(), k);
+                let _ = k.describe(Some((1, 2)));
+            }
+        }
+    }
+
     #[test]
     fn short_or_garbage_frames_are_none_not_panics() {
         let f = tcp4().build();

@@ -571,8 +571,9 @@ fn offload(path: &Path) -> BTreeMap<Key, Value> {
             )
         })
         .collect();
-    // One record per direction: a tunnelled direction whose outer source
-    // port changed mid-flow would be two (docs/analyze.md).
+    // One record per direction, a tunnelled direction whose outer source
+    // port changed mid-flow included (outer ports are not keyed:
+    // docs/decisions/0205-tunnelled-flow-keys.md).
     assert_eq!(m.len(), tcp.len(), "{}: a direction split", path.display());
     m
 }
