@@ -47,12 +47,6 @@ const DELIBERATE: &[(&str, &str, &str)] = &[
     ("kday4.pcap", "conv,tcp duration (s)", BACKWARDS),
     (
         "kday4.pcap",
-        "tcptrace total packets",
-        "a frame of EtherType 0x0200 whose bytes start like IPv4: tcptrace reads it as IP, \
-         tshark and offload do not",
-    ),
-    (
-        "kday4.pcap",
         "tcptrace actual data bytes",
         "an IPv4 total length (820) beyond the 66-byte frame: tcptrace counts the length \
          field's 768 payload bytes; tshark cuts the length to the frame, and so does offload",
