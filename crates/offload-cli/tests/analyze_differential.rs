@@ -18,6 +18,7 @@
 mod common;
 
 use common::capture::{tshark, Tcpdump};
+use common::tcp_figures::FLAGS;
 use common::BIN;
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
@@ -408,23 +409,6 @@ impl Figures {
         self.n.get(k).copied().unwrap_or(0.0)
     }
 }
-
-const FLAGS: [(&str, &str); 11] = [
-    ("retransmissions", "tcp.analysis.retransmission"),
-    ("fast_retransmissions", "tcp.analysis.fast_retransmission"),
-    (
-        "spurious_retransmissions",
-        "tcp.analysis.spurious_retransmission",
-    ),
-    ("out_of_order", "tcp.analysis.out_of_order"),
-    ("lost_segments", "tcp.analysis.lost_segment"),
-    ("acked_unseen_segments", "tcp.analysis.ack_lost_segment"),
-    ("duplicate_acks", "tcp.analysis.duplicate_ack"),
-    ("zero_windows", "tcp.analysis.zero_window"),
-    ("zero_window_probes", "tcp.analysis.zero_window_probe"),
-    ("window_full", "tcp.analysis.window_full"),
-    ("window_updates", "tcp.analysis.window_update"),
-];
 
 fn tshark_figures(path: &Path) -> BTreeMap<Key, Figures> {
     let mut args = vec![

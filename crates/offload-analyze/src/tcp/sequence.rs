@@ -426,30 +426,25 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             break 'checks;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window {
-            fwd.dupacknum = if fwd.dupacknum == -1 {
-                1
-            } else {
-                fwd.dupacknum + 1
-            };
+            fwd.dupacknum += 1;
             fl |= DUPLICATE_ACK;
         }
     }
     if Some(ack) != fwd.lastack {
         fwd.dupacknum = 0;
     }
+    // ACKed unseen segment: an ACK beyond the highest contiguous byte seen
+    // from the peer. As tshark 4.0 (the one Debian 12 and this project's
+    // CI ship) flags it: once, then the mark moves to the peer's highest
+    // byte so that later ACKs of the same hole are not flagged again.
+    // (Later Wireshark releases keep the mark and silence repeats through
+    // the peer's duplicate-ACK counter, which flags an ACK again once the
+    // peer's own ACK number moved: more flags on the same captures.)
     if ackf {
         if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
             if seq_gt(ack, m) {
-                // Wireshark compares these two as plain numbers.
-                if m > n {
-                    rev.maxseqtobeacked = Some(n);
-                    fl |= ACKED_UNSEEN;
-                } else {
-                    if rev.dupacknum == 0 {
-                        fl |= ACKED_UNSEEN;
-                    }
-                    rev.dupacknum = -1;
-                }
+                rev.maxseqtobeacked = Some(n);
+                fl |= ACKED_UNSEEN;
             }
         }
     }
@@ -582,11 +577,15 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fwd.zero_window_ns += ts.saturating_sub(t0);
         }
     }
+    // Segments carrying SACK blocks, counted as tshark counts frames with
+    // `tcp.options.sack_le` (whatever their flags).
+    if s.nsack > 0 {
+        fwd.acks_with_sack += 1;
+        fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
+    }
     // This segment's ACK, for the peer's data.
     if ackf {
         if s.nsack > 0 {
-            fwd.acks_with_sack += 1;
-            fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
             let (l, r) = s.sack[0];
             let dsack =
                 seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
@@ -628,15 +627,25 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 resent: false,
             });
         }
-        if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts) {
-            rev.rtt.add(rtt);
-            rev.rtt_points.push(RttPoint {
-                t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
-                rtt_ms: rtt as f64 / 1e6,
-                frame: s.frame,
-                data_frame,
-            });
-        }
+    }
+    // The peer's segments this one acknowledges leave the queue, one RTT
+    // sample for the segment it acknowledges exactly. Wireshark walks the
+    // queue with the acknowledgment field of every segment, ACK flag or
+    // not (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a
+    // SYN sent again after the SYN-ACK, its field zero, sits above the
+    // peer's queue in sequence space and clears it without a sample.
+    // Wireshark shows no `ack_rtt` when the ACK's timestamp equals the
+    // segment's (`ta->ts` zero in tcp_print_sequence_number_analysis):
+    // coarse or synthetic timestamps give no sample rather than a zero. A
+    // timestamp that went backwards (tshark: a negative RTT) gives none.
+    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
+        rev.rtt.add(rtt);
+        rev.rtt_points.push(RttPoint {
+            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
+            rtt_ms: rtt as f64 / 1e6,
+            frame: s.frame,
+            data_frame,
+        });
     }
     let mut in_flight = None;
     if len > 0 && fwd.valid_bif {
@@ -779,6 +788,43 @@ mod tests {
         assert_eq!(c.a.rtt.samples, 3);
         assert_eq!(c.b.rtt.samples, 1);
         assert_eq!(c.a.ws, WiresharkCounts::default());
+    }
+
+    #[test]
+    fn rules_public_captures_exercise_as_tshark_4_0_applies_them() {
+        // A SYN sent again after the SYN-ACK (acknowledgment field zero)
+        // clears b's waiting SYN-ACK: the handshake's ACK gives no sample.
+        // (Sequence numbers above 2^31: zero lies beyond them.)
+        let mut c = Conv::new();
+        let isn = 3_000_000_000;
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(false, syn(isn, 1001, SYN | ACK, Some(9)));
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(true, ack_seg(1001, isn + 1, 502));
+        assert_eq!(c.b.rtt.samples, 0);
+        // Without the repeated SYN, the same handshake gives the sample.
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(false, syn(isn, 1001, SYN | ACK, Some(9)));
+        c.seg(true, ack_seg(1001, isn + 1, 502));
+        assert_eq!(c.b.rtt.samples, 1);
+        // An ACK with the segment's own timestamp is no sample.
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, None);
+        c.ts -= 100_000;
+        c.ack(1001, None);
+        assert_eq!(c.a.rtt.samples, 1, "only the SYN's");
+        // Two ACKs beyond a hole: one "ACKed unseen segment"; a later ACK
+        // beyond all the peer was seen to send flags again.
+        c.data(2001, None);
+        c.ack(3001, None);
+        let again = c.ack(3001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 1);
+        assert_ne!(again.flags & flag::DUPLICATE_ACK, 0);
+        c.data(3001, None);
+        c.ack(5001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 2);
     }
 
     #[test]
