@@ -896,3 +896,40 @@ fn public_captures_pair_as_tshark_does() {
     // tests/data/tunnels hold tunnelled TCP.
     assert!(tunnelled >= 8, "{tunnelled} tunnelled TCP directions");
 }
+
+/// The text and HTML reports name a tunnelled connection's tunnel kind,
+/// outer endpoints and VNI (Open vSwitch's Geneve capture, whose two
+/// directions carry VNIs 11 and 10).
+#[test]
+fn text_and_html_name_the_tunnel_kind_and_id() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tunnels/geneve.pcap");
+    let out = common::succeeded(
+        common::offload(&["analyze", p.to_str().unwrap()]),
+        "analyze geneve.pcap",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "GENEVE 20.0.0.2:43443 -> 20.0.0.1:6081 (VNI 11), inner TCP 30.0.0.2:51225 -> 30.0.0.1:22",
+        "GENEVE 20.0.0.1:22540 -> 20.0.0.2:6081 (VNI 10), inner TCP 30.0.0.1:22 -> 30.0.0.2:51225",
+        "outer (geneve 20.0.0.2:43443 -> 20.0.0.1:6081 vni 11)",
+    ] {
+        assert!(text.contains(needle), "{needle} not in:\n{text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    common::succeeded(
+        common::offload(&[
+            "analyze",
+            p.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ]),
+        "analyze --html",
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("GENEVE 20.0.0.2:43443 -&gt; 20.0.0.1:6081 (VNI 11), inner TCP"),
+        "the HTML names the tunnel"
+    );
+    assert!(page.contains("outer (geneve)"));
+}
