@@ -588,8 +588,9 @@ impl Spill {
 #[derive(Debug)]
 pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
-    /// GRE flows by `FlowKey::without_tunnel_id`, to find the other
-    /// direction when it uses another GRE key (`ikey` and `okey` differ).
+    /// Tunnelled flows with a VNI or GRE key by
+    /// `FlowKey::without_tunnel_id`, to find the other direction when it
+    /// uses another identifier.
     tunnel_pairs: FxHashMap<FlowKey, u32>,
     /// The previous frame's flow: a bulk transfer sends runs of segments
     /// of one flow, which then skip the hash lookup.
@@ -681,26 +682,33 @@ impl FlowTable {
         // The other direction, when it came first: the two are linked for
         // the sequence analysis (ACKs, windows, RTT).
         // Tunnels included: the two directions of a tunnelled connection
-        // share the tunnel's kind and identifier, and their outer
-        // addresses are swapped (the outer UDP ports are not keyed). A
-        // GRE direction without its exact reverse pairs with the one
-        // direction of the same GRE endpoints and inner connection whose
-        // key differs, if that one is unpaired.
-        let gre = key.tunnel.is_some_and(|t| t.kind.gre());
-        let reverse = self.index.get(&key.reverse()).copied().or_else(|| {
+        // share the tunnel's kind, and their outer addresses are swapped
+        // (the outer UDP ports are not keyed). A direction without its
+        // exact reverse pairs with the unpaired reverse direction under
+        // another VNI or GRE key: Linux GRE may send and receive with
+        // different keys (`ikey`, `okey`), Open vSwitch sets a VNI per
+        // flow and direction. An exact reverse that comes later takes its
+        // place (docs/decisions/0205-tunnelled-flow-keys.md).
+        let keyed = key.tunnel.is_some_and(|t| t.id.is_some());
+        let exact = self.index.get(&key.reverse()).copied();
+        let reverse = exact.or_else(|| {
             let r = *self
                 .tunnel_pairs
                 .get(&key.reverse().without_tunnel_id())
-                .filter(|_| gre)?;
+                .filter(|_| keyed)?;
             self.flows[r as usize].reverse.is_none().then_some(r)
         });
         if let Some(r) = reverse {
+            if let Some(o) = self.flows[r as usize].reverse {
+                // Paired across identifiers before its exact reverse came.
+                self.flows[o].reverse = None;
+            }
             f.reverse = Some(r as usize);
             self.flows[r as usize].reverse = Some(i);
         }
         self.flows.push(f);
         self.index.insert(key, i as u32);
-        if gre {
+        if keyed {
             self.tunnel_pairs.insert(key.without_tunnel_id(), i as u32);
         }
         i
@@ -835,5 +843,61 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         totals,
         interrupted,
         other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload::build::{vxlan_payload, FrameSpec, TcpSpec};
+
+    /// A VXLAN frame of VNI `vni` from outer `a` to `b`, inner TCP from
+    /// port `sport` to `dport`.
+    fn vxlan(vni: u32, a: u8, b: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let (ia, ib) = if sport < dport { (1, 2) } else { (2, 1) };
+        let inner = FrameSpec::tcp4(
+            [10, 0, 0, ia],
+            [10, 0, 0, ib],
+            TcpSpec::data(sport, dport, 1),
+        )
+        .payload(vec![0; 10])
+        .build();
+        FrameSpec::udp4([192, 0, 2, a], [192, 0, 2, b], 40000 + a as u16, 4789)
+            .payload(vxlan_payload(vni, &inner))
+            .build()
+    }
+
+    fn add(t: &mut FlowTable, frame: &[u8], n: u64) -> usize {
+        let p = dissect::parse(LinkKind::Ethernet, frame, frame.len() as u32, &[4789]).unwrap();
+        let key = FlowKey::of(&p);
+        t.update(
+            &p,
+            key,
+            frame,
+            n,
+            n * 1000,
+            frame.len() as u32,
+            &Options::default(),
+            0,
+        );
+        *t.index.get(&key).unwrap() as usize
+    }
+
+    #[test]
+    fn directions_pair_across_identifiers_until_the_exact_reverse_comes() {
+        let mut t = FlowTable::default();
+        // VNI 10 one way, VNI 11 back (Open vSwitch sets them per flow).
+        let f = add(&mut t, &vxlan(10, 1, 2, 1000, 22), 1);
+        let r = add(&mut t, &vxlan(11, 2, 1, 22, 1000), 2);
+        assert_eq!((t.flows[f].reverse, t.flows[r].reverse), (Some(r), Some(f)));
+        // The same connection in VNI 11 both ways: the exact reverse
+        // takes the VNI 11 direction, the VNI 10 one is left unpaired.
+        let f11 = add(&mut t, &vxlan(11, 1, 2, 1000, 22), 3);
+        assert_eq!(t.flows[f11].reverse, Some(r));
+        assert_eq!(t.flows[r].reverse, Some(f11));
+        assert_eq!(t.flows[f].reverse, None);
+        // Another connection: nothing to pair with.
+        let o = add(&mut t, &vxlan(12, 2, 1, 80, 1001), 4);
+        assert_eq!(t.flows[o].reverse, None);
     }
 }

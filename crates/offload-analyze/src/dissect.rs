@@ -4,7 +4,7 @@
 //! link | IPv4/IPv6 | TCP/UDP | payload                         plain flow
 //! link | outer IP | UDP | VXLAN | Ethernet | IP | TCP/UDP       VXLAN
 //! link | outer IP | UDP | Geneve (+options) | [Ethernet] | IP   Geneve
-//! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap
+//! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap, WCCP
 //! link | outer IP | IP | TCP/UDP                              IPIP, SIT, IP6IP6, IPv4 in IPv6
 //! ```
 //!
@@ -225,7 +225,15 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
                 df: ip.dont_fragment(),
                 ttl: ip.ttl(),
                 tos: ip.tos(),
-                ip_len: if tl == 0 { orig_rest as u32 } else { tl as u32 },
+                // A total length beyond the bytes the packet had on the
+                // wire is cut to them, as tshark cuts it ("IPv4 total
+                // length exceeds packet length"); Linux drops such a
+                // packet (ip_rcv_core, net/ipv4/ip_input.c).
+                ip_len: if tl == 0 {
+                    orig_rest as u32
+                } else {
+                    (tl as usize).min(orig_rest) as u32
+                },
                 len_zero: tl == 0,
                 off,
                 hdr_len: ip.header_len(),
@@ -239,7 +247,7 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             let ip_len = match (pl, chain.jumbo) {
                 (0, Some(j)) => 40 + j,
                 (0, None) => orig_rest as u32,
-                (n, _) => 40 + n as u32,
+                (n, _) => (40 + n as usize).min(orig_rest) as u32,
             };
             Some(IpFields {
                 v6: true,
@@ -376,7 +384,19 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
     let l4_room = ip.ip_len.saturating_sub(ip.hdr_len as u32);
     match ip.proto {
         PROTO_TCP => {
-            let t = Tcp::new_checked(b).ok()?;
+            // A header cut inside its options (a snap length there) still
+            // names the segment, as tshark reads it: the missing option
+            // bytes read as end-of-options.
+            let mut padded = [0u8; 60];
+            let t = match Tcp::new_checked(b) {
+                Ok(t) => t,
+                Err(_) if b.len() >= 20 => {
+                    let hl = (b[12] >> 4) as usize * 4;
+                    padded[..b.len().min(60)].copy_from_slice(&b[..b.len().min(60)]);
+                    Tcp::new_checked(&padded[..hl.clamp(20, 60)]).ok()?
+                }
+                Err(_) => return None,
+            };
             let o = option_signature(t.options());
             let hl = t.header_len();
             Some((
@@ -425,7 +445,15 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
     let l2 = dissect_l2(link, frame).ok()?;
     let outgoing = matches!(link, LinkKind::LinuxSll | LinkKind::LinuxSll2).then_some(l2.outgoing);
     let orig = (orig_len as usize).max(frame.len());
-    let ip = read_ip(frame, l2.l3_offset, orig - l2.l3_offset)?;
+    // The link layer's type names the network header, as tshark reads it
+    // (a frame of another EtherType whose bytes happen to start like an
+    // IP header is not IP).
+    let v6 = match l2.ethertype {
+        ethertype::IPV4 => false,
+        ethertype::IPV6 => true,
+        _ => return None,
+    };
+    let ip = read_ip(frame, l2.l3_offset, orig - l2.l3_offset).filter(|ip| ip.v6 == v6)?;
     let complete = orig <= frame.len();
     if may_carry_tunnel(&ip) {
         if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, MAX_TUNNEL_DEPTH) {
@@ -454,6 +482,9 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
 /// (`encap_mark`); Wireshark dissects any number. Two levels cover a
 /// tunnel in a tunnel (VXLAN over GRE) with bounded work per frame.
 const MAX_TUNNEL_DEPTH: u8 = 2;
+
+/// GRE's protocol type for WCCP redirection (an IPv4 packet).
+const WCCP: u16 = 0x883e;
 
 /// A protocol a tunnel rides on (UDP, IPIP, IPv6, GRE): the only frames
 /// the tunnel walk looks at, so plain TCP pays one comparison.
@@ -525,8 +556,18 @@ fn parse_tunnel(
                 TunnelKind::Gre
             };
             (t.id, inner_type) = (g.key(), g.protocol());
+            let mut len = g.header_len();
+            if g.protocol() == WCCP {
+                // WCCP redirection (Cisco's web cache protocol): an IPv4
+                // packet, after a 4-byte redirect header unless an IPv4
+                // header follows at once (as Wireshark tells them).
+                inner_type = ethertype::IPV4;
+                if frame.get(at + len).is_some_and(|b| b >> 4 != 4) {
+                    len += 4;
+                }
+            }
             Encap::Gre {
-                len: g.header_len() as u16,
+                len: len as u16,
                 eth,
             }
         }
@@ -700,6 +741,26 @@ pub fn l4_checksum(frame: &[u8], ip: &IpFields, l4_off: usize, field: u16, udp: 
         CsumState::Offloaded
     } else {
         CsumState::Bad
+    }
+}
+
+/// The GRE header at `gre_off` has a checksum (its C flag).
+pub fn gre_has_checksum(frame: &[u8], gre_off: usize) -> bool {
+    frame
+        .get(gre_off..)
+        .and_then(|b| Gre::new_checked(b).ok())
+        .is_some_and(|g| g.has_checksum())
+}
+
+/// Verifies the checksum of the GRE header at `gre_off` under the outer
+/// IP header `outer`: it covers the GRE header and everything after it
+/// (RFC 2784), and sums to zero when valid.
+pub fn gre_checksum(frame: &[u8], outer: &IpFields, gre_off: usize) -> CsumState {
+    let end = outer.off + outer.ip_len as usize;
+    match frame.get(gre_off..end) {
+        Some(b) if offload::checksum::checksum(b) == 0 => CsumState::Valid,
+        Some(_) => CsumState::Bad,
+        None => CsumState::Unknown,
     }
 }
 
@@ -971,6 +1032,20 @@ mod tests {
     }
 
     #[test]
+    fn wccp_over_gre_with_and_without_its_redirect_header() {
+        let inner = tcp4().build();
+        for redirect in [false, true] {
+            let mut h = vec![0, 0, 0x88, 0x3e];
+            if redirect {
+                h.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]);
+            }
+            h.extend_from_slice(&inner[14..]);
+            let t = inner_of(&outer_ip(false, 47, h, &[]));
+            assert_eq!((t.kind, t.id), (TunnelKind::Gre, None));
+        }
+    }
+
+    #[test]
     fn vlan_tags_outside_and_inside_the_tunnel() {
         let mut inner = tcp4();
         if let L2Spec::Ethernet { vlans, .. } = &mut inner.l2 {
@@ -1004,6 +1079,35 @@ mod tests {
         h.extend_from_slice(&mid[14..]);
         let t = inner_of(&outer_ip(true, 47, h, &[]));
         assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
+    }
+
+    proptest::proptest! {
+        /// Any bytes after an outer header that announces a tunnel (IPIP,
+        /// IPv6, GRE, or UDP to a VXLAN or Geneve port), over IPv4 or
+        /// IPv6, cut anywhere: no panic, and what is read lies within the
+        /// frame.
+        #[test]
+        fn any_tunnel_payload_is_read_or_refused_never_a_panic(
+            v6 in proptest::bool::ANY,
+            which in 0usize..5,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
+            cut in 0usize..260,
+        ) {
+            let f = match which {
+                0 => outer_ip(v6, 4, body, &[]),
+                1 => outer_ip(v6, 41, body, &[]),
+                2 => outer_ip(v6, 47, body, &[(0x8100, 9)]),
+                3 => outer_udp(v6, 4789, body),
+                _ => outer_udp(v6, 6081, body),
+            };
+            let f = &f[..cut.min(f.len())];
+            if let Some(p) = parse(LinkKind::Ethernet, f, 300, &[4789]) {
+                proptest::prop_assert!(p.ip.off + p.ip.hdr_len <= f.len());
+                let k = crate::key::FlowKey::of(&p);
+                proptest::prop_assert_eq!(k.reverse().reverse(), k);
+                let _ = k.describe(Some((1, 2)));
+            }
+        }
     }
 
     #[test]

@@ -475,8 +475,33 @@ fn plain_ip_id(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) 
 }
 
 fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatIf) {
-    if r.tunnel.is_some() {
-        let c = f.outer_udp_csum;
+    if let Some(g) = r.tunnel.as_ref().filter(|t| t.gre_checksum != "n/a") {
+        let c = g.gre_checksum_counts;
+        if c.bad > 0 {
+            cx.push(
+                Severity::High,
+                "gre-checksum",
+                Some(r),
+                f.file,
+                format!("{}: bad GRE checksums", r.description),
+                format!(
+                    "{} of {} checked GRE checksums do not verify (first at frame {}): GRO hands such packets up unmerged and the receiving tunnel drops them (`gre_parse_header`, net/ipv4/gre_demux.c).",
+                    c.bad,
+                    c.valid + c.bad,
+                    f.first_bad_outer_csum.unwrap_or(0)
+                ),
+                f.first_bad_outer_csum.into_iter().collect(),
+                vec![("bad", c.bad), ("valid", c.valid)],
+                "find the hop that rewrites the GRE payload or outer headers without fixing the checksum; or configure the tunnel without checksums (`ip link ... type gre` without `csum`)".into(),
+                c.bad,
+            );
+        }
+    } else if r
+        .tunnel
+        .as_ref()
+        .is_some_and(|t| t.outer_udp_checksum != "n/a")
+    {
+        let c = f.outer_csum;
         if c.bad > 0 {
             cx.push(
                 Severity::High,

@@ -541,7 +541,9 @@ pub struct FlowStats {
     pub outer_sport_changes: u64,
     last_outer_sport: u16,
     pub inner: HeaderTrack,
-    pub outer_udp_csum: CsumCounts,
+    /// The outer UDP checksum (VXLAN, Geneve) or the GRE checksum (GRE
+    /// with its C flag): one counter, a flow's tunnel being one kind.
+    pub outer_csum: CsumCounts,
     pub l4_csum: CsumCounts,
     pub ip_csum_bad: u64,
     pub first_bad_outer_csum: Option<u64>,
@@ -618,7 +620,7 @@ impl FlowStats {
                 all_zero: true,
                 ..Default::default()
             },
-            outer_udp_csum: CsumCounts::default(),
+            outer_csum: CsumCounts::default(),
             l4_csum: CsumCounts::default(),
             ip_csum_bad: 0,
             first_bad_outer_csum: None,
@@ -729,23 +731,26 @@ impl FlowStats {
             if t.kind.udp() {
                 self.note_outer_ports(t.sport, t.dport);
             }
-            // GRE and IP in IP have no outer UDP header, ports or checksum.
+            // IP in IP has no outer checksum; GRE one when its C flag is set.
             let udp = t.kind.udp();
+            let gre = t.kind.gre() && dissect::gre_has_checksum(frame, t.udp_off);
             if udp && t.udp_checksum == 0 {
-                self.outer_udp_csum.add(CsumState::Zero);
-            } else if udp && due {
+                self.outer_csum.add(CsumState::Zero);
+            } else if due && (udp || gre) {
                 // With the inner checksum left to the NIC, the outer one
                 // was computed by local checksum offload over a payload
                 // that is not final yet: it cannot be judged.
                 let st = if inner_state == Some(CsumState::Offloaded) {
                     CsumState::Unknown
-                } else {
+                } else if udp {
                     dissect::l4_checksum(frame, &t.ip, t.udp_off, t.udp_checksum, true)
+                } else {
+                    dissect::gre_checksum(frame, &t.ip, t.udp_off)
                 };
                 if st == CsumState::Bad {
                     self.first_bad_outer_csum.get_or_insert(number);
                 }
-                self.outer_udp_csum.add(st);
+                self.outer_csum.add(st);
             }
         }
         self.csum_checked += 1;

@@ -14,10 +14,11 @@ use offload_report::{Evidence, Finding, Severity};
 type ConnKey<'a> = (&'a str, &'a str, u16, &'a str, u16);
 
 /// High findings that stop GRO for a flow.
-const BLOCKING: [&str; 4] = [
+const BLOCKING: [&str; 5] = [
     "ip-id-rule",
     "bad-checksum",
     "outer-udp-checksum",
+    "gre-checksum",
     "big-tcp-ipv6-tunnel",
 ];
 

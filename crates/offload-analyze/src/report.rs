@@ -124,8 +124,12 @@ pub struct TunnelReport {
     /// The GRE key; null without one.
     pub gre_key: Option<u32>,
     pub outer_ip: HeaderReport,
+    /// The outer UDP checksum (VXLAN, Geneve): "n/a" for the others.
     pub outer_udp_checksum: &'static str,
     pub outer_udp_checksum_counts: CsumCounts,
+    /// The GRE checksum (GRE and gretap with the C flag): "n/a" without.
+    pub gre_checksum: &'static str,
+    pub gre_checksum_counts: CsumCounts,
 }
 
 impl TunnelReport {
@@ -382,12 +386,22 @@ pub fn flow_report(
             outer_ip: outer
                 .map(HeaderReport::of)
                 .unwrap_or_else(|| HeaderReport::of(&HeaderTrack::default())),
-            outer_udp_checksum: if udp {
-                f.outer_udp_csum.summary()
+            outer_udp_checksum: if udp { f.outer_csum.summary() } else { "n/a" },
+            outer_udp_checksum_counts: if udp {
+                f.outer_csum
+            } else {
+                CsumCounts::default()
+            },
+            gre_checksum: if t.kind.gre() {
+                f.outer_csum.summary()
             } else {
                 "n/a"
             },
-            outer_udp_checksum_counts: f.outer_udp_csum,
+            gre_checksum_counts: if t.kind.gre() {
+                f.outer_csum
+            } else {
+                CsumCounts::default()
+            },
         }
     });
     let seg_avg = (f.id_inferred_packets > 0)

@@ -259,6 +259,9 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             if t.sport.is_some() {
                 let _ = write!(outer, ", UDP checksum {}", t.outer_udp_checksum);
             }
+            if t.gre_checksum != "n/a" {
+                let _ = write!(outer, ", GRE checksum {}", t.gre_checksum);
+            }
             if t.sport_changes > 0 {
                 let _ = write!(outer, ", source port changed {} times", t.sport_changes);
             }

@@ -9,9 +9,10 @@
 //! The 6.1, 6.12 and 6.18 lines are checked against live kernels; 7.x is
 //! derived from the source and marked as such in every report.
 //!
-//! Tunnelled (VXLAN) flows: the engine runs VXLAN GRO itself (outer and
-//! inner headers, `vxlan_gro_receive`), so a tunnel's figure is the
-//! engine's. Beside it, every tunnelled frame is also fed, with its outer
+//! Tunnelled flows (VXLAN, Geneve, GRE, IP in IP): the engine runs the
+//! tunnel's GRO itself (outer and inner headers, `vxlan_gro_receive`,
+//! `geneve_gro_receive`, `gre_gro_receive`, `ipip_gro_receive`), so a
+//! tunnel's figure is the engine's. Beside it, every tunnelled frame is also fed, with its outer
 //! and inner IPv4 IDs made fixed (ID 0, DF set, header checksum redone), to
 //! a second engine: the "healthy tunnel" figure, what the receiver would
 //! hand its stack if no IP ID rule stood in the way. Only the IDs change,

@@ -474,6 +474,51 @@ fn bad_outer_udp_checksums_are_a_finding() {
     assert!(f.detail.starts_with("10 of 20"), "{}", f.detail);
 }
 
+#[test]
+fn bad_gre_checksums_are_a_finding_and_the_connection_inside_is_analysed() {
+    let (_d, p) = tmp("gre.pcap");
+    let frames: Vec<(u64, Vec<u8>)> = (0..20u32)
+        .map(|i| {
+            let inner = seg(1 + i * 1398, 1398, i as u16, true);
+            // GRE with checksum and key 7, then the inner IPv4 packet.
+            let mut gre = vec![0xa0, 0, 0x08, 0x00, 0, 0, 0, 0, 0, 0, 0, 7];
+            gre.extend_from_slice(&inner[14..]);
+            let c = offload::checksum::checksum(&gre);
+            gre[4..6].copy_from_slice(&c.to_be_bytes());
+            if i >= 12 {
+                gre[4] ^= 0x55;
+            }
+            let mut s = FrameSpec::udp4([192, 168, 1, 2], [192, 168, 1, 1], 0, 0).payload(gre);
+            s.l4 = offload::build::L4Spec::Other(47);
+            s.v4_mut().id = i as u16;
+            (1_000_000 + i as u64 * 1000, s.build())
+        })
+        .collect();
+    write(&p, &frames);
+    let a = run(&[p], &Options::default());
+    assert_eq!(a.report.flows.len(), 1);
+    let fl = &a.report.flows[0];
+    let t = fl.tunnel.as_ref().expect("a GRE tunnel");
+    assert_eq!((t.kind, t.gre_key, t.vni), ("gre", Some(7), None));
+    assert_eq!((t.gre_checksum, t.outer_udp_checksum), ("mixed", "n/a"));
+    assert_eq!(
+        (t.gre_checksum_counts.valid, t.gre_checksum_counts.bad),
+        (12, 8)
+    );
+    assert_eq!((fl.sport, fl.dport, fl.packets), (40000, 5201, 20));
+    assert!(fl
+        .description
+        .starts_with("GRE 192.168.1.2 -> 192.168.1.1 (key 7), inner TCP"));
+    let f = finding(&a, "gre-checksum");
+    assert_eq!(f.evidence.as_ref().unwrap().frames, vec![13]);
+    assert!(f.detail.starts_with("8 of 20"), "{}", f.detail);
+    assert!(a
+        .report
+        .findings
+        .iter()
+        .all(|f| f.kind != "outer-udp-checksum"));
+}
+
 /// Pseudo-random IDs (a multiplicative hash): no order GRO could accept.
 fn random_id(i: u32, salt: u32) -> u16 {
     (i.wrapping_add(salt.wrapping_mul(7919))

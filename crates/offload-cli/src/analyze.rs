@@ -291,7 +291,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .collect();
         eprintln!(
             "offload analyze: {}: {} frames of link type {} not analysed (supported: \
-             Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2)",
+             Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2, BSD loopback)",
             i.path,
             i.unsupported_link_frames,
             types.join(", ")

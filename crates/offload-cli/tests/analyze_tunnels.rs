@@ -725,6 +725,14 @@ fn tunnelled_tcp_analysis_equals_the_bare_capture_and_tshark() {
                     Encap::Gre { keys: Some(_), .. } => assert!(t["gre_key"].is_u64(), "{name}"),
                     _ => assert!(t["vni"].is_null() && t["gre_key"].is_null(), "{name}"),
                 }
+                // Every outer checksum the wrap computed verifies.
+                let (udp, gre) = match w.encap {
+                    Encap::Vxlan { .. } | Encap::Geneve { .. } => ("valid", "n/a"),
+                    Encap::Gre { csum: true, .. } => ("n/a", "valid"),
+                    _ => ("n/a", "n/a"),
+                };
+                assert_eq!(t["outer_udp_checksum"], udp, "{name}: {t}");
+                assert_eq!(t["gre_checksum"], gre, "{name}: {t}");
                 // A's direction moved to another outer source port halfway
                 // (as a socket re-hash does): one record all the same.
                 let a_side = f["src"] == A4.to_string();
@@ -828,19 +836,28 @@ fn tshark_conversations(path: &Path) -> BTreeMap<(String, String), u64> {
     m
 }
 
-/// The public captures of tcpdump's tests (tunnels among them: VXLAN,
-/// Geneve, GRE, QinQ): analyze reads each without a panic, and its TCP
+/// The public captures of tcpdump's tests (`fuzz/seeds/tcpdump`, and the
+/// tunnels of `tests/data/tunnels`: Open vSwitch Geneve whose directions
+/// carry different VNIs, WCCP over GRE, VXLAN and Geneve over IPv4 and
+/// IPv6, QinQ): analyze reads each without a panic, and its TCP
 /// connections (directions paired) are tshark's, frame for frame.
 #[test]
 fn public_captures_pair_as_tshark_does() {
-    let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tcpdump");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&seeds)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in [
+        here.join("../../fuzz/seeds/tcpdump"),
+        here.join("tests/data/tunnels"),
+    ] {
+        files.extend(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng")),
+        );
+    }
     files.sort();
-    assert!(files.len() >= 15, "{}", seeds.display());
+    assert!(files.len() >= 27, "{files:?}");
     let mut tunnelled = 0;
     for p in &files {
         let v = analyze(p);
@@ -875,6 +892,44 @@ fn public_captures_pair_as_tshark_does() {
         eprintln!("{}: offload {ours:?}, tshark {theirs:?}", p.display());
         assert_eq!(ours, theirs, "{}", p.display());
     }
-    // geneve-gcp.pcap and gso-ipv4-vxlan-ipv6.pcap hold tunnelled TCP.
-    assert!(tunnelled >= 2, "{tunnelled} tunnelled TCP directions");
+    // geneve-gcp.pcap, gso-ipv4-vxlan-ipv6.pcap and the tunnels of
+    // tests/data/tunnels hold tunnelled TCP.
+    assert!(tunnelled >= 8, "{tunnelled} tunnelled TCP directions");
+}
+
+/// The text and HTML reports name a tunnelled connection's tunnel kind,
+/// outer endpoints and VNI (Open vSwitch's Geneve capture, whose two
+/// directions carry VNIs 11 and 10).
+#[test]
+fn text_and_html_name_the_tunnel_kind_and_id() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tunnels/geneve.pcap");
+    let out = common::succeeded(
+        common::offload(&["analyze", p.to_str().unwrap()]),
+        "analyze geneve.pcap",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "GENEVE 20.0.0.2:43443 -> 20.0.0.1:6081 (VNI 11), inner TCP 30.0.0.2:51225 -> 30.0.0.1:22",
+        "GENEVE 20.0.0.1:22540 -> 20.0.0.2:6081 (VNI 10), inner TCP 30.0.0.1:22 -> 30.0.0.2:51225",
+        "outer (geneve 20.0.0.2:43443 -> 20.0.0.1:6081 vni 11)",
+    ] {
+        assert!(text.contains(needle), "{needle} not in:\n{text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    common::succeeded(
+        common::offload(&[
+            "analyze",
+            p.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ]),
+        "analyze --html",
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("GENEVE 20.0.0.2:43443 -&gt; 20.0.0.1:6081 (VNI 11), inner TCP"),
+        "the HTML names the tunnel"
+    );
+    assert!(page.contains("outer (geneve)"));
 }

@@ -538,6 +538,12 @@ fn big_tcp_runs_receive_gro_at_the_sizes_under_test() {
                 assert_eq!(rb["gro_max_size"], want, "{name}: {rb}");
                 assert_eq!(rb["gro_ipv4_max_size"], want, "{name}: {rb}");
             }
+            // The run waited until its own traffic had stopped (a late
+            // packet of one arm once landed in the next arm's counters).
+            assert!(
+                r["after_run"]["settled_ms"].as_u64().is_some(),
+                "{name}: {r}"
+            );
             let over: u64 = r["stack_packet_sizes"]
                 .as_object()
                 .unwrap()

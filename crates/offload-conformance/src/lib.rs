@@ -13,7 +13,7 @@ pub mod generate_tunnel;
 pub mod generate_udp;
 pub mod selftest;
 
-use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
+use offload::{Delivered, GroConfig, GroEngine};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -228,26 +228,8 @@ pub fn engine_gro_losses(
     let mut lost = Vec::new();
     let mut e = GroEngine::new(cfg.clone());
     let mut push = |d: &Delivered<'_>| lost.extend(d.lost);
-    feed_train(&mut e, frames, &mut push);
+    offload_lab::oracle::engine_train(&mut e, frames, &mut push);
     (sound, lost)
-}
-
-/// `frames` (Ethernet, 1 us apart, numbered from 1) through `e`, then
-/// the end of the train: how every engine run here feeds a train.
-fn feed_train<F: FnMut(&Delivered<'_>)>(e: &mut GroEngine, frames: &[Vec<u8>], push: &mut F) {
-    for (i, f) in frames.iter().enumerate() {
-        e.receive(
-            Input {
-                data: f,
-                link: LinkKind::Ethernet,
-                timestamp_ns: i as u64 * 1_000,
-                frame: i as u64 + 1,
-                orig_len: f.len() as u32,
-            },
-            push,
-        );
-    }
-    e.finish(push);
 }
 
 /// A delivered packet, whole, with its `(gso_type, gso_size)` ([`engine_meta`]).
@@ -264,7 +246,7 @@ fn engine_run(cfg: &GroConfig, frames: &[Vec<u8>], zero_copy: bool) -> Vec<(Vec<
             out.push((d.to_vec(|n| &frames[n as usize - 1]), engine_meta(d)));
         }
     };
-    feed_train(&mut e, frames, &mut push);
+    offload_lab::oracle::engine_train(&mut e, frames, &mut push);
     out
 }
 

@@ -47,6 +47,7 @@ use rustix::time::{ClockId, Timespec};
 
 use offload::gro::{GRO_LEGACY_MAX_SIZE, GRO_MAX_SIZE};
 use offload::vnet::VnetHdr;
+use offload::{Delivered, GroEngine, Input, LinkKind};
 use offload_sys::error::{Error, Result};
 use offload_sys::ethtool::Ethtool;
 use offload_sys::netns::NetNs;
@@ -83,6 +84,31 @@ const SENTINEL_MAGIC: &[u8; 12] = b"offload-lab\0";
 const SENTINEL_SRC: [u8; 6] = [0x02, 0x6f, 0x66, 0x6c, 0xff, 0xff];
 /// How long to wait for a sentinel before declaring the oracle stuck.
 const SENTINEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `frames` (Ethernet, 1 us apart, numbered from 1) through `engine`, then
+/// the end of the train: the engine's side of a train [`KernelGro`] puts
+/// through the kernel (one NAPI batch, flushed at its end). Every place that
+/// sets the engine beside the kernel feeds it this way: the lab's model
+/// lines and the conformance suite.
+pub fn engine_train<F: FnMut(&Delivered<'_>)>(
+    engine: &mut GroEngine,
+    frames: &[Vec<u8>],
+    push: &mut F,
+) {
+    for (i, f) in frames.iter().enumerate() {
+        engine.receive(
+            Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: i as u64 * 1_000,
+                frame: i as u64 + 1,
+                orig_len: f.len() as u32,
+            },
+            push,
+        );
+    }
+    engine.finish(push);
+}
 
 /// A VXLAN device for the oracle to create (GRO only
 /// looks inside VXLAN when a VXLAN socket listens on the destination port).

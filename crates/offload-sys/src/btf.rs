@@ -6,7 +6,9 @@
 //! 0xeb9f), then `struct btf_type` records numbered from 1, each followed by
 //! data whose size depends on its kind, then the string section. Members of
 //! anonymous structures and unions (`sk_buff`'s `dev` sits in two) are found
-//! through them, as C names them.
+//! through them, as C names them. A structure's size and its members as
+//! declared ([`Btf::members`]) serve readers of its layout, such as the lab's
+//! cache-line groups.
 
 use crate::error::{Error, Result};
 
@@ -17,6 +19,15 @@ const VOLATILE: u32 = 9;
 const CONST: u32 = 10;
 const RESTRICT: u32 = 11;
 const TYPE_TAG: u32 = 18;
+
+/// One member of a structure as BTF declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Its name (empty for an anonymous structure or union).
+    pub name: String,
+    /// Byte offset from the start of the structure (bit offset / 8).
+    pub offset: u32,
+}
 
 /// Decoded type records of one BTF blob (types only; members on demand).
 #[derive(Debug)]
@@ -128,6 +139,38 @@ impl Btf {
         })
     }
 
+    /// Size in bytes of the structure named `name` ([`Btf::struct_id`]).
+    pub fn struct_size(&self, name: &str) -> Result<u32> {
+        let id = self
+            .struct_id(name)
+            .ok_or_else(|| bad(format!("BTF has no struct {name}")))?;
+        Ok(self.info(id).map_or(0, |(_, _, _, size, _)| size))
+    }
+
+    /// The members of the structure named `name`, in declaration order,
+    /// top level only (an anonymous member is listed once, unnamed).
+    pub fn members(&self, name: &str) -> Result<Vec<Member>> {
+        let id = self
+            .struct_id(name)
+            .ok_or_else(|| bad(format!("BTF has no struct {name}")))?;
+        let (_, vlen, kind_flag, _, pos) = self
+            .info(id)
+            .ok_or_else(|| bad(format!("BTF type {id} missing")))?;
+        Ok((0..vlen)
+            .map(|m| {
+                let at = pos + 12 + 12 * m;
+                let raw = self.u32_at(at + 8);
+                // With kind_flag the low 24 bits are the offset and the
+                // high 8 a bitfield size (Documentation/bpf/btf.rst).
+                let bits = if kind_flag { raw & 0x00ff_ffff } else { raw };
+                Member {
+                    name: self.name(self.u32_at(at)).to_string(),
+                    offset: bits / 8,
+                }
+            })
+            .collect())
+    }
+
     /// Byte offset and type id of member `member` of structure or union
     /// `id`, looking through anonymous members.
     fn member(&self, id: u32, member: &str, depth: u32) -> Option<(u32, u32)> {
@@ -199,6 +242,10 @@ mod tests {
         assert!(btf.offset_of("net_device", "ifindex").unwrap() < 4096);
         assert!(btf.offset_of("net_device", "nd_net").unwrap() < 4096);
         assert!(btf.offset_of("net", "ns.inum").unwrap() < 1024);
+        let members = btf.members("sk_buff").unwrap();
+        assert!(members.iter().any(|m| m.name == "len" && m.offset == len));
+        assert!(btf.struct_size("sk_buff").unwrap() > len);
+        assert!(btf.members("no_such_struct").is_err());
         assert!(btf.offset_of("net", "no_such_member").is_err());
         assert!(btf.offset_of("no_such_struct", "x").is_err());
     }

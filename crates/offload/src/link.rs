@@ -23,6 +23,12 @@ pub enum LinkKind {
     LinuxSll,
     /// Linux cooked capture v2 (`LINKTYPE_LINUX_SLL2` = 276).
     LinuxSll2,
+    /// BSD loopback (`LINKTYPE_NULL` = 0, macOS and BSD `lo0`): a 4-byte
+    /// address family in the byte order of the host that wrote the file.
+    Null,
+    /// OpenBSD loopback (`LINKTYPE_LOOP` = 108): the same header, the
+    /// family in network byte order.
+    Loop,
 }
 
 impl LinkKind {
@@ -36,6 +42,8 @@ impl LinkKind {
             229 => LinkKind::Ipv6,
             113 => LinkKind::LinuxSll,
             276 => LinkKind::LinuxSll2,
+            0 => LinkKind::Null,
+            108 => LinkKind::Loop,
             _ => return None,
         })
     }
@@ -49,6 +57,8 @@ impl LinkKind {
             LinkKind::Ipv6 => 229,
             LinkKind::LinuxSll => 113,
             LinkKind::LinuxSll2 => 276,
+            LinkKind::Null => 0,
+            LinkKind::Loop => 108,
         }
     }
 }
@@ -93,6 +103,9 @@ impl L2Info {
     }
 }
 
+/// The BSD loopback header: the address family, 4 bytes.
+const LOOPBACK_HEADER_LEN: usize = 4;
+
 /// Finds the network header of `frame`.
 pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
     match link {
@@ -129,6 +142,37 @@ pub fn dissect_l2(link: LinkKind, frame: &[u8]) -> Result<L2Info, WireError> {
                 outer_protocol: et,
                 vlan_tags: 0,
                 key_len: 0,
+                outgoing: false,
+                vlan_tpids_offloaded: true,
+            })
+        }
+        LinkKind::Null | LinkKind::Loop => {
+            let h: [u8; 4] = frame
+                .get(..LOOPBACK_HEADER_LEN)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| {
+                    WireError::truncated("loopback", "family", LOOPBACK_HEADER_LEN, frame.len())
+                })?;
+            // LINKTYPE_NULL's family is in the writer's byte order: a
+            // value with bits above the low 16 was written the other way
+            // round (as libpcap and Wireshark tell it).
+            let mut family = u32::from_be_bytes(h);
+            if link == LinkKind::Null && family & 0xffff_0000 != 0 {
+                family = family.swap_bytes();
+            }
+            // AF_INET is 2 everywhere; AF_INET6 is 24 (NetBSD, OpenBSD),
+            // 28 (FreeBSD) or 30 (macOS).
+            let et = match family {
+                2 => ethertype::IPV4,
+                24 | 28 | 30 => ethertype::IPV6,
+                _ => 0,
+            };
+            Ok(L2Info {
+                l3_offset: LOOPBACK_HEADER_LEN,
+                ethertype: et,
+                outer_protocol: et,
+                vlan_tags: 0,
+                key_len: LOOPBACK_HEADER_LEN,
                 outgoing: false,
                 vlan_tpids_offloaded: true,
             })
@@ -176,6 +220,32 @@ mod tests {
         assert!(i.vlan_tpids_offloaded);
         let i = dissect_l2(LinkKind::LinuxSll2, &sll2_with_tag(ethertype::QINQ_OLD)).unwrap();
         assert!(!i.vlan_tpids_offloaded);
+    }
+
+    #[test]
+    fn bsd_loopback_families_in_either_byte_order() {
+        let mut f = vec![2, 0, 0, 0];
+        f.extend_from_slice(&[0x45; 20]);
+        let i = dissect_l2(LinkKind::Null, &f).unwrap();
+        assert_eq!((i.l3_offset, i.ethertype), (4, ethertype::IPV4));
+        f[..4].copy_from_slice(&[0, 0, 0, 30]);
+        assert_eq!(
+            dissect_l2(LinkKind::Null, &f).unwrap().ethertype,
+            ethertype::IPV6
+        );
+        assert_eq!(
+            dissect_l2(LinkKind::Loop, &f).unwrap().ethertype,
+            ethertype::IPV6
+        );
+        f[..4].copy_from_slice(&[24, 0, 0, 0]);
+        assert_eq!(
+            dissect_l2(LinkKind::Null, &f).unwrap().ethertype,
+            ethertype::IPV6
+        );
+        assert_eq!(dissect_l2(LinkKind::Loop, &f).unwrap().ethertype, 0);
+        assert!(dissect_l2(LinkKind::Null, &f[..3]).is_err());
+        assert_eq!(LinkKind::from_linktype(0), Some(LinkKind::Null));
+        assert_eq!(LinkKind::Loop.linktype(), 108);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the window field of a SYN or SYN-ACK is never scaled; a direction's
 //! later windows are shifted by the scale its own SYN announced, but only
 //! when both SYNs carried the option (a host that receives none does not
-//! scale). Without the handshake the scale is unknown: windows are then
+//! scale). A SYN whose answer was not captured is taken at its word, as
+//! Wireshark takes it. Without the direction's SYN the scale is unknown: windows are then
 //! the raw field, and the report says so (Wireshark shows "window size
 //! scaling factor: -1 (unknown)" for the same case).
 
@@ -12,7 +13,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "state", content = "shift")]
 pub enum WindowScale {
-    /// No handshake (or only half of it) in the capture: raw windows.
+    /// No SYN of this direction in the capture: raw windows.
     Unknown,
     /// The handshake was seen and does not enable scaling.
     NotUsed,
@@ -31,9 +32,13 @@ pub fn scale_of(own: SynSeen, peer: SynSeen) -> WindowScale {
         // Either SYN without the option: nobody scales.
         (Some((None, _)), _) | (_, Some((None, _))) => WindowScale::NotUsed,
         (Some((Some(s), _)), Some((Some(_), _))) => WindowScale::Shift(s),
-        // A SYN-ACK with the option answers a SYN that had it.
-        (Some((Some(s), true)), None) => WindowScale::Shift(s),
-        // A SYN with the option whose SYN-ACK was not captured, or no SYN.
+        // A SYN-ACK with the option answers a SYN that had it; a SYN with
+        // the option whose SYN-ACK was not captured (a capture of one
+        // direction) is taken at its word, as Wireshark does (the
+        // direction's `win_scale` comes from its own SYN; only a peer's
+        // SYN without the option cancels it).
+        (Some((Some(s), _)), None) => WindowScale::Shift(s),
+        // No SYN of this direction.
         _ => WindowScale::Unknown,
     }
 }
@@ -79,8 +84,12 @@ mod tests {
         );
         // A SYN-ACK with the option implies the SYN had it.
         assert_eq!(scale_of(Some((Some(9), true)), None), WindowScale::Shift(9));
-        // A SYN alone, or nothing: unknown.
-        assert_eq!(scale_of(Some((Some(7), false)), None), WindowScale::Unknown);
+        // A SYN alone is taken at its word (as Wireshark does); no SYN of
+        // this direction: unknown.
+        assert_eq!(
+            scale_of(Some((Some(7), false)), None),
+            WindowScale::Shift(7)
+        );
         assert_eq!(scale_of(None, None), WindowScale::Unknown);
         assert_eq!(scale_of(None, Some((Some(7), false))), WindowScale::Unknown);
         // The SYN's own window is never scaled.

@@ -141,35 +141,42 @@ struct Episode {
     resent: bool,
 }
 
-/// Gaps in the sequence space the capture has not seen (a small fixed
-/// set: the oldest is forgotten when full).
-#[derive(Debug, Clone, Copy, Default)]
+/// Gaps in the sequence space the capture has not seen, oldest first.
+///
+/// At most [`Gaps::MAX`]; the oldest is forgotten when full (its filler
+/// then counts as a repeat, `lost_after_capture`). A flow holds one gap per
+/// loss in flight: one segment lost in 40 with 500 in flight (a loaded
+/// veth path) leaves 12 open at once, so a handful is not enough. Kept on
+/// the heap and grown on demand: a flow without loss allocates nothing.
+#[derive(Debug, Clone, Default)]
 struct Gaps {
-    g: [(u32, u32); 8],
-    n: usize,
+    g: Vec<(u32, u32)>,
 }
 
 impl Gaps {
+    /// Open gaps remembered per direction: 512 bytes at most.
+    const MAX: usize = 64;
+
     fn add(&mut self, a: u32, b: u32) {
-        if self.n == self.g.len() {
-            self.g.copy_within(1.., 0);
-            self.n -= 1;
+        if self.g.len() == Self::MAX {
+            self.g.remove(0);
         }
-        self.g[self.n] = (a, b);
-        self.n += 1;
+        self.g.push((a, b));
+    }
+
+    fn len(&self) -> usize {
+        self.g.len()
     }
 
     fn contains(&self, s: u32) -> bool {
-        self.g[..self.n]
-            .iter()
-            .any(|&(a, b)| seq_le(a, s) && seq_lt(s, b))
+        self.g.iter().any(|&(a, b)| seq_le(a, s) && seq_lt(s, b))
     }
 
     /// Removes `[s, e)` from the gaps; true if it overlapped one.
     fn fill(&mut self, s: u32, e: u32) -> bool {
         let mut hit = false;
         let mut i = 0;
-        while i < self.n {
+        while i < self.g.len() {
             let (a, b) = self.g[i];
             if seq_le(e, a) || seq_le(b, s) {
                 i += 1;
@@ -181,9 +188,8 @@ impl Gaps {
             match (left, right) {
                 (Some(l), Some(r)) => {
                     self.g[i] = l;
-                    if self.n < self.g.len() {
-                        self.g[self.n] = r;
-                        self.n += 1;
+                    if self.g.len() < Self::MAX {
+                        self.g.push(r);
                     }
                     i += 1;
                 }
@@ -192,8 +198,7 @@ impl Gaps {
                     i += 1;
                 }
                 (None, None) => {
-                    self.g.copy_within(i + 1..self.n, i);
-                    self.n -= 1;
+                    self.g.remove(i);
                 }
             }
         }
@@ -300,7 +305,7 @@ impl TcpDirection {
     }
 
     pub fn gaps_open(&self) -> u64 {
-        self.gaps.n as u64
+        self.gaps.len() as u64
     }
 
     fn count(&mut self, fl: u32, frame: u64) {
@@ -421,30 +426,25 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             break 'checks;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window {
-            fwd.dupacknum = if fwd.dupacknum == -1 {
-                1
-            } else {
-                fwd.dupacknum + 1
-            };
+            fwd.dupacknum += 1;
             fl |= DUPLICATE_ACK;
         }
     }
     if Some(ack) != fwd.lastack {
         fwd.dupacknum = 0;
     }
+    // ACKed unseen segment: an ACK beyond the highest contiguous byte seen
+    // from the peer. As tshark 4.0 (the one Debian 12 and this project's
+    // CI ship) flags it: once, then the mark moves to the peer's highest
+    // byte so that later ACKs of the same hole are not flagged again.
+    // (Later Wireshark releases keep the mark and silence repeats through
+    // the peer's duplicate-ACK counter, which flags an ACK again once the
+    // peer's own ACK number moved: more flags on the same captures.)
     if ackf {
         if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
             if seq_gt(ack, m) {
-                // Wireshark compares these two as plain numbers.
-                if m > n {
-                    rev.maxseqtobeacked = Some(n);
-                    fl |= ACKED_UNSEEN;
-                } else {
-                    if rev.dupacknum == 0 {
-                        fl |= ACKED_UNSEEN;
-                    }
-                    rev.dupacknum = -1;
-                }
+                rev.maxseqtobeacked = Some(n);
+                fl |= ACKED_UNSEEN;
             }
         }
     }
@@ -577,11 +577,15 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fwd.zero_window_ns += ts.saturating_sub(t0);
         }
     }
+    // Segments carrying SACK blocks, counted as tshark counts frames with
+    // `tcp.options.sack_le` (whatever their flags).
+    if s.nsack > 0 {
+        fwd.acks_with_sack += 1;
+        fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
+    }
     // This segment's ACK, for the peer's data.
     if ackf {
         if s.nsack > 0 {
-            fwd.acks_with_sack += 1;
-            fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
             let (l, r) = s.sack[0];
             let dsack =
                 seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
@@ -623,15 +627,25 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 resent: false,
             });
         }
-        if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts) {
-            rev.rtt.add(rtt);
-            rev.rtt_points.push(RttPoint {
-                t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
-                rtt_ms: rtt as f64 / 1e6,
-                frame: s.frame,
-                data_frame,
-            });
-        }
+    }
+    // The peer's segments this one acknowledges leave the queue, one RTT
+    // sample for the segment it acknowledges exactly. Wireshark walks the
+    // queue with the acknowledgment field of every segment, ACK flag or
+    // not (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a
+    // SYN sent again after the SYN-ACK, its field zero, sits above the
+    // peer's queue in sequence space and clears it without a sample.
+    // Wireshark shows no `ack_rtt` when the ACK's timestamp equals the
+    // segment's (`ta->ts` zero in tcp_print_sequence_number_analysis):
+    // coarse or synthetic timestamps give no sample rather than a zero. A
+    // timestamp that went backwards (tshark: a negative RTT) gives none.
+    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
+        rev.rtt.add(rtt);
+        rev.rtt_points.push(RttPoint {
+            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
+            rtt_ms: rtt as f64 / 1e6,
+            frame: s.frame,
+            data_frame,
+        });
     }
     let mut in_flight = None;
     if len > 0 && fwd.valid_bif {
@@ -777,6 +791,43 @@ mod tests {
     }
 
     #[test]
+    fn rules_public_captures_exercise_as_tshark_4_0_applies_them() {
+        // A SYN sent again after the SYN-ACK (acknowledgment field zero)
+        // clears b's waiting SYN-ACK: the handshake's ACK gives no sample.
+        // (Sequence numbers above 2^31: zero lies beyond them.)
+        let mut c = Conv::new();
+        let isn = 3_000_000_000;
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(false, syn(isn, 1001, SYN | ACK, Some(9)));
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(true, ack_seg(1001, isn + 1, 502));
+        assert_eq!(c.b.rtt.samples, 0);
+        // Without the repeated SYN, the same handshake gives the sample.
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(false, syn(isn, 1001, SYN | ACK, Some(9)));
+        c.seg(true, ack_seg(1001, isn + 1, 502));
+        assert_eq!(c.b.rtt.samples, 1);
+        // An ACK with the segment's own timestamp is no sample.
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, None);
+        c.ts -= 100_000;
+        c.ack(1001, None);
+        assert_eq!(c.a.rtt.samples, 1, "only the SYN's");
+        // Two ACKs beyond a hole: one "ACKed unseen segment"; a later ACK
+        // beyond all the peer was seen to send flags again.
+        c.data(2001, None);
+        c.ack(3001, None);
+        let again = c.ack(3001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 1);
+        assert_ne!(again.flags & flag::DUPLICATE_ACK, 0);
+        c.data(3001, None);
+        c.ack(5001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 2);
+    }
+
+    #[test]
     fn without_the_handshake_the_scale_is_unknown_and_windows_raw() {
         let mut c = Conv::new();
         c.data(1, None);
@@ -804,6 +855,34 @@ mod tests {
         assert_eq!(c.a.loss.reordered_before_capture, 0);
         assert_eq!(c.b.ws.duplicate_acks, 2);
         assert_eq!(c.b.acks_with_sack, 2);
+    }
+
+    /// One segment in 40 lost with 500 in flight leaves 12 gaps open at
+    /// once (measured on a loaded veth path): every filler is still a loss
+    /// before the capture point, none a repeat of bytes it saw.
+    #[test]
+    fn a_dozen_gaps_open_at_once_are_all_remembered() {
+        let mut c = Conv::new();
+        c.handshake();
+        // Segments 0..480 of 1000 bytes, every 40th (from the 20th) lost.
+        let lost: Vec<u32> = (0..12).map(|k| 20 + 40 * k).collect();
+        for i in 0..480u32 {
+            if !lost.contains(&i) {
+                c.data(1 + i * 1000, None);
+            }
+        }
+        assert_eq!(c.a.gaps_open(), 12);
+        for &i in &lost {
+            let o = c.data(1 + i * 1000, None);
+            assert!(
+                o.flags & flag::LOSS_BEFORE != 0,
+                "segment {i}: {:b}",
+                o.flags
+            );
+        }
+        assert_eq!(c.a.loss.lost_before_capture, 12);
+        assert_eq!(c.a.loss.lost_after_capture, 0);
+        assert_eq!(c.a.gaps_open(), 0);
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The established tools on the capture side: tcpdump writing the captures
 //! the kernel-driven tests compare on, and tshark reading captures back.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 use offload_sys::NetNs;
 
@@ -15,44 +15,68 @@ use super::netns::command_in;
 #[derive(Debug)]
 pub struct Tcpdump {
     child: Child,
-    /// tcpdump's stderr after its "listening on" line: the statistics it
-    /// prints on exit.
-    stderr: JoinHandle<String>,
+    /// tcpdump's stderr lines after its "listening on" line: its counts,
+    /// on request (SIGUSR1) and on exit.
+    lines: Receiver<String>,
     path: PathBuf,
 }
 
-/// The counts tcpdump prints on exit.
+/// tcpdump's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpdumpStats {
     /// Frames written to the file.
     pub captured: u64,
-    /// Frames the kernel dropped because tcpdump's ring was full
-    /// (libpcap's `ps_drop`, the socket's `PACKET_STATISTICS` `tp_drops`).
+    /// Frames the kernel queued for tcpdump, or dropped because its ring
+    /// was full (libpcap's `ps_recv`: `PACKET_STATISTICS` `tp_packets`,
+    /// which counts `tp_drops` too).
+    pub received_by_filter: u64,
+    /// Frames the kernel dropped because the ring was full (`tp_drops`).
     pub dropped_by_kernel: u64,
+}
+
+impl TcpdumpStats {
+    /// Every frame that reached the socket was written: none dropped, none
+    /// left in the ring.
+    pub fn complete(&self) -> bool {
+        self.dropped_by_kernel == 0 && self.captured == self.received_by_filter
+    }
+
+    /// Reads the three counts from tcpdump's text: the one-line form
+    /// SIGUSR1 prints ("N packets captured, N packets received by filter,
+    /// N packets dropped by kernel") or the three lines printed on exit.
+    fn parse(text: &str) -> Option<TcpdumpStats> {
+        let count = |what: &str| {
+            let at = text.find(what)?;
+            text[..at].split_whitespace().last()?.parse().ok()
+        };
+        Some(TcpdumpStats {
+            captured: count(" packets captured")?,
+            received_by_filter: count(" packets received by filter")?,
+            dropped_by_kernel: count(" packets dropped by kernel")?,
+        })
+    }
 }
 
 impl Tcpdump {
     /// Starts tcpdump on `dev` inside `ns`, writing whole frames that
-    /// match `filter` to `path`, and returns once it is listening.
+    /// match `filter` to `path`, and returns once it is listening: tcpdump
+    /// prints "listening on" after its socket is bound with the filter
+    /// set, so every frame from then on reaches its ring.
     ///
-    /// A 64 MB buffer: a frame tcpdump drops would be a gap no tool could
-    /// explain. Immediate mode: libpcap hands every frame over at once, none
-    /// waits in a ring block at exit.
+    /// No `--immediate-mode`: with it libpcap uses `TPACKET_V2`, whose
+    /// fixed slots are sized for the largest frame the device could
+    /// deliver (64 KiB on a veth with GSO), so the 64 MB buffer holds 1,023
+    /// frames: a burst of 5,000 1,442-byte frames while tcpdump was stopped
+    /// lost 3,977 (`-B 65536 --immediate-mode`), and a loaded run lost up
+    /// to 1,433 of 3,640. Without it libpcap uses `TPACKET_V3`, whose
+    /// blocks pack frames of any size: the same burst lost none. Its
+    /// frames wait in a block until the block fills or its timeout (1 s)
+    /// passes, which [`Tcpdump::stop`] waits for.
     pub fn start(ns: &NetNs, dev: &str, path: &Path, filter: &[&str]) -> Tcpdump {
         let mut child = command_in(
             ns,
             "tcpdump",
-            &[
-                "-i",
-                dev,
-                "-s",
-                "0",
-                "-B",
-                "65536",
-                "--immediate-mode",
-                "-U",
-                "-w",
-            ],
+            &["-i", dev, "-s", "0", "-B", "65536", "-U", "-w"],
         )
         .arg(path)
         .args(filter)
@@ -63,42 +87,76 @@ impl Tcpdump {
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening") {}
-        let stderr = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = err.read_to_string(&mut rest);
-            rest
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in err.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
         });
         Tcpdump {
             child,
-            stderr,
+            lines,
             path: path.to_path_buf(),
         }
     }
 
-    /// Stops tcpdump as Ctrl-C would (it then writes out what it holds and
-    /// prints its counts) and returns the counts.
+    /// tcpdump's counts now, as it prints them on SIGUSR1.
+    pub fn stats(&self) -> TcpdumpStats {
+        super::signal(&self.child, libc::SIGUSR1);
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("tcpdump on {}: no counts ({e})", self.path.display()));
+            if let Some(s) = TcpdumpStats::parse(&line) {
+                return s;
+            }
+        }
+    }
+
+    /// Waits until tcpdump has written every frame it received, and the
+    /// count stayed the same for 300 ms (the last ACKs of a connection
+    /// may still be crossing a userspace hop): then nothing is left in the
+    /// ring for a stop to cut off.
+    pub fn drain(&self) -> TcpdumpStats {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = None;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let s = self.stats();
+            if s.captured == s.received_by_filter && last == Some(s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tcpdump on {}: not drained after 20 s: {s:?}",
+                self.path.display()
+            );
+            last = Some(s);
+        }
+    }
+
+    /// Drains tcpdump, stops it as Ctrl-C would and returns its final
+    /// counts, asserting that the capture is complete: a frame the capture
+    /// lost would be a gap no tool could explain, and every figure compared
+    /// on the capture would be wrong for a reason outside the analysis.
     pub fn stop(mut self) -> TcpdumpStats {
-        std::thread::sleep(Duration::from_millis(300));
+        self.drain();
         super::signal(&self.child, libc::SIGINT);
         self.child.wait().unwrap();
-        let text = self.stderr.join().unwrap();
-        let count = |what: &str| {
-            text.lines()
-                .find(|l| l.ends_with(what))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| {
-                    panic!(
-                        "tcpdump on {}: no \"{what}\" line in {text:?}",
-                        self.path.display()
-                    )
-                })
-        };
-        let stats = TcpdumpStats {
-            captured: count("packets captured"),
-            dropped_by_kernel: count("packets dropped by kernel"),
-        };
+        // The reader thread ends at tcpdump's end of stderr.
+        let text: Vec<String> = self.lines.iter().collect();
+        let stats = TcpdumpStats::parse(&text.join("\n"))
+            .unwrap_or_else(|| panic!("tcpdump on {}: no counts in {text:?}", self.path.display()));
         eprintln!("tcpdump {}: {stats:?}", self.path.display());
+        assert!(
+            stats.complete(),
+            "tcpdump on {}: capture incomplete: {stats:?}",
+            self.path.display()
+        );
         stats
     }
 }

@@ -12,6 +12,7 @@
 pub mod capture;
 pub mod netns;
 pub mod pcap;
+pub mod tcp_figures;
 
 use std::ffi::OsStr;
 use std::io::Write;

@@ -175,8 +175,21 @@ impl Experiment for BigTcp {
                 .map(|d| SizeCounters::open(&ids, d, &SIZE_EDGES))
                 .collect::<anyhow::Result<_>>()?;
             let cfg = config(s);
-            let (r, counts) = counted(&ids, &devices, || bench_in(&pair.client.ns, &cfg))?;
+            let mut at_return: Vec<Vec<u64>> = Vec::new();
+            let (r, counts, after_run) = counted(&ids, &devices, || {
+                let r = bench_in(&pair.client.ns, &cfg)?;
+                at_return = sizes.iter().map(SizeCounters::read).collect();
+                Ok(r)
+            })?;
             let buckets: Vec<Vec<u64>> = sizes.iter().map(SizeCounters::read).collect();
+            // What arrived after the client returned, by size: the packets
+            // the wait in `counted` keeps out of the next arm's counters.
+            let tail: Vec<u64> = (0..SIZE_EDGES.len())
+                .map(|i| {
+                    buckets.iter().map(|b| b[i]).sum::<u64>()
+                        - at_return.iter().map(|b| b[i]).sum::<u64>()
+                })
+                .collect();
             // The server's device receives the data of a stream; in a
             // transaction both devices receive 80000 bytes.
             let mut f: RunFigures = figures(&r, &counts, Some(1));
@@ -194,6 +207,14 @@ impl Experiment for BigTcp {
                 json!({
                     cdev.clone(): names.iter().cloned().zip(buckets[0].iter().copied()).collect::<std::collections::BTreeMap<_, _>>(),
                     sdev.clone(): names.iter().cloned().zip(buckets[1].iter().copied()).collect::<std::collections::BTreeMap<_, _>>(),
+                }),
+            );
+            f.facts.insert(
+                "after_run".into(),
+                json!({
+                    "packets": after_run.packets,
+                    "settled_ms": after_run.settled_ms,
+                    "stack_packet_sizes": names.iter().cloned().zip(tail).collect::<std::collections::BTreeMap<_, _>>(),
                 }),
             );
             f.facts.insert(

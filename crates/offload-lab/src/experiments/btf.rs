@@ -9,14 +9,13 @@
 //! sizes and the cache lines they span can be read from the kernel itself;
 //! a kernel without the markers (before 6.8) shows none.
 //!
-//! The format is the kernel's (Documentation/bpf/btf.rst): a header
-//! (magic 0xeb9f), then `struct btf_type` records, each followed by data
-//! whose size depends on its kind, then the string section. Only what the
-//! groups need is decoded.
+//! The members come from [`offload_sys::btf`], the project's one BTF
+//! reader; this module only pairs the markers into groups.
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
+use offload_sys::btf::Btf;
 use serde::Serialize;
 
 /// The structures whose groups are reported.
@@ -46,117 +45,55 @@ pub struct StructGroups {
     pub groups: Vec<Group>,
 }
 
-fn u32_at(b: &[u8], off: usize, le: bool) -> anyhow::Result<u32> {
-    let s: [u8; 4] = b
-        .get(off..off + 4)
-        .and_then(|s| s.try_into().ok())
-        .with_context(|| format!("BTF truncated at byte {off}"))?;
-    Ok(if le {
-        u32::from_le_bytes(s)
-    } else {
-        u32::from_be_bytes(s)
-    })
-}
-
-fn str_at(strings: &[u8], off: u32) -> &str {
-    let rest = strings.get(off as usize..).unwrap_or(&[]);
-    let end = rest.iter().position(|&c| c == 0).unwrap_or(rest.len());
-    std::str::from_utf8(&rest[..end]).unwrap_or("")
-}
-
-/// Reads the groups of `wanted` structures from raw BTF.
-pub fn parse(btf: &[u8], wanted: &[&str]) -> anyhow::Result<Vec<StructGroups>> {
-    if btf.len() < 24 {
-        bail!("BTF shorter than its header");
-    }
-    let le = match [btf[0], btf[1]] {
-        [0x9f, 0xeb] => true,
-        [0xeb, 0x9f] => false,
-        m => bail!("not BTF (magic {m:02x?})"),
-    };
-    let hdr_len = u32_at(btf, 4, le)? as usize;
-    let type_off = u32_at(btf, 8, le)? as usize;
-    let type_len = u32_at(btf, 12, le)? as usize;
-    let str_off = u32_at(btf, 16, le)? as usize;
-    let str_len = u32_at(btf, 20, le)? as usize;
-    let types = btf
-        .get(hdr_len + type_off..hdr_len + type_off + type_len)
-        .context("BTF type section out of bounds")?;
-    let strings = btf
-        .get(hdr_len + str_off..hdr_len + str_off + str_len)
-        .context("BTF string section out of bounds")?;
-    let mut found: BTreeMap<String, StructGroups> = BTreeMap::new();
-    let mut pos = 0usize;
-    while pos + 12 <= types.len() {
-        let name_off = u32_at(types, pos, le)?;
-        let info = u32_at(types, pos + 4, le)?;
-        let size = u32_at(types, pos + 8, le)?;
-        let vlen = (info & 0xffff) as usize;
-        let kind = (info >> 24) & 0x1f;
-        let kind_flag = info >> 31 == 1;
-        pos += 12;
-        // Bytes of kind-specific data after the record.
-        let extra = match kind {
-            1 | 14 | 17 => 4,             // INT, VAR, DECL_TAG
-            3 => 12,                      // ARRAY
-            4 | 5 | 15 | 19 => 12 * vlen, // STRUCT, UNION, DATASEC, ENUM64
-            6 | 13 => 8 * vlen,           // ENUM, FUNC_PROTO
-            2 | 7..=12 | 16 | 18 => 0,    // PTR, FWD, TYPEDEF, qualifiers, FUNC, FLOAT, TYPE_TAG
-            k => bail!("unknown BTF kind {k} at type byte {}", pos - 12),
+/// The groups of the `wanted` structures that `btf` has (absent ones are
+/// left out).
+pub fn groups(btf: &Btf, wanted: &[&str]) -> anyhow::Result<Vec<StructGroups>> {
+    let mut out = Vec::new();
+    for &name in wanted {
+        let Ok(members) = btf.members(name) else {
+            continue;
         };
-        let name = str_at(strings, name_off);
-        if kind == 4 && wanted.contains(&name) && !found.contains_key(name) {
-            let mut begins: BTreeMap<String, u32> = BTreeMap::new();
-            let mut ends: BTreeMap<String, u32> = BTreeMap::new();
-            for m in 0..vlen {
-                let at = pos + 12 * m;
-                let mname = str_at(strings, u32_at(types, at, le)?);
-                let raw = u32_at(types, at + 8, le)?;
-                let bits = if kind_flag { raw & 0x00ff_ffff } else { raw };
-                if let Some(g) = mname.strip_prefix("__cacheline_group_begin__") {
-                    begins.insert(g.to_string(), bits / 8);
-                } else if let Some(g) = mname.strip_prefix("__cacheline_group_end__") {
-                    ends.insert(g.to_string(), bits / 8);
-                }
+        let mut begins: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut ends: BTreeMap<&str, u32> = BTreeMap::new();
+        for m in &members {
+            if let Some(g) = m.name.strip_prefix("__cacheline_group_begin__") {
+                begins.insert(g, m.offset);
+            } else if let Some(g) = m.name.strip_prefix("__cacheline_group_end__") {
+                ends.insert(g, m.offset);
             }
-            let mut groups: Vec<Group> = begins
-                .iter()
-                .filter_map(|(g, &b)| {
-                    let e = *ends.get(g)?;
-                    let bytes = e.saturating_sub(b);
-                    let cache_lines = if bytes == 0 {
-                        0
-                    } else {
-                        (e - 1) / 64 - b / 64 + 1
-                    };
-                    Some(Group {
-                        name: g.clone(),
-                        offset: b,
-                        bytes,
-                        cache_lines,
-                    })
-                })
-                .collect();
-            groups.sort_by_key(|g| g.offset);
-            found.insert(
-                name.to_string(),
-                StructGroups {
-                    name: name.to_string(),
-                    size,
-                    groups,
-                },
-            );
         }
-        pos += extra;
+        let mut groups: Vec<Group> = begins
+            .iter()
+            .filter_map(|(g, &b)| {
+                let e = *ends.get(g)?;
+                let bytes = e.saturating_sub(b);
+                let cache_lines = if bytes == 0 {
+                    0
+                } else {
+                    (e - 1) / 64 - b / 64 + 1
+                };
+                Some(Group {
+                    name: g.to_string(),
+                    offset: b,
+                    bytes,
+                    cache_lines,
+                })
+            })
+            .collect();
+        groups.sort_by_key(|g| g.offset);
+        out.push(StructGroups {
+            name: name.to_string(),
+            size: btf.struct_size(name)?,
+            groups,
+        });
     }
-    Ok(wanted.iter().filter_map(|w| found.remove(*w)).collect())
+    Ok(out)
 }
 
 /// The groups of [`STRUCTS`] in the running kernel.
 pub fn running_kernel() -> anyhow::Result<Vec<StructGroups>> {
-    let path = "/sys/kernel/btf/vmlinux";
-    let raw = std::fs::read(path).with_context(|| format!("reading {path}"))?;
-    parse(&raw, &STRUCTS).with_context(|| format!("parsing {path}"))
+    let btf = Btf::running_kernel().context("the running kernel's BTF")?;
+    groups(&btf, &STRUCTS)
 }
 
 #[cfg(test)]
@@ -210,7 +147,7 @@ mod tests {
 
     #[test]
     fn groups_come_from_the_markers() {
-        let g = parse(&blob(), &["s", "absent"]).unwrap();
+        let g = groups(&Btf::parse(blob()).unwrap(), &["s", "absent"]).unwrap();
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].size, 192);
         assert_eq!(
@@ -222,6 +159,6 @@ mod tests {
                 cache_lines: 2
             }]
         );
-        assert!(parse(b"not btf at all, not at all....", &["s"]).is_err());
+        assert!(Btf::parse(b"not btf at all, not at all....".to_vec()).is_err());
     }
 }

@@ -26,11 +26,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use offload::gro::KernelLine;
-use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
+use offload::{Delivered, GroConfig, GroEngine};
 use offload_capture::{CaptureFormat, CaptureReader, CaptureWriter, FrameMeta, LinkType};
 use serde::{Deserialize, Serialize};
 
-use crate::oracle::{GroKnobs, KernelGro, VxlanConf, PEER_IPV4, PEER_MAC, TAP_IPV4, TAP_MAC};
+use crate::oracle::{
+    engine_train, GroKnobs, KernelGro, VxlanConf, PEER_IPV4, PEER_MAC, TAP_IPV4, TAP_MAC,
+};
 
 /// The kernel lines a guest can boot (`scripts/kernel-vm.sh`).
 pub const GUEST_LINES: [&str; 2] = ["6.1", "6.12"];
@@ -331,19 +333,7 @@ pub fn model_frames(line: KernelLine, name: &str, frames: &[Vec<u8>]) -> Replay 
         let mut e = GroEngine::new(GroConfig::for_kernel(line));
         let mut out = 0u64;
         let mut push = |d: &Delivered<'_>| out += u64::from(d.lost.is_none());
-        for (i, f) in train.iter().enumerate() {
-            e.receive(
-                Input {
-                    data: f,
-                    link: LinkKind::Ethernet,
-                    timestamp_ns: i as u64 * 1_000,
-                    frame: i as u64 + 1,
-                    orig_len: f.len() as u32,
-                },
-                &mut push,
-            );
-        }
-        e.finish(&mut push);
+        engine_train(&mut e, train, &mut push);
         r.frames_in += train.len() as u64;
         r.frames_out += out;
         r.trains += 1;

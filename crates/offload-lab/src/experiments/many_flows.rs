@@ -181,10 +181,12 @@ impl Experiment for ManyFlows {
             cfg.duration = ctx.opts.duration;
             cfg.warmup = WARMUP;
             let before = misses.as_ref().ok().map(CacheMisses::read);
-            let (r, counts) = counted(&ids, &devices, || {
-                bench_private_table(&pair.client.ns, &cfg)
+            // The misses are read when the client returns, before
+            // `counted` waits for the closing flows to go quiet.
+            let ((r, after), counts, after_run) = counted(&ids, &devices, || {
+                let r = bench_private_table(&pair.client.ns, &cfg)?;
+                Ok((r, misses.as_ref().ok().map(CacheMisses::read)))
             })?;
-            let after = misses.as_ref().ok().map(CacheMisses::read);
             for note in &r.settings.notes {
                 if !notes.contains(note) {
                     notes.push(note.clone());
@@ -192,6 +194,7 @@ impl Experiment for ManyFlows {
             }
             drop(server);
             let mut f = figures(&r, &counts, None);
+            f.facts.insert("after_run".into(), json!(after_run));
             if let (Some(b), Some(a)) = (before, after) {
                 // Counted over the whole run, warm-up included.
                 f.set(

@@ -159,6 +159,7 @@ pub struct Metric {
 /// Every metric an arm's run can carry, in table order.
 pub const METRICS: &[Metric] = &[
     Metric { key: "transactions_per_sec", short: "trans/s", meaning: "transactions per second" },
+    Metric { key: "min_us", short: "min us", meaning: "lowest round trip of the run, microseconds" },
     Metric { key: "p50_us", short: "p50 us", meaning: "median latency, microseconds" },
     Metric { key: "p90_us", short: "p90 us", meaning: "90th percentile latency, microseconds" },
     Metric { key: "p99_us", short: "p99 us", meaning: "99th percentile latency, microseconds" },
@@ -519,19 +520,85 @@ pub fn bench_private_table(ns: &NetNs, cfg: &ClientConfig) -> anyhow::Result<Ben
     .map_err(|e| anyhow!("bench: {e}"))
 }
 
-/// Counts GRO on `devices` around `f`.
+/// How long the watched devices must see no packet before a run counts as
+/// over ([`counted`]).
+pub const QUIET: Duration = Duration::from_millis(500);
+/// The longest wait for that quiet.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// What a run's devices saw after the run's client had returned: a TCP
+/// sender's unsent data drains after `close()`, and GRO holds merged
+/// packets until its NAPI poll completes, which under load can be a
+/// starved `ksoftirqd` later. Those packets are the run's own; counted
+/// into the next arm they would be figures of the wrong knobs (a stream
+/// arm at gro_max_size 185000 left packets above 64 KiB to the 65536 arm
+/// after it).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct AfterRun {
+    /// Packets that entered GRO or the stack after the client returned.
+    pub packets: u64,
+    /// Milliseconds until the devices were quiet for [`QUIET`].
+    pub settled_ms: u64,
+}
+
+/// Counts GRO on `devices` around `f`, and after `f` until none of the
+/// devices has seen a packet for [`QUIET`] ([`AfterRun`]): a run ends when
+/// its traffic has, so that the next arm's knobs are set on quiet devices
+/// and its counters see none of this run's packets.
 pub fn counted<T>(
     ids: &TracepointIds,
     devices: &[String],
     f: impl FnOnce() -> anyhow::Result<T>,
-) -> anyhow::Result<(T, Vec<GroCounts>)> {
+) -> anyhow::Result<(T, Vec<GroCounts>, AfterRun)> {
     let counters: Vec<DeviceCounters> = devices
         .iter()
         .map(|d| DeviceCounters::open(ids, d))
         .collect::<Result<_, _>>()
         .context("tracepoint counters")?;
     let t = f()?;
-    Ok((t, counters.iter().map(DeviceCounters::read).collect()))
+    let after = settle(&counters, devices)?;
+    Ok((
+        t,
+        counters.iter().map(DeviceCounters::read).collect(),
+        after,
+    ))
+}
+
+/// Waits until `counters` stop moving for [`QUIET`]; an error after
+/// [`SETTLE_LIMIT`] (nothing but the lab sends on its devices).
+fn settle(counters: &[DeviceCounters], devices: &[String]) -> anyhow::Result<AfterRun> {
+    let total = || -> u64 {
+        counters
+            .iter()
+            .map(|c| {
+                let n = c.read();
+                n.gro_in + n.stack
+            })
+            .sum()
+    };
+    let start = Instant::now();
+    let first = total();
+    let (mut last, mut changed) = (first, start);
+    loop {
+        std::thread::sleep(Duration::from_millis(25));
+        let now = Instant::now();
+        let n = total();
+        if n != last {
+            (last, changed) = (n, now);
+        } else if now - changed >= QUIET {
+            return Ok(AfterRun {
+                packets: last - first,
+                settled_ms: (changed - start).as_millis() as u64,
+            });
+        }
+        if now - start > SETTLE_LIMIT {
+            bail!(
+                "traffic on {} did not stop within {} s after the run",
+                devices.join(", "),
+                SETTLE_LIMIT.as_secs()
+            );
+        }
+    }
 }
 
 /// The figures of a bench result, with the GRO counts of the devices

@@ -45,6 +45,8 @@ pub struct Outcome {
     pub exchanges: u64,
     /// Exchanges per second.
     pub per_sec: f64,
+    /// Lowest round trip, microseconds (the seed's statistic).
+    pub min_us: f64,
     /// Median round trip, microseconds.
     pub p50_us: f64,
     /// 90th percentile.
@@ -281,6 +283,7 @@ pub fn run(
     Ok(Outcome {
         exchanges: n,
         per_sec: n as f64 / window.as_secs_f64(),
+        min_us: f64::from(samples[0]) / 1000.0,
         p50_us: pct(0.50),
         p90_us: pct(0.90),
         p99_us: pct(0.99),

@@ -47,31 +47,36 @@ const LIMITS: &[&str] = &[
     "figures come from a shared 2-vCPU VM: trust the paired difference, not the absolute numbers",
 ];
 
-/// Published figures of the seed's latency post, printed beside ours.
-const PUBLISHED_LATENCY: &[&str] = &[
-    "Marek Majkowski, \"How to achieve low latency with 10Gbps Ethernet\" (Cloudflare, 2015, https://blog.cloudflare.com/how-to-achieve-low-latency/): UDP echo of 32-byte datagrams between two hosts over 10 GbE NICs",
-    "published: SO_BUSY_POLL about -7 us, a MSG_DONTWAIT spin about -4 us, and with pinning and RX-queue placement as well the round trip went from about 47 us to 26 us",
+/// Where the seed's figures were read: each post, and the author's own
+/// copy of its text (the figures below are quoted from the copies).
+const SEED_RATE_SOURCE: &str = "Marek Majkowski, \"How to receive a million packets per second\", Cloudflare blog, 2015-06-16, https://blog.cloudflare.com/how-to-receive-a-million-packets/ (author's copy of the text: https://github.com/majek/idea/blob/master/site/042-million-packets/main.md): 32-byte UDP payloads between two hosts with two 6-core Xeons each (24 CPUs with HT) and a Solarflare 10G NIC with 11 RX queues; every receiver reads with recvmmsg (MSG_WAITFORONE)";
+const SEED_LATENCY_SOURCE: &str = "Marek Majkowski, \"How to achieve low latency with 10Gbps Ethernet\", Cloudflare blog, 2015-06-30, https://blog.cloudflare.com/how-to-achieve-low-latency/ (author's copy of the text: https://github.com/majek/idea/blob/master/site/043-10m-packets/main.md): UDP echo of 32-byte payloads between two hosts (Solarflare and Intel 82599 10G NICs through a switch); each figure is one second's lowest round trip (min) and mean (avg), three seconds per setting";
+
+/// The seed's packet rate for each of our rate arms (its receiver output,
+/// millions of packets per second, printed once a second).
+const SEED_RATE: &[(&str, &str)] = &[
+    ("bare", "one receiver, not pinned: \"between 197k and 350k pps\""),
+    ("pinned", "sender and receiver pinned (taskset -c 1): 0.360-0.374M pps; two sender threads into one RX queue: 0.349-0.354M pps (that queue's CPU was saturated)"),
+    ("reuseport", "4 SO_REUSEPORT receivers pinned to CPUs 1-4, traffic to 2 RX queues: 1.114-1.147M pps (one socket read by 2 threads: 0.461-0.495M pps)"),
+    ("batched", "no figure: every receiver of the seed already reads with recvmmsg"),
+    ("udp-gro", "no figure: UDP GRO came after the post (Linux 5.0)"),
 ];
 
-/// The seed's published change of the round trip per latency arm, against
-/// the default (its latency post), printed beside our paired difference.
-const PUBLISHED_CHANGE: &[(&str, &str)] = &[
-    ("pp-busy-poll", "about -7 us (SO_BUSY_POLL)"),
-    ("pp-spin", "about -4 us (a MSG_DONTWAIT spin)"),
-    (
-        "pp-pinned",
-        "no figure of its own (part of the 47 -> 26 us)",
-    ),
-    (
-        "pp-all",
-        "about -21 us: 47 -> 26 us with busy polling, pinning and RX-queue placement",
-    ),
+/// The seed's further packet-rate figures, not tied to one of our arms.
+const SEED_RATE_OTHER: &[&str] = &[
+    "traffic to 2 RX queues, one pinned receiver: 0.609-0.657M pps",
+    "receiver on the RX queue's CPU: up to ~430k pps; on its hyper-thread sibling: ~200k pps; on the other NUMA node: ~330k pps",
+    "RX queues and receivers aligned on one NUMA node: 1.4M pps; receivers on the other NUMA node: at best 1M pps",
+    "when the receiver could not keep up (3-4 RX queues): 437.0k/s packets received, 386.9k/s packet receive errors, RcvbufErrors 123.8k/s (netstat -s --udp)",
 ];
 
-/// Published figures of the seed's packet-rate post.
-const PUBLISHED_RATE: &[&str] = &[
-    "Marek Majkowski, \"How to receive a million packets per second\" (Cloudflare, 2015, https://blog.cloudflare.com/how-to-receive-a-million-packets/): 32-byte datagrams between two hosts over a multi-queue 10G NIC",
-    "published: one receiving thread stays far below the goal; about a million packets per second came only with SO_REUSEPORT receivers pinned to CPUs near the NIC and traffic spread over several RX queues",
+/// The seed's round trip for each of our latency arms.
+const SEED_LATENCY: &[(&str, &str)] = &[
+    ("pp-default", "naive: min 44.9-45.7 us, avg 57.2-61.9 us (15.5k-16.8k round trips/s)"),
+    ("pp-busy-poll", "SO_BUSY_POLL 50 on both ends: min 36.6-37.3 us, avg 49.9-51.0 us (\"brings down the min latency by 7us\")"),
+    ("pp-spin", "MSG_DONTWAIT spin on both ends: min 31.8-32.5 us, avg 37.4-40.4 us (\"the min time dropped by further 4us\" against SO_BUSY_POLL)"),
+    ("pp-pinned", "no figure for pinning alone; the spin pinned (taskset -c 3): min 30.1-30.4 us, avg 35.9-36.5 us"),
+    ("pp-all", "no run of all three; the pinned spin with XPS and RX-queue placement: min 28.4-29.2 us; with interrupt coalescing off as well (rx-usecs 0): min 25.7-25.8 us, avg 30.7-31.7 us"),
 ];
 
 /// Upper edges (inclusive) of the size buckets of the receiving veth's
@@ -271,7 +276,7 @@ impl Experiment for UdpRx {
             if a < n_rate {
                 let before = drop_counters(&pair);
                 let sizes = SizeCounters::open(&ids, &pair.server_dev, &UDP_SIZE_EDGES)?;
-                let (r, counts) =
+                let (r, counts, after_run) =
                     counted(&ids, &devices, || bench_in(&pair.client.ns, &configs[a].1))?;
                 let buckets = sizes.read();
                 let after = drop_counters(&pair);
@@ -290,6 +295,7 @@ impl Experiment for UdpRx {
                     "drops_per_sec",
                     Some((d.in_errors + d.veth_dropped) as f64 / whole),
                 );
+                f.facts.insert("after_run".into(), json!(after_run));
                 f.facts.insert(
                     "stack_packet_sizes".into(),
                     json!(bucket_names(&UDP_SIZE_EDGES)
@@ -321,6 +327,7 @@ impl Experiment for UdpRx {
                 )?;
                 let mut f = RunFigures::default();
                 f.set("transactions_per_sec", Some(o.per_sec));
+                f.set("min_us", Some(o.min_us));
                 f.set("p50_us", Some(o.p50_us));
                 f.set("p90_us", Some(o.p90_us));
                 f.set("p99_us", Some(o.p99_us));
@@ -358,8 +365,9 @@ impl Experiment for UdpRx {
                 ("packets_per_sec", " packets/s", "receive rate")
             };
             if let Some(st) = c.get(metric) {
-                let published = PUBLISHED_CHANGE
+                let published = SEED_LATENCY
                     .iter()
+                    .chain(SEED_RATE)
                     .find(|(arm, _)| *arm == c.b)
                     .map(|(_, p)| format!("; the seed: {p}"))
                     .unwrap_or_default();
@@ -372,36 +380,45 @@ impl Experiment for UdpRx {
                         c.a,
                         st.direction().unwrap_or("not shown to differ")
                     ),
-                    format!("{}{published}", describe(st, unit)),
+                    format!(
+                        "{}{}{published}",
+                        describe(st, unit),
+                        c.get("min_us")
+                            .filter(|_| metric == "p50_us")
+                            .map(|m| format!("; lowest round trip: {}", describe(m, " us")))
+                            .unwrap_or_default()
+                    ),
                 ));
             }
         }
-        // Our median round trip per latency arm beside the seed's change.
-        let mut beside = Vec::new();
-        let default_p50 = arms
-            .iter()
-            .find(|a| a.name == "pp-default")
-            .and_then(|a| a.mean("p50_us"));
-        for (arm, published) in PUBLISHED_CHANGE {
-            let Some(a) = arms.iter().find(|a| a.name == *arm) else {
-                continue;
-            };
-            let ours = comparisons
+        // Each arm's figures beside the seed's (its statistic for latency
+        // is the lowest round trip of a second; ours are per run).
+        let mut beside = vec![SEED_RATE_SOURCE.to_string()];
+        for (arm, seed) in SEED_RATE {
+            let ours = arms
                 .iter()
-                .find(|c| c.a == "pp-default" && c.b == *arm)
-                .and_then(|c| c.get("p50_us"))
-                .map(|st| describe(st, " us"))
-                .or_else(|| {
-                    Some(format!(
-                        "p50 {:.1} us against {:.1} us ({} pair: no interval)",
-                        a.mean("p50_us")?,
-                        default_p50?,
-                        a.runs.len()
-                    ))
-                })
-                .unwrap_or_else(|| "not measured".into());
+                .find(|a| a.name == *arm)
+                .and_then(|a| a.mean("packets_per_sec"))
+                .map_or("not measured".into(), |v| format!("{v:.0} packets/s"));
             beside.push(format!("{arm:<13} ours: {ours}"));
-            beside.push(format!("{:<13} seed: {published}", ""));
+            beside.push(format!("{:<13} seed: {seed}", ""));
+        }
+        beside.extend(
+            SEED_RATE_OTHER
+                .iter()
+                .map(|l| format!("{:<13} seed: {l}", "(other)")),
+        );
+        beside.push(SEED_LATENCY_SOURCE.to_string());
+        for (arm, seed) in SEED_LATENCY {
+            let ours = arms
+                .iter()
+                .find(|a| a.name == *arm)
+                .and_then(|a| Some((a.mean("min_us")?, a.mean("p50_us")?)))
+                .map_or("not measured".into(), |(min, p50)| {
+                    format!("min {min:.1} us, p50 {p50:.1} us (means over runs)")
+                });
+            beside.push(format!("{arm:<13} ours: {ours}"));
+            beside.push(format!("{:<13} seed: {seed}", ""));
         }
         let mut drop_lines = Vec::new();
         for a in arms.iter().filter(|a| a.group == rate) {
@@ -486,27 +503,25 @@ impl Experiment for UdpRx {
                     lines: napi_lines,
                 },
                 Section {
-                    title: "median round trip against pp-default: ours beside the seed's (published, other hardware)".into(),
+                    title: "ours beside the seed's published figures (other hardware: two hosts, 10G NICs, 24 CPUs each; compare directions, not values)".into(),
                     lines: beside,
-                },
-                Section {
-                    title: "the seed's packet-rate figures (published, other hardware; not measured here)".into(),
-                    lines: PUBLISHED_RATE.iter().map(|s| s.to_string()).collect(),
-                },
-                Section {
-                    title: "the seed's latency figures (published, other hardware; not measured here)".into(),
-                    lines: PUBLISHED_LATENCY.iter().map(|s| s.to_string()).collect(),
                 },
             ],
             details: [
-                ("published_rate".to_string(), json!(PUBLISHED_RATE)),
-                ("published_latency".to_string(), json!(PUBLISHED_LATENCY)),
                 (
-                    "published_latency_change".to_string(),
-                    json!(PUBLISHED_CHANGE
-                        .iter()
-                        .map(|(a, p)| (a.to_string(), p.to_string()))
-                        .collect::<BTreeMap<_, _>>()),
+                    "seed_rate".to_string(),
+                    json!({
+                        "source": SEED_RATE_SOURCE,
+                        "by_arm": SEED_RATE.iter().map(|(a, p)| (a.to_string(), p.to_string())).collect::<BTreeMap<_, _>>(),
+                        "other": SEED_RATE_OTHER,
+                    }),
+                ),
+                (
+                    "seed_latency".to_string(),
+                    json!({
+                        "source": SEED_LATENCY_SOURCE,
+                        "by_arm": SEED_LATENCY.iter().map(|(a, p)| (a.to_string(), p.to_string())).collect::<BTreeMap<_, _>>(),
+                    }),
                 ),
                 ("stack_packet_size_edges".to_string(), json!(UDP_SIZE_EDGES)),
             ]

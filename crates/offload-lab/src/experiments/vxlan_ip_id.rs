@@ -105,8 +105,9 @@ impl Experiment for VxlanIpId {
         let a_ns = &path.a.ns;
         let interrupted = interleave(ctx, &mut arms, |a, _| {
             relay.set_mode(modes[a]);
-            let (r, counts) = counted(&ids, &devices, || bench_in(a_ns, &cfg))?;
+            let (r, counts, after_run) = counted(&ids, &devices, || bench_in(a_ns, &cfg))?;
             let mut f = figures(&r, &counts, Some(0));
+            f.facts.insert("after_run".into(), json!(after_run));
             f.values.remove("transactions_per_sec");
             Ok(f)
         })?;

@@ -1,0 +1,269 @@
+//! How `offload analyze --json`'s TCP figures map to tshark's fields and
+//! tcptrace's lines, shared by the differential tests (kernel-made
+//! captures in `analyze_differential.rs`, public captures in
+//! `public_captures.rs`): one mapping, so both compare the same thing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use super::capture::tshark;
+
+/// Each of Wireshark's per-segment flags: the name under
+/// `flows[].tcp.wireshark` and tshark's field.
+pub const FLAGS: [(&str, &str); 14] = [
+    ("retransmissions", "tcp.analysis.retransmission"),
+    ("fast_retransmissions", "tcp.analysis.fast_retransmission"),
+    (
+        "spurious_retransmissions",
+        "tcp.analysis.spurious_retransmission",
+    ),
+    ("out_of_order", "tcp.analysis.out_of_order"),
+    ("lost_segments", "tcp.analysis.lost_segment"),
+    ("acked_unseen_segments", "tcp.analysis.ack_lost_segment"),
+    ("duplicate_acks", "tcp.analysis.duplicate_ack"),
+    ("zero_windows", "tcp.analysis.zero_window"),
+    ("zero_window_probes", "tcp.analysis.zero_window_probe"),
+    (
+        "zero_window_probe_acks",
+        "tcp.analysis.zero_window_probe_ack",
+    ),
+    ("keep_alives", "tcp.analysis.keep_alive"),
+    ("keep_alive_acks", "tcp.analysis.keep_alive_ack"),
+    ("window_updates", "tcp.analysis.window_update"),
+    ("window_full", "tcp.analysis.window_full"),
+];
+
+/// One flow direction by its (innermost) addresses and ports, as
+/// `offload analyze` names it (`src`, `sport`, `dst`, `dport`).
+pub type Dir = (String, u16, String, u16);
+
+/// The reverse direction.
+pub fn rev(d: &Dir) -> Dir {
+    (d.2.clone(), d.3, d.0.clone(), d.1)
+}
+
+/// Figures of one direction, by name.
+#[derive(Debug, Default, Clone)]
+pub struct Figures {
+    pub n: BTreeMap<&'static str, f64>,
+    /// `ack_rtt` of the ACKs this direction sent (ms), for the peer's RTT.
+    pub rtt_ms: Vec<f64>,
+}
+
+impl Figures {
+    pub fn get(&self, k: &str) -> f64 {
+        self.n.get(k).copied().unwrap_or(0.0)
+    }
+
+    fn add(&mut self, k: &'static str, x: f64) {
+        *self.n.entry(k).or_default() += x;
+    }
+}
+
+/// tshark's per-segment fields, summed per direction: packets, frame
+/// bytes, TCP payload, first and last timestamp (relative to the file's
+/// first frame), the window of non-SYN non-RST segments (min, max),
+/// frames with SACK blocks, each of [`FLAGS`], and the ACK RTT samples.
+/// ICMP errors quoting a TCP header are left out (they are not the
+/// connection's segments); a tunnelled segment counts under its inner
+/// addresses.
+pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
+    let fields = [
+        "frame.protocols",
+        "ip.src",
+        "ip.dst",
+        "ipv6.src",
+        "ipv6.dst",
+        "tcp.srcport",
+        "tcp.dstport",
+        "tcp.flags.syn",
+        "tcp.flags.reset",
+        "tcp.window_size",
+        "tcp.analysis.ack_rtt",
+        "tcp.options.sack_le",
+        "frame.len",
+        "tcp.len",
+        "frame.time_relative",
+    ];
+    let mut args: Vec<&str> = vec![
+        "-n",
+        "-Y",
+        "tcp && !icmp && !icmpv6",
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-E",
+        "aggregator=;",
+    ];
+    for f in fields.iter().chain(FLAGS.iter().map(|f| &f.1)) {
+        args.extend(["-e", f]);
+    }
+    let out = tshark(path, &args);
+    let mut m: BTreeMap<Dir, Figures> = BTreeMap::new();
+    let last = |s: &str| s.rsplit(';').next().unwrap_or("").to_string();
+    let set = |s: &str| !s.is_empty() && s != "0" && s != "False";
+    for line in out.lines() {
+        let v: Vec<&str> = line.split('|').collect();
+        if v.len() < fields.len() + FLAGS.len() || v[5].is_empty() {
+            continue;
+        }
+        // The innermost network header before TCP names the direction.
+        let before_tcp = v[0].rsplit_once(":tcp").map_or(v[0], |p| p.0);
+        let v6 = before_tcp
+            .split(':')
+            .rfind(|p| *p == "ip" || *p == "ipv6")
+            .is_some_and(|p| p == "ipv6");
+        let (src, dst) = if v6 { (v[3], v[4]) } else { (v[1], v[2]) };
+        let (Ok(sp), Ok(dp)) = (last(v[5]).parse::<u16>(), last(v[6]).parse::<u16>()) else {
+            continue;
+        };
+        let key = (last(src), sp, last(dst), dp);
+        let f = m.entry(key).or_default();
+        f.add("packets", 1.0);
+        f.add("bytes", v[12].parse().unwrap_or(0.0));
+        f.add("payload", last(v[13]).parse().unwrap_or(0.0));
+        let t: f64 = v[14].parse().unwrap_or(0.0);
+        f.n.entry("first_s").or_insert(t);
+        f.n.insert("last_s", t);
+        if !set(&last(v[7])) && !set(&last(v[8])) {
+            if let Ok(w) = last(v[9]).parse::<f64>() {
+                let max = f.n.get("window_max").map_or(w, |m| m.max(w));
+                f.n.insert("window_max", max);
+                let min = f.n.get("window_min").map_or(w, |m| m.min(w));
+                f.n.insert("window_min", min);
+            }
+        }
+        if let Ok(r) = last(v[10]).parse::<f64>() {
+            f.rtt_ms.push(r * 1e3);
+        }
+        if !v[11].is_empty() {
+            f.add("sack", 1.0);
+        }
+        for (i, (name, _)) in FLAGS.iter().enumerate() {
+            if !v[fields.len() + i].is_empty() {
+                f.add(name, 1.0);
+            }
+        }
+    }
+    m
+}
+
+/// One conversation of `tshark -q -z conv,tcp`: frames and bytes each
+/// way, relative start and duration (s). `a` is the side tshark lists
+/// first. tshark 4.0 prints a byte count of 10,000 or more in kB or MB,
+/// cut to an integer: the bytes are then a range `[lo, hi)`.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    pub a: (String, u16),
+    pub b: (String, u16),
+    pub frames_a_to_b: u64,
+    pub bytes_a_to_b: (u64, u64),
+    pub frames_b_to_a: u64,
+    pub bytes_b_to_a: (u64, u64),
+    pub start_s: f64,
+    pub duration_s: f64,
+}
+
+/// Splits tshark's `address:port` (IPv6 addresses hold colons too).
+fn addr_port(s: &str) -> Option<(String, u16)> {
+    let (a, p) = s.rsplit_once(':')?;
+    Some((a.trim_matches(['[', ']']).to_string(), p.parse().ok()?))
+}
+
+/// `tshark -q -z conv,tcp`: tshark's own conversation table.
+pub fn tshark_conversations(path: &Path) -> Vec<Conversation> {
+    let out = tshark(path, &["-n", "-q", "-z", "conv,tcp"]);
+    let mut v = Vec::new();
+    for line in out.lines() {
+        let t: Vec<&str> = line.split_whitespace().collect();
+        // A <-> B  frames bytes unit  frames bytes unit  frames bytes unit
+        //          start duration ("<-" is B to A, listed first).
+        if t.len() != 14 || t[1] != "<->" {
+            continue;
+        }
+        let (Some(a), Some(b)) = (addr_port(t[0]), addr_port(t[2])) else {
+            continue;
+        };
+        let bytes = |n: &str, unit: &str| -> Option<(u64, u64)> {
+            let n: u64 = n.parse().ok()?;
+            let k = match unit {
+                "bytes" => return Some((n, n + 1)),
+                "kB" => 1_000,
+                "MB" => 1_000_000,
+                "GB" => 1_000_000_000,
+                _ => return None,
+            };
+            Some((n * k, (n + 1) * k))
+        };
+        let (Some(ba), Some(ab)) = (bytes(t[4], t[5]), bytes(t[7], t[8])) else {
+            continue;
+        };
+        v.push(Conversation {
+            a,
+            b,
+            frames_b_to_a: t[3].parse().unwrap_or(0),
+            bytes_b_to_a: ba,
+            frames_a_to_b: t[6].parse().unwrap_or(0),
+            bytes_a_to_b: ab,
+            start_s: t[12].parse().unwrap_or(f64::NAN),
+            duration_s: t[13].parse().unwrap_or(f64::NAN),
+        });
+    }
+    v
+}
+
+/// tcptrace -l -r -n: each direction's figures named as in `wanted`
+/// (tcptrace's label, our name), summed over tcptrace's connections of
+/// one address and port pair. Only figures that add up belong here.
+pub fn tcptrace_directions(path: &Path, wanted: &[(&str, &'static str)]) -> BTreeMap<Dir, Figures> {
+    let out = Command::new("tcptrace")
+        .args(["-l", "-r", "-n"])
+        .arg(path)
+        .output()
+        .expect("tcptrace (apt-get install tcptrace)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m: BTreeMap<Dir, Figures> = BTreeMap::new();
+    let (mut a, mut b) = (None, None);
+    for line in text.lines() {
+        let t = line.trim();
+        // tcptrace names the endpoints with letters across connections
+        // (a and b, then c and d, ..., aa and ab): the first "host" line
+        // of a connection is its first endpoint, the second its other.
+        if t.starts_with("TCP connection ") {
+            (a, b) = (None, None);
+        } else if let Some((_, h)) = t
+            .strip_prefix("host ")
+            .and_then(|h| h.split_once(':'))
+            .filter(|(l, _)| l.chars().all(|c| c.is_ascii_lowercase()))
+        {
+            if a.is_none() {
+                a = addr_port(h.trim());
+            } else {
+                b = addr_port(h.trim());
+            }
+        }
+        let (Some(ha), Some(hb)) = (&a, &b) else {
+            continue;
+        };
+        for (label, name) in wanted {
+            let parts: Vec<&str> = t.split(label).collect();
+            if parts.len() == 3 {
+                let num = |s: &str| {
+                    s.split_whitespace()
+                        .next()
+                        .and_then(|x| x.parse::<f64>().ok())
+                };
+                if let (Some(x), Some(y)) = (num(parts[1]), num(parts[2])) {
+                    // tcptrace splits a reused address and port pair into
+                    // several connections: their figures add up.
+                    let ab = (ha.0.clone(), ha.1, hb.0.clone(), hb.1);
+                    m.entry(rev(&ab)).or_default().add(name, y);
+                    m.entry(ab).or_default().add(name, x);
+                }
+            }
+        }
+    }
+    m
+}

@@ -1,0 +1,423 @@
+//! `offload analyze`'s flow and TCP figures against tshark and tcptrace on
+//! public captures nobody here made: the test suites of tcpdump and Zeek
+//! (crates/offload-analyze/tests/data/public/, SOURCE.md says where each
+//! file comes from and what it exercises). Our own captures are made the
+//! way we expect; these are not (mid-flow starts, one direction only,
+//! snap lengths, odd link layers, VLAN and QinQ, IPv6, pcapng,
+//! nanosecond timestamps, retransmissions, SACK, window scaling, MPTCP,
+//! VXLAN).
+//!
+//! Per flow direction, each figure is compared with the tolerance next to
+//! it (docs/analyze.md, "Differential tests", lists them and every
+//! deliberate difference). `offload gro` and `offload gso` must also run
+//! cleanly on every file. Needs tshark and tcptrace (`.ci/install`).
+
+mod common;
+
+use common::tcp_figures::{self, rev, Dir, FLAGS};
+use common::BIN;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-analyze/tests/data/public")
+}
+
+/// The captures: every `.pcap`/`.pcapng` in the directory (SOURCE.md
+/// names each).
+fn captures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 20, "public captures missing: {}", v.len());
+    v
+}
+
+/// Deliberate differences (docs/analyze.md): (file, figure, why). The
+/// figure is still printed for the file, not asserted.
+const DELIBERATE: &[(&str, &str, &str)] = &[
+    ("kday4.pcap", "duration (s)", BACKWARDS),
+    ("kday4.pcap", "first packet (s)", BACKWARDS),
+    ("kday4.pcap", "conv,tcp start (s)", BACKWARDS),
+    ("kday4.pcap", "conv,tcp duration (s)", BACKWARDS),
+    (
+        "kday4.pcap",
+        "tcptrace actual data bytes",
+        "an IPv4 total length (820) beyond the 66-byte frame: tcptrace counts the length \
+         field's 768 payload bytes; tshark cuts the length to the frame, and so does offload",
+    ),
+    (
+        "zeek-tcp__truncated-header.pcap",
+        "conv,tcp frames <-",
+        CUT_SYN,
+    ),
+    (
+        "zeek-tcp__truncated-header.pcap",
+        "conv,tcp bytes <-",
+        CUT_SYN,
+    ),
+    (
+        "zeek-tcp__truncated-header.pcap",
+        "conv,tcp start (s)",
+        CUT_SYN,
+    ),
+    (
+        "zeek-tcp__truncated-header.pcap",
+        "conv,tcp duration (s)",
+        CUT_SYN,
+    ),
+];
+
+const BACKWARDS: &str = "timestamps that go backwards: a flow starts at its first frame and \
+    lasts to its latest timestamp, never before the file's first frame or negative (tshark \
+    counts from the first frame, so times can be negative)";
+
+const CUT_SYN: &str = "a SYN cut inside its TCP options: tshark's packet fields count it (and \
+    so does offload), its conversation table leaves it out";
+
+/// Collected comparisons of one capture.
+struct Check<'a> {
+    file: String,
+    fails: &'a mut Vec<String>,
+    compared: &'a mut BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl Check<'_> {
+    /// `ours` against `theirs` within `tol` (absolute).
+    fn cmp(&mut self, what: &'static str, dir: &str, ours: f64, theirs: f64, tol: f64) {
+        let ok = (ours - theirs).abs() <= tol + 1e-9;
+        if !ok && DELIBERATE.iter().any(|d| d.0 == self.file && d.1 == what) {
+            eprintln!(
+                "{} {dir}: {what}: offload {ours} vs {theirs}: deliberate",
+                self.file
+            );
+            return;
+        }
+        let e = self.compared.entry(what).or_default();
+        e.0 += 1;
+        e.1 += ok as u64;
+        if !ok {
+            self.fails.push(format!(
+                "{} {dir}: {what}: offload {ours} vs {theirs} (tolerance {tol})",
+                self.file
+            ));
+        }
+    }
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn show(d: &Dir) -> String {
+    format!("{}:{} -> {}:{}", d.0, d.1, d.2, d.3)
+}
+
+/// `offload analyze --json` of `path`: exit status 0, no panic.
+fn analyze(path: &Path) -> Value {
+    let out = Command::new(BIN)
+        .arg("analyze")
+        .arg(path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked"),
+        "offload analyze {}: {:?}\n{err}",
+        path.display(),
+        out.status
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `offload gro` and `offload gso` run cleanly and write captures tshark
+/// reads.
+fn transforms_run(path: &Path, tmp: &Path) {
+    for cmd in ["gro", "gso"] {
+        let o = tmp.join(format!("{cmd}.pcapng"));
+        let out = Command::new(BIN)
+            .arg(cmd)
+            .arg(path)
+            .arg("-o")
+            .arg(&o)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("panicked"),
+            "offload {cmd} {}: {:?}\n{err}",
+            path.display(),
+            out.status
+        );
+        let t = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&o)
+            .output()
+            .unwrap();
+        assert!(
+            t.status.success(),
+            "tshark cannot read offload {cmd}'s output of {}",
+            path.display()
+        );
+    }
+}
+
+/// Compares one capture; returns the number of directions compared.
+fn compare(
+    path: &Path,
+    fails: &mut Vec<String>,
+    compared: &mut BTreeMap<&'static str, (u64, u64)>,
+) -> usize {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let v = analyze(path);
+    let mut ours: BTreeMap<Dir, &Value> = BTreeMap::new();
+    for f in v["flows"].as_array().unwrap() {
+        if f["protocol"] != "tcp" {
+            continue;
+        }
+        let d = (
+            f["src"].as_str().unwrap().to_string(),
+            f["sport"].as_u64().unwrap() as u16,
+            f["dst"].as_str().unwrap().to_string(),
+            f["dport"].as_u64().unwrap() as u16,
+        );
+        assert!(
+            ours.insert(d.clone(), f).is_none(),
+            "{name}: {} twice",
+            show(&d)
+        );
+    }
+    assert_eq!(v["other_flows"]["flows"].as_u64().unwrap_or(0), 0, "{name}");
+    let ts = tcp_figures::tshark_directions(path);
+    let tt = tcp_figures::tcptrace_directions(
+        path,
+        &[
+            ("total packets:", "packets"),
+            ("actual data bytes:", "payload"),
+        ],
+    );
+    let mut c = Check {
+        file: name.clone(),
+        fails,
+        compared,
+    };
+    c.cmp(
+        "flow directions",
+        "",
+        ours.len() as f64,
+        ts.len() as f64,
+        0.0,
+    );
+    for (d, t) in &ts {
+        let dir = show(d);
+        let Some(f) = ours.get(d) else {
+            c.fails
+                .push(format!("{name} {dir}: in tshark, not in offload"));
+            continue;
+        };
+        // Flow figures: exact; times to the microsecond of pcap (and the
+        // rounding of a float).
+        c.cmp("packets", &dir, num(&f["packets"]), t.get("packets"), 0.0);
+        c.cmp("bytes", &dir, num(&f["bytes"]), t.get("bytes"), 0.0);
+        c.cmp(
+            "payload bytes",
+            &dir,
+            num(&f["payload_bytes"]),
+            t.get("payload"),
+            0.0,
+        );
+        c.cmp(
+            "first packet (s)",
+            &dir,
+            num(&f["start_s"]),
+            t.get("first_s"),
+            2e-6,
+        );
+        c.cmp(
+            "duration (s)",
+            &dir,
+            num(&f["duration_s"]),
+            t.get("last_s") - t.get("first_s"),
+            2e-6,
+        );
+        // Wireshark's flags: the same definitions, exact.
+        let tcp = &f["tcp"];
+        for (k, _) in FLAGS {
+            c.cmp(k, &dir, num(&tcp["wireshark"][k]), t.get(k), 0.0);
+        }
+        // RTT of this direction's data: the ACK RTTs the peer's segments
+        // carry; count exact, min and max to 1.5 us (we print ms to 3
+        // decimals).
+        let acks = ts
+            .get(&rev(d))
+            .map(|p| p.rtt_ms.clone())
+            .unwrap_or_default();
+        let rtt = &tcp["rtt"];
+        c.cmp(
+            "rtt samples",
+            &dir,
+            num(&rtt["samples"]),
+            acks.len() as f64,
+            0.0,
+        );
+        if !acks.is_empty() {
+            let min = acks.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = acks.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            c.cmp("rtt min (ms)", &dir, num(&rtt["min_ms"]), min, 0.0015);
+            c.cmp("rtt max (ms)", &dir, num(&rtt["max_ms"]), max, 0.0015);
+        }
+        c.cmp(
+            "segments with SACK",
+            &dir,
+            num(&tcp["sack"]["acks_with_sack"]),
+            t.get("sack"),
+            0.0,
+        );
+        if t.n.contains_key("window_max") {
+            c.cmp(
+                "window max",
+                &dir,
+                num(&tcp["window"]["max"]),
+                t.get("window_max"),
+                0.0,
+            );
+            c.cmp(
+                "window min",
+                &dir,
+                num(&tcp["window"]["min"]),
+                t.get("window_min"),
+                0.0,
+            );
+        }
+        // tcptrace where it decodes the connection (not inside tunnels).
+        if let Some(r) = tt.get(d) {
+            c.cmp(
+                "tcptrace total packets",
+                &dir,
+                num(&f["packets"]),
+                r.get("packets"),
+                0.0,
+            );
+            c.cmp(
+                "tcptrace actual data bytes",
+                &dir,
+                num(&f["payload_bytes"]),
+                r.get("payload"),
+                0.0,
+            );
+        }
+    }
+    // tshark's conversation table: per connection (all of tshark's
+    // streams of one address and port pair together), frames and bytes
+    // each way, start and duration.
+    let mut conv: BTreeMap<Dir, tcp_figures::Conversation> = BTreeMap::new();
+    for k in tcp_figures::tshark_conversations(path) {
+        let d = (k.a.0.clone(), k.a.1, k.b.0.clone(), k.b.1);
+        let Some(e) = conv.get_mut(&d) else {
+            conv.insert(d, k);
+            continue;
+        };
+        let add = |x: (u64, u64), y: (u64, u64)| (x.0 + y.0, x.1 + y.1);
+        e.frames_a_to_b += k.frames_a_to_b;
+        e.bytes_a_to_b = add(e.bytes_a_to_b, k.bytes_a_to_b);
+        e.frames_b_to_a += k.frames_b_to_a;
+        e.bytes_b_to_a = add(e.bytes_b_to_a, k.bytes_b_to_a);
+        let end = (e.start_s + e.duration_s).max(k.start_s + k.duration_s);
+        e.start_s = e.start_s.min(k.start_s);
+        e.duration_s = end - e.start_s;
+    }
+    c.cmp(
+        "conv,tcp connections",
+        "",
+        ours.keys()
+            .filter(|d| !ours.contains_key(&rev(d)) || *d < &rev(d))
+            .count() as f64,
+        conv.len() as f64,
+        0.0,
+    );
+    for (d, k) in &conv {
+        let (fab, bab, fba, bba) = (
+            k.frames_a_to_b,
+            k.bytes_a_to_b,
+            k.frames_b_to_a,
+            k.bytes_b_to_a,
+        );
+        let (start, end) = (k.start_s, k.start_s + k.duration_s);
+        let dir = show(d);
+        let (ab, ba) = (ours.get(d), ours.get(&rev(d)));
+        let pk = |f: Option<&&Value>| f.map_or(0.0, |f| num(&f["packets"]));
+        let by = |f: Option<&&Value>| f.map_or(0.0, |f| num(&f["bytes"]));
+        c.cmp("conv,tcp frames ->", &dir, pk(ab), fab as f64, 0.0);
+        c.cmp("conv,tcp frames <-", &dir, pk(ba), fba as f64, 0.0);
+        // tshark prints 10 kB and more cut to whole kB: within its range.
+        let within = |ours: f64, (lo, hi): (u64, u64)| {
+            if ours >= lo as f64 && ours < hi as f64 {
+                lo as f64
+            } else {
+                ours
+            }
+        };
+        c.cmp(
+            "conv,tcp bytes ->",
+            &dir,
+            within(by(ab), bab),
+            bab.0 as f64,
+            0.0,
+        );
+        c.cmp(
+            "conv,tcp bytes <-",
+            &dir,
+            within(by(ba), bba),
+            bba.0 as f64,
+            0.0,
+        );
+        let span = |f: Option<&&Value>| {
+            f.map(|f| {
+                (
+                    num(&f["start_s"]),
+                    num(&f["start_s"]) + num(&f["duration_s"]),
+                )
+            })
+        };
+        let (s, e) = [span(ab), span(ba)]
+            .into_iter()
+            .flatten()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, b| {
+                (a.0.min(b.0), a.1.max(b.1))
+            });
+        // tshark prints the start to the ns and the duration to 0.1 ms.
+        c.cmp("conv,tcp start (s)", &dir, s, start, 2e-6);
+        c.cmp("conv,tcp duration (s)", &dir, e - s, end - start, 6e-5);
+    }
+    ts.len()
+}
+
+#[test]
+fn analyze_agrees_with_tshark_and_tcptrace_on_public_captures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut fails = Vec::new();
+    let mut compared = BTreeMap::new();
+    let mut dirs = 0;
+    let files = captures();
+    for p in &files {
+        dirs += compare(p, &mut fails, &mut compared);
+        transforms_run(p, tmp.path());
+    }
+    eprintln!("{} captures, {dirs} flow directions:", files.len());
+    for (what, (n, ok)) in &compared {
+        eprintln!("  {what:<32} {ok:>5} of {n:>5} agree");
+    }
+    assert!(dirs >= 100, "too few directions compared: {dirs}");
+    assert!(
+        fails.is_empty(),
+        "{} differences:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
+}
