@@ -387,7 +387,7 @@ impl FlowEvidence {
         };
         let total = count(&|_| true);
         let left_over = count(&|v| v % m != 0);
-        let stray = left_over == 1 && count(&|v| v % m != 0 && m % v != 0) == 1;
+        let stray = left_over == 1 && count(&|v| v % m != 0 && !m.is_multiple_of(v)) == 1;
         let shorter = count(&|v| v < m && !(stray && v % m != 0));
         let whole = 20 * left_over <= total || stray;
         whole && (!none_shorter || 100 * shorter < total.max(100))

@@ -182,7 +182,7 @@ fn explains(t: &Train, packets: &[Packet], m: u32) -> bool {
         .filter(|(_, p)| !p.push && p.len % m != 0)
         .map(|(_, p)| p.len)
         .collect();
-    let stray = matches!(broken.as_slice(), [one] if m % one != 0);
+    let stray = matches!(broken.as_slice(), [one] if !m.is_multiple_of(*one));
     let ids = t.ipv6
         || cut.iter().all(|&(i, p)| {
             packets
