@@ -740,10 +740,19 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
                     } else {
                         ("lost_after_capture", "lost_before_capture")
                     };
-                    // Within 5%: Linux may resend two lost segments as
-                    // one (tcp_retrans_try_collapse, net/ipv4/tcp_output.c);
-                    // a loaded 2-CPU run collapsed 2 of 55.
-                    c.cmp(&format!("hop drops = {here}"), num(&l[here]), n, 0.05, true);
+                    // Within 5% or 3 segments, whichever is more: Linux
+                    // may resend two lost segments as one
+                    // (tcp_retrans_try_collapse, net/ipv4/tcp_output.c);
+                    // a loaded 2-CPU run collapsed 2 of 55, a quiet CI
+                    // trial 3 of 56.
+                    let allowed = (0.05 * n).max(3.0);
+                    c.cmp(
+                        &format!("hop drops = {here}"),
+                        num(&l[here]),
+                        n,
+                        allowed,
+                        false,
+                    );
                     // Within 2: a tail-loss probe or an early RTO resends
                     // a segment of the sender's own accord.
                     c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 2.0, false);
