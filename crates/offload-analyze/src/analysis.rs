@@ -691,13 +691,21 @@ impl FlowTable {
         // place (docs/decisions/0205-tunnelled-flow-keys.md).
         let keyed = key.tunnel.is_some_and(|t| t.id.is_some());
         let exact = self.index.get(&key.reverse()).copied();
-        let reverse = exact.or_else(|| {
-            let r = *self
-                .tunnel_pairs
-                .get(&key.reverse().without_tunnel_id())
-                .filter(|_| keyed)?;
-            self.flows[r as usize].reverse.is_none().then_some(r)
-        });
+        let reverse = exact
+            .or_else(|| {
+                let r = *self
+                    .tunnel_pairs
+                    .get(&key.reverse().without_tunnel_id())
+                    .filter(|_| keyed)?;
+                self.flows[r as usize].reverse.is_none().then_some(r)
+            })
+            .or_else(|| {
+                // Mirrored traffic: the inner connection's other direction
+                // in the same outer direction (FlowKey::mirrored), when
+                // unpaired.
+                let r = *self.index.get(&key.mirrored()?)?;
+                self.flows[r as usize].reverse.is_none().then_some(r)
+            });
         if let Some(r) = reverse {
             if let Some(o) = self.flows[r as usize].reverse {
                 // Paired across identifiers before its exact reverse came.

@@ -113,6 +113,19 @@ impl FlowKey {
         }
     }
 
+    /// The other direction of the same inner connection in the same
+    /// tunnel direction: mirrored traffic (a switch's SPAN or ERSPAN
+    /// session, a tap that tunnels what it sees) carries both directions
+    /// from the mirror to the collector, so the outer addresses do not
+    /// swap. tshark pairs them by the inner connection alone.
+    pub fn mirrored(&self) -> Option<FlowKey> {
+        let t = self.tunnel?;
+        Some(FlowKey {
+            tunnel: Some(t),
+            ..self.reverse()
+        })
+    }
+
     /// The key without the tunnel's identifier: a GRE tunnel may send
     /// with one key and receive with another (`ip tunnel ... ikey K1 okey
     /// K2`), so a GRE direction whose exact reverse never came pairs by

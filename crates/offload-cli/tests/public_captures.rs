@@ -11,6 +11,12 @@
 //! it (docs/analyze.md, "Differential tests", lists them and every
 //! deliberate difference). `offload gro` and `offload gso` must also run
 //! cleanly on every file. Needs tshark and tcptrace (`.ci/install`).
+//!
+//! With `OFFLOAD_SWEEP="zeek=DIR tcpdump=DIR ..."` (set by
+//! scripts/analyze-sweep.sh) the same test runs the same comparison over
+//! every capture of those directories instead of the committed set: it
+//! prints per-file agreement and per-figure totals, and fails only on an
+//! error, panic or hang of `offload` (decision 0245).
 
 mod common;
 
@@ -18,8 +24,10 @@ use common::tcp_figures::{self, rev, Dir, FLAGS};
 use common::BIN;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-analyze/tests/data/public")
@@ -118,36 +126,85 @@ fn show(d: &Dir) -> String {
     format!("{}:{} -> {}:{}", d.0, d.1, d.2, d.3)
 }
 
+/// The binary under test: cargo's, or in the sweep `OFFLOAD_SWEEP_BIN`
+/// (a copy kept while the tree is rebuilt, or an older build to compare).
+fn bin() -> String {
+    std::env::var("OFFLOAD_SWEEP_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 /// `offload analyze --json` of `path`: exit status 0, no panic.
 fn analyze(path: &Path) -> Value {
-    let out = Command::new(BIN)
-        .arg("analyze")
-        .arg(path)
-        .arg("--json")
-        .output()
-        .unwrap();
+    analyze_within(path, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `offload analyze --json` of `path`, killed after `limit` (a hang, in
+/// the sweep): its JSON, or why not (exit status, panic, hang).
+fn analyze_within(path: &Path, limit: Option<Duration>) -> Result<Value, String> {
+    let out = run_within(
+        Command::new(bin()).arg("analyze").arg(path).arg("--json"),
+        limit,
+    )?;
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && !err.contains("panicked"),
-        "offload analyze {}: {:?}\n{err}",
-        path.display(),
-        out.status
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    if !out.status.success() || err.contains("panicked") {
+        return Err(format!(
+            "offload analyze {}: {:?}\n{err}",
+            path.display(),
+            out.status
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("offload analyze --json: {e}"))
+}
+
+/// Runs `cmd` to its end, or kills it after `limit`.
+fn run_within(cmd: &mut Command, limit: Option<Duration>) -> Result<Output, String> {
+    let Some(limit) = limit else {
+        return cmd.output().map_err(|e| e.to_string());
+    };
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    // Read both pipes while waiting, so a full pipe cannot stall it.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let to = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        so.read_to_end(&mut v).map(|_| v)
+    });
+    let te = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        se.read_to_end(&mut v).map(|_| v)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("hang: {cmd:?} still running after {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Output {
+        status,
+        stdout: to.join().unwrap().map_err(|e| e.to_string())?,
+        stderr: te.join().unwrap().map_err(|e| e.to_string())?,
+    })
 }
 
 /// `offload gro` and `offload gso` run cleanly and write captures tshark
 /// reads.
-fn transforms_run(path: &Path, tmp: &Path) {
+fn transforms_run(path: &Path, tmp: &Path, limit: Option<Duration>) {
     for cmd in ["gro", "gso"] {
         let o = tmp.join(format!("{cmd}.pcapng"));
-        let out = Command::new(BIN)
-            .arg(cmd)
-            .arg(path)
-            .arg("-o")
-            .arg(&o)
-            .output()
-            .unwrap();
+        let out = run_within(
+            Command::new(bin()).arg(cmd).arg(path).arg("-o").arg(&o),
+            limit,
+        )
+        .unwrap_or_else(|e| panic!("offload {cmd} {}: {e}", path.display()));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success() && !err.contains("panicked"),
@@ -160,22 +217,24 @@ fn transforms_run(path: &Path, tmp: &Path) {
             .arg(&o)
             .output()
             .unwrap();
+        // An empty output (nothing to write) is not tshark's to read.
         assert!(
-            t.status.success(),
+            t.status.success() || (limit.is_some() && !o.exists()),
             "tshark cannot read offload {cmd}'s output of {}",
             path.display()
         );
     }
 }
 
-/// Compares one capture; returns the number of directions compared.
+/// Compares one capture (`v`, offload's analysis of it); returns the
+/// number of directions compared.
 fn compare(
     path: &Path,
+    v: &Value,
     fails: &mut Vec<String>,
     compared: &mut BTreeMap<&'static str, (u64, u64)>,
 ) -> usize {
     let name = path.file_name().unwrap().to_string_lossy().to_string();
-    let v = analyze(path);
     let mut ours: BTreeMap<Dir, &Value> = BTreeMap::new();
     for f in v["flows"].as_array().unwrap() {
         if f["protocol"] != "tcp" {
@@ -195,6 +254,9 @@ fn compare(
     }
     assert_eq!(v["other_flows"]["flows"].as_u64().unwrap_or(0), 0, "{name}");
     let ts = tcp_figures::tshark_directions(path);
+    if ts.is_empty() && ours.is_empty() {
+        return 0;
+    }
     let tt = tcp_figures::tcptrace_directions(
         path,
         &[
@@ -400,14 +462,17 @@ fn compare(
 
 #[test]
 fn analyze_agrees_with_tshark_and_tcptrace_on_public_captures() {
+    if let Ok(suites) = std::env::var("OFFLOAD_SWEEP") {
+        return sweep(&suites);
+    }
     let tmp = tempfile::tempdir().unwrap();
     let mut fails = Vec::new();
     let mut compared = BTreeMap::new();
     let mut dirs = 0;
     let files = captures();
     for p in &files {
-        dirs += compare(p, &mut fails, &mut compared);
-        transforms_run(p, tmp.path());
+        dirs += compare(p, &analyze(p), &mut fails, &mut compared);
+        transforms_run(p, tmp.path(), None);
     }
     eprintln!("{} captures, {dirs} flow directions:", files.len());
     for (what, (n, ok)) in &compared {
@@ -419,5 +484,211 @@ fn analyze_agrees_with_tshark_and_tcptrace_on_public_captures() {
         "{} differences:\n{}",
         fails.len(),
         fails.join("\n")
+    );
+}
+
+/// The captures of a suite directory, recursively: pcap and pcapng by
+/// their usual names (tcpdump's tests also name them `.cap`).
+fn suite_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("sweep: {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            suite_files(&p, out);
+        } else if p
+            .extension()
+            .is_some_and(|e| e == "pcap" || e == "pcapng" || e == "cap")
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// The text of a caught panic.
+fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// What the sweep found in one file.
+#[derive(Default)]
+struct Swept {
+    /// The lines printed for the file.
+    text: String,
+    /// 0 no TCP, 1 TCP and agreeing, 2 TCP and differing, 3 not
+    /// readable by tshark (nor read by offload).
+    kind: usize,
+    compared: BTreeMap<&'static str, (u64, u64)>,
+    errors: Vec<String>,
+}
+
+/// One file of the sweep: `offload analyze`, `gro` and `gso` must end
+/// within `limit` without a panic; a file tshark reads must be analysed
+/// (not refused); its figures are compared as for the committed set.
+fn sweep_one(name: &str, p: &Path, tmp: &Path, limit: Duration) -> Swept {
+    use std::fmt::Write;
+    let mut r = Swept::default();
+    let v = match analyze_within(p, Some(limit)) {
+        Ok(v) => v,
+        Err(e) => {
+            let clean = e.contains("offload: error:") && !e.contains("panicked");
+            let tshark_reads = Command::new("tshark")
+                .args(["-n", "-q", "-r"])
+                .arg(p)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if clean && !tshark_reads {
+                let why = e.lines().nth(1).unwrap_or("");
+                let _ = writeln!(r.text, "{name}: refused, as by tshark: {why}");
+                r.kind = 3;
+            } else {
+                let _ = writeln!(r.text, "{name}: ERROR {e}");
+                r.errors.push(format!("{name}: {e}"));
+            }
+            return r;
+        }
+    };
+    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        transforms_run(p, tmp, Some(limit))
+    })) {
+        let e = panic_text(&*e);
+        let _ = writeln!(r.text, "{name}: ERROR {e}");
+        r.errors.push(format!("{name}: {e}"));
+    }
+    let mut fails = Vec::new();
+    let mut mine = BTreeMap::new();
+    let dirs = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        compare(p, &v, &mut fails, &mut mine)
+    })) {
+        Ok(n) => n,
+        Err(e) => {
+            let e = panic_text(&*e);
+            if e.starts_with("tshark -r") {
+                let _ = writeln!(r.text, "{name}: tshark cannot read it");
+                r.kind = 3;
+                return r;
+            }
+            fails.push(format!("comparison stopped: {e}"));
+            1
+        }
+    };
+    if dirs == 0 && fails.is_empty() {
+        let _ = writeln!(r.text, "{name}: no TCP");
+        return r;
+    }
+    let (n, ok) = mine.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    r.compared = mine;
+    if fails.is_empty() {
+        r.kind = 1;
+        let _ = writeln!(
+            r.text,
+            "{name}: agrees, {dirs} directions, {ok} of {n} figures"
+        );
+    } else {
+        r.kind = 2;
+        let _ = writeln!(
+            r.text,
+            "{name}: DIFFERS, {dirs} directions, {ok} of {n} figures agree"
+        );
+        for f in fails.iter().take(8) {
+            let _ = writeln!(r.text, "    {f}");
+        }
+        if fails.len() > 8 {
+            let _ = writeln!(r.text, "    ... {} more", fails.len() - 8);
+        }
+    }
+    r
+}
+
+/// The sweep (module doc): `suites` is `NAME=DIR ...`, a name may
+/// repeat; `OFFLOAD_SWEEP_JOBS` files at a time (default 2). Per file
+/// see [`sweep_one`]; a TCP capture "agrees" when every figure does.
+fn sweep(suites: &str) {
+    const LIMIT: Duration = Duration::from_secs(120);
+    let jobs: usize = std::env::var("OFFLOAD_SWEEP_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(2)
+        .max(1);
+    // Panics of the comparison are caught and reported per file.
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut files = Vec::new();
+    for spec in suites.split_whitespace() {
+        let (suite, dir) = spec
+            .split_once('=')
+            .unwrap_or_else(|| panic!("sweep: {spec:?} is not NAME=DIR"));
+        let mut v = Vec::new();
+        suite_files(Path::new(dir), &mut v);
+        for p in v {
+            let rel = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
+            files.push((suite.to_string(), format!("{suite} {rel}"), p));
+        }
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Swept>>> =
+        files.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|sc| {
+        for _ in 0..jobs {
+            sc.spawn(|| {
+                let tmp = tempfile::tempdir().unwrap();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((_, name, p)) = files.get(i) else {
+                        break;
+                    };
+                    let r = sweep_one(name, p, tmp.path(), LIMIT);
+                    *results[i].lock().unwrap() = Some(r);
+                    if (i + 1) % 100 == 0 {
+                        eprintln!("sweep: {} of {} files", i + 1, files.len());
+                    }
+                }
+            });
+        }
+    });
+    let _ = std::panic::take_hook();
+    let mut errors = Vec::new();
+    let mut compared: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    // Per suite: files, TCP captures, agreeing on every figure, not
+    // readable by tshark.
+    let mut totals: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
+    for ((suite, _, _), r) in files.iter().zip(results) {
+        let r = r.into_inner().unwrap().expect("every file swept");
+        print!("{}", r.text);
+        errors.extend(r.errors);
+        for (k, (a, b)) in r.compared {
+            let e = compared.entry(k).or_default();
+            e.0 += a;
+            e.1 += b;
+        }
+        let t = totals.entry(suite).or_default();
+        t[0] += 1;
+        match r.kind {
+            1 => [t[1], t[2]] = [t[1] + 1, t[2] + 1],
+            2 => t[1] += 1,
+            3 => t[3] += 1,
+            _ => {}
+        }
+    }
+    println!("\nfigures over every TCP capture:");
+    for (what, (n, ok)) in &compared {
+        println!("  {what:<32} {ok:>6} of {n:>6} agree");
+    }
+    println!("\nsuite      files  TCP captures  all figures agree  not readable by tshark");
+    for (s, t) in &totals {
+        println!(
+            "{s:<10} {:>5}  {:>12}  {:>17}  {:>22}",
+            t[0], t[1], t[2], t[3]
+        );
+    }
+    assert!(
+        errors.is_empty(),
+        "{} errors, panics or hangs:\n{}",
+        errors.len(),
+        errors.join("\n")
     );
 }

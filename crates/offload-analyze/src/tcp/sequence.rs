@@ -223,10 +223,17 @@ pub struct TcpDirection {
     first_rtt_ns: Option<u64>,
     /// The first sequence number seen (or the SYN's), for relative numbers.
     pub base: Option<u32>,
-    nextseq: Option<u32>,
+    /// Wireshark's `nextseq`, `maxseqtobeacked` and `lastack`, kept as it
+    /// keeps them: zero is "not seen yet", whatever the segments said
+    /// (`tcp_analyze_seq_flow_info_t` is zero-allocated, and every check
+    /// of tcp_analyze_sequence_number in tshark 4.0 tests them for zero:
+    /// a segment ending exactly at sequence number 0 leaves `nextseq`
+    /// "unset", and an ACK field of 0 disables the spurious-retransmission
+    /// test).
+    nextseq: u32,
     nextseq_ns: u64,
-    maxseqtobeacked: Option<u32>,
-    lastack: Option<u32>,
+    maxseqtobeacked: u32,
+    lastack: u32,
     lastack_ns: u64,
     /// The last raw window field.
     window: Option<u16>,
@@ -387,30 +394,30 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     if ackf {
         rev.valid_bif = true;
     }
-    let old_next = fwd.nextseq;
+    let old_next = (fwd.nextseq != 0).then_some(fwd.nextseq);
     let mut fl = 0u32;
     'checks: {
-        if len == 1 && Some(seq) == fwd.nextseq && rev.window == Some(0) {
+        if len == 1 && seq == fwd.nextseq && rev.window == Some(0) {
             fl |= ZERO_WINDOW_PROBE;
             break 'checks;
         }
         if s.window == 0 && !sfr {
             fl |= ZERO_WINDOW;
         }
-        if fwd.nextseq.is_some_and(|n| seq_gt(seq, n)) && flags & RST == 0 {
+        if fwd.nextseq != 0 && seq_gt(seq, fwd.nextseq) && flags & RST == 0 {
             fl |= LOST_SEGMENT;
             fwd.valid_bif = false;
         }
-        if len <= 1 && fwd.nextseq.map(|n| n.wrapping_sub(1)) == Some(seq) && !sfr {
+        if len <= 1 && fwd.nextseq.wrapping_sub(1) == seq && !sfr {
             fl |= KEEP_ALIVE;
         }
-        let same = len == 0 && Some(seq) == fwd.nextseq && Some(ack) == fwd.lastack && !sfr;
+        let same = len == 0 && seq == fwd.nextseq && ack == fwd.lastack && !sfr;
         if same && s.window != 0 && Some(s.window) != fwd.window {
             fl |= WINDOW_UPDATE;
         }
         if len > 0 && rev_scale.known() && !sfr {
-            if let (Some(la), Some(w)) = (rev.lastack, rev.window) {
-                if seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false)) {
+            if let Some(w) = rev.window {
+                if seq.wrapping_add(len) == rev.lastack.wrapping_add(rev_scale.apply(w, false)) {
                     fl |= WINDOW_FULL;
                 }
             }
@@ -426,53 +433,57 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             break 'checks;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window {
-            fwd.dupacknum += 1;
+            // -1: the peer's ACKed-unseen mark, neutralised (below).
+            fwd.dupacknum = if fwd.dupacknum == -1 {
+                1
+            } else {
+                fwd.dupacknum + 1
+            };
             fl |= DUPLICATE_ACK;
         }
     }
-    if Some(ack) != fwd.lastack {
+    if ack != fwd.lastack {
         fwd.dupacknum = 0;
     }
     // ACKed unseen segment: an ACK beyond the highest contiguous byte seen
-    // from the peer. As tshark 4.0 (the one Debian 12 and this project's
-    // CI ship) flags it: once, then the mark moves to the peer's highest
-    // byte so that later ACKs of the same hole are not flagged again.
-    // (Later Wireshark releases keep the mark and silence repeats through
-    // the peer's duplicate-ACK counter, which flags an ACK again once the
-    // peer's own ACK number moved: more flags on the same captures.)
-    if ackf {
-        if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
-            if seq_gt(ack, m) {
-                rev.maxseqtobeacked = Some(n);
+    // from the peer, as tshark 4.0 flags it (tcp_analyze_sequence_number,
+    // "ACKED LOST PACKET"): the mark moves up to the peer's highest byte
+    // and the ACK is flagged; when the mark is already there (the peer
+    // sends only pure ACKs), the ACK is flagged only if the peer's
+    // duplicate-ACK counter is 0, which is then set to -1: flagged once
+    // until the peer's own ACK number moves (which resets the counter).
+    if ackf && rev.maxseqtobeacked != 0 && seq_gt(ack, rev.maxseqtobeacked) {
+        if seq_lt(rev.maxseqtobeacked, rev.nextseq) {
+            rev.maxseqtobeacked = rev.nextseq;
+            fl |= ACKED_UNSEEN;
+        } else {
+            if rev.dupacknum == 0 {
                 fl |= ACKED_UNSEEN;
             }
+            rev.dupacknum = -1;
         }
     }
     let synfin = (flags & (SYN | FIN) != 0) as u32;
     if (len > 0 || synfin > 0) && fl & KEEP_ALIVE == 0 {
-        let mut not_advanced = fwd.nextseq.is_some_and(|n| seq_lt(seq, n));
-        if len > 1 && fwd.nextseq.map(|n| n.wrapping_sub(1)) == Some(seq) {
+        let mut not_advanced = fwd.nextseq != 0 && seq_lt(seq, fwd.nextseq);
+        if len > 1 && fwd.nextseq.wrapping_sub(1) == seq {
             not_advanced = false;
         }
         let ooo_ns = fwd
             .first_rtt_ns
             .filter(|&r| r > 0)
             .unwrap_or(OOO_DEFAULT_NS);
-        if len > 0
-            && rev
-                .lastack
-                .is_some_and(|la| la != 0 && seq_le(seq.wrapping_add(len), la))
-        {
+        if len > 0 && rev.lastack != 0 && seq_le(seq.wrapping_add(len), rev.lastack) {
             fl |= SPURIOUS_RETRANSMISSION;
         } else if not_advanced
             && rev.dupacknum >= 2
-            && rev.lastack == Some(seq)
+            && rev.lastack == seq
             && ts.saturating_sub(rev.lastack_ns) < FAST_RETRANS_NS
         {
             fl |= FAST_RETRANSMISSION;
         } else if not_advanced
             && ts.saturating_sub(fwd.nextseq_ns) < ooo_ns
-            && fwd.nextseq != Some(seq.wrapping_add(len).wrapping_add(synfin))
+            && fwd.nextseq != seq.wrapping_add(len).wrapping_add(synfin)
         {
             fl |= OUT_OF_ORDER;
         } else if not_advanced {
@@ -546,22 +557,29 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             fwd.max_tsval = Some(t);
         }
     }
-    // Bookkeeping, as Wireshark's.
-    let nextseq = seq.wrapping_add(len).wrapping_add(synfin);
-    if len > 0 || synfin > 0 {
+    // Bookkeeping, as Wireshark's. A SYN or FIN counts its sequence number
+    // only when the segment joins the queue of unacknowledged ones, which
+    // holds at most TCP_MAX_UNACKED_SEGMENTS (10,000, packet-tcp.h): behind
+    // a full queue (the peer's ACKs not captured) tshark 4.0 adds the
+    // flag's byte nowhere, so the next segment is no retransmission.
+    let queued = (len > 0 || synfin > 0) && fwd.unacked.len() < super::rtt::MAX_UNACKED;
+    let nextseq = seq
+        .wrapping_add(len)
+        .wrapping_add(if queued { synfin } else { 0 });
+    if queued {
         fwd.unacked.sent(seq, nextseq, ts, s.frame);
     }
     if fl & ZERO_WINDOW_PROBE == 0 {
-        if fwd.nextseq.is_none_or(|n| seq_gt(nextseq, n)) {
-            fwd.nextseq = Some(nextseq);
+        if fwd.nextseq == 0 || seq_gt(nextseq, fwd.nextseq) {
+            fwd.nextseq = nextseq;
             fwd.nextseq_ns = ts;
         }
-        if fwd.maxseqtobeacked.is_none_or(|m| m == seq) {
+        if fwd.maxseqtobeacked == 0 || fwd.maxseqtobeacked == seq {
             fwd.maxseqtobeacked = fwd.nextseq;
         }
     }
     fwd.window = Some(s.window);
-    fwd.lastack = Some(ack);
+    fwd.lastack = ack;
     fwd.lastack_ns = ts;
     fwd.last_flags = fl;
     fwd.nsack = s.nsack;
@@ -619,7 +637,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         let hole_reported = fl & DUPLICATE_ACK != 0 || (s.nsack > 0 && seq_gt(s.sack[0].0, ack));
         if hole_reported
             && rev.episode.is_none()
-            && rev.nextseq.is_some_and(|n| seq_lt(ack, n))
+            && rev.nextseq != 0
+            && seq_lt(ack, rev.nextseq)
             && !rev.gaps.contains(ack)
         {
             rev.episode = Some(Episode {
@@ -649,7 +668,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     }
     let mut in_flight = None;
     if len > 0 && fwd.valid_bif {
-        if let (Some(n), Some(la)) = (fwd.nextseq, rev.lastack) {
+        if fwd.nextseq != 0 && rev.lastack != 0 {
+            let (n, la) = (fwd.nextseq, rev.lastack);
             let mut f = n.wrapping_sub(la);
             for &(l, r) in &rev.sack[..rev.nsack as usize] {
                 if seq_gt(r, l) && seq_gt(r, la) {
