@@ -405,7 +405,7 @@ pub fn big_tcp_train(
     } = shape;
     let segment = |i: u32, seq: u32, len: usize| {
         let mut tcp = TcpSpec::data(40100, 5201, seq);
-        if i + 1 == segments || (i + 1) % psh_every == 0 {
+        if i + 1 == segments || (i + 1).is_multiple_of(psh_every) {
             tcp.flags |= offload::wire::tcp::flags::PSH;
         }
         let mut s = if inner_v6 {
