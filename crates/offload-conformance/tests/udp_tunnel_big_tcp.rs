@@ -44,11 +44,6 @@ fn vxlan_over_ipv4_big_tcp_is_cut_to_its_wrapped_udp_length_after_gro() {
     let mut kernel = KernelGro::new(GroKnobs::default()).expect("the kernel oracle");
     let a = offload_conformance::oracle_addrs(&kernel);
     let t = big_tcp_train(&a, BigTcpTunnel::Vxlan4, false, BigTcpShape::ONE_BIG);
-    let inner_frames: u64 = t
-        .frames
-        .iter()
-        .map(|f| f.len() as u64 - 14 - 20 - 8 - 8)
-        .sum();
     for size in [65_536u32, 185_000] {
         kernel
             .set_knobs(GroKnobs {
