@@ -144,9 +144,6 @@ struct Sizes {
     /// `gro_ipv4_max_size`, and 64 KiB (`GRO_LEGACY_MAX_SIZE`, the
     /// limit of UDP and of a tunnel's TCP on older lines).
     floor: usize,
-    /// Feed every engine every frame (the tests' reference).
-    #[cfg(test)]
-    lockstep: bool,
 }
 
 impl Sizes {
@@ -162,20 +159,7 @@ impl Sizes {
             engines,
             synced: true,
             floor,
-            #[cfg(test)]
-            lockstep: false,
         }
-    }
-
-    #[cfg(test)]
-    fn lockstep(&self) -> bool {
-        self.lockstep
-    }
-
-    #[cfg(not(test))]
-    #[inline(always)]
-    fn lockstep(&self) -> bool {
-        false
     }
 
     /// Feeds `input` to every size; deliveries go to `pending`, tagged
@@ -191,8 +175,7 @@ impl Sizes {
         let n = self.engines.len();
         if self.synced
             && n > 1
-            && (self.lockstep()
-                || self.engines[0].longest_held_len() + input.data.len() >= self.floor)
+            && self.engines[0].longest_held_len() + input.data.len() >= self.floor
         {
             let (first, rest) = self.engines.split_at_mut(1);
             for e in rest {
@@ -210,7 +193,7 @@ impl Sizes {
                 });
             }
         }
-        if !self.synced && !self.lockstep() {
+        if !self.synced {
             let (first, rest) = self.engines.split_at(1);
             self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
         }
