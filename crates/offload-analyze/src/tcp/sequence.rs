@@ -346,6 +346,126 @@ impl TcpDirection {
     }
 }
 
+// Steps [`analyze`] and its fast path [`in_order_data`] share: one
+// place for each rule, so that the two cannot drift apart.
+
+/// Window full: the segment ends exactly at the peer's advertised right
+/// edge (`tcp.analysis.window_full`), known only with the peer's scale.
+#[inline(always)]
+fn fills_window(rev: &TcpDirection, rev_scale: WindowScale, seq: u32, len: u32) -> bool {
+    match (rev_scale.known(), rev.lastack, rev.window) {
+        (true, Some(la), Some(w)) => {
+            seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false))
+        }
+        _ => false,
+    }
+}
+
+/// ACKed unseen segment: an ACK beyond the highest contiguous byte seen
+/// from the peer. As tshark 4.0 (the one Debian 12 and this project's CI
+/// ship) flags it: once, then the mark moves to the peer's highest byte
+/// so that later ACKs of the same hole are not flagged again. (Later
+/// Wireshark releases keep the mark and silence repeats through the
+/// peer's duplicate-ACK counter, which flags an ACK again once the peer's
+/// own ACK number moved: more flags on the same captures.)
+#[inline(always)]
+fn acks_unseen(rev: &mut TcpDirection, ack: u32) -> bool {
+    match (rev.maxseqtobeacked, rev.nextseq) {
+        (Some(m), Some(n)) if seq_gt(ack, m) => {
+            rev.maxseqtobeacked = Some(n);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Every byte up to `end` was acknowledged by the peer already (a
+/// spurious retransmission when sent again).
+#[inline(always)]
+fn acked_already(rev: &TcpDirection, end: u32) -> bool {
+    rev.lastack.is_some_and(|la| la != 0 && seq_le(end, la))
+}
+
+/// The highest IPv4 ID and TCP timestamp seen in this direction, which
+/// tell a retransmission from a reordered original.
+#[inline(always)]
+fn note_ip_id_and_tsval(fwd: &mut TcpDirection, s: &Segment) {
+    if let Some(id) = s.ip_id {
+        match fwd.max_ip_id {
+            Some(m) if id != m => {
+                fwd.ids_move = true;
+                if (id.wrapping_sub(m) as i16) > 0 {
+                    fwd.max_ip_id = Some(id);
+                }
+            }
+            Some(_) => {}
+            None => fwd.max_ip_id = Some(id),
+        }
+    }
+    if let Some(t) = s.tsval {
+        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
+            fwd.max_tsval = Some(t);
+        }
+    }
+}
+
+/// An ACK past the peer's open hole ends its episode; a hole nobody
+/// resent was reordering after the capture point.
+#[inline(always)]
+fn close_episode(rev: &mut TcpDirection, ack: u32, frame: u64) {
+    if let Some(e) = rev.episode {
+        if seq_gt(ack, e.at) {
+            if !e.resent {
+                rev.loss.reordered_after_capture += 1;
+                first(&mut rev.first.reordered_after_capture, frame);
+            }
+            rev.episode = None;
+        }
+    }
+}
+
+/// The peer's segments this ACK acknowledges leave the queue, one RTT
+/// sample for the segment it acknowledges exactly. Wireshark walks the
+/// queue with the acknowledgment field of every segment, ACK flag or not
+/// (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a SYN
+/// sent again after the SYN-ACK, its field zero, sits above the peer's
+/// queue in sequence space and clears it without a sample. Wireshark
+/// shows no `ack_rtt` when the ACK's timestamp equals the segment's
+/// (`ta->ts` zero in tcp_print_sequence_number_analysis): coarse or
+/// synthetic timestamps give no sample rather than a zero. A timestamp
+/// that went backwards (tshark: a negative RTT) gives none.
+#[inline(always)]
+fn rtt_sample(rev: &mut TcpDirection, ack: u32, ts: u64, frame: u64) {
+    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
+        rev.rtt.add(rtt);
+        rev.rtt_points.push(RttPoint {
+            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
+            rtt_ms: rtt as f64 / 1e6,
+            frame,
+            data_frame,
+        });
+    }
+}
+
+/// Bytes in flight after a data segment that ends this direction's bytes
+/// at `next`: up to the peer's last ACK, less its SACKed blocks above it.
+#[inline(always)]
+fn bytes_in_flight(fwd: &mut TcpDirection, rev: &TcpDirection, next: u32) -> Option<u32> {
+    let la = rev.lastack?;
+    let mut f = next.wrapping_sub(la);
+    for &(l, r) in &rev.sack[..rev.nsack as usize] {
+        if seq_gt(r, l) && seq_gt(r, la) {
+            f = f.saturating_sub(r.wrapping_sub(l));
+        }
+    }
+    if f > 0 && f < 2_000_000_000 {
+        fwd.in_flight_max = fwd.in_flight_max.max(f);
+        Some(f)
+    } else {
+        None
+    }
+}
+
 /// The common case, served by [`in_order_data`]: a data segment of more
 /// than one byte, ACK set and no SYN, FIN or RST, a non-zero window, no
 /// SACK blocks, starting exactly where this direction's bytes so far end,
@@ -407,43 +527,20 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
     }
     rev.valid_bif = true;
     let mut fl = 0u32;
-    if rev_scale.known() {
-        if let (Some(la), Some(w)) = (rev.lastack, rev.window) {
-            if seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false)) {
-                fl |= WINDOW_FULL;
-            }
-        }
+    if fills_window(rev, rev_scale, seq, len) {
+        fl |= WINDOW_FULL;
     }
     if Some(ack) != fwd.lastack {
         fwd.dupacknum = 0;
     }
-    if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
-        if seq_gt(ack, m) {
-            rev.maxseqtobeacked = Some(n);
-            fl |= ACKED_UNSEEN;
-        }
+    if acks_unseen(rev, ack) {
+        fl |= ACKED_UNSEEN;
     }
     let end = seq.wrapping_add(len);
-    if rev.lastack.is_some_and(|la| la != 0 && seq_le(end, la)) {
+    if acked_already(rev, end) {
         fl |= SPURIOUS_RETRANSMISSION;
     }
-    if let Some(id) = s.ip_id {
-        match fwd.max_ip_id {
-            Some(m) if id != m => {
-                fwd.ids_move = true;
-                if (id.wrapping_sub(m) as i16) > 0 {
-                    fwd.max_ip_id = Some(id);
-                }
-            }
-            Some(_) => {}
-            None => fwd.max_ip_id = Some(id),
-        }
-    }
-    if let Some(t) = s.tsval {
-        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
-            fwd.max_tsval = Some(t);
-        }
-    }
+    note_ip_id_and_tsval(fwd, s);
     fwd.unacked.sent(seq, end, ts, s.frame);
     // `end` is beyond `seq` (a length of 2 to 2^31 - 1 bytes).
     fwd.nextseq = Some(end);
@@ -460,39 +557,13 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
     if let Some(t0) = fwd.zero_since.take() {
         fwd.zero_window_ns += ts.saturating_sub(t0);
     }
-    if let Some(e) = rev.episode {
-        if seq_gt(ack, e.at) {
-            if !e.resent {
-                rev.loss.reordered_after_capture += 1;
-                first(&mut rev.first.reordered_after_capture, s.frame);
-            }
-            rev.episode = None;
-        }
-    }
-    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
-        rev.rtt.add(rtt);
-        rev.rtt_points.push(RttPoint {
-            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
-            rtt_ms: rtt as f64 / 1e6,
-            frame: s.frame,
-            data_frame,
-        });
-    }
-    let mut in_flight = None;
-    if fwd.valid_bif {
-        if let Some(la) = rev.lastack {
-            let mut f = end.wrapping_sub(la);
-            for &(l, r) in &rev.sack[..rev.nsack as usize] {
-                if seq_gt(r, l) && seq_gt(r, la) {
-                    f = f.saturating_sub(r.wrapping_sub(l));
-                }
-            }
-            if f > 0 && f < 2_000_000_000 {
-                in_flight = Some(f);
-                fwd.in_flight_max = fwd.in_flight_max.max(f);
-            }
-        }
-    }
+    close_episode(rev, ack, s.frame);
+    rtt_sample(rev, ack, ts, s.frame);
+    let in_flight = if fwd.valid_bif {
+        bytes_in_flight(fwd, rev, end)
+    } else {
+        None
+    };
     fwd.count(fl, s.frame);
     Outcome {
         flags: fl,
@@ -566,12 +637,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         if same && s.window != 0 && Some(s.window) != fwd.window {
             fl |= WINDOW_UPDATE;
         }
-        if len > 0 && rev_scale.known() && !sfr {
-            if let (Some(la), Some(w)) = (rev.lastack, rev.window) {
-                if seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false)) {
-                    fl |= WINDOW_FULL;
-                }
-            }
+        if len > 0 && !sfr && fills_window(rev, rev_scale, seq, len) {
+            fl |= WINDOW_FULL;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window && rev.last_flags & KEEP_ALIVE != 0
         {
@@ -591,20 +658,9 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     if Some(ack) != fwd.lastack {
         fwd.dupacknum = 0;
     }
-    // ACKed unseen segment: an ACK beyond the highest contiguous byte seen
-    // from the peer. As tshark 4.0 (the one Debian 12 and this project's
-    // CI ship) flags it: once, then the mark moves to the peer's highest
-    // byte so that later ACKs of the same hole are not flagged again.
-    // (Later Wireshark releases keep the mark and silence repeats through
-    // the peer's duplicate-ACK counter, which flags an ACK again once the
-    // peer's own ACK number moved: more flags on the same captures.)
-    if ackf {
-        if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
-            if seq_gt(ack, m) {
-                rev.maxseqtobeacked = Some(n);
-                fl |= ACKED_UNSEEN;
-            }
-        }
+    // ACKed unseen segment (tshark 4.0's rule: [`acks_unseen`]).
+    if ackf && acks_unseen(rev, ack) {
+        fl |= ACKED_UNSEEN;
     }
     let synfin = (flags & (SYN | FIN) != 0) as u32;
     if (len > 0 || synfin > 0) && fl & KEEP_ALIVE == 0 {
@@ -616,11 +672,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             .first_rtt_ns
             .filter(|&r| r > 0)
             .unwrap_or(OOO_DEFAULT_NS);
-        if len > 0
-            && rev
-                .lastack
-                .is_some_and(|la| la != 0 && seq_le(seq.wrapping_add(len), la))
-        {
+        if len > 0 && acked_already(rev, seq.wrapping_add(len)) {
             fl |= SPURIOUS_RETRANSMISSION;
         } else if not_advanced
             && rev.dupacknum >= 2
@@ -687,23 +739,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             }
         }
     }
-    if let Some(id) = s.ip_id {
-        match fwd.max_ip_id {
-            Some(m) if id != m => {
-                fwd.ids_move = true;
-                if (id.wrapping_sub(m) as i16) > 0 {
-                    fwd.max_ip_id = Some(id);
-                }
-            }
-            Some(_) => {}
-            None => fwd.max_ip_id = Some(id),
-        }
-    }
-    if let Some(t) = s.tsval {
-        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
-            fwd.max_tsval = Some(t);
-        }
-    }
+    note_ip_id_and_tsval(fwd, s);
     // Bookkeeping, as Wireshark's.
     let nextseq = seq.wrapping_add(len).wrapping_add(synfin);
     if len > 0 || synfin > 0 {
@@ -761,15 +797,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 }
             }
         }
-        if let Some(e) = rev.episode {
-            if seq_gt(ack, e.at) {
-                if !e.resent {
-                    rev.loss.reordered_after_capture += 1;
-                    first(&mut rev.first.reordered_after_capture, s.frame);
-                }
-                rev.episode = None;
-            }
-        }
+        close_episode(rev, ack, s.frame);
         // A duplicate ACK, or any ACK whose SACK blocks lie above it: the
         // peer is missing the bytes at `ack` (Linux changes the window
         // while it holds out-of-order data, so not every such ACK is a
@@ -786,40 +814,12 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             });
         }
     }
-    // The peer's segments this one acknowledges leave the queue, one RTT
-    // sample for the segment it acknowledges exactly. Wireshark walks the
-    // queue with the acknowledgment field of every segment, ACK flag or
-    // not (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a
-    // SYN sent again after the SYN-ACK, its field zero, sits above the
-    // peer's queue in sequence space and clears it without a sample.
-    // Wireshark shows no `ack_rtt` when the ACK's timestamp equals the
-    // segment's (`ta->ts` zero in tcp_print_sequence_number_analysis):
-    // coarse or synthetic timestamps give no sample rather than a zero. A
-    // timestamp that went backwards (tshark: a negative RTT) gives none.
-    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
-        rev.rtt.add(rtt);
-        rev.rtt_points.push(RttPoint {
-            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
-            rtt_ms: rtt as f64 / 1e6,
-            frame: s.frame,
-            data_frame,
-        });
-    }
-    let mut in_flight = None;
-    if len > 0 && fwd.valid_bif {
-        if let (Some(n), Some(la)) = (fwd.nextseq, rev.lastack) {
-            let mut f = n.wrapping_sub(la);
-            for &(l, r) in &rev.sack[..rev.nsack as usize] {
-                if seq_gt(r, l) && seq_gt(r, la) {
-                    f = f.saturating_sub(r.wrapping_sub(l));
-                }
-            }
-            if f > 0 && f < 2_000_000_000 {
-                in_flight = Some(f);
-                fwd.in_flight_max = fwd.in_flight_max.max(f);
-            }
-        }
-    }
+    // Every segment's acknowledgment field, ACK flag or not ([`rtt_sample`]).
+    rtt_sample(rev, ack, ts, s.frame);
+    let in_flight = match fwd.nextseq {
+        Some(n) if len > 0 && fwd.valid_bif => bytes_in_flight(fwd, rev, n),
+        _ => None,
+    };
     fwd.count(fl, s.frame);
     Outcome {
         flags: fl,
