@@ -31,16 +31,16 @@
 
 mod common;
 
+use common::netns::bulk_transfer;
 use common::{json_of, offload};
 use offload::LinkKind;
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta, LinkType};
 use offload_conformance::generate_tunnel::{wrap_in_tunnel, BigTcpTunnel};
-use offload_lab::oracle::{GroKnobs, KernelGro, VxlanConf};
+use offload_lab::oracle::{GroKnobs, KernelGro};
 use offload_sys::node::VethPair;
 use offload_sys::packet::{CaptureOptions, PacketSocket};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,40 +51,6 @@ const TRAIN: usize = 150;
 /// Bytes each connection carries.
 const BYTES: usize = 8 << 20;
 const TITLE: &str = "BIG TCP with an IPv6-outer tunnel on kernel 6.18";
-
-/// One transfer of `bytes` from the client to `to` on the server, in one
-/// write (so the kernel, not the test, decides where PSH goes).
-fn transfer(p: &VethPair, to: SocketAddr, bytes: usize) {
-    let listener = p
-        .server
-        .ns
-        .run(move || Ok(TcpListener::bind(to)))
-        .unwrap()
-        .unwrap();
-    let reader = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        let mut n = 0usize;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match c.read(&mut buf).unwrap() {
-                0 => break n,
-                k => n += k,
-            }
-        }
-    });
-    p.client
-        .ns
-        .run(move || {
-            let mut c = TcpStream::connect(to).unwrap();
-            let data: Vec<u8> = (0..bytes).map(|i| (i % 253) as u8).collect();
-            c.write_all(&data).unwrap();
-            c.shutdown(std::net::Shutdown::Write).unwrap();
-            let _ = c.read(&mut [0u8; 1]);
-            Ok(())
-        })
-        .unwrap();
-    assert_eq!(reader.join().unwrap(), bytes, "transfer to {to} incomplete");
-}
 
 /// The data direction of an IPv4 and an IPv6 connection as the receiver
 /// got it: (IPv4 frames, IPv6 frames), TCP only.
@@ -143,8 +109,13 @@ fn kernel_made_frames() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             }
         })
     };
-    transfer(&p, SocketAddr::from((VethPair::SERVER4, 5301)), BYTES);
-    transfer(&p, SocketAddr::from((VethPair::SERVER6, 5302)), BYTES);
+    // One write each: the kernel, not the test, decides where PSH goes.
+    for to in [
+        SocketAddr::from((VethPair::SERVER4, 5301)),
+        SocketAddr::from((VethPair::SERVER6, 5302)),
+    ] {
+        bulk_transfer(&p.client.ns, &p.server.ns, to, BYTES, BYTES, Duration::ZERO);
+    }
     stop.store(true, Ordering::Relaxed);
     let (v4, v6) = reader.join().unwrap();
     assert!(
@@ -193,6 +164,26 @@ fn read_capture(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
+/// `offload gro INPUT -o OUTPUT --kernel 6.18` at BIG TCP sizes (185000
+/// for IPv6 and IPv4), with `extra` arguments: its `--json` summary.
+fn gro_json(input: &str, output: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "gro",
+        input,
+        "-o",
+        output,
+        "--kernel",
+        "6.18",
+        "--gro-max-size",
+        "185000",
+        "--gro-ipv4-max-size",
+        "185000",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json_of(&offload(&args))
+}
+
 fn lost_segments(j: &Value) -> u64 {
     j["lost"]
         .as_array()
@@ -213,19 +204,7 @@ fn gro_cli_matches_the_live_kernel_on_kernel_made_big_tcp_tunnel_trains() {
     let mut failures = Vec::new();
     let mut affected_lost = 0u64;
     for tunnel in BigTcpTunnel::ALL {
-        kernel
-            .set_knobs(GroKnobs {
-                gro_max_size: 185_000,
-                gro_ipv4_max_size: 185_000,
-                flush_timeout: Duration::from_millis(400),
-                vxlan: tunnel.vxlan().then_some(VxlanConf {
-                    vni: 42,
-                    port: 4789,
-                }),
-                vxlan_ipv6: tunnel == BigTcpTunnel::Vxlan6,
-                ..GroKnobs::default()
-            })
-            .unwrap();
+        kernel.set_knobs(tunnel.oracle_knobs()).unwrap();
         for (inner_v6, inner) in [(false, &v4), (true, &v6)] {
             let name = tunnel.name(inner_v6);
             let frames = wrap_in_tunnel(&a, tunnel, inner);
@@ -250,19 +229,7 @@ fn gro_cli_matches_the_live_kernel_on_kernel_made_big_tcp_tunnel_trains() {
             let output = dir.path().join(format!("{name}-gro.pcap"));
             write_capture(&input, &frames);
             let (i, o) = (input.to_str().unwrap(), output.to_str().unwrap());
-            let j = json_of(&offload(&[
-                "gro",
-                i,
-                "-o",
-                o,
-                "--kernel",
-                "6.18",
-                "--gro-max-size",
-                "185000",
-                "--gro-ipv4-max-size",
-                "185000",
-                "--json",
-            ]));
+            let j = gro_json(i, o, &[]);
             let written = read_capture(&output);
             let e_lost = lost_segments(&j);
             eprintln!(
@@ -300,20 +267,7 @@ fn gro_cli_matches_the_live_kernel_on_kernel_made_big_tcp_tunnel_trains() {
             }
             // The working behaviour: every segment written.
             if e_lost > 0 {
-                let j = json_of(&offload(&[
-                    "gro",
-                    i,
-                    "-o",
-                    o,
-                    "--kernel",
-                    "6.18",
-                    "--gro-max-size",
-                    "185000",
-                    "--gro-ipv4-max-size",
-                    "185000",
-                    "--no-kernel-losses",
-                    "--json",
-                ]));
+                let j = gro_json(i, o, &["--no-kernel-losses"]);
                 assert_eq!(lost_segments(&j), 0, "{name}");
                 assert_eq!(j["settings"]["kernel_losses"], false);
                 assert!(read_capture(&output).len() > written.len(), "{name}");

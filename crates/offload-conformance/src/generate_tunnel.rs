@@ -290,6 +290,24 @@ impl BigTcpTunnel {
         matches!(self, BigTcpTunnel::Vxlan4 | BigTcpTunnel::Vxlan6)
     }
 
+    /// The kernel oracle's knobs for this tunnel's BIG TCP trains:
+    /// `gro_max_size` = `gro_ipv4_max_size` = 185000, a flush timeout
+    /// longer than any train, and the VXLAN device (port 4789, VNI 42,
+    /// over IPv6 for [`BigTcpTunnel::Vxlan6`]) where the tunnel needs one.
+    pub fn oracle_knobs(self) -> offload_lab::oracle::GroKnobs {
+        offload_lab::oracle::GroKnobs {
+            gro_max_size: 185_000,
+            gro_ipv4_max_size: 185_000,
+            flush_timeout: std::time::Duration::from_millis(400),
+            vxlan: self.vxlan().then_some(offload_lab::oracle::VxlanConf {
+                vni: 42,
+                port: 4789,
+            }),
+            vxlan_ipv6: self == BigTcpTunnel::Vxlan6,
+            ..offload_lab::oracle::GroKnobs::default()
+        }
+    }
+
     pub fn name(self, inner_v6: bool) -> &'static str {
         match (self, inner_v6) {
             (BigTcpTunnel::IpInIpv4, false) => "ipip",

@@ -516,7 +516,6 @@ fn big_tcp_tunnel_trains(
 ) -> Tally {
     use offload::gro::LossReason;
     use offload_conformance::generate_tunnel::{big_tcp_train, BigTcpShape, BigTcpTunnel};
-    use offload_lab::oracle::VxlanConf;
     let mut run = Tally {
         trains: 0,
         unstable: 0,
@@ -525,17 +524,7 @@ fn big_tcp_tunnel_trains(
     };
     let mut lost_seen = 0u32;
     for tunnel in BigTcpTunnel::ALL {
-        let knobs = GroKnobs {
-            gro_max_size: 185_000,
-            gro_ipv4_max_size: 185_000,
-            flush_timeout: Duration::from_millis(400),
-            vxlan: tunnel.vxlan().then_some(VxlanConf {
-                vni: 42,
-                port: 4789,
-            }),
-            vxlan_ipv6: tunnel == BigTcpTunnel::Vxlan6,
-            ..GroKnobs::default()
-        };
+        let knobs = tunnel.oracle_knobs();
         kernel.set_knobs(knobs.clone()).expect("oracle knobs");
         let cfg = offload_conformance::engine_config(&knobs);
         for (inner_v6, shape) in [false, true]
