@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsFd;
 
 use crate::error::Result;
-use crate::ethtool::Ethtool;
+use crate::ethtool::{first_group, Ethtool, TSO_GROUP};
 use crate::netns::NetNs;
 use crate::rtnl::{LinkState, Rtnl};
 use crate::sysfs::write_sysctl;
@@ -107,20 +107,36 @@ impl Node {
     }
 
     /// Switches every TSO feature off (veth then runs GRO on its peer:
-    /// `veth_skb_is_eligible_for_gro` checks `NETIF_F_ALL_TSO`).
+    /// `veth_skb_is_eligible_for_gro` checks `NETIF_F_ALL_TSO`) and reads
+    /// TSO back as `ethtool -k` does ([`Node::tso`]): the list of features
+    /// is the kernel's, so one a newer kernel adds (6.18's
+    /// `tx-tcp-accecn-segmentation`) is switched off too.
     pub fn tso_off(&self, dev: &str) -> Result<()> {
-        let names = self.ethtool.feature_names(dev)?;
-        for f in [
-            "tx-tcp-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-            "tx-tcp6-segmentation",
-        ] {
-            if names.iter().any(|n| n == f) {
-                self.ethtool.set_feature(dev, f, false)?;
+        for f in self.ethtool.feature_names(dev)? {
+            if first_group(&f) == Some(TSO_GROUP) {
+                self.ethtool.set_feature(dev, &f, false)?;
             }
         }
+        if self.tso(dev)? {
+            return Err(crate::Error::FeatureRefused {
+                dev: dev.to_string(),
+                feature: TSO_GROUP.to_string(),
+                wanted: false,
+                actual: true,
+            });
+        }
         Ok(())
+    }
+
+    /// `ethtool -k`'s `tcp-segmentation-offload`: on while any
+    /// `tx-tcp*-segmentation` feature is active (ethtool's netlink/features.c
+    /// folds a legacy flag's features that way).
+    pub fn tso(&self, dev: &str) -> Result<bool> {
+        Ok(self
+            .ethtool
+            .features(dev)?
+            .iter()
+            .any(|f| f.active && first_group(&f.name) == Some(TSO_GROUP)))
     }
 
     /// Sets the BIG TCP knobs of `dev` to `size` in the order that works

@@ -110,6 +110,13 @@ const PERF_ATTR_SIZE: u32 = 136;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 /// `_IOW('$', 6, char *)`.
 const PERF_EVENT_IOC_SET_FILTER: libc::Ioctl = 0x4008_2406;
+/// `_IO('$', 0)`.
+const PERF_EVENT_IOC_ENABLE: libc::Ioctl = 0x2400;
+/// `_IO('$', 3)`.
+const PERF_EVENT_IOC_RESET: libc::Ioctl = 0x2403;
+/// `perf_event_attr.disabled`: bit 0 of the flag word at byte 40.
+const ATTR_FLAGS_WORD: usize = 5;
+const ATTR_DISABLED: u64 = 1;
 
 /// One counting perf event (a tracepoint on one CPU, filtered).
 #[derive(Debug)]
@@ -120,11 +127,17 @@ struct Counter {
 impl Counter {
     fn open(id: u64, cpu: i32, filter: &str) -> Result<Self> {
         // struct perf_event_attr (PERF_ATTR_SIZE_VER8 = 136 bytes): type at 0,
-        // size at 4, config at 8; everything else zero means "count, enabled
-        // from the start, no sampling".
+        // size at 4, config at 8, the flag bits at 40; everything else zero
+        // means "count, no sampling". It opens *disabled*: a counter enabled
+        // from the start counts every event of its CPU, from any device in
+        // any namespace, until the filter below is attached
+        // (perf_event_set_filter in kernel/events/core.c installs it on a
+        // live event), which once put a super-packet above 131 KiB into
+        // big-tcp's IPv4 65536 arm. It is enabled only once filtered.
         let mut attr = [0u64; (PERF_ATTR_SIZE / 8) as usize];
         attr[0] = u64::from(PERF_TYPE_TRACEPOINT) | (u64::from(PERF_ATTR_SIZE) << 32);
         attr[1] = id;
+        attr[ATTR_FLAGS_WORD] = ATTR_DISABLED;
         // SAFETY: perf_event_open reads `size` bytes of attr from a live
         // array of exactly that size; the other arguments are integers.
         let raw = unsafe {
@@ -156,6 +169,16 @@ impl Counter {
             return Err(Error::last_os(format!(
                 "PERF_EVENT_IOC_SET_FILTER {filter:?}"
             )));
+        }
+        for (ioctl, name) in [
+            (PERF_EVENT_IOC_RESET, "PERF_EVENT_IOC_RESET"),
+            (PERF_EVENT_IOC_ENABLE, "PERF_EVENT_IOC_ENABLE"),
+        ] {
+            // SAFETY: an argument-less perf ioctl on an fd we own.
+            let r = unsafe { libc::ioctl(fd.as_raw_fd(), ioctl, 0) };
+            if r < 0 {
+                return Err(Error::last_os(format!("{name} ({filter:?})")));
+            }
         }
         Ok(Counter { fd })
     }
