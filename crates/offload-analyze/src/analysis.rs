@@ -908,4 +908,18 @@ mod tests {
         let o = add(&mut t, &vxlan(12, 2, 1, 80, 1001), 4);
         assert_eq!(t.flows[o].reverse, None);
     }
+
+    #[test]
+    fn mirrored_directions_pair_by_the_inner_connection() {
+        // A mirror tunnels both directions from 1 to 2 (ERSPAN, a tap):
+        // the inner connection's directions pair as tshark pairs them.
+        let mut t = FlowTable::default();
+        let f = add(&mut t, &vxlan(10, 1, 2, 1000, 22), 1);
+        let r = add(&mut t, &vxlan(10, 1, 2, 22, 1000), 2);
+        assert_eq!((t.flows[f].reverse, t.flows[r].reverse), (Some(r), Some(f)));
+        // The exact reverse of the first direction takes its place.
+        let e = add(&mut t, &vxlan(10, 2, 1, 22, 1000), 3);
+        assert_eq!((t.flows[f].reverse, t.flows[e].reverse), (Some(e), Some(f)));
+        assert_eq!(t.flows[r].reverse, None);
+    }
 }

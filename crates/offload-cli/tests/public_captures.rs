@@ -643,7 +643,7 @@ fn sweep(suites: &str) {
                     };
                     let r = sweep_one(name, p, tmp.path(), LIMIT);
                     *results[i].lock().unwrap() = Some(r);
-                    if (i + 1) % 100 == 0 {
+                    if (i + 1).is_multiple_of(100) {
                         eprintln!("sweep: {} of {} files", i + 1, files.len());
                     }
                 }

@@ -1021,6 +1021,50 @@ mod tests {
     }
 
     #[test]
+    fn acks_beyond_a_silent_peer_are_flagged_once_until_its_ack_moves() {
+        // tshark 4.0's "ACKED LOST PACKET" when the mark is already at the
+        // peer's highest byte: flagged if the peer's duplicate-ACK counter
+        // is 0, which then becomes -1.
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, None);
+        let first = c.ack(3001, None);
+        assert_ne!(first.flags & flag::ACKED_UNSEEN, 0);
+        c.ack(3001, None);
+        c.ack(4001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 1);
+        // b sends data; a acknowledges it: a's ACK number moved, so the
+        // next ACK beyond a's bytes is flagged again.
+        let mut d = ack_seg(5001, 1000 + 4001, 300);
+        d.len = 100;
+        c.seg(false, d);
+        c.seg(true, ack_seg(1000 + 1001, 5101, 502));
+        c.ack(4001, None);
+        assert_eq!(c.b.ws.acked_unseen_segments, 2);
+    }
+
+    #[test]
+    fn a_fin_behind_a_full_unacked_queue_counts_no_sequence_number() {
+        // TCP_MAX_UNACKED_SEGMENTS: a FIN that does not join the queue
+        // leaves nextseq where the data ended, so the same FIN again is
+        // no retransmission; with room in the queue it is one.
+        for (segments, resent) in [(10, 1), (super::super::rtt::MAX_UNACKED as u32, 0)] {
+            let mut c = Conv::new();
+            c.handshake();
+            for i in 0..segments {
+                c.data(1 + i * 1000, None);
+            }
+            let fin = Segment {
+                flags: ACK | FIN,
+                ..ack_seg(1001 + segments * 1000, 5001, 502)
+            };
+            c.seg(true, fin);
+            c.seg(true, fin);
+            assert_eq!(c.a.ws.retransmissions, resent, "{segments} segments");
+        }
+    }
+
+    #[test]
     fn without_the_handshake_the_scale_is_unknown_and_windows_raw() {
         let mut c = Conv::new();
         c.data(1, None);
