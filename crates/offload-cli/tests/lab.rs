@@ -357,14 +357,42 @@ fn many_flows_reaches_every_requested_level() {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Seen {
     dev: String,
+    /// `ethtool -k`'s `generic-receive-offload`.
     gro: bool,
-    gro_max_size: u32,
+    /// `ethtool -k`'s `tcp-segmentation-offload` (any `tx-tcp*-segmentation`).
+    tso: bool,
+    /// `ip -d -j link`'s `gro_max_size`.
+    gro_max_size: u64,
+    /// From rtnetlink in the namespace: iproute2 before 6.3 does not print
+    /// `gro_ipv4_max_size`.
     gro_ipv4_max_size: u32,
 }
 
-/// Enters every network namespace `pid`'s threads are in (other than
-/// ours) on a helper thread, and reads each veth's GRO feature and GRO
-/// size knobs there, as `ip -d link` and `ethtool -k` would.
+/// Runs `tool args` inside the network namespace at `ns` with nsenter(1);
+/// None when it fails (the namespace went away with its run).
+fn nsenter(ns: &std::path::Path, tool: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", ns.display()))
+        .arg(tool)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The `on`/`off` of `flag` in `ethtool -k` output.
+fn ethtool_flag(text: &str, flag: &str) -> Option<bool> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{flag}: ")))
+        .map(|v| v.starts_with("on"))
+}
+
+/// Looks at every network namespace `pid`'s threads are in (other than
+/// ours) from outside the program: `nsenter --net=/proc/PID/task/TID/ns/net`
+/// with `ip -d -j link show type veth` and `ethtool -k` per veth, plus the
+/// IPv4 GRO knob through rtnetlink on a helper thread that joined it.
 fn look_inside(pid: u32) -> Vec<Seen> {
     let own = own_netns();
     let mut paths = BTreeMap::new();
@@ -381,35 +409,60 @@ fn look_inside(pid: u32) -> Vec<Seen> {
     }
     let mut out = Vec::new();
     for p in paths.into_values() {
+        // Hold the namespace while it is read: its thread may move on.
         let Ok(f) = std::fs::File::open(&p) else {
             continue;
         };
-        let seen = std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns(2) on an open namespace fd, for this helper
-            // thread only.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Vec::new();
-            }
-            let (Ok(mut rtnl), Ok(eth)) = (Rtnl::open(), offload_sys::ethtool::Ethtool::open())
-            else {
-                return Vec::new();
-            };
-            rtnl.links()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|l| l.kind.as_deref() == Some("veth"))
-                .map(|l| Seen {
-                    gro: eth.feature(&l.name, "rx-gro").unwrap_or(false),
-                    gro_max_size: l.gro_max_size.unwrap_or(0),
-                    gro_ipv4_max_size: l.gro_ipv4_max_size.unwrap_or(0),
-                    dev: l.name,
+        let held = std::path::PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&f)
+        ));
+        let Some(links) = nsenter(&held, "ip", &["-d", "-j", "link", "show", "type", "veth"])
+        else {
+            continue;
+        };
+        let links: serde_json::Value = serde_json::from_str(&links).unwrap_or_default();
+        let v4 = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    use std::os::fd::AsRawFd;
+                    // SAFETY: setns(2) on an open namespace fd, for this helper
+                    // thread only.
+                    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                        return BTreeMap::new();
+                    }
+                    Rtnl::open()
+                        .and_then(|mut r| r.links())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|l| (l.name, l.gro_ipv4_max_size.unwrap_or(0)))
+                        .collect::<BTreeMap<_, _>>()
                 })
-                .collect()
-        })
-        .join()
-        .unwrap_or_default();
-        out.extend(seen);
+                .join()
+                .unwrap_or_default()
+        });
+        for l in links.as_array().into_iter().flatten() {
+            let Some(dev) = l["ifname"].as_str() else {
+                continue;
+            };
+            let Some(k) = nsenter(&held, "ethtool", &["-k", dev]) else {
+                continue;
+            };
+            let (Some(gro), Some(tso)) = (
+                ethtool_flag(&k, "generic-receive-offload"),
+                ethtool_flag(&k, "tcp-segmentation-offload"),
+            ) else {
+                continue;
+            };
+            out.push(Seen {
+                dev: dev.to_string(),
+                gro,
+                tso,
+                gro_max_size: l["gro_max_size"].as_u64().unwrap_or(0),
+                gro_ipv4_max_size: v4.get(dev).copied().unwrap_or(0),
+            });
+        }
     }
     out
 }
@@ -479,7 +532,8 @@ fn assert_intervals_recompute(report: &serde_json::Value) {
 
 /// big-tcp as the issue asks: while it runs, a veth inside the lab's
 /// namespaces has GRO on at gro_max_size 185000 (and gro_ipv4_max_size
-/// 185000); afterwards the report shows, from the kernel's
+/// 185000) and TSO off, as nsenter with `ip -d -j link` and `ethtool -k`
+/// see it; afterwards the report shows, from the kernel's
 /// netif_receive_skb lengths, that GRO built packets above 64 KiB in the
 /// 185000 arms and none in the 65536 arms, with the knobs read back per
 /// run, and every interval recomputes from the kept runs.
@@ -523,6 +577,13 @@ fn big_tcp_runs_receive_gro_at_the_sizes_under_test() {
         seen.iter().any(|s| s.gro && s.gro_max_size == 65_536),
         "the default arm's 65536 was never seen: {seen:?}"
     );
+    // TSO as ethtool -k reports it (every tx-tcp*-segmentation, 6.18's
+    // tx-tcp-accecn-segmentation included) is off once the arm is set up.
+    let tso_on: Vec<_> = seen
+        .iter()
+        .filter(|s| s.gro_max_size == 185_000 && s.tso)
+        .collect();
+    assert!(tso_on.is_empty(), "TSO on inside the lab: {tso_on:?}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     for arm in report["arms"].as_array().unwrap() {
         let name = arm["name"].as_str().unwrap();

@@ -22,6 +22,17 @@ use crate::netns::NetNs;
 use crate::rtnl::{LinkState, Rtnl};
 use crate::sysfs::write_sysctl;
 
+/// Whether kernel feature `name` is one of TSO's: ethtool's legacy flag
+/// `tcp-segmentation-offload` covers the pattern `tx-tcp*-segmentation`
+/// (`off_flag_def` in ethtool's common.c): `tx-tcp-segmentation`,
+/// `-ecn-`, `-mangleid-`, `tx-tcp6-segmentation` and, since 6.18,
+/// `tx-tcp-accecn-segmentation`.
+pub fn is_tso_feature(name: &str) -> bool {
+    name.starts_with("tx-tcp")
+        && name.ends_with("-segmentation")
+        && name.len() >= "tx-tcp-segmentation".len()
+}
+
 /// `PREFIX` + process id, cut to 15 bytes (IFNAMSIZ - 1).
 pub fn unique_name(prefix: &str) -> String {
     let mut s = format!("{prefix}{}", std::process::id());
@@ -107,20 +118,36 @@ impl Node {
     }
 
     /// Switches every TSO feature off (veth then runs GRO on its peer:
-    /// `veth_skb_is_eligible_for_gro` checks `NETIF_F_ALL_TSO`).
+    /// `veth_skb_is_eligible_for_gro` checks `NETIF_F_ALL_TSO`) and reads
+    /// TSO back as `ethtool -k` does ([`Node::tso`]): the list of features
+    /// is the kernel's, so one a newer kernel adds (6.18's
+    /// `tx-tcp-accecn-segmentation`) is switched off too.
     pub fn tso_off(&self, dev: &str) -> Result<()> {
-        let names = self.ethtool.feature_names(dev)?;
-        for f in [
-            "tx-tcp-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-            "tx-tcp6-segmentation",
-        ] {
-            if names.iter().any(|n| n == f) {
-                self.ethtool.set_feature(dev, f, false)?;
+        for f in self.ethtool.feature_names(dev)? {
+            if is_tso_feature(&f) {
+                self.ethtool.set_feature(dev, &f, false)?;
             }
         }
+        if self.tso(dev)? {
+            return Err(crate::Error::FeatureRefused {
+                dev: dev.to_string(),
+                feature: "tcp-segmentation-offload".to_string(),
+                wanted: false,
+                actual: true,
+            });
+        }
         Ok(())
+    }
+
+    /// `ethtool -k`'s `tcp-segmentation-offload`: on while any
+    /// `tx-tcp*-segmentation` feature is active (ethtool's netlink/features.c
+    /// folds a legacy flag's features that way).
+    pub fn tso(&self, dev: &str) -> Result<bool> {
+        Ok(self
+            .ethtool
+            .features(dev)?
+            .iter()
+            .any(|f| f.active && is_tso_feature(&f.name)))
     }
 
     /// Sets the BIG TCP knobs of `dev` to `size` in the order that works
@@ -215,5 +242,33 @@ impl VethPair {
             client_dev,
             server_dev,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_tso_feature;
+
+    #[test]
+    fn tso_is_every_tx_tcp_segmentation_feature() {
+        // The names in 6.18's netdev_features_strings (net/ethtool/common.c).
+        for f in [
+            "tx-tcp-segmentation",
+            "tx-tcp-ecn-segmentation",
+            "tx-tcp-mangleid-segmentation",
+            "tx-tcp6-segmentation",
+            "tx-tcp-accecn-segmentation",
+        ] {
+            assert!(is_tso_feature(f), "{f}");
+        }
+        for f in [
+            "tx-udp-segmentation",
+            "tx-generic-segmentation",
+            "tx-gre-segmentation",
+            "tx-tcp",
+            "rx-gro",
+        ] {
+            assert!(!is_tso_feature(f), "{f}");
+        }
     }
 }

@@ -65,8 +65,7 @@ struct ArmSpec {
 fn read_state(node: &mut Node, dev: &str) -> anyhow::Result<serde_json::Value> {
     let knobs = node.knobs(dev)?;
     let gro = node.ethtool().feature(dev, "rx-gro")?;
-    let tso = node.ethtool().feature(dev, "tx-tcp-segmentation")?;
-    let tso6 = node.ethtool().feature(dev, "tx-tcp6-segmentation")?;
+    let tso = node.tso(dev)?;
     Ok(json!({
         "device": dev,
         "gso_max_size": knobs.get("gso_max_size"),
@@ -74,7 +73,7 @@ fn read_state(node: &mut Node, dev: &str) -> anyhow::Result<serde_json::Value> {
         "gso_ipv4_max_size": knobs.get("gso_ipv4_max_size"),
         "gro_ipv4_max_size": knobs.get("gro_ipv4_max_size"),
         "generic-receive-offload": gro,
-        "tcp-segmentation-offload": tso && tso6,
+        "tcp-segmentation-offload": tso,
         "mtu": knobs.get("mtu"),
     }))
 }
