@@ -229,7 +229,7 @@ fn fractions(candidates: &[u32], lo: u32, hi: u32) -> Vec<u32> {
 /// come in multiples of 4 (RFC 9293 3.1), and MTUs in use are even (1500,
 /// 9000, 1280, 1492, 1450): 59880 bytes are 10 segments of 5988 (MSS
 /// option 6000) or 8 of 7485 (7497). `None` when more than one size of the
-/// preferred parity is left: the lengths cannot tell them apart.
+/// preferred parity is left.
 fn only_even_or_only(candidates: &[u32]) -> Option<u32> {
     let even: Vec<u32> = candidates.iter().copied().filter(|c| c % 2 == 0).collect();
     match (even.as_slice(), candidates) {
@@ -582,20 +582,23 @@ impl FlowEvidence {
     }
 
     /// True when `m` divides every packet without PSH at least `m` long,
-    /// and all but one shorter one (a segment the window cut short goes
-    /// out without PSH: `tcp_mss_split_point`, net/ipv4/tcp_output.c;
-    /// 2496 bytes beside segments of 5988). Two shorter ones that `m`
-    /// does not divide (3277 and 6554 without PSH, 1 and 2 segments of
-    /// 3277) rule it out.
+    /// and no two shorter ones that `m` does not divide have the same
+    /// length or one a whole multiple of the other (3277 twice, or 3277
+    /// and 6554, without PSH rule out 8192). Other shorter ones are segments the window
+    /// cut short, which go out without PSH (`tcp_mss_split_point`,
+    /// net/ipv4/tcp_output.c; 2496 bytes beside segments of 5988).
     fn unpushed_whole_from(&self, m: u32) -> bool {
         let longer = self.unpushed.iter().any(|&(v, _)| v >= m && v % m != 0);
-        let shorter: u32 = self
+        let shorter: Vec<(u32, u32)> = self
             .unpushed
             .iter()
-            .filter(|&&(v, _)| v < m && v % m != 0)
-            .map(|e| e.1)
-            .sum();
-        !longer && shorter <= 1
+            .copied()
+            .filter(|&(v, _)| v < m && v % m != 0)
+            .collect();
+        let related = shorter
+            .iter()
+            .any(|&(a, n)| n > 1 || shorter.iter().any(|&(b, _)| b > a && b.is_multiple_of(a)));
+        !longer && !related
     }
 
     fn id_estimate(&self) -> Option<u32> {
@@ -760,15 +763,24 @@ impl FlowEvidence {
         let mut finer: Vec<u32> = candidates.to_vec();
         finer.sort_unstable_by(|a, b| b.cmp(a));
         finer.dedup();
+        // Each divisor tried is one more chance for a coincidence
+        // (Bonferroni): 2448 and 3468 are multiples of 102, one of five
+        // divisors of 2346 tried, at odds of 1 in 1700.
+        let tried = finer
+            .iter()
+            .filter(|&&d| d < m && m.is_multiple_of(d))
+            .count()
+            .max(1) as f64;
+        let threshold = (MAX_CHANCE / tried).ln();
         for d in finer {
-            if d >= m || m % d != 0 {
+            if d >= m || !m.is_multiple_of(d) {
                 continue;
             }
             let tails = || self.lengths().filter(|v| v % m != 0);
             let n = tails().count() as u32;
             let extra = tails().filter(|v| v % d == 0).count() as u32;
             let p = Self::chance(self.lattice(m, tails()), d);
-            if extra >= MIN_EXTRA_WHOLE && ln_binomial_tail(n, extra, p) < MAX_CHANCE.ln() {
+            if extra >= MIN_EXTRA_WHOLE && ln_binomial_tail(n, extra, p) < threshold {
                 m = d;
             }
         }
