@@ -87,8 +87,8 @@ pub struct WorkerFlow {
 #[derive(Debug)]
 pub struct WhatIfWorker {
     pub sizes: Vec<u32>,
-    engines: Vec<GroEngine>,
-    healthy_engines: Vec<GroEngine>,
+    engines: Sizes,
+    healthy_engines: Sizes,
     /// Scratch copy of the frame being normalised for the healthy engines.
     healthy_buf: Vec<u8>,
     /// Judge frames cut after their headers from headers and wire length
@@ -118,6 +118,111 @@ struct RingBox(Ring);
 impl fmt::Debug for RingBox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Ring")
+    }
+}
+
+/// GRO engines that differ only in their size limits (`gro_max_size`,
+/// `gro_ipv4_max_size`), one per what-if size, fed as one while their
+/// sizes make no difference (decision 0230).
+///
+/// Every size rule compares a held packet's length plus the incoming
+/// payload with a limit (`skb_gro_receive`, net/core/gro.c, 6.1-7.x;
+/// `GroEngine::longest_held_len`). While the longest held packet plus the
+/// incoming frame stays below the smallest limit, every engine would
+/// decide every frame alike, so only the first is fed and its deliveries
+/// stand for every size. When a merge could reach the smallest limit, the
+/// others take the first engine's held packets and clock
+/// (`GroEngine::catch_up`) and each is fed on its own, verifying its own
+/// checksums, until all hold the same packets again
+/// (`GroEngine::holds_same`).
+#[derive(Debug)]
+struct Sizes {
+    engines: Vec<GroEngine>,
+    /// The engines after the first are in its state and are not fed.
+    synced: bool,
+    /// The smallest limit: of every engine's `gro_max_size` and
+    /// `gro_ipv4_max_size`, and 64 KiB (`GRO_LEGACY_MAX_SIZE`, the
+    /// limit of UDP and of a tunnel's TCP on older lines).
+    floor: usize,
+}
+
+impl Sizes {
+    fn new(engines: Vec<GroEngine>) -> Sizes {
+        let floor = engines
+            .iter()
+            .map(|e| {
+                let c = e.config();
+                c.gro_max_size.min(c.gro_ipv4_max_size)
+            })
+            .fold(offload::gro::GRO_LEGACY_MAX_SIZE, u32::min) as usize;
+        Sizes {
+            engines,
+            synced: true,
+            floor,
+        }
+    }
+
+    /// Feeds `input` to every size; deliveries go to `pending`, tagged
+    /// with their size index.
+    fn receive(
+        &mut self,
+        input: Input<'_>,
+        csum: offload::RxChecksum,
+        healthy: bool,
+        ring: &Ring,
+        pending: &mut Vec<Pending>,
+    ) {
+        let n = self.engines.len();
+        if self.synced
+            && n > 1
+            && self.engines[0].longest_held_len() + input.data.len() >= self.floor
+        {
+            let (first, rest) = self.engines.split_at_mut(1);
+            for e in rest {
+                e.catch_up(&first[0]);
+            }
+            self.synced = false;
+        }
+        let start = pending.len();
+        for (i, e) in self.engines.iter_mut().enumerate() {
+            if i > 0 && self.synced {
+                copy_deliveries(pending, start, i);
+            } else {
+                e.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
+                    pending.push(Pending::of(d, i, healthy, Some(input.frame), ring));
+                });
+            }
+        }
+        if !self.synced {
+            let (first, rest) = self.engines.split_at(1);
+            self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
+        }
+    }
+
+    /// Completes everything held (the end of one input file).
+    fn finish(&mut self, healthy: bool, ring: &Ring, pending: &mut Vec<Pending>) {
+        let start = pending.len();
+        for (i, e) in self.engines.iter_mut().enumerate() {
+            if i > 0 && self.synced {
+                copy_deliveries(pending, start, i);
+            } else {
+                e.finish(&mut |d: &Delivered<'_>| {
+                    pending.push(Pending::of(d, i, healthy, None, ring))
+                });
+            }
+        }
+        // Every engine is empty: in the same state again.
+        self.synced = true;
+    }
+}
+
+/// Appends, for size index `i`, a copy of the first engine's deliveries
+/// (those of `pending[start..]` with size index 0).
+fn copy_deliveries(pending: &mut Vec<Pending>, start: usize, i: usize) {
+    let k = pending[start..].iter().take_while(|p| p.i == 0).count();
+    for j in start..start + k {
+        let copy = pending[j].for_size(i);
+        pending.push(copy);
     }
 }
 
@@ -153,32 +258,35 @@ impl WhatIfWorker {
         header_only: bool,
         flush_timeout_ns: u64,
     ) -> Self {
-        // Only the first engine verifies checksums; the others are told the
-        // verdict (see `feed`): verifying costs a pass over every payload.
+        // Every engine verifies checksums, but the engines after the
+        // first are fed only while their sizes make a difference
+        // (`Sizes`), so a payload is summed once almost always.
         let mk = || {
-            sizes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let mut e = GroEngine::new(config_for(
-                        *s,
-                        line,
-                        verify_checksums && i == 0,
-                        &vxlan_ports,
-                        flush_timeout_ns,
-                    ));
-                    // The what-if counts packets and reads only their
-                    // headers: merged payloads stay in the capture's
-                    // frames (never read back), so no payload is copied.
-                    // Zero-copy is the engine's default; it is set here
-                    // because this code relies on it.
-                    e.set_zero_copy(true);
-                    e
-                })
-                .collect::<Vec<_>>()
+            Sizes::new(
+                sizes
+                    .iter()
+                    .map(|s| {
+                        let mut e = GroEngine::new(config_for(
+                            *s,
+                            line,
+                            verify_checksums,
+                            &vxlan_ports,
+                            flush_timeout_ns,
+                        ));
+                        // The what-if counts packets and reads only their
+                        // headers: merged payloads stay in the capture's
+                        // frames (never read back), so no payload is
+                        // copied. Zero-copy is the engine's default; it is
+                        // set here because this code relies on it.
+                        e.set_zero_copy(true);
+                        e
+                    })
+                    .collect(),
+            )
         };
+        let engines = mk();
         WhatIfWorker {
-            engines: mk(),
+            engines,
             healthy_engines: mk(),
             healthy_buf: Vec::new(),
             header_only,
@@ -331,62 +439,23 @@ impl WhatIfWorker {
             flows,
             ..
         } = self;
-        // A frame the first engine rejected for its checksum passes up
-        // unmerged without touching any held packet (`tcp_gro_receive`,
-        // `udp_gro_receive`): the other engines are not fed it and get the
-        // same delivery, so that the checksum is verified once per frame.
-        let (mut bad, mut bad_healthy) = (false, false);
-        for (i, engine) in engines.iter_mut().enumerate() {
+        if let Some(s) = slot {
+            for w in &mut flows[s as usize].plain {
+                w.frames += 1;
+            }
+        }
+        engines.receive(input, csum, false, &ring.0, &mut pending);
+        if let Some(healthy) = healthy_frame {
             if let Some(s) = slot {
-                flows[s as usize].plain[i].frames += 1;
-            }
-            if i > 0 && bad {
-                pending.push(Pending::bad_checksum(
-                    i,
-                    false,
-                    slot,
-                    input.frame,
-                    input.data.len(),
-                    input.timestamp_ns,
-                ));
-            } else {
-                engine.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, false, Some(input.frame), &ring.0));
-                });
-                if i == 0 {
-                    bad = pending
-                        .iter()
-                        .any(|p| p.is_bad_checksum_of(input.frame, false));
+                for w in &mut flows[s as usize].healthy {
+                    w.frames += 1;
                 }
             }
-            if let Some(healthy) = healthy_frame {
-                if let Some(s) = slot {
-                    flows[s as usize].healthy[i].frames += 1;
-                }
-                if i > 0 && bad_healthy {
-                    pending.push(Pending::bad_checksum(
-                        i,
-                        true,
-                        slot,
-                        input.frame,
-                        healthy.len(),
-                        input.timestamp_ns,
-                    ));
-                    continue;
-                }
-                let inp = Input {
-                    data: healthy,
-                    ..input
-                };
-                healthy_engines[i].receive_with_checksum(inp, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, true, Some(input.frame), &ring.0));
-                });
-                if i == 0 {
-                    bad_healthy = pending
-                        .iter()
-                        .any(|p| p.is_bad_checksum_of(input.frame, true));
-                }
-            }
+            let inp = Input {
+                data: healthy,
+                ..input
+            };
+            healthy_engines.receive(inp, csum, true, &ring.0, &mut pending);
         }
         self.healthy_buf = healthy_buf;
         self.account(&mut pending);
@@ -455,24 +524,9 @@ impl WhatIfWorker {
     /// numbers restart with the next file).
     pub fn finish(&mut self) {
         let mut pending: Vec<Pending> = Vec::new();
-        let WhatIfWorker {
-            engines,
-            healthy_engines,
-            ring,
-            ..
-        } = self;
-        for (i, (e, ie)) in engines
-            .iter_mut()
-            .zip(healthy_engines.iter_mut())
-            .enumerate()
-        {
-            e.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, false, None, &ring.0))
-            });
-            ie.finish(&mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, true, None, &ring.0))
-            });
-        }
+        self.engines.finish(false, &self.ring.0, &mut pending);
+        self.healthy_engines
+            .finish(true, &self.ring.0, &mut pending);
         self.account(&mut pending);
         self.ring = RingBox(Ring::new());
     }
@@ -541,7 +595,7 @@ fn fix_ipv4_id(frame: &mut [u8], off: usize) {
 }
 
 /// A delivery waiting to be attributed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Pending {
     i: usize,
     /// From the healthy-ID engines.
@@ -560,33 +614,9 @@ struct Pending {
 }
 
 impl Pending {
-    fn bad_checksum(
-        i: usize,
-        healthy: bool,
-        slot: Option<u32>,
-        frame: u64,
-        len: usize,
-        ts: u64,
-    ) -> Pending {
-        Pending {
-            i,
-            healthy,
-            slot,
-            miss: None,
-            reason: FlushReason::BadChecksum,
-            frame,
-            segs: 1,
-            len: len as u32,
-            ts,
-            loss: None,
-        }
-    }
-
-    fn is_bad_checksum_of(&self, frame: u64, healthy: bool) -> bool {
-        self.i == 0
-            && self.healthy == healthy
-            && self.reason == FlushReason::BadChecksum
-            && self.frame == frame
+    /// The same delivery for the engine of size index `i`.
+    fn for_size(&self, i: usize) -> Pending {
+        Pending { i, ..self.clone() }
     }
 
     fn of(
@@ -615,5 +645,191 @@ impl Pending {
             // merged packets that line loses, and why.
             loss: d.lost,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One engine for every size until a size could matter (decision 0230)
+    //! must give exactly what every engine fed every frame gives.
+
+    use super::*;
+    use offload::build::{FrameSpec, TcpSpec};
+    use proptest::prelude::*;
+
+    /// One generated segment: flow, payload length, PSH, a sequence jump,
+    /// a bad TCP checksum, the time since the previous frame.
+    #[derive(Debug, Clone)]
+    struct Seg {
+        flow: u8,
+        len: u16,
+        psh: bool,
+        jump: bool,
+        bad: bool,
+        gap_us: u32,
+    }
+
+    fn seg() -> impl Strategy<Value = Seg> {
+        (
+            0u8..4,
+            prop_oneof![Just(1448u16), Just(8948u16), 1u16..9000, Just(0u16)],
+            prop::bool::weighted(0.05),
+            prop::bool::weighted(0.03),
+            prop::bool::weighted(0.02),
+            prop_oneof![Just(1u32), 0u32..200, Just(20_000u32)],
+        )
+            .prop_map(|(flow, len, psh, jump, bad, gap_us)| Seg {
+                flow,
+                len,
+                psh,
+                jump,
+                bad,
+                gap_us,
+            })
+    }
+
+    /// The frames: flows 0 and 1 IPv4, 2 and 3 IPv6 (each its own size
+    /// limit), jumbo segments so that runs reach 64 KiB and 185,000 bytes.
+    fn frames(segs: &[Seg]) -> Vec<(Vec<u8>, u64)> {
+        let mut seq = [1u32; 4];
+        let mut t = 1_000_000u64;
+        segs.iter()
+            .map(|s| {
+                let f = s.flow as usize;
+                if s.jump {
+                    seq[f] = seq[f].wrapping_add(1448);
+                }
+                let mut tcp = TcpSpec::data(40000 + f as u16, 5201, seq[f]);
+                if s.psh {
+                    tcp.flags |= offload::wire::tcp::flags::PSH;
+                }
+                tcp.corrupt_checksum = s.bad;
+                let mut spec = if f < 2 {
+                    FrameSpec::tcp4([10, 0, 0, 1], [10, 0, 0, 2], tcp)
+                } else {
+                    FrameSpec::tcp6([0xfd; 16], [0xfe; 16], tcp)
+                };
+                if f < 2 {
+                    spec.v4_mut().df = true;
+                    spec.v4_mut().id = (seq[f] / 7) as u16;
+                }
+                let frame = spec.payload(vec![f as u8; s.len as usize]).build();
+                seq[f] = seq[f].wrapping_add(s.len as u32);
+                t += s.gap_us as u64 * 1000;
+                (frame, t)
+            })
+            .collect()
+    }
+
+    /// Per flow and per size, the figures, the totals, and whether the
+    /// sizes after the first were ever fed on their own.
+    fn run(
+        frames: &[(Vec<u8>, u64)],
+        sizes: &[u32],
+        line: KernelLine,
+    ) -> (Vec<Vec<FlowWhatIf>>, Vec<String>, bool) {
+        let mut w = WhatIfWorker::new(
+            0,
+            sizes.to_vec(),
+            line,
+            true,
+            vec![],
+            1000,
+            false,
+            10_000_000,
+        );
+        let mut caught_up = false;
+        for (n, (f, ts)) in frames.iter().enumerate() {
+            let input = Input {
+                data: f,
+                link: LinkKind::Ethernet,
+                timestamp_ns: *ts,
+                frame: n as u64 + 1,
+                orig_len: f.len() as u32,
+            };
+            let p = dissect::parse(LinkKind::Ethernet, f, f.len() as u32, &[]);
+            w.feed(input, p.as_ref().map(|p| (p, FlowKey::of(p))));
+            caught_up |= !w.engines.synced;
+        }
+        w.finish();
+        let flows = w.flows.iter().map(|f| f.plain.clone()).collect();
+        let totals = w.totals.iter().map(|t| format!("{t:?}")).collect();
+        (flows, totals, caught_up)
+    }
+
+    /// The reference: one worker per size, each with one engine fed
+    /// every frame, laid out like [`run`]'s answer.
+    fn full_runs(
+        frames: &[(Vec<u8>, u64)],
+        sizes: &[u32],
+        line: KernelLine,
+    ) -> (Vec<Vec<FlowWhatIf>>, Vec<String>) {
+        let mut flows: Vec<Vec<FlowWhatIf>> = Vec::new();
+        let mut totals = Vec::new();
+        for &size in sizes {
+            let (f, t, caught_up) = run(frames, &[size], line);
+            assert!(!caught_up, "one size never catches up");
+            flows.resize(f.len(), Vec::new());
+            for (all, one) in flows.iter_mut().zip(f) {
+                all.extend(one);
+            }
+            totals.extend(t);
+        }
+        (flows, totals)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        #[test]
+        fn one_engine_until_a_size_matters_equals_full_runs(
+            segs in prop::collection::vec(seg(), 1..400),
+            sizes in prop_oneof![
+                Just(vec![65536u32, 185000]),
+                Just(vec![185000u32, 65536, 131072]),
+                Just(vec![32768u32, 65536]),
+            ],
+            line in prop_oneof![
+                Just(KernelLine::V6_1),
+                Just(KernelLine::V6_12),
+                Just(KernelLine::V6_18),
+            ],
+        ) {
+            let frames = frames(&segs);
+            let (flows, totals, _) = run(&frames, &sizes, line);
+            let (flows_all, totals_all) = full_runs(&frames, &sizes, line);
+            prop_assert_eq!(flows, flows_all);
+            prop_assert_eq!(totals, totals_all);
+        }
+    }
+
+    /// The generator reaches the case the property is about: the other
+    /// sizes catch up and their figures differ from the first's; a bad
+    /// checksum while they run on their own, after a pause longer than
+    /// the flush timeout, flushes every size's held packet.
+    #[test]
+    fn sizes_diverge_and_catch_up_in_a_long_jumbo_run() {
+        let segs: Vec<Seg> = (0..120)
+            .map(|i| Seg {
+                flow: 2,
+                len: 8948,
+                psh: i == 119,
+                jump: false,
+                bad: i == 30,
+                gap_us: if i == 30 { 20_000 } else { 1 },
+            })
+            .collect();
+        let frames = frames(&segs);
+        let sizes = [65536, 185000];
+        let (flows, totals, caught_up) = run(&frames, &sizes, KernelLine::V6_18);
+        assert!(caught_up);
+        assert_ne!(flows[0][0].packets, flows[0][1].packets);
+        for f in &flows[0] {
+            assert_eq!(f.count(FlushReason::Timeout), 1);
+            assert_eq!(f.count(FlushReason::BadChecksum), 1);
+        }
+        assert_eq!(
+            (flows, totals),
+            full_runs(&frames, &sizes, KernelLine::V6_18)
+        );
     }
 }

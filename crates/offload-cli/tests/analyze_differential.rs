@@ -18,13 +18,13 @@
 mod common;
 
 use common::capture::{tshark, Tcpdump};
+use common::netns::bulk_transfer;
 use common::tcp_figures::FLAGS;
 use common::BIN;
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -354,39 +354,14 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     let filter = ["tcp", "or", "udp", "port", "4789"];
     let ca = Tcpdump::start(&a.ns, &a_dev, &pa, &filter);
     let cb = Tcpdump::start(&b.ns, &b_dev, &pb, &filter);
-    let listener =
-        b.ns.run(move || Ok(TcpListener::bind(SocketAddr::from((b_ip, PORT)))))
-            .unwrap()
-            .unwrap();
-    let pause = s.reader_pause;
-    let reader = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        std::thread::sleep(pause);
-        let mut n = 0usize;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match c.read(&mut buf).unwrap() {
-                0 => break n,
-                k => n += k,
-            }
-        }
-    });
-    let bytes = s.bytes;
-    a.ns.run(move || {
-        let mut c = TcpStream::connect(SocketAddr::from((b_ip, PORT))).unwrap();
-        let chunk = vec![0x5au8; 1 << 16];
-        let mut left = bytes;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            c.write_all(&chunk[..k]).unwrap();
-            left -= k;
-        }
-        c.shutdown(std::net::Shutdown::Write).unwrap();
-        let _ = c.read(&mut [0u8; 1]);
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(reader.join().unwrap(), bytes, "{name}: transfer incomplete");
+    bulk_transfer(
+        &a.ns,
+        &b.ns,
+        SocketAddr::from((b_ip, PORT)),
+        s.bytes,
+        1 << 16,
+        s.reader_pause,
+    );
     ca.stop();
     cb.stop();
     stop.store(true, Ordering::Relaxed);

@@ -28,15 +28,16 @@
 mod common;
 
 use common::capture::{tshark as tshark_out, Tcpdump};
-use common::netns::command_in;
+use common::netns::{bulk_transfer, command_in};
 use offload::build::{FrameSpec, L2Spec, L4Spec};
 use offload_capture::{CaptureReader, CaptureWriter, FrameMeta};
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const A4: Ipv4Addr = Ipv4Addr::new(10, 215, 1, 1);
 const M4A: Ipv4Addr = Ipv4Addr::new(10, 215, 1, 2);
@@ -66,40 +67,6 @@ fn run_in(node: &Node, prog: &str, args: &str) {
         "{prog} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// One transfer of `bytes` from A to `to` in B's namespace.
-fn transfer(a: &Node, b: &Node, to: SocketAddr, bytes: usize) {
-    let listener =
-        b.ns.run(move || Ok(TcpListener::bind(to)))
-            .unwrap()
-            .unwrap();
-    let reader = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        let mut n = 0usize;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match c.read(&mut buf).unwrap() {
-                0 => break n,
-                k => n += k,
-            }
-        }
-    });
-    a.ns.run(move || {
-        let mut c = TcpStream::connect(to).unwrap();
-        let chunk = vec![0x5au8; 1 << 16];
-        let mut left = bytes;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            c.write_all(&chunk[..k]).unwrap();
-            left -= k;
-        }
-        c.shutdown(std::net::Shutdown::Write).unwrap();
-        let _ = c.read(&mut [0u8; 1]);
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(reader.join().unwrap(), bytes, "transfer to {to} incomplete");
 }
 
 /// A -> M -> B, M forwarding through a token bucket that drops what
@@ -179,8 +146,9 @@ fn capture(dir: &Path) -> (PathBuf, PathBuf) {
     let pb = dir.join("receiver.pcap");
     let ca = Tcpdump::start(&a.ns, &ad, &pa, &["tcp"]);
     let cb = Tcpdump::start(&b.ns, &bd, &pb, &["tcp"]);
-    transfer(&a, &b, SocketAddr::from((B4, PORT4)), 2 << 20);
-    transfer(&a, &b, SocketAddr::from((B6, PORT6)), 2 << 20);
+    for to in [SocketAddr::from((B4, PORT4)), SocketAddr::from((B6, PORT6))] {
+        bulk_transfer(&a.ns, &b.ns, to, 2 << 20, 1 << 16, Duration::ZERO);
+    }
     for c in [ca, cb] {
         // A frame tcpdump dropped would be a gap no tool could explain.
         assert_eq!(c.stop().dropped_by_kernel, 0);

@@ -290,6 +290,24 @@ impl BigTcpTunnel {
         matches!(self, BigTcpTunnel::Vxlan4 | BigTcpTunnel::Vxlan6)
     }
 
+    /// The kernel oracle's knobs for this tunnel's BIG TCP trains:
+    /// `gro_max_size` = `gro_ipv4_max_size` = 185000, a flush timeout
+    /// longer than any train, and the VXLAN device (port 4789, VNI 42,
+    /// over IPv6 for [`BigTcpTunnel::Vxlan6`]) where the tunnel needs one.
+    pub fn oracle_knobs(self) -> offload_lab::oracle::GroKnobs {
+        offload_lab::oracle::GroKnobs {
+            gro_max_size: 185_000,
+            gro_ipv4_max_size: 185_000,
+            flush_timeout: std::time::Duration::from_millis(400),
+            vxlan: self.vxlan().then_some(offload_lab::oracle::VxlanConf {
+                vni: 42,
+                port: 4789,
+            }),
+            vxlan_ipv6: self == BigTcpTunnel::Vxlan6,
+            ..offload_lab::oracle::GroKnobs::default()
+        }
+    }
+
     pub fn name(self, inner_v6: bool) -> &'static str {
         match (self, inner_v6) {
             (BigTcpTunnel::IpInIpv4, false) => "ipip",
@@ -310,27 +328,102 @@ impl BigTcpTunnel {
     }
 }
 
-/// One clean inner TCP flow of `segments` segments of `mss` bytes (DF,
-/// incrementing IDs, a PSH on the last) in `tunnel`: with `mss` 1400 and
-/// 100 segments a merge passes 64 KiB, the BIG TCP case of
-/// `gro_max_size` 185000. Outer IPv4 headers have DF and incrementing IDs.
+/// The shape of one inner TCP flow of a BIG TCP train: how many segments
+/// of how many payload bytes, and after which segments the sender set PSH
+/// (which completes the merge, `tcp_gro_receive`). Each shape puts merges
+/// on a different side of a limit the kernel applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BigTcpShape {
+    /// Name in reports.
+    pub name: &'static str,
+    pub segments: u32,
+    pub mss: usize,
+    /// PSH every this many segments (and on the last).
+    pub psh_every: u32,
+    /// When set, the last segment is shortened so that the whole flow,
+    /// merged, has exactly this many bytes after the outer IP header.
+    pub outer_payload: Option<usize>,
+}
+
+impl BigTcpShape {
+    /// 100 x 1400: one merge of 140,000 bytes (past 64 KiB, below 185000).
+    pub const ONE_BIG: BigTcpShape = BigTcpShape {
+        name: "100x1400",
+        segments: 100,
+        mss: 1400,
+        psh_every: 1000,
+        outer_payload: None,
+    };
+    /// The shapes the suite runs on every line:
+    /// - `ONE_BIG`;
+    /// - 200 x 1400: the first merge stops at `gro_max_size` 185000
+    ///   (`skb_gro_receive`, 132 segments), the second (68) passes 64 KiB;
+    /// - 45 segments merging to an outer payload of exactly 65,535 bytes:
+    ///   past `GRO_LEGACY_MAX_SIZE` counted from the outer IP header (only
+    ///   BIG TCP merges it), yet the outer IPv6 payload length still fits
+    ///   16 bits, so `ipv6_gro_complete` inserts no jumbo header: sound on
+    ///   every line;
+    /// - the same to 65,536 bytes: one byte more, the first size 6.18
+    ///   loses through an IPv6-outer tunnel;
+    /// - 48 x 1360, PSH every 24: merges below 64 KiB only.
+    pub const ALL: [BigTcpShape; 5] = [
+        BigTcpShape::ONE_BIG,
+        BigTcpShape {
+            name: "200x1400",
+            segments: 200,
+            mss: 1400,
+            psh_every: 1000,
+            outer_payload: None,
+        },
+        BigTcpShape {
+            name: "outer-payload-65535",
+            segments: 45,
+            mss: 1460,
+            psh_every: 1000,
+            outer_payload: Some(65_535),
+        },
+        BigTcpShape {
+            name: "outer-payload-65536",
+            segments: 45,
+            mss: 1460,
+            psh_every: 1000,
+            outer_payload: Some(65_536),
+        },
+        BigTcpShape {
+            name: "48x1360/24",
+            segments: 48,
+            mss: 1360,
+            psh_every: 24,
+            outer_payload: None,
+        },
+    ];
+}
+
+/// One clean inner TCP flow of `shape` (DF, incrementing IDs, PSH as the
+/// shape says) in `tunnel`: the BIG TCP case of `gro_max_size` 185000.
+/// Outer IPv4 headers have DF and incrementing IDs.
 pub fn big_tcp_train(
     a: &Addrs,
     tunnel: BigTcpTunnel,
     inner_v6: bool,
-    segments: u32,
-    mss: usize,
+    shape: BigTcpShape,
 ) -> UdpTrain {
-    use offload::build::{vxlan_payload, FrameSpec, L2Spec, TcpSpec};
+    use offload::build::{FrameSpec, L2Spec, TcpSpec};
     const IN4: ([u8; 4], [u8; 4]) = ([10, 48, 0, 2], [10, 48, 0, 1]);
     const IN6: ([u8; 16], [u8; 16]) = (
         [0xfd, 0x48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
         [0xfd, 0x48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
     );
-    let mut frames = Vec::with_capacity(segments as usize);
-    for i in 0..segments {
-        let mut tcp = TcpSpec::data(40100, 5201, 1 + i * mss as u32);
-        if i + 1 == segments {
+    let BigTcpShape {
+        segments,
+        mss,
+        psh_every,
+        outer_payload,
+        ..
+    } = shape;
+    let segment = |i: u32, seq: u32, len: usize| {
+        let mut tcp = TcpSpec::data(40100, 5201, seq);
+        if i + 1 == segments || (i + 1).is_multiple_of(psh_every) {
             tcp.flags |= offload::wire::tcp::flags::PSH;
         }
         let mut s = if inner_v6 {
@@ -340,68 +433,91 @@ pub fn big_tcp_train(
             s.v4_mut().id = 1000 + i as u16;
             s
         }
-        .payload(vec![(i % 251) as u8; mss]);
-        // The inner Ethernet header of VXLAN and gretap; none otherwise.
-        let teb = matches!(tunnel, BigTcpTunnel::Gretap4) || tunnel.vxlan();
+        .payload(vec![(i % 251) as u8; len]);
         if let L2Spec::Ethernet { src, dst, .. } = &mut s.l2 {
             *src = [0x02, 0x48, 0, 0, 0, 2];
             *dst = [0x02, 0x48, 0, 0, 0, 1];
         }
-        if !teb {
-            s.l2 = L2Spec::None;
-        }
-        let inner = s.build();
-        let frame = match tunnel {
-            BigTcpTunnel::Vxlan4 | BigTcpTunnel::Vxlan6 => {
-                let mut o = if tunnel.outer_v6() {
-                    FrameSpec::udp6(a.src6, a.dst6, 50123, 4789)
-                } else {
-                    FrameSpec::udp4(a.src4, a.dst4, 50123, 4789)
-                }
-                .payload(vxlan_payload(42, &inner));
-                if let L2Spec::Ethernet { src, dst, .. } = &mut o.l2 {
-                    *src = a.src_mac;
-                    *dst = a.dst_mac;
-                }
-                if let offload::build::IpSpec::V4(v) = &mut o.ip {
-                    v.df = true;
-                    v.id = 500 + i as u16;
-                }
-                o.build()
-            }
-            _ => {
-                let (payload, proto) = match tunnel {
-                    BigTcpTunnel::IpInIpv4 | BigTcpTunnel::IpInIpv6 => {
-                        (inner, if inner_v6 { 41 } else { 4 })
-                    }
-                    _ => {
-                        let eth = if teb {
-                            inner
-                        } else {
-                            // `gre` takes an Ethernet frame and strips it.
-                            let mut f = vec![0u8; 12];
-                            f.extend_from_slice(if inner_v6 {
-                                &[0x86, 0xdd]
-                            } else {
-                                &[0x08, 0x00]
-                            });
-                            f.extend_from_slice(&inner);
-                            f
-                        };
-                        (gre(0x2000, teb, inner_v6, 42, &eth), 47)
-                    }
-                };
-                outer_ip(a, tunnel.outer_v6(), proto, 500 + i as u16, &payload)
-            }
-        };
-        frames.push(frame);
-    }
+        s.build()
+    };
+    // The last segment's length: what the headers after the outer IP
+    // header (measured on an empty segment) leave of `outer_payload`.
+    let last = outer_payload.map(|target| {
+        let empty = &wrap_in_tunnel(a, tunnel, &[segment(0, 1, 0)])[0];
+        let headers = empty.len() - 14 - if tunnel.outer_v6() { 40 } else { 20 };
+        target - headers - (segments as usize - 1) * mss
+    });
+    let mut seq = 1u32;
+    let inner: Vec<Vec<u8>> = (0..segments)
+        .map(|i| {
+            let len = match last {
+                Some(l) if i + 1 == segments => l,
+                _ => mss,
+            };
+            let f = segment(i, seq, len);
+            seq += len as u32;
+            f
+        })
+        .collect();
     UdpTrain {
         seed: 0,
         class: tunnel.name(inner_v6),
-        frames,
-        notes: format!("{} BIG TCP: {segments} x {mss}", tunnel.name(inner_v6)),
+        frames: wrap_in_tunnel(a, tunnel, &inner),
+        notes: format!(
+            "{} BIG TCP: {} ({segments} x {mss}, PSH every {psh_every})",
+            tunnel.name(inner_v6),
+            shape.name
+        ),
     }
+}
+
+/// `inner` (Ethernet frames carrying IPv4 or IPv6, e.g. a capture of a
+/// kernel's TCP connection) carried in `tunnel` from `a`'s source to its
+/// destination, as a tunnel endpoint sends them: VXLAN (VNI 42, port
+/// 4789, one UDP source port, outer UDP checksum) and gretap keep the
+/// inner Ethernet header, the others carry the IP packet (IPIP/SIT or
+/// ip4ip6/ip6ip6 by the inner version; GRE with key 42). Outer IPv4
+/// headers have DF and IDs counting up from 500, one per frame.
+pub fn wrap_in_tunnel(a: &Addrs, tunnel: BigTcpTunnel, inner: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use offload::build::{vxlan_payload, FrameSpec, L2Spec};
+    let teb = matches!(tunnel, BigTcpTunnel::Gretap4) || tunnel.vxlan();
+    inner
+        .iter()
+        .enumerate()
+        .map(|(i, eth)| {
+            let inner_v6 = eth.get(12..14) == Some(&[0x86, 0xdd][..]);
+            let id = 500u16.wrapping_add(i as u16);
+            match tunnel {
+                BigTcpTunnel::Vxlan4 | BigTcpTunnel::Vxlan6 => {
+                    let mut o = if tunnel.outer_v6() {
+                        FrameSpec::udp6(a.src6, a.dst6, 50123, 4789)
+                    } else {
+                        FrameSpec::udp4(a.src4, a.dst4, 50123, 4789)
+                    }
+                    .payload(vxlan_payload(42, eth));
+                    if let L2Spec::Ethernet { src, dst, .. } = &mut o.l2 {
+                        *src = a.src_mac;
+                        *dst = a.dst_mac;
+                    }
+                    if let offload::build::IpSpec::V4(v) = &mut o.ip {
+                        v.df = true;
+                        v.id = id;
+                    }
+                    o.build()
+                }
+                _ => {
+                    let (payload, proto) = match tunnel {
+                        BigTcpTunnel::IpInIpv4 | BigTcpTunnel::IpInIpv6 => {
+                            (eth[14..].to_vec(), if inner_v6 { 41 } else { 4 })
+                        }
+                        // `gre` strips the Ethernet header unless `teb`.
+                        _ => (gre(0x2000, teb, inner_v6, 42, eth), 47),
+                    };
+                    outer_ip(a, tunnel.outer_v6(), proto, id, &payload)
+                }
+            }
+        })
+        .collect()
 }
 
 /// Ethernet and an outer IP header (IPv4: DF, ID `id`) of protocol

@@ -217,19 +217,22 @@ pub fn engine_gro_meta(cfg: &GroConfig, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, (u8
 }
 
 /// A train through the engine (zero-copy, then contiguous: both must
-/// agree): the packets a receiver gets, with their GSO metadata, and the
-/// loss reason of each packet the kernel line loses
-/// (`GroConfig::kernel_losses`).
+/// agree): the packets a receiver gets, with their GSO metadata, the
+/// segments inside them, and the loss reason and segment count of each
+/// packet the kernel line loses (`GroConfig::kernel_losses`).
 pub fn engine_gro_losses(
     cfg: &GroConfig,
     frames: &[Vec<u8>],
-) -> (Vec<Delivery>, Vec<offload::gro::LossReason>) {
+) -> (Vec<Delivery>, u32, Vec<(offload::gro::LossReason, u32)>) {
     let sound = engine_gro_meta(cfg, frames);
-    let mut lost = Vec::new();
+    let (mut lost, mut sound_segments) = (Vec::new(), 0);
     let mut e = GroEngine::new(cfg.clone());
-    let mut push = |d: &Delivered<'_>| lost.extend(d.lost);
+    let mut push = |d: &Delivered<'_>| match d.lost {
+        Some(r) => lost.push((r, d.segments)),
+        None => sound_segments += d.segments,
+    };
     offload_lab::oracle::engine_train(&mut e, frames, &mut push);
-    (sound, lost)
+    (sound, sound_segments, lost)
 }
 
 /// A delivered packet, whole, with its `(gso_type, gso_size)` ([`engine_meta`]).

@@ -495,24 +495,27 @@ fn ip_tunnel_trains(
     run
 }
 
-/// BIG TCP trains (`gro_max_size` = `gro_ipv4_max_size` = 185000, 100
-/// segments of 1400 bytes: one merge passes 64 KiB) through every tunnel
-/// kind over IPv4 and IPv6, inner IPv4 and IPv6. The engine runs with the
+/// BIG TCP trains (`gro_max_size` = `gro_ipv4_max_size` = 185000) through
+/// every tunnel kind over IPv4 and IPv6, inner IPv4 and IPv6, in every
+/// shape of `BigTcpShape::ALL` (one merge past 64 KiB; one stopped by
+/// 185000 and one after it; merges ending exactly at an outer payload of
+/// 65,535 and 65,536 bytes; merges below 64 KiB). The engine runs with the
 /// line's losses modelled (`GroConfig::kernel_losses`): its deliveries that
 /// are not lost must equal the kernel's sound frames byte for byte (GSO
 /// metadata too); each delivery it marks `Ipv6TunnelJumboMangled` must be
 /// one frame the kernel delivered with a Hop-by-Hop header where the outer
 /// UDP header belongs; a delivery marked `Ipv6TunnelJumboDropped` has no
 /// kernel frame at all. So a kernel that delivers a packet the engine calls
-/// lost, or loses one the engine calls sound, fails the comparison.
+/// lost, or loses one the engine calls sound, fails the comparison; and
+/// the segments the engine reports lost must be exactly the train's
+/// segments missing from the kernel's sound frames.
 fn big_tcp_tunnel_trains(
     kernel: &mut KernelGro,
     a: &offload_conformance::generate::Addrs,
     failures: &mut Vec<String>,
 ) -> Tally {
     use offload::gro::LossReason;
-    use offload_conformance::generate_tunnel::{big_tcp_train, BigTcpTunnel};
-    use offload_lab::oracle::VxlanConf;
+    use offload_conformance::generate_tunnel::{big_tcp_train, BigTcpShape, BigTcpTunnel};
     let mut run = Tally {
         trains: 0,
         unstable: 0,
@@ -521,22 +524,15 @@ fn big_tcp_tunnel_trains(
     };
     let mut lost_seen = 0u32;
     for tunnel in BigTcpTunnel::ALL {
-        let knobs = GroKnobs {
-            gro_max_size: 185_000,
-            gro_ipv4_max_size: 185_000,
-            flush_timeout: Duration::from_millis(400),
-            vxlan: tunnel.vxlan().then_some(VxlanConf {
-                vni: 42,
-                port: 4789,
-            }),
-            vxlan_ipv6: tunnel == BigTcpTunnel::Vxlan6,
-            ..GroKnobs::default()
-        };
+        let knobs = tunnel.oracle_knobs();
         kernel.set_knobs(knobs.clone()).expect("oracle knobs");
         let cfg = offload_conformance::engine_config(&knobs);
-        for inner_v6 in [false, true] {
-            let name = tunnel.name(inner_v6);
-            let t = big_tcp_train(a, tunnel, inner_v6, 100, 1400);
+        for (inner_v6, shape) in [false, true]
+            .into_iter()
+            .flat_map(|v6| BigTcpShape::ALL.map(|s| (v6, s)))
+        {
+            let name = format!("{} {}", tunnel.name(inner_v6), shape.name);
+            let t = big_tcp_train(a, tunnel, inner_v6, shape);
             run.trains += 1;
             run.frames_in += t.frames.len();
             let k = match offload_conformance::agreed_answer(kernel, &t.frames) {
@@ -567,14 +563,20 @@ fn big_tcp_tunnel_trains(
                     kmeta.push(*m);
                 }
             }
-            let (sound, lost) = offload_conformance::engine_gro_losses(&cfg, &t.frames);
+            let (sound, sound_segments, lost) =
+                offload_conformance::engine_gro_losses(&cfg, &t.frames);
             let e_mangled = lost
                 .iter()
-                .filter(|l| **l == LossReason::Ipv6TunnelJumboMangled)
+                .filter(|(l, _)| *l == LossReason::Ipv6TunnelJumboMangled)
                 .count() as u32;
             lost_seen += lost.len() as u32;
+            // Every segment of the train is in a sound delivery (byte-equal
+            // to the kernel's, so the kernel delivered it) or a lost one:
+            // the engine's lost segments are exactly the kernel's.
+            let e_lost_segments: u32 = lost.iter().map(|(_, n)| n).sum();
+            let conserved = sound_segments + e_lost_segments == t.frames.len() as u32;
             eprintln!(
-                "  {name:24} kernel: {} frames ({k_mangled} mangled); engine: {} sound, lost {:?}",
+                "  {name:40} kernel: {} frames ({k_mangled} mangled); engine: {} sound ({sound_segments} segments), lost {:?}",
                 k.frames.len(),
                 sound.len(),
                 lost
@@ -585,6 +587,12 @@ fn big_tcp_tunnel_trains(
             if k_mangled != e_mangled {
                 failures.push(format!(
                     "{name} BIG TCP: the kernel mangled {k_mangled} packets, the engine predicts {e_mangled}"
+                ));
+            }
+            if !conserved {
+                failures.push(format!(
+                    "{name} BIG TCP: {} segments in, the engine delivered {sound_segments} and lost {e_lost_segments}",
+                    t.frames.len()
                 ));
             }
         }

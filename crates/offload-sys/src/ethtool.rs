@@ -64,6 +64,47 @@ impl Feature {
     }
 }
 
+/// `ethtool -k`'s legacy flags: long name and the pattern of kernel
+/// feature names each covers, in ethtool's `off_flag_def` order (common.c).
+pub const ETHTOOL_GROUPS: &[(&str, &str)] = &[
+    ("rx-checksumming", "rx-checksum"),
+    ("tx-checksumming", "tx-checksum-*"),
+    ("scatter-gather", "tx-scatter-gather*"),
+    ("tcp-segmentation-offload", "tx-tcp*-segmentation"),
+    ("udp-fragmentation-offload", "tx-udp-fragmentation"),
+    ("generic-segmentation-offload", "tx-generic-segmentation"),
+    ("generic-receive-offload", "rx-gro"),
+    ("large-receive-offload", "rx-lro"),
+    ("rx-vlan-offload", "rx-vlan-hw-parse"),
+    ("tx-vlan-offload", "tx-vlan-hw-insert"),
+    ("ntuple-filters", "rx-ntuple-filter"),
+    ("receive-hashing", "rx-hashing"),
+];
+
+/// The legacy flag (group) a kernel feature name belongs to: the first of
+/// [`ETHTOOL_GROUPS`] whose pattern matches.
+pub fn first_group(name: &str) -> Option<&'static str> {
+    ETHTOOL_GROUPS
+        .iter()
+        .find(|(_, p)| pattern_match(name, p))
+        .map(|(g, _)| *g)
+}
+
+/// ethtool's `flag_pattern_match`: at most one `*`, matching any run.
+fn pattern_match(name: &str, pattern: &str) -> bool {
+    match pattern.split_once('*') {
+        None => name == pattern,
+        Some((head, tail)) => {
+            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+    }
+}
+
+/// TSO as `ethtool -k` folds it: the features of its legacy flag
+/// `tcp-segmentation-offload` (`tx-tcp*-segmentation`: `tx-tcp-`,
+/// `-ecn-`, `-mangleid-`, `tx-tcp6-` and, since 6.18, `tx-tcp-accecn-`).
+pub const TSO_GROUP: &str = "tcp-segmentation-offload";
+
 /// Ring sizes as `ethtool -g` shows them (`struct ethtool_ringparam`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Rings {
@@ -573,4 +614,32 @@ fn get_u32(buf: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&buf[at..at + 4]);
     u32::from_ne_bytes(b)
+}
+
+#[cfg(test)]
+mod tso_tests {
+    use super::{first_group, TSO_GROUP};
+
+    #[test]
+    fn tso_is_every_tx_tcp_segmentation_feature() {
+        // The names in 6.18's netdev_features_strings (net/ethtool/common.c).
+        for f in [
+            "tx-tcp-segmentation",
+            "tx-tcp-ecn-segmentation",
+            "tx-tcp-mangleid-segmentation",
+            "tx-tcp6-segmentation",
+            "tx-tcp-accecn-segmentation",
+        ] {
+            assert_eq!(first_group(f), Some(TSO_GROUP), "{f}");
+        }
+        for f in [
+            "tx-udp-segmentation",
+            "tx-generic-segmentation",
+            "tx-gre-segmentation",
+            "tx-tcp",
+            "rx-gro",
+        ] {
+            assert_ne!(first_group(f), Some(TSO_GROUP), "{f}");
+        }
+    }
 }

@@ -17,21 +17,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsFd;
 
 use crate::error::Result;
-use crate::ethtool::Ethtool;
+use crate::ethtool::{first_group, Ethtool, TSO_GROUP};
 use crate::netns::NetNs;
 use crate::rtnl::{LinkState, Rtnl};
 use crate::sysfs::write_sysctl;
-
-/// Whether kernel feature `name` is one of TSO's: ethtool's legacy flag
-/// `tcp-segmentation-offload` covers the pattern `tx-tcp*-segmentation`
-/// (`off_flag_def` in ethtool's common.c): `tx-tcp-segmentation`,
-/// `-ecn-`, `-mangleid-`, `tx-tcp6-segmentation` and, since 6.18,
-/// `tx-tcp-accecn-segmentation`.
-pub fn is_tso_feature(name: &str) -> bool {
-    name.starts_with("tx-tcp")
-        && name.ends_with("-segmentation")
-        && name.len() >= "tx-tcp-segmentation".len()
-}
 
 /// `PREFIX` + process id, cut to 15 bytes (IFNAMSIZ - 1).
 pub fn unique_name(prefix: &str) -> String {
@@ -124,14 +113,14 @@ impl Node {
     /// `tx-tcp-accecn-segmentation`) is switched off too.
     pub fn tso_off(&self, dev: &str) -> Result<()> {
         for f in self.ethtool.feature_names(dev)? {
-            if is_tso_feature(&f) {
+            if first_group(&f) == Some(TSO_GROUP) {
                 self.ethtool.set_feature(dev, &f, false)?;
             }
         }
         if self.tso(dev)? {
             return Err(crate::Error::FeatureRefused {
                 dev: dev.to_string(),
-                feature: "tcp-segmentation-offload".to_string(),
+                feature: TSO_GROUP.to_string(),
                 wanted: false,
                 actual: true,
             });
@@ -147,7 +136,7 @@ impl Node {
             .ethtool
             .features(dev)?
             .iter()
-            .any(|f| f.active && is_tso_feature(&f.name)))
+            .any(|f| f.active && first_group(&f.name) == Some(TSO_GROUP)))
     }
 
     /// Sets the BIG TCP knobs of `dev` to `size` in the order that works
@@ -242,33 +231,5 @@ impl VethPair {
             client_dev,
             server_dev,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_tso_feature;
-
-    #[test]
-    fn tso_is_every_tx_tcp_segmentation_feature() {
-        // The names in 6.18's netdev_features_strings (net/ethtool/common.c).
-        for f in [
-            "tx-tcp-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-            "tx-tcp6-segmentation",
-            "tx-tcp-accecn-segmentation",
-        ] {
-            assert!(is_tso_feature(f), "{f}");
-        }
-        for f in [
-            "tx-udp-segmentation",
-            "tx-generic-segmentation",
-            "tx-gre-segmentation",
-            "tx-tcp",
-            "rx-gro",
-        ] {
-            assert!(!is_tso_feature(f), "{f}");
-        }
     }
 }

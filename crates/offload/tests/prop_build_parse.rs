@@ -7,7 +7,7 @@
 
 use offload::build::{vxlan_payload, FrameSpec, IpSpec, L2Spec, L4Spec, TcpSpec};
 use offload::checksum;
-use offload::gso::layout;
+use offload::gso::{layout, GsoError, UNMODELLED_UDP_TUNNEL_PORTS};
 use offload::link::dissect_l2;
 use offload::wire::ethernet::Ethernet;
 use offload::wire::ipv4::Ipv4;
@@ -190,6 +190,18 @@ proptest! {
                 }
             }
             L4Spec::Other(_) => unreachable!(),
+        }
+        // A UDP frame to a tunnel port is read as that tunnel, not as
+        // plain UDP: an unmodelled tunnel is refused by name, and Geneve
+        // (always on its IANA port) parses the random payload as Geneve.
+        if let L4Spec::Udp(u) = &s.l4 {
+            if UNMODELLED_UDP_TUNNEL_PORTS.contains(&u.dport) {
+                prop_assert!(matches!(layout(link, &f, &[]), Err(GsoError::Unsupported(_))));
+                return Ok(());
+            }
+            if u.dport == offload::wire::geneve::PORT {
+                return Ok(());
+            }
         }
         let lay = layout(link, &f, &[]).unwrap();
         prop_assert_eq!((lay.l3_off, lay.ip, lay.l4_off), (l3, version, l4));

@@ -346,10 +346,239 @@ impl TcpDirection {
     }
 }
 
+// Steps [`analyze`] and its fast path [`in_order_data`] share: one
+// place for each rule, so that the two cannot drift apart.
+
+/// Window full: the segment ends exactly at the peer's advertised right
+/// edge (`tcp.analysis.window_full`), known only with the peer's scale.
+#[inline(always)]
+fn fills_window(rev: &TcpDirection, rev_scale: WindowScale, seq: u32, len: u32) -> bool {
+    match (rev_scale.known(), rev.lastack, rev.window) {
+        (true, Some(la), Some(w)) => {
+            seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false))
+        }
+        _ => false,
+    }
+}
+
+/// ACKed unseen segment: an ACK beyond the highest contiguous byte seen
+/// from the peer. As tshark 4.0 (the one Debian 12 and this project's CI
+/// ship) flags it: once, then the mark moves to the peer's highest byte
+/// so that later ACKs of the same hole are not flagged again. (Later
+/// Wireshark releases keep the mark and silence repeats through the
+/// peer's duplicate-ACK counter, which flags an ACK again once the peer's
+/// own ACK number moved: more flags on the same captures.)
+#[inline(always)]
+fn acks_unseen(rev: &mut TcpDirection, ack: u32) -> bool {
+    match (rev.maxseqtobeacked, rev.nextseq) {
+        (Some(m), Some(n)) if seq_gt(ack, m) => {
+            rev.maxseqtobeacked = Some(n);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Every byte up to `end` was acknowledged by the peer already (a
+/// spurious retransmission when sent again).
+#[inline(always)]
+fn acked_already(rev: &TcpDirection, end: u32) -> bool {
+    rev.lastack.is_some_and(|la| la != 0 && seq_le(end, la))
+}
+
+/// The highest IPv4 ID and TCP timestamp seen in this direction, which
+/// tell a retransmission from a reordered original.
+#[inline(always)]
+fn note_ip_id_and_tsval(fwd: &mut TcpDirection, s: &Segment) {
+    if let Some(id) = s.ip_id {
+        match fwd.max_ip_id {
+            Some(m) if id != m => {
+                fwd.ids_move = true;
+                if (id.wrapping_sub(m) as i16) > 0 {
+                    fwd.max_ip_id = Some(id);
+                }
+            }
+            Some(_) => {}
+            None => fwd.max_ip_id = Some(id),
+        }
+    }
+    if let Some(t) = s.tsval {
+        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
+            fwd.max_tsval = Some(t);
+        }
+    }
+}
+
+/// An ACK past the peer's open hole ends its episode; a hole nobody
+/// resent was reordering after the capture point.
+#[inline(always)]
+fn close_episode(rev: &mut TcpDirection, ack: u32, frame: u64) {
+    if let Some(e) = rev.episode {
+        if seq_gt(ack, e.at) {
+            if !e.resent {
+                rev.loss.reordered_after_capture += 1;
+                first(&mut rev.first.reordered_after_capture, frame);
+            }
+            rev.episode = None;
+        }
+    }
+}
+
+/// The peer's segments this ACK acknowledges leave the queue, one RTT
+/// sample for the segment it acknowledges exactly. Wireshark walks the
+/// queue with the acknowledgment field of every segment, ACK flag or not
+/// (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a SYN
+/// sent again after the SYN-ACK, its field zero, sits above the peer's
+/// queue in sequence space and clears it without a sample. Wireshark
+/// shows no `ack_rtt` when the ACK's timestamp equals the segment's
+/// (`ta->ts` zero in tcp_print_sequence_number_analysis): coarse or
+/// synthetic timestamps give no sample rather than a zero. A timestamp
+/// that went backwards (tshark: a negative RTT) gives none.
+#[inline(always)]
+fn rtt_sample(rev: &mut TcpDirection, ack: u32, ts: u64, frame: u64) {
+    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
+        rev.rtt.add(rtt);
+        rev.rtt_points.push(RttPoint {
+            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
+            rtt_ms: rtt as f64 / 1e6,
+            frame,
+            data_frame,
+        });
+    }
+}
+
+/// Bytes in flight after a data segment that ends this direction's bytes
+/// at `next`: up to the peer's last ACK, less its SACKed blocks above it.
+#[inline(always)]
+fn bytes_in_flight(fwd: &mut TcpDirection, rev: &TcpDirection, next: u32) -> Option<u32> {
+    let la = rev.lastack?;
+    let mut f = next.wrapping_sub(la);
+    for &(l, r) in &rev.sack[..rev.nsack as usize] {
+        if seq_gt(r, l) && seq_gt(r, la) {
+            f = f.saturating_sub(r.wrapping_sub(l));
+        }
+    }
+    if f > 0 && f < 2_000_000_000 {
+        fwd.in_flight_max = fwd.in_flight_max.max(f);
+        Some(f)
+    } else {
+        None
+    }
+}
+
+/// The common case, served by [`in_order_data`]: a data segment of more
+/// than one byte, ACK set and no SYN, FIN or RST, a non-zero window, no
+/// SACK blocks, starting exactly where this direction's bytes so far end,
+/// with the handshake RTT settled (or no SYN seen).
+#[inline(always)]
+fn in_order(fwd: &TcpDirection, s: &Segment) -> bool {
+    s.flags & (SYN | FIN | RST | ACK) == ACK
+        && s.len > 1
+        && s.window != 0
+        && s.nsack == 0
+        && fwd.nextseq == Some(s.seq)
+        && fwd.base.is_some()
+        && (fwd.first_rtt_ns.is_some() || fwd.syn_ns.is_none())
+        && fast_path_on()
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn fast_path_on() -> bool {
+    true
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Off in the test that compares the fast path with the full one.
+    static FAST_PATH: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+#[cfg(test)]
+fn fast_path_on() -> bool {
+    FAST_PATH.with(|f| f.get())
+}
+
+/// [`analyze`] for a segment that meets [`in_order`]: the same steps in
+/// the same order, without the checks that cannot fire for it (zero
+/// window and its probes, lost segment, keep-alive, window update,
+/// duplicate ACK, fast retransmission, out-of-order, retransmission,
+/// gap filling, SACK and D-SACK; `tcp_analyze_sequence_number` in
+/// epan/dissectors/packet-tcp.c tests each of them against a sequence
+/// number behind or beyond the next expected one, a zero length or
+/// window, or SYN/FIN/RST). What can still fire: window full, ACKed
+/// unseen and spurious retransmission (bytes the peer acknowledged
+/// already). Any change to [`analyze`]'s rules must keep the test
+/// `in_order_fast_path_equals_the_full_analysis` green: it compares both
+/// on random conversations, state and flags after every segment.
+fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
+    use flag::*;
+    let (seq, ack, len, ts) = (s.seq, s.ack, s.len, s.ts);
+    fwd.last_ns = fwd.last_ns.max(ts);
+    let scale = scale_of(fwd.syn, rev.syn);
+    let rev_scale = scale_of(rev.syn, fwd.syn);
+    let window = scale.apply(s.window, false);
+    fwd.window_scale_known = scale.known();
+    fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
+    fwd.window_max = fwd.window_max.max(window);
+    fwd.window_last = Some(window);
+    if rev.base.is_none() {
+        rev.base = Some(ack.wrapping_sub(1));
+    }
+    rev.valid_bif = true;
+    let mut fl = 0u32;
+    if fills_window(rev, rev_scale, seq, len) {
+        fl |= WINDOW_FULL;
+    }
+    if Some(ack) != fwd.lastack {
+        fwd.dupacknum = 0;
+    }
+    if acks_unseen(rev, ack) {
+        fl |= ACKED_UNSEEN;
+    }
+    let end = seq.wrapping_add(len);
+    if acked_already(rev, end) {
+        fl |= SPURIOUS_RETRANSMISSION;
+    }
+    note_ip_id_and_tsval(fwd, s);
+    fwd.unacked.sent(seq, end, ts, s.frame);
+    // `end` is beyond `seq` (a length of 2 to 2^31 - 1 bytes).
+    fwd.nextseq = Some(end);
+    fwd.nextseq_ns = ts;
+    if fwd.maxseqtobeacked.is_none_or(|m| m == seq) {
+        fwd.maxseqtobeacked = fwd.nextseq;
+    }
+    fwd.window = Some(s.window);
+    fwd.lastack = Some(ack);
+    fwd.lastack_ns = ts;
+    fwd.last_flags = fl;
+    fwd.nsack = 0;
+    fwd.sack = s.sack;
+    if let Some(t0) = fwd.zero_since.take() {
+        fwd.zero_window_ns += ts.saturating_sub(t0);
+    }
+    close_episode(rev, ack, s.frame);
+    rtt_sample(rev, ack, ts, s.frame);
+    let in_flight = if fwd.valid_bif {
+        bytes_in_flight(fwd, rev, end)
+    } else {
+        None
+    };
+    fwd.count(fl, s.frame);
+    Outcome {
+        flags: fl,
+        window,
+        in_flight,
+    }
+}
+
 /// Analyses segment `s` of direction `fwd`; `rev` is the other direction
 /// (a fresh state when the capture has none).
 pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
+    if in_order(fwd, s) {
+        return in_order_data(fwd, rev, s);
+    }
     let (seq, ack, flags, len, ts) = (s.seq, s.ack, s.flags, s.len, s.ts);
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
@@ -408,12 +637,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         if same && s.window != 0 && Some(s.window) != fwd.window {
             fl |= WINDOW_UPDATE;
         }
-        if len > 0 && rev_scale.known() && !sfr {
-            if let (Some(la), Some(w)) = (rev.lastack, rev.window) {
-                if seq.wrapping_add(len) == la.wrapping_add(rev_scale.apply(w, false)) {
-                    fl |= WINDOW_FULL;
-                }
-            }
+        if len > 0 && !sfr && fills_window(rev, rev_scale, seq, len) {
+            fl |= WINDOW_FULL;
         }
         if same && s.window != 0 && Some(s.window) == fwd.window && rev.last_flags & KEEP_ALIVE != 0
         {
@@ -433,20 +658,9 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     if Some(ack) != fwd.lastack {
         fwd.dupacknum = 0;
     }
-    // ACKed unseen segment: an ACK beyond the highest contiguous byte seen
-    // from the peer. As tshark 4.0 (the one Debian 12 and this project's
-    // CI ship) flags it: once, then the mark moves to the peer's highest
-    // byte so that later ACKs of the same hole are not flagged again.
-    // (Later Wireshark releases keep the mark and silence repeats through
-    // the peer's duplicate-ACK counter, which flags an ACK again once the
-    // peer's own ACK number moved: more flags on the same captures.)
-    if ackf {
-        if let (Some(m), Some(n)) = (rev.maxseqtobeacked, rev.nextseq) {
-            if seq_gt(ack, m) {
-                rev.maxseqtobeacked = Some(n);
-                fl |= ACKED_UNSEEN;
-            }
-        }
+    // ACKed unseen segment (tshark 4.0's rule: [`acks_unseen`]).
+    if ackf && acks_unseen(rev, ack) {
+        fl |= ACKED_UNSEEN;
     }
     let synfin = (flags & (SYN | FIN) != 0) as u32;
     if (len > 0 || synfin > 0) && fl & KEEP_ALIVE == 0 {
@@ -458,11 +672,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             .first_rtt_ns
             .filter(|&r| r > 0)
             .unwrap_or(OOO_DEFAULT_NS);
-        if len > 0
-            && rev
-                .lastack
-                .is_some_and(|la| la != 0 && seq_le(seq.wrapping_add(len), la))
-        {
+        if len > 0 && acked_already(rev, seq.wrapping_add(len)) {
             fl |= SPURIOUS_RETRANSMISSION;
         } else if not_advanced
             && rev.dupacknum >= 2
@@ -529,23 +739,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             }
         }
     }
-    if let Some(id) = s.ip_id {
-        match fwd.max_ip_id {
-            Some(m) if id != m => {
-                fwd.ids_move = true;
-                if (id.wrapping_sub(m) as i16) > 0 {
-                    fwd.max_ip_id = Some(id);
-                }
-            }
-            Some(_) => {}
-            None => fwd.max_ip_id = Some(id),
-        }
-    }
-    if let Some(t) = s.tsval {
-        if fwd.max_tsval.is_none_or(|m| (t.wrapping_sub(m) as i32) > 0) {
-            fwd.max_tsval = Some(t);
-        }
-    }
+    note_ip_id_and_tsval(fwd, s);
     // Bookkeeping, as Wireshark's.
     let nextseq = seq.wrapping_add(len).wrapping_add(synfin);
     if len > 0 || synfin > 0 {
@@ -603,15 +797,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 }
             }
         }
-        if let Some(e) = rev.episode {
-            if seq_gt(ack, e.at) {
-                if !e.resent {
-                    rev.loss.reordered_after_capture += 1;
-                    first(&mut rev.first.reordered_after_capture, s.frame);
-                }
-                rev.episode = None;
-            }
-        }
+        close_episode(rev, ack, s.frame);
         // A duplicate ACK, or any ACK whose SACK blocks lie above it: the
         // peer is missing the bytes at `ack` (Linux changes the window
         // while it holds out-of-order data, so not every such ACK is a
@@ -628,40 +814,12 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             });
         }
     }
-    // The peer's segments this one acknowledges leave the queue, one RTT
-    // sample for the segment it acknowledges exactly. Wireshark walks the
-    // queue with the acknowledgment field of every segment, ACK flag or
-    // not (tcp_analyze_sequence_number, epan/dissectors/packet-tcp.c): a
-    // SYN sent again after the SYN-ACK, its field zero, sits above the
-    // peer's queue in sequence space and clears it without a sample.
-    // Wireshark shows no `ack_rtt` when the ACK's timestamp equals the
-    // segment's (`ta->ts` zero in tcp_print_sequence_number_analysis):
-    // coarse or synthetic timestamps give no sample rather than a zero. A
-    // timestamp that went backwards (tshark: a negative RTT) gives none.
-    if let Some((rtt, data_frame)) = rev.unacked.acked(ack, ts).filter(|s| s.0 > 0) {
-        rev.rtt.add(rtt);
-        rev.rtt_points.push(RttPoint {
-            t: ts.saturating_sub(rev.first_ns) as f64 / 1e9,
-            rtt_ms: rtt as f64 / 1e6,
-            frame: s.frame,
-            data_frame,
-        });
-    }
-    let mut in_flight = None;
-    if len > 0 && fwd.valid_bif {
-        if let (Some(n), Some(la)) = (fwd.nextseq, rev.lastack) {
-            let mut f = n.wrapping_sub(la);
-            for &(l, r) in &rev.sack[..rev.nsack as usize] {
-                if seq_gt(r, l) && seq_gt(r, la) {
-                    f = f.saturating_sub(r.wrapping_sub(l));
-                }
-            }
-            if f > 0 && f < 2_000_000_000 {
-                in_flight = Some(f);
-                fwd.in_flight_max = fwd.in_flight_max.max(f);
-            }
-        }
-    }
+    // Every segment's acknowledgment field, ACK flag or not ([`rtt_sample`]).
+    rtt_sample(rev, ack, ts, s.frame);
+    let in_flight = match fwd.nextseq {
+        Some(n) if len > 0 && fwd.valid_bif => bytes_in_flight(fwd, rev, n),
+        _ => None,
+    };
     fwd.count(fl, s.frame);
     Outcome {
         flags: fl,
@@ -673,6 +831,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tcp::PSH;
+    use proptest::prelude::*;
 
     /// A two-direction conversation: `a` sends data, `b` acknowledges.
     struct Conv {
@@ -965,5 +1125,195 @@ mod tests {
         assert_eq!(c.b.ws.zero_windows, 2);
         assert_eq!(c.b.zero_window_episodes, 1);
         assert_eq!(c.b.zero_window_total_ns(), 300_000);
+    }
+
+    /// One generated segment of a conversation (see
+    /// `in_order_fast_path_equals_the_full_analysis`).
+    #[derive(Debug, Clone)]
+    struct Step {
+        from_a: bool,
+        /// 0: in order; 1: behind; 2: beyond; 3: one byte back.
+        place: u8,
+        shift: u32,
+        len: u32,
+        flags: u8,
+        window: u16,
+        /// How far the ACK is behind the peer's next byte (negative:
+        /// ahead of it, acknowledging bytes the capture never saw).
+        ack_back: i32,
+        sack: Option<(u32, u32)>,
+        id_step: i16,
+        ts_step: i32,
+        gap_ns: u64,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        (
+            (
+                prop::bool::weighted(0.7),
+                prop_oneof![8 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+                0u32..5000,
+                prop_oneof![Just(1448u32), Just(0u32), Just(1u32), 0u32..3000],
+                prop_oneof![
+                    12 => Just(ACK),
+                    2 => Just(ACK | PSH),
+                    1 => Just(ACK | FIN),
+                    1 => Just(SYN),
+                    1 => Just(SYN | ACK),
+                    1 => Just(ACK | RST),
+                    1 => Just(0u8),
+                ],
+            ),
+            (
+                prop_oneof![6 => Just(502u16), 1 => Just(0u16), 2 => any::<u16>()],
+                prop_oneof![4 => Just(0i32), 4 => 0i32..4000, 1 => -4000i32..0],
+                prop::option::weighted(0.1, (0u32..6000, 0u32..6000)),
+                prop_oneof![Just(1i16), Just(0i16), -3i16..5],
+                prop_oneof![Just(0i32), Just(1i32), -2i32..3],
+                prop_oneof![Just(100_000u64), 0u64..8_000_000],
+            ),
+        )
+            .prop_map(
+                |(
+                    (from_a, place, shift, len, flags),
+                    (window, ack_back, sack, id_step, ts_step, gap_ns),
+                )| Step {
+                    from_a,
+                    place,
+                    shift,
+                    len,
+                    flags,
+                    window,
+                    ack_back,
+                    sack,
+                    id_step,
+                    ts_step,
+                    gap_ns,
+                },
+            )
+    }
+
+    /// Runs a conversation through [`analyze`], fast path on or off: the
+    /// flags of every segment and both directions' state after it.
+    fn converse(steps: &[Step], fast: bool) -> Vec<String> {
+        FAST_PATH.with(|f| f.set(fast));
+        let (mut a, mut b) = (TcpDirection::new(0), TcpDirection::new(0));
+        // What each side sent so far: next byte, IP ID, TCP timestamp.
+        let mut next = [1000u32, 5000u32];
+        let mut id = [100u16, 900u16];
+        let mut tsval = [7u32, 70_000u32];
+        let mut ts = 0u64;
+        let mut out = Vec::new();
+        for (n, st) in steps.iter().enumerate() {
+            let (me, peer) = if st.from_a { (0, 1) } else { (1, 0) };
+            let seq = match st.place {
+                0 => next[me],
+                1 => next[me].wrapping_sub(st.shift),
+                2 => next[me].wrapping_add(st.shift),
+                _ => next[me].wrapping_sub(1),
+            };
+            id[me] = id[me].wrapping_add(st.id_step as u16);
+            tsval[me] = tsval[me].wrapping_add(st.ts_step as u32);
+            ts += st.gap_ns;
+            let mut seg = Segment {
+                frame: n as u64 + 1,
+                ts,
+                seq,
+                ack: next[peer].wrapping_sub(st.ack_back as u32),
+                flags: st.flags,
+                len: st.len,
+                window: st.window,
+                wscale: (st.flags & SYN != 0).then_some(7),
+                ip_id: st.from_a.then_some(id[me]),
+                tsval: Some(tsval[me]),
+                ..Default::default()
+            };
+            if let Some((l, r)) = st.sack {
+                seg.sack[0] = (next[peer].wrapping_sub(l), next[peer].wrapping_sub(r));
+                seg.nsack = 1;
+                seg.sack_blocks = 1;
+            }
+            let end = seq.wrapping_add(st.len);
+            if seq_gt(end, next[me]) {
+                next[me] = end;
+            }
+            let o = if st.from_a {
+                analyze(&mut a, &mut b, &seg)
+            } else {
+                analyze(&mut b, &mut a, &seg)
+            };
+            out.push(format!("{o:?} {a:?} {b:?}"));
+        }
+        FAST_PATH.with(|f| f.set(true));
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn in_order_fast_path_equals_the_full_analysis(
+            steps in prop::collection::vec(step(), 1..120),
+        ) {
+            let fast = converse(&steps, true);
+            let full = converse(&steps, false);
+            for (i, (x, y)) in fast.iter().zip(&full).enumerate() {
+                prop_assert_eq!(x, y, "after segment {}", i + 1);
+            }
+        }
+    }
+
+    /// Window full on an in-order segment after an ACK of bytes never
+    /// seen, fast path on and off (random conversations seldom end a
+    /// segment exactly at the peer's window edge).
+    #[test]
+    fn window_full_in_order_on_both_paths() {
+        let run = |fast: bool| {
+            FAST_PATH.with(|f| f.set(fast));
+            let mut c = Conv::new();
+            c.handshake();
+            c.data(1, None);
+            // b acknowledges it with window 300 (scale 9: 153,600 bytes)
+            // and acknowledges a byte of a that a never sent.
+            let mut s = ack_seg(5001, 2001, 300);
+            c.seg(false, s);
+            let o1 = c.data(1001, None);
+            s.ack = 1000 + 2001 + 1000 + 7;
+            c.seg(false, s);
+            let full = Segment {
+                seq: 3001,
+                ack: 5001,
+                flags: ACK,
+                len: 1000 + 2001 + 1000 + 7 + 153_600 - 3001,
+                window: 502,
+                ..Default::default()
+            };
+            assert!(in_order(&c.a, &full) == fast);
+            let o2 = c.seg(true, full);
+            FAST_PATH.with(|f| f.set(true));
+            (o1.flags, o2.flags, format!("{:?} {:?}", c.a, c.b))
+        };
+        let (fast, slow) = (run(true), run(false));
+        assert!(fast.1 & flag::WINDOW_FULL != 0, "{:#x}", fast.1);
+        assert_eq!(fast, slow);
+    }
+
+    /// The generated conversations do take the fast path, and so does a
+    /// plain bulk transfer after its handshake.
+    #[test]
+    fn bulk_data_takes_the_fast_path() {
+        let mut c = Conv::new();
+        c.handshake();
+        for i in 0..3 {
+            let s = Segment {
+                seq: 1001 + 1000 * i,
+                ack: 5001,
+                flags: ACK,
+                len: 1000,
+                window: 502,
+                ..Default::default()
+            };
+            assert!(in_order(&c.a, &s));
+            c.data(1 + 1000 * i, None);
+        }
     }
 }

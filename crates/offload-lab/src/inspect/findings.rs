@@ -538,7 +538,12 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let Some(line) = offload::gro::KernelLine::from_release(&ctx.host.kernel) else {
         return;
     };
-    if !line.breaks_big_tcp_over_ipv6_tunnels() {
+    // By point release where it tells (the stable fix that stops tunnels
+    // at 64 KiB), else by the line's profile.
+    let affected =
+        offload::gro::KernelLine::release_breaks_big_tcp_over_ipv6_tunnels(&ctx.host.kernel)
+            .unwrap_or(line.breaks_big_tcp_over_ipv6_tunnels());
+    if !affected {
         return;
     }
     let tunnels: Vec<&DeviceState> = ctx.devices.iter().filter(|t| t.ipv6_outer_tunnel).collect();
@@ -596,7 +601,7 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
     let ipv4 = changes.iter().any(|c| c.knob.contains("ipv4"));
     let fix = format!(
         "{} (keep 65536 on devices that carry IPv6-outer tunnels), or move the tunnel to an IPv4 underlay, \
-         or run a kernel whose line merges these tunnels correctly",
+         or run a kernel that stops or merges these tunnels correctly (6.18.47+, 6.12.106+, 7.0+)",
         if ipv4 {
             ctx.tune_command(&changes)
         } else {
@@ -617,7 +622,9 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
              IPv6-outer tunnel (ip6ip6, ip4ip6, ip6gre, VXLAN/Geneve over IPv6) that merges past 64 KiB \
              inserts a jumbo Hop-by-Hop header in ipv6_gro_complete (net/ipv6/ip6_offload.c) over the \
              tunnel's own header: the packet is lost with a WARNING (ip6ip6, ip4ip6, ip6gre) or delivered \
-             mangled (VXLAN, Geneve); 7.0 dropped the Hop-by-Hop header (81be30c1f5f2) and merges them soundly",
+             mangled (VXLAN, Geneve); 7.0 dropped the Hop-by-Hop header (81be30c1f5f2), and the stable fix \
+             \"net: gro: properly validate BIG TCP aggregation criteria\" (6.6.154, 6.12.106, 6.18.47) stops \
+             tunnels at 64 KiB",
             d.name,
             d.gro_max_size.map_or("-".into(), |v| v.to_string()),
             d.gso_max_size.map_or("-".into(), |v| v.to_string()),
@@ -625,7 +632,7 @@ fn big_tcp_ipv6_outer_tunnel(ctx: &Ctx, d: &DeviceState, out: &mut Vec<Draft>) {
         ),
         fix,
         changes,
-        kernel: Some("6.18 as measured (the jumbo Hop-by-Hop header of 5.19-6.19; 6.1 and 6.12 stop tunnels at 64 KiB)"),
+        kernel: Some("6.3 to 6.19 without the stable fix (6.6.154, 6.12.106, 6.18.47): measured on 6.18.44; the 6.1.y and 6.12.117 guests stop tunnels at 64 KiB"),
     });
 }
 

@@ -29,7 +29,7 @@ use offload::gro::KernelLine;
 use serde::Serialize;
 
 use offload_sys::error::Result;
-use offload_sys::ethtool::{Ethtool, NtupleRule, Rings, Rss};
+use offload_sys::ethtool::{first_group, Ethtool, NtupleRule, Rings, Rss, ETHTOOL_GROUPS};
 use offload_sys::qstats::QueueStats;
 use offload_sys::rtnl::{LinkState, Rtnl};
 use offload_sys::sysfs::Sysfs;
@@ -576,7 +576,7 @@ pub fn feature_view(
             requested.insert(f.name.clone(), f.requested);
         }
     }
-    for (group, pattern) in ETHTOOL_GROUPS {
+    for (group, _) in ETHTOOL_GROUPS {
         // ethtool 6.x skips the UFO flag: no kernel with netlink has UFO.
         if *group == "udp-fragmentation-offload" {
             continue;
@@ -586,7 +586,6 @@ pub fn feature_view(
             .filter(|f| !f.name.is_empty())
             .filter(|f| first_group(&f.name) == Some(*group))
             .collect();
-        let _ = pattern;
         features.insert((*group).to_string(), members.iter().any(|f| f.active));
         if let [only] = members.as_slice() {
             if only.fixed() {
@@ -599,25 +598,6 @@ pub fn feature_view(
     fixed.sort();
     fixed.dedup();
     (features, fixed, requested)
-}
-
-/// The legacy flag (group) a kernel feature name belongs to: the first of
-/// [`ETHTOOL_GROUPS`] whose pattern matches.
-pub fn first_group(name: &str) -> Option<&'static str> {
-    ETHTOOL_GROUPS
-        .iter()
-        .find(|(_, p)| pattern_match(name, p))
-        .map(|(g, _)| *g)
-}
-
-/// ethtool's `flag_pattern_match`: at most one `*`, matching any run.
-fn pattern_match(name: &str, pattern: &str) -> bool {
-    match pattern.split_once('*') {
-        None => name == pattern,
-        Some((head, tail)) => {
-            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
-        }
-    }
 }
 
 /// Fills each RX queue's NAPI id and IRQ: from the netdev family where the
@@ -731,23 +711,6 @@ fn device_irqs(dev: &str, sys: &SysRoot, base: &str, interrupts: &str) -> Vec<Ir
         })
         .collect()
 }
-
-/// `ethtool -k`'s legacy flags: long name and the pattern of kernel
-/// feature names each covers, in ethtool's `off_flag_def` order (common.c).
-pub const ETHTOOL_GROUPS: &[(&str, &str)] = &[
-    ("rx-checksumming", "rx-checksum"),
-    ("tx-checksumming", "tx-checksum-*"),
-    ("scatter-gather", "tx-scatter-gather*"),
-    ("tcp-segmentation-offload", "tx-tcp*-segmentation"),
-    ("udp-fragmentation-offload", "tx-udp-fragmentation"),
-    ("generic-segmentation-offload", "tx-generic-segmentation"),
-    ("generic-receive-offload", "rx-gro"),
-    ("large-receive-offload", "rx-lro"),
-    ("rx-vlan-offload", "rx-vlan-hw-parse"),
-    ("tx-vlan-offload", "tx-vlan-hw-insert"),
-    ("ntuple-filters", "rx-ntuple-filter"),
-    ("receive-hashing", "rx-hashing"),
-];
 
 /// A kernel line as JSON: its name (`"6.12"`), or null.
 fn serialize_kernel_line<S: serde::Serializer>(

@@ -151,6 +151,19 @@ impl PacketBuf {
         ok
     }
 
+    /// Makes this buffer hold `o`'s packet ([`super::GroEngine::catch_up`]):
+    /// its contiguous bytes, plus the bytes a header window may read past
+    /// them ([`Self::window`]), and its frags. Recycles the allocations.
+    pub(super) fn copy_from(&mut self, o: &PacketBuf) {
+        let to = (o.head + SMALL_COPY).max(o.end).min(o.buf.len());
+        self.room(to);
+        self.buf[o.head..to].copy_from_slice(&o.buf[o.head..to]);
+        self.head = o.head;
+        self.end = o.end;
+        self.frags.clone_from(&o.frags);
+        self.frag_bytes = o.frag_bytes;
+    }
+
     /// The packet's length: contiguous part and frags (`skb->len` from the MAC header).
     #[inline]
     pub(super) fn total_len(&self) -> usize {

@@ -659,6 +659,44 @@ impl Default for Held {
 }
 
 impl Held {
+    /// Makes this slot's packet a copy of `o` (its buffer recycled).
+    fn copy_from(&mut self, o: &Held) {
+        let Held {
+            data: _,
+            link,
+            l2_key_len,
+            mac_len,
+            outer_protocol,
+            lay,
+            proto,
+            count,
+            mss,
+            fixedid,
+            atomic,
+            payload,
+            first_frame,
+            last_frame,
+            last_ts,
+            held_ts,
+        } = *o;
+        self.data.copy_from(&o.data);
+        self.link = link;
+        self.l2_key_len = l2_key_len;
+        self.mac_len = mac_len;
+        self.outer_protocol = outer_protocol;
+        self.lay = lay;
+        self.proto = proto;
+        self.count = count;
+        self.mss = mss;
+        self.fixedid = fixedid;
+        self.atomic = atomic;
+        self.payload = payload;
+        self.first_frame = first_frame;
+        self.last_frame = last_frame;
+        self.last_ts = last_ts;
+        self.held_ts = held_ts;
+    }
+
     /// `p->len`: the packet's length from the kernel's `skb->data`.
     pub(crate) fn skb_len(&self) -> usize {
         self.data.total_len() - self.mac_len
@@ -757,6 +795,57 @@ impl GroEngine {
     /// Number of packets currently held.
     pub fn held_count(&self) -> usize {
         self.held.len()
+    }
+
+    /// The length of the longest held packet (`p->len`, from the network
+    /// header for Ethernet), 0 when nothing is held. Every size rule
+    /// (`skb_gro_receive`'s `gro_max_size` / `gro_ipv4_max_size` and the
+    /// 64 KiB limit, in `tcp.rs`, `udp.rs` and the fast path) compares a
+    /// held packet's length plus the incoming payload with a limit: while
+    /// this plus the incoming frame's length stays below the smallest
+    /// limit of several engines that differ only in their sizes, none of
+    /// them can decide differently, which is how the what-if runs one
+    /// engine for every size (`offload-analyze`, decision 0230).
+    pub fn longest_held_len(&self) -> usize {
+        self.held.iter().map(Held::skb_len).max().unwrap_or(0)
+    }
+
+    /// Takes `leader`'s state: its held packets (headers, frags, counters,
+    /// age order), the fast path's templates and hints, and its clock
+    /// (the last frame's timestamp, for the flush timeout). `leader` must
+    /// have been fed the same frames and differ from this engine at most
+    /// in its size limits ([`GroConfig::gro_max_size`],
+    /// [`GroConfig::gro_ipv4_max_size`]); each held packet's limit is
+    /// then set to this engine's (`netif_get_gro_max_size`), as if this
+    /// engine had held it. Counters ([`Self::stats`]) stay this engine's
+    /// own: they count only the frames it was fed. With zero-copy
+    /// delivery the frames held packets refer to must stay available, as
+    /// for the leader.
+    pub fn catch_up(&mut self, leader: &GroEngine) {
+        self.held.copy_from(&leader.held);
+        self.last_ts = leader.last_ts;
+        let slots: Vec<_> = self.held.occupied().collect();
+        for s in slots {
+            let limit = max_size(&self.cfg, self.held.get(s).outer_protocol);
+            self.held.template_mut(s).set_limit(limit);
+        }
+    }
+
+    /// True when this engine holds the same packets as `other`, in the
+    /// same age order, with the same clock: each made of the same frames
+    /// (first and last frame, segment count, payload bytes). Two engines
+    /// fed the same frames that differ only in their size limits are then
+    /// in the same state: what a held packet is follows from the frames
+    /// merged into it.
+    pub fn holds_same(&self, other: &GroEngine) -> bool {
+        self.last_ts == other.last_ts
+            && self.held.len() == other.held.len()
+            && self.held.iter().zip(other.held.iter()).all(|(a, b)| {
+                a.first_frame == b.first_frame
+                    && a.last_frame == b.last_frame
+                    && a.count == b.count
+                    && a.payload == b.payload
+            })
     }
 
     /// Feeds one frame. Deliveries (completed held packets, then the frame

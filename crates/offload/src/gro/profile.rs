@@ -233,7 +233,9 @@ impl KernelLine {
     /// RX side", the "BIG TCP without HBH in IPv6" series), so merged
     /// packets come out sound. The 6.1 and 6.12 lines never build such a
     /// packet ([`KernelLine::tunnel_big_tcp_stops_at_64k`]), so they lose
-    /// nothing: of the lines modelled, 6.18 alone is affected.
+    /// nothing: of the lines modelled, 6.18 alone is affected (as 6.18.0–
+    /// 6.18.46 are; by point release:
+    /// [`KernelLine::release_breaks_big_tcp_over_ipv6_tunnels`]).
     /// Tunnels with an IPv4 outer header are not affected on any line.
     /// What each tunnel loses: [`KernelLine::ipv6_outer_tunnel_loss`].
     #[inline]
@@ -268,17 +270,50 @@ impl KernelLine {
 
     /// No tunnelled packet grows past 64 KiB on this line, whatever
     /// `gro_max_size` / `gro_ipv4_max_size` say: measured in the Debian
-    /// 6.1.0-56 and 6.12.117 guests, where ipip, sit, ip4ip6, ip6ip6, GRE,
+    /// 6.1.0-57 and 6.12.117 guests, where ipip, sit, ip4ip6, ip6ip6, GRE,
     /// gretap, ip6gre and VXLAN over IPv4 and IPv6 all stop below 64 KiB
     /// (64514 + 64514 + 11314 bytes for 100 × 1400 through ip6ip6), while
     /// the live 6.18.44 merges them all. On 5.19–6.2 `skb_gro_receive`
     /// (`net/core/gro.c`) allows more than 64 KiB only when `p->protocol`
     /// is IPv6 and `ipv6_hdr(p)->nexthdr` is TCP, which a tunnel's outer
-    /// header is not; which change between 6.12 and 6.18 lets tunnels grow
-    /// is not identified here (the size rule is the measured one).
+    /// header is not. 6.3 (b1a78b9b9886 "net: add support for ipv4 big
+    /// tcp") loosened that to `NAPI_GRO_CB(skb)->proto` and
+    /// `p->encapsulation`, which a tunnel received from a NIC or TAP
+    /// passes; the stable fix "net: gro: properly validate BIG TCP
+    /// aggregation criteria" (6.1.185, 6.6.154, 6.12.106, 6.18.47; not
+    /// needed from 7.0) tests `NAPI_GRO_CB(skb)->encap_mark` again, so
+    /// tunnels stop at 64 KiB. The guests' 6.12.117 has it, the host's
+    /// 6.18.44 does not: this line's profile is the 6.12.106+ rule, and
+    /// releases of 6.3–6.12.105 behave like the 6.18 profile here
+    /// ([`KernelLine::release_breaks_big_tcp_over_ipv6_tunnels`] tells by
+    /// release).
     #[inline]
     pub fn tunnel_big_tcp_stops_at_64k(self) -> bool {
         self <= KernelLine::V6_12
+    }
+
+    /// Whether kernel `release` (`uname -r`) loses BIG TCP through tunnels
+    /// with an IPv6 outer header ([`KernelLine::breaks_big_tcp_over_ipv6_tunnels`]),
+    /// by its point release where the line's profile cannot tell: tunnels
+    /// pass 64 KiB from 6.3 (b1a78b9b9886) until the stable fix "net: gro:
+    /// properly validate BIG TCP aggregation criteria" (6.6.154, 6.12.106,
+    /// 6.18.47; 6.3–6.5, 6.7–6.11, 6.13–6.17 and 6.19 never got it), and
+    /// `ipv6_gro_complete` loses them until 7.0. `None` when the release
+    /// cannot be read, or its point release is needed and missing.
+    pub fn release_breaks_big_tcp_over_ipv6_tunnels(release: &str) -> Option<bool> {
+        let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        let patch = parts.next().and_then(|p| p.parse::<u32>().ok());
+        let fixed_from = |first: u32| patch.map(|p| p < first);
+        match (major, minor) {
+            (0..=5, _) | (6, 0..=2) => Some(false),
+            (6, 6) => fixed_from(154),
+            (6, 12) => fixed_from(106),
+            (6, 18) => fixed_from(47),
+            (6, _) => Some(true),
+            _ => Some(false),
+        }
     }
 }
 
@@ -720,6 +755,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn big_tcp_tunnel_loss_by_release() {
+        let f = KernelLine::release_breaks_big_tcp_over_ipv6_tunnels;
+        for (r, want) in [
+            ("5.15.0-100-generic", Some(false)),
+            ("6.1.0-57-amd64", Some(false)),
+            ("6.2.16", Some(false)),
+            ("6.3.1", Some(true)),
+            ("6.6.153", Some(true)),
+            ("6.6.154", Some(false)),
+            ("6.12.105", Some(true)),
+            ("6.12.117+deb12-amd64", Some(false)),
+            ("6.15.2", Some(true)),
+            ("6.18.44-fc-v669", Some(true)),
+            ("6.18.47", Some(false)),
+            ("6.19.3", Some(true)),
+            ("7.0.1", Some(false)),
+            ("6.18", None),
+            ("garbage", None),
+        ] {
+            assert_eq!(f(r), want, "{r}");
+        }
+        // The profiles: 6.12 is the 6.12.106+ rule, 6.18 the 6.18.0-46 one.
+        assert_eq!(
+            f("6.12.117").unwrap(),
+            KernelLine::V6_12.breaks_big_tcp_over_ipv6_tunnels()
+        );
+        assert_eq!(
+            f("6.18.44").unwrap(),
+            KernelLine::V6_18.breaks_big_tcp_over_ipv6_tunnels()
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::{Held, MAX_GRO_SKBS};
 
 /// The per-frame line: slot hashes, age order, occupancy.
 #[repr(C, align(64))]
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Hot {
     /// Flow hash of each occupied slot, [`FREE`] for the others.
     hashes: [u32; MAX_GRO_SKBS],
@@ -223,6 +223,32 @@ impl Table {
         };
         let above = (order >> 8) & (u64::MAX << (8 * at));
         hot.order = (below | above).to_le_bytes();
+    }
+
+    /// The held packets, oldest first.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Held> + '_ {
+        self.hot.order[..self.hot.len as usize]
+            .iter()
+            .map(|&s| &self.slots[s as usize])
+    }
+
+    /// The occupied slots, oldest first.
+    pub(super) fn occupied(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.hot.order[..self.hot.len as usize]
+            .iter()
+            .map(|&s| s as Slot)
+    }
+
+    /// Makes this table hold what `o` holds, slot for slot, with `o`'s
+    /// templates and hints ([`super::GroEngine::catch_up`]). Free slots
+    /// keep their buffers.
+    pub(super) fn copy_from(&mut self, o: &Table) {
+        self.hot = o.hot;
+        for s in o.occupied() {
+            self.slots[s].copy_from(&o.slots[s]);
+        }
+        self.templates = o.templates;
+        self.hints = o.hints;
     }
 
     /// The oldest held packet's slot.
