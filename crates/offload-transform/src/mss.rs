@@ -826,9 +826,15 @@ impl FlowEvidence {
         let mut candidates: Vec<u32> = all.iter().copied().filter(in_range).collect();
         // A merged packet without PSH holds whole segments: its fractions
         // are candidates too (15168 = 2 x 7584 when the lengths' common
-        // divisors are 64 and 192, the factors of 32 KiB writes).
-        for &(v, _) in &self.unpushed {
-            if self.sizes.iter().any(|e| e.0 == v) {
+        // divisors are 64 and 192, the factors of 32 KiB writes), when
+        // that length was seen twice or there are enough packets without
+        // PSH for the PSH rule ([`MIN_UNPUSHED`]): a segment the window
+        // cut short goes out without PSH and GRO merges it, so one packet
+        // of 16360 bytes is no evidence for 2 x 8180 against 11 x 1460 +
+        // 300.
+        let unpushed: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+        for &(v, n) in &self.unpushed {
+            if (n >= 2 || unpushed >= MIN_UNPUSHED) && self.sizes.iter().any(|e| e.0 == v) {
                 for k in 2..=v / lo.max(1) {
                     if v % k == 0 && in_range(&(v / k)) {
                         candidates.push(v / k);
@@ -870,8 +876,11 @@ impl FlowEvidence {
             // (61997 = 13 x 4769 = 19 x 3263) the largest, then a
             // divisor of it only beyond chance.
             // The even-size preference is for lengths that leave nothing
-            // else to go by (every packet pushed).
-            if self.unpushed.is_empty() {
+            // else to go by (every packet pushed, or fewer packets without
+            // PSH than the PSH rule counts: one packet of 16360 bytes is
+            // 2 x 8180 as much as 11 x 1460 + 300).
+            let unpushed: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+            if unpushed < MIN_UNPUSHED {
                 only_even_or_only(&candidates)?
             } else {
                 let largest = candidates.iter().copied().max()?;
