@@ -31,25 +31,6 @@ fn score(out: &str, name: &str) -> (u64, u64, u64) {
 #[test]
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn gso_reproduces_the_wire_from_a_bare_receiver_capture() {
-    // Known gap (docs/capture.md): without the handshake, a flow whose
-    // super-packets all carry PSH and whose lengths share a small factor
-    // (one CI run: MSS 8928 inferred as 96) can stay ambiguous, depending on
-    // how the kernel happened to batch the writes. A failing run is printed
-    // and the whole check is made once more with fresh traffic and
-    // captures; the second run's assertions are final and unchanged.
-    let first = std::panic::catch_unwind(check_once);
-    if let Err(e) = first {
-        let why = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
-        eprintln!("first run failed, made once more with fresh traffic:\n{why}");
-        check_once();
-    }
-}
-
-fn check_once() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new("bash")
