@@ -59,6 +59,8 @@ pub struct FileFacts {
     /// Frames without an IP packet analysis reads, by reason: (reason,
     /// frames, first frame), in order of first appearance.
     pub link_skipped: Vec<(crate::link::Skip, u64, u64)>,
+    /// IP fragments and their reassembly.
+    pub fragments: crate::frag::FragCounts,
 }
 
 impl FileFacts {
@@ -411,6 +413,7 @@ fn run_job(
     });
     let cap = per_job_cap(opts.max_flows, nfiles);
     let mut table = FlowTable::with_capacity(cap);
+    let mut reasm = crate::frag::Reassembly::default();
     if let (true, Some(p)) = (job.stats, evicted) {
         let w = std::fs::File::create(p).map_err(|error| AnalyzeError::Output {
             path: p.to_path_buf(),
@@ -503,11 +506,38 @@ fn run_job(
         // The flow's key, made once for the statistics and the what-if.
         let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
-            if let Some((p, key)) = parsed {
+            // IP fragments count once, as the datagram they complete
+            // (crate::frag, as tshark reassembles them); the what-if
+            // below still gets each fragment as captured.
+            let datagram;
+            let stats = match parsed {
+                Some((p, _))
+                    if p.tunnel.is_none() && crate::frag::is_fragment(view.data, &p.ip) =>
+                {
+                    match reasm.push(view.data, &p.ip, p.complete, ts) {
+                        crate::frag::Outcome::Complete(d) => {
+                            datagram = d;
+                            let link = if p.ip.v6 {
+                                offload::LinkKind::Ipv6
+                            } else {
+                                offload::LinkKind::Ipv4
+                            };
+                            let len = datagram.len() as u32;
+                            dissect::parse(link, &datagram, len, &opts.vxlan_ports)
+                                .map(|p| (p, FlowKey::of(&p), datagram.as_slice()))
+                        }
+                        _ => None,
+                    }
+                }
+                Some((p, key)) => Some((*p, key, view.data)),
+                None => None,
+            };
+            if let Some((p, key, data)) = stats {
+                let p = &p;
                 let idx = table.update(
                     p,
                     key,
-                    view.data,
+                    data,
                     frame.number,
                     ts,
                     frame.orig_len,
@@ -542,6 +572,8 @@ fn run_job(
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    reasm.finish();
+    facts.fragments = reasm.counts;
     facts.above_snaplen = reader.above_snaplen().0;
     (facts.timestamps_clamped, facts.first_timestamp_clamped) = reader.timestamps_clamped();
     if let Some(w) = worker.as_mut() {

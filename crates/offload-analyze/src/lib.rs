@@ -23,6 +23,7 @@ pub mod export;
 pub mod figures;
 pub mod findings;
 pub mod flow;
+pub mod frag;
 pub mod hops;
 pub mod html;
 pub mod kernel;

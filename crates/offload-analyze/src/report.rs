@@ -61,6 +61,9 @@ pub struct InputReport {
     /// and field, or what the frame carries instead), each with the first
     /// such frame.
     pub link_skipped: std::collections::BTreeMap<String, SkipCount>,
+    /// IP fragments: reassembled as tshark does for the flow figures
+    /// (crate::frag), and what could not be.
+    pub fragments: crate::frag::FragCounts,
     /// The file turned bad here; everything before was analysed.
     pub error: Option<String>,
     pub interrupted: bool,
