@@ -219,10 +219,12 @@ PY
 
 # (address, TCP_MAXSEG): default MSS on both pairs and families, then
 # clamped ones from 536 to the jumbo MTU's (payload = MSS - 12 bytes of
-# timestamps).
+# timestamps), among them IPv6 payloads of 1400, 1440 and 8928 (the
+# largest an IPv6 segment carries at MTU 9000) over the jumbo pair, in
+# BIG TCP super-packets of up to 185000 bytes.
 for flow in 10.78.1.2 fd78:1::2 10.78.2.2 fd78:2::2 \
     10.78.1.2,536 fd78:1::2,1000 10.78.2.2,1460 fd78:2::2,1452 10.78.2.2,4000 fd78:2::2,6000 \
-    10.78.2.2,8960; do
+    10.78.2.2,8960 fd78:2::2,1412; do
     transfer "${flow%%,*}" "$([ "${flow#*,}" != "$flow" ] && echo "${flow#*,}")"
 done
 # Every capture drained, stopped and complete: no kernel drop on either
@@ -294,14 +296,17 @@ def flows(c):
         f = k.split(",")
         out[tuple(f[:6])][k] += n
     return out
-wf, gf = flows(wire), flows(gso)
-for key in sorted(wf):
-    w, g = wf[key], gf.get(key, collections.Counter())
-    hit = sum((w & g).values())
-    print(f"  flow {'/'.join(x for x in key if x):<48} wire {sum(w.values()):>6}  reproduced {100 * hit / max(sum(w.values()), 1):5.1f}%  excess {sum(g.values()) - hit}")
+def per_flow(prefix, wire, got):
+    wf, gf = flows(wire), flows(got)
+    for key in sorted(wf):
+        w, g = wf[key], gf.get(key, collections.Counter())
+        hit = sum((w & g).values())
+        print(f"  {prefix} {'/'.join(x for x in key if x):<48} wire {sum(w.values()):>6}  reproduced {100 * hit / max(sum(w.values()), 1):5.1f}%  excess {sum(g.values()) - hit}")
+per_flow("flow", wire, gso)
 # Without the handshake: score against the wire minus its SYNs.
 wire = collections.Counter({k: n for k, n in wire.items() if k.split(",")[8] not in ("0x0002", "0x0012")})
 score("gso-nosyn.pcap", nosyn)
+per_flow("nosyn", wire, nosyn)
 # The wire frames inside the receiver's super-packets above 64 KiB, and how
 # many of them each gso output holds (the wire without SYNs: none is inside).
 spans = collections.defaultdict(list)

@@ -129,6 +129,9 @@ pub struct FlowEvidence {
     unpushed: Vec<(u32, u32)>,
     /// Payload lengths of TCP data packets with PSH, with counts.
     pushed: Vec<(u32, u32)>,
+    /// The payload of a packet of the MTU `gso` assumes (`--mtu` less
+    /// this flow's headers): the size it cuts at when inference gives none.
+    mtu_payload: Option<u32>,
 }
 
 fn bump(list: &mut Vec<(u32, u32)>, value: u32) {
@@ -176,6 +179,10 @@ const MAX_CHANCE: f64 = 1e-3;
 /// handshake's MSS (1 in 100,000): the SYN states the size, the lengths
 /// only suggest one.
 const MAX_SYN_CHANCE: f64 = 1e-5;
+
+/// The fewest distinct lengths a size must make whole to be guessed
+/// among sizes the lengths cannot tell apart.
+const MIN_WHOLE_LENGTHS: usize = 3;
 
 /// The fewest extra whole lengths that can make a divisor the segment.
 const MIN_EXTRA_WHOLE: u32 = 2;
@@ -243,6 +250,38 @@ impl FlowEvidence {
     /// Notes a SYN's MSS option.
     pub fn note_syn(&mut self, mss: u32) {
         self.syn_mss = Some(mss);
+    }
+
+    /// Notes the payload a packet of the assumed MTU would carry with this
+    /// flow's headers (the size `gso` falls back to, [`MssSource::Mtu`]).
+    pub fn note_mtu_payload(&mut self, payload: u32) {
+        self.mtu_payload = Some(payload);
+    }
+
+    /// Among whole fractions the lengths cannot tell apart (every packet
+    /// pushed, IPv6: no ID steps), none when the MTU's size is one of them
+    /// (the fallback cuts there anyway: all lengths even multiples of 1448
+    /// are 2, 4 or 5 x 1448 as well), else the largest even one: an MSS
+    /// is an even MTU less 40 or 60 bytes of headers, or a `TCP_MAXSEG`
+    /// value, less options in multiples of 4 (see [`only_even_or_only`]),
+    /// and the lengths' rule takes the largest explanation. 179640, 89820,
+    /// 59880 and 29940 bytes with PSH are 30, 15, 10 and 5 x 5988 (MSS
+    /// option 6000) as much as 36, 18, 12, 6 x 4990 or 24, 12, 8, 4 x 7485.
+    /// Only when no packet lacks PSH (one that does holds whole segments
+    /// and would have settled it) and it makes at least three distinct
+    /// lengths whole: one 16360-byte packet is 2 x 8180 as much as 11 x
+    /// 1460 + 300, and 44 and 22 x 1448 are 8 and 4 x 7964.
+    fn largest_even_unless_mtu(&self, candidates: &[u32]) -> Option<u32> {
+        if !self.unpushed.is_empty() || self.mtu_payload.is_some_and(|m| candidates.contains(&m)) {
+            return None;
+        }
+        candidates
+            .iter()
+            .copied()
+            .filter(|&c| {
+                c % 2 == 0 && self.lengths().filter(|v| v % c == 0).count() >= MIN_WHOLE_LENGTHS
+            })
+            .max()
     }
 
     /// Notes a data packet: its payload, whether its IP length exceeds the
@@ -881,7 +920,8 @@ impl FlowEvidence {
             // 2 x 8180 as much as 11 x 1460 + 300).
             let unpushed: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
             if unpushed < MIN_UNPUSHED {
-                only_even_or_only(&candidates)?
+                only_even_or_only(&candidates)
+                    .or_else(|| self.largest_even_unless_mtu(&candidates))?
             } else {
                 let largest = candidates.iter().copied().max()?;
                 self.finer_beyond_chance(largest, &candidates)
@@ -1573,5 +1613,46 @@ mod tests {
         assert_eq!(tcp_mss_option(&[2, 4, 5]), None);
         assert_eq!(tcp_mss_option(&[8, 0, 2, 4, 5, 180]), None);
         assert_eq!(tcp_mss_option(&[0, 2, 4, 5, 180]), None);
+    }
+
+    #[test]
+    fn every_packet_pushed_takes_the_largest_even_fraction() {
+        // A real receiver capture (IPv6, MTU 9000, TCP_MAXSEG 6000, 256 KiB
+        // writes, 2026-11-28), SYNs removed, read with gso's default MTU
+        // 1500: PSH on every packet, 30, 15, 10 and 5 segments of 5988
+        // beside writes' tails (13 x 5988 + 4660 nine times). 4990, 5988
+        // and 7485 make the same lengths whole; the MTU's 1428 is none of
+        // them.
+        let mut f = FlowEvidence::default();
+        f.note_mtu_payload(1500 - 72);
+        for (len, n) in [
+            (6728u32, 1),
+            (8484, 1),
+            (29940, 2),
+            (44080, 1),
+            (59880, 1),
+            (75776, 1),
+            (82504, 9),
+            (89820, 3),
+            (116416, 1),
+            (179640, 9),
+        ] {
+            for _ in 0..n {
+                f.note_data(len, len > 1500 - 72, 12, None);
+                f.note_pushed(len);
+            }
+        }
+        assert_eq!(f.infer(None), Some((5988, MssSource::SuperPackets)));
+        // Lengths that are all even multiples of the MTU's size: 2896 and
+        // 7240 explain them as well, and the MTU's 1448 is kept.
+        let mut f = FlowEvidence::default();
+        f.note_mtu_payload(1448);
+        for (k, n) in [(20u32, 9), (40, 3), (60, 2), (120, 5)] {
+            for _ in 0..n {
+                f.note_data(1448 * k, true, 12, None);
+                f.note_pushed(1448 * k);
+            }
+        }
+        assert_eq!(f.infer(None), None);
     }
 }

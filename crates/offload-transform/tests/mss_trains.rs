@@ -161,6 +161,7 @@ fn extra_frames(t: &Train, packets: &[Packet], wire: &[(u64, u32, bool)], mss: u
 fn evidence(t: &Train, packets: &[Packet]) -> FlowEvidence {
     let mut f = FlowEvidence::default();
     let hdr = t.headers();
+    f.note_mtu_payload(MTU - hdr);
     for p in packets {
         let id = (!t.ipv6).then_some(p.id);
         f.note_data(p.len, hdr + p.len > MTU, t.option_len, id);
