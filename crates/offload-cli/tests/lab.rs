@@ -468,8 +468,8 @@ fn look_inside(pid: u32) -> Vec<Seen> {
 }
 
 /// Every comparison's interval recomputes from the runs the report keeps:
-/// the differences of the paired runs, their mean, and mean -/+ t95 * sd
-/// / sqrt(n).
+/// the differences of the paired runs (but pairs with a run marked
+/// `left_out_of_comparisons`), their mean, and mean -/+ t95 * sd / sqrt(n).
 fn assert_intervals_recompute(report: &serde_json::Value) {
     // Two-sided 95% Student t quantiles, df 1..=10 (to nine decimals).
     const T95: [f64; 10] = [
@@ -501,9 +501,13 @@ fn assert_intervals_recompute(report: &serde_json::Value) {
             runs_of(c["b"].as_str().unwrap()),
         );
         for (metric, d) in c["difference_b_minus_a"].as_object().unwrap() {
+            // A pair holding a run that completed no transaction is left
+            // out of every metric (the run says so).
+            let left_out = |r: &serde_json::Value| r.get("left_out_of_comparisons").is_some();
             let diffs: Vec<f64> = a
                 .iter()
                 .zip(&b)
+                .filter(|(x, y)| !left_out(x) && !left_out(y))
                 .filter_map(|(x, y)| Some(y[metric].as_f64()? - x[metric].as_f64()?))
                 .collect();
             let n = diffs.len();
