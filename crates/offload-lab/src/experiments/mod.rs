@@ -238,7 +238,8 @@ pub fn left_out_findings(arms: &[Arm]) -> Vec<Finding> {
                     ),
                     "such a run keeps its rate of 0 transactions/s but has no latency, CPU or \
                      stack figure per transaction, and every pair holding it is left out of the \
-                     comparisons; a longer --duration gives the flows time to exchange data",
+                     comparisons; the progress lines and the notes from offload-bench show \
+                     what the run met (open files, ports, a starved machine)",
                 )
             })
         })
