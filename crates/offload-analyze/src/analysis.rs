@@ -509,31 +509,30 @@ fn run_job(
             // IP fragments count once, as the datagram they complete
             // (crate::frag, as tshark reassembles them); the what-if
             // below still gets each fragment as captured.
-            let datagram;
+            let mut datagram: Option<(Parsed, Vec<u8>)> = None;
             let stats = match parsed {
                 Some((p, _))
                     if p.tunnel.is_none() && crate::frag::is_fragment(view.data, &p.ip) =>
                 {
-                    match reasm.push(view.data, &p.ip, p.complete, ts) {
-                        crate::frag::Outcome::Complete(d) => {
-                            datagram = d;
-                            let link = if p.ip.v6 {
-                                offload::LinkKind::Ipv6
-                            } else {
-                                offload::LinkKind::Ipv4
-                            };
-                            let len = datagram.len() as u32;
-                            dissect::parse(link, &datagram, len, &opts.vxlan_ports)
-                                .map(|p| (p, FlowKey::of(&p), datagram.as_slice()))
-                        }
-                        _ => None,
+                    if let crate::frag::Outcome::Complete(d) =
+                        reasm.push(view.data, &p.ip, p.complete, ts)
+                    {
+                        let link = if p.ip.v6 {
+                            offload::LinkKind::Ipv6
+                        } else {
+                            offload::LinkKind::Ipv4
+                        };
+                        let len = d.len() as u32;
+                        datagram = dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
                     }
+                    datagram
+                        .as_ref()
+                        .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
                 }
-                Some((p, key)) => Some((*p, key, view.data)),
+                Some((p, key)) => Some((p, key, view.data)),
                 None => None,
             };
             if let Some((p, key, data)) = stats {
-                let p = &p;
                 let idx = table.update(
                     p,
                     key,
