@@ -20,7 +20,7 @@ use crate::figures::RunTotals;
 use crate::flow::{eviction_set, FlowKey, FlowStats, OtherFlows};
 use crate::options::Options;
 use crate::whatif::WhatIfWorker;
-use offload::{Input, LinkKind};
+use offload::Input;
 use offload_capture::{CaptureError, CaptureInput, Control, SpooledInput};
 use rustc_hash::FxHashMap;
 use std::io::Write;
@@ -56,6 +56,22 @@ pub struct FileFacts {
     pub first_timestamp_clamped: u64,
     /// Frames the capture cut short, by where.
     pub snap: crate::figures::SnapCounts,
+    /// Frames without an IP packet analysis reads, by reason: (reason,
+    /// frames, first frame), in order of first appearance.
+    pub link_skipped: Vec<(crate::link::Skip, u64, u64)>,
+    /// IP fragments and their reassembly.
+    pub fragments: crate::frag::FragCounts,
+}
+
+impl FileFacts {
+    /// Counts frame `number` as skipped for `why` (a handful of reasons
+    /// per file: a short list).
+    fn skipped(&mut self, why: crate::link::Skip, number: u64) {
+        match self.link_skipped.iter_mut().find(|s| s.0 == why) {
+            Some(s) => s.1 += 1,
+            None => self.link_skipped.push((why, 1, number)),
+        }
+    }
 }
 
 /// The raw result of the pass, before findings and formatting.
@@ -342,16 +358,16 @@ fn probe_offloaded(input: &CaptureInput, vxlan_ports: &[u16]) -> bool {
     };
     for _ in 0..CSUM_PROBE_FRAMES {
         let Ok(Some(f)) = r.next_frame() else { break };
-        let Some(link) = LinkKind::from_linktype(f.link_type.0) else {
+        let Ok(v) = crate::link::view(f.link_type.0, f.data, f.orig_len) else {
             continue;
         };
-        let Some(p) = dissect::parse(link, f.data, f.orig_len, vxlan_ports) else {
+        let Some(p) = dissect::parse(v.link, v.data, v.orig_len, vxlan_ports) else {
             continue;
         };
         let st = match p.l4 {
-            L4::Tcp(t) => dissect::l4_checksum(f.data, &p.ip, p.l4_off, t.checksum, false),
+            L4::Tcp(t) => dissect::l4_checksum(v.data, &p.ip, p.l4_off, t.checksum, false),
             L4::Udp { checksum, .. } => {
-                dissect::l4_checksum(f.data, &p.ip, p.l4_off, checksum, true)
+                dissect::l4_checksum(v.data, &p.ip, p.l4_off, checksum, true)
             }
             L4::Other => continue,
         };
@@ -397,6 +413,7 @@ fn run_job(
     });
     let cap = per_job_cap(opts.max_flows, nfiles);
     let mut table = FlowTable::with_capacity(cap);
+    let mut reasm = crate::frag::Reassembly::default();
     if let (true, Some(p)) = (job.stats, evicted) {
         let w = std::fs::File::create(p).map_err(|error| AnalyzeError::Output {
             path: p.to_path_buf(),
@@ -454,25 +471,34 @@ fn run_job(
             facts.first_ns = Some(ts);
         }
         facts.last_ns = Some(ts);
-        let Some(link) = LinkKind::from_linktype(frame.link_type.0) else {
-            facts.unsupported_link += 1;
-            if !facts.link_types.contains(&frame.link_type.0) {
-                facts.link_types.push(frame.link_type.0);
-            }
-            continue;
-        };
         if facts.link_types.last() != Some(&frame.link_type.0)
             && !facts.link_types.contains(&frame.link_type.0)
         {
             facts.link_types.push(frame.link_type.0);
         }
-        let parsed = dissect::parse(link, frame.data, frame.orig_len, &opts.vxlan_ports);
+        // The engine's link types unchanged; others as the IP packet they
+        // carry (crate::link), or skipped with the reason counted.
+        let view = match crate::link::view(frame.link_type.0, frame.data, frame.orig_len) {
+            Ok(v) => v,
+            Err(why) => {
+                if matches!(why, crate::link::Skip::UnsupportedLinkType(_)) {
+                    facts.unsupported_link += 1;
+                } else {
+                    facts.unparsed += 1;
+                }
+                facts.skipped(why, frame.number);
+                continue;
+            }
+        };
+        let link = view.link;
+        let parsed = dissect::parse(link, view.data, view.orig_len, &opts.vxlan_ports);
         if parsed.is_none() {
             facts.unparsed += 1;
+            facts.skipped(crate::link::why_not_ip(link, view.data), frame.number);
         }
         let snap = if job.stats {
-            let s = dissect::snap(link, frame.data, frame.orig_len, &opts.vxlan_ports);
-            facts.snap.add(s, frame.data.len());
+            let s = dissect::snap(link, view.data, view.orig_len, &opts.vxlan_ports);
+            facts.snap.add(s, view.data.len());
             s
         } else {
             dissect::Snap::Whole
@@ -480,20 +506,46 @@ fn run_job(
         // The flow's key, made once for the statistics and the what-if.
         let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
         if job.stats {
-            if let Some((p, key)) = parsed {
+            // IP fragments count once, as the datagram they complete
+            // (crate::frag, as tshark reassembles them); the what-if
+            // below still gets each fragment as captured.
+            let mut datagram: Option<(Parsed, Vec<u8>)> = None;
+            let stats = match parsed {
+                Some((p, _))
+                    if p.tunnel.is_none() && crate::frag::is_fragment(view.data, &p.ip) =>
+                {
+                    if let crate::frag::Outcome::Complete(d) =
+                        reasm.push(view.data, &p.ip, p.complete, ts)
+                    {
+                        let link = if p.ip.v6 {
+                            offload::LinkKind::Ipv6
+                        } else {
+                            offload::LinkKind::Ipv4
+                        };
+                        let len = d.len() as u32;
+                        datagram = dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
+                    }
+                    datagram
+                        .as_ref()
+                        .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
+                }
+                Some((p, key)) => Some((p, key, view.data)),
+                None => None,
+            };
+            if let Some((p, key, data)) = stats {
                 let idx = table.update(
                     p,
                     key,
-                    frame.data,
+                    data,
                     frame.number,
                     ts,
                     frame.orig_len,
                     opts,
                     job.file,
                 );
-                table.note_snap(snap, frame.data.len());
+                table.note_snap(snap, view.data.len());
                 if let Some(w) = pq_out.as_mut() {
-                    w.push(job.file, frame.number, ts, idx, p, frame.data.len())
+                    w.push(job.file, frame.number, ts, idx, p, view.data.len())
                         .map_err(AnalyzeError::Parquet)?;
                 }
                 if let Some(w) = csv_out.as_mut() {
@@ -508,17 +560,19 @@ fn run_job(
         if let Some(w) = worker.as_mut() {
             w.feed(
                 Input {
-                    data: frame.data,
+                    data: view.data,
                     link,
                     timestamp_ns: ts,
                     frame: frame.number,
-                    orig_len: frame.orig_len,
+                    orig_len: view.orig_len,
                 },
                 parsed,
             );
         }
     }
     progress.fetch_add(reader.bytes_read() - last_bytes, Ordering::Relaxed);
+    reasm.finish();
+    facts.fragments = reasm.counts;
     facts.above_snaplen = reader.above_snaplen().0;
     (facts.timestamps_clamped, facts.first_timestamp_clamped) = reader.timestamps_clamped();
     if let Some(w) = worker.as_mut() {
@@ -876,7 +930,13 @@ mod tests {
     }
 
     fn add(t: &mut FlowTable, frame: &[u8], n: u64) -> usize {
-        let p = dissect::parse(LinkKind::Ethernet, frame, frame.len() as u32, &[4789]).unwrap();
+        let p = dissect::parse(
+            offload::LinkKind::Ethernet,
+            frame,
+            frame.len() as u32,
+            &[4789],
+        )
+        .unwrap();
         let key = FlowKey::of(&p);
         t.update(
             &p,

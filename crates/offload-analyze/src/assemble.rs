@@ -97,6 +97,20 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
             link_types: f.link_types.clone(),
             unsupported_link_frames: f.unsupported_link,
             unparsed_frames: f.unparsed,
+            link_skipped: f
+                .link_skipped
+                .iter()
+                .map(|(why, frames, first)| {
+                    (
+                        why.to_string(),
+                        crate::report::SkipCount {
+                            frames: *frames,
+                            first_frame: *first,
+                        },
+                    )
+                })
+                .collect(),
+            fragments: f.fragments,
             error: f.error.clone(),
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,

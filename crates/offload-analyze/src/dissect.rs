@@ -448,12 +448,16 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
     // The link layer's type names the network header, as tshark reads it
     // (a frame of another EtherType whose bytes happen to start like an
     // IP header is not IP).
-    let v6 = match l2.ethertype {
-        ethertype::IPV4 => false,
-        ethertype::IPV6 => true,
-        _ => return None,
+    let (l3, v6) = match l2.ethertype {
+        ethertype::IPV4 => (l2.l3_offset, false),
+        ethertype::IPV6 => (l2.l3_offset, true),
+        // MPLS, PPPoE sessions, 802.3 LLC/SNAP: IP further in, as
+        // Wireshark reads it (crate::link; raw IP and loopback frames
+        // with no IP version say 0 and stop here).
+        0 => return None,
+        et => crate::link::inner(frame, l2.l3_offset, et).ok()?,
     };
-    let ip = read_ip(frame, l2.l3_offset, orig - l2.l3_offset).filter(|ip| ip.v6 == v6)?;
+    let ip = read_ip(frame, l3, orig - l3).filter(|ip| ip.v6 == v6)?;
     let complete = orig <= frame.len();
     if may_carry_tunnel(&ip) {
         if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, MAX_TUNNEL_DEPTH) {

@@ -10,7 +10,7 @@
 //!
 //! Dependencies point one way (checked by scripts/check-module-cycles.py):
 //! leaf modules hold the shared vocabulary ([`options`], [`kernel`],
-//! [`key`], [`figures`], [`dissect`]); the pass and the engine driver use
+//! [`key`], [`figures`], [`link`], [`dissect`]); the pass and the engine driver use
 //! them; [`report`] is types only; renderers read the report and nothing
 //! reads the renderers.
 #![deny(unsafe_code)]
@@ -23,10 +23,12 @@ pub mod export;
 pub mod figures;
 pub mod findings;
 pub mod flow;
+pub mod frag;
 pub mod hops;
 pub mod html;
 pub mod kernel;
 pub mod key;
+pub mod link;
 pub mod options;
 pub mod packets;
 pub mod report;

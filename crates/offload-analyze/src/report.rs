@@ -56,6 +56,14 @@ pub struct InputReport {
     pub link_types: Vec<u32>,
     pub unsupported_link_frames: u64,
     pub unparsed_frames: u64,
+    /// Frames without an IP packet analysis reads (unparsed and of an
+    /// unsupported link type), by reason (`crate::link::Skip`: the header
+    /// and field, or what the frame carries instead), each with the first
+    /// such frame.
+    pub link_skipped: std::collections::BTreeMap<String, SkipCount>,
+    /// IP fragments: reassembled as tshark does for the flow figures
+    /// (crate::frag), and what could not be.
+    pub fragments: crate::frag::FragCounts,
     /// The file turned bad here; everything before was analysed.
     pub error: Option<String>,
     pub interrupted: bool,
@@ -73,6 +81,14 @@ pub struct InputReport {
     /// Frames cut short by the capture (header-only captures).
     #[serde(flatten)]
     pub snap: crate::figures::SnapCounts,
+}
+
+/// Frames skipped for one reason.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkipCount {
+    pub frames: u64,
+    /// The first of them (1-based frame number in its file).
+    pub first_frame: u64,
 }
 
 /// One network header's behaviour.

@@ -71,6 +71,23 @@ pub fn render(r: &Report, max_flows: usize) -> String {
                 .map(|e| format!(", stopped at a bad frame: {e}"))
                 .unwrap_or_default()
         );
+        // Frames without IP, by reason (`--json`: inputs[].link_skipped).
+        if !i.link_skipped.is_empty() {
+            let why: Vec<String> = i
+                .link_skipped
+                .iter()
+                .map(|(k, c)| format!("{} {k} (first: frame {})", c.frames, c.first_frame))
+                .collect();
+            let _ = writeln!(s, "    frames without IP: {}", why.join(", "));
+        }
+        let f = &i.fragments;
+        if f.fragments > 0 {
+            let _ = writeln!(
+                s,
+                "    IP fragments: {}, {} datagrams reassembled, {} given up ({} fragments), {} cut by the capture",
+                f.fragments, f.reassembled, f.given_up, f.given_up_fragments, f.cut_fragments
+            );
+        }
     }
     if let Some(w) = r.what_if.first() {
         // Header-only captures: what the what-if did with the cut frames.

@@ -283,15 +283,24 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         let types: Vec<String> = i
             .link_types
             .iter()
-            .filter(|t| offload::LinkKind::from_linktype(**t).is_none())
+            .filter(|t| !offload_analyze::link::readable(**t))
             .map(|t| match offload_capture::LinkType(*t).name() {
                 Some(n) => format!("{t} ({n})"),
                 None => t.to_string(),
             })
             .collect();
+        let first = i
+            .link_skipped
+            .iter()
+            .filter(|(k, _)| k.starts_with("unsupported link type"))
+            .map(|(_, c)| c.first_frame)
+            .min()
+            .unwrap_or(0);
         eprintln!(
-            "offload analyze: {}: {} frames of link type {} not analysed (supported: \
-             Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2, BSD loopback)",
+            "offload analyze: {}: {} frames of link type {} not analysed, the first frame {first} \
+             (supported: Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2, BSD loopback, PPP, \
+             PPPoE, Cisco HDLC, 802.11 with radiotap, Prism or AVS, FDDI, ARCnet, IPoIB, NFLOG, \
+             pflog, enc)",
             i.path,
             i.unsupported_link_frames,
             types.join(", ")

@@ -374,6 +374,8 @@ fn learn_mss(input: &SpooledInput, opts: &GsoOptions) -> Result<Learned, Capture
         let ip_len = (lay.end.max(first_l3) - first_l3) as u32;
         let id = (!lay.is_v6()).then(|| u16::from_be_bytes([f[lay.l3_off + 4], f[lay.l3_off + 5]]));
         st.note_data(lay.payload_len() as u32, ip_len > opts.mtu, option_len, id);
+        let hdrs = (lay.payload_off() - first_l3) as u32 - if lay.jumbo_hbh { 8 } else { 0 };
+        st.note_mtu_payload(opts.mtu.saturating_sub(hdrs).max(1));
         // PSH, FIN, SYN, RST, URG: a segment that may be short.
         if tcp {
             let flags = f[lay.l4_off + 13];

@@ -92,6 +92,9 @@ const MAX_INFERRED_MSS: u32 = 9216 - 40;
 /// since 5.19, 65536 before).
 const GRO_LEGACY_MAX: u32 = 65535;
 
+/// Packets one NAPI poll takes (`NAPI_POLL_WEIGHT`, 64 on all kernels).
+const NAPI_WEIGHT: u32 = 64;
+
 /// The fewest bytes of IP and TCP headers a segment carries (IPv4 without
 /// options, TCP without options): the smallest that could still have fit.
 const MIN_HEADERS: u32 = 40;
@@ -112,6 +115,9 @@ pub struct FlowEvidence {
     id_candidates: Vec<(u32, u32)>,
     /// The previous super-packet's (IP ID, payload), waiting for the next ID.
     pending: Option<(u16, u32)>,
+    /// Distinct (payload, IPv4 ID step to the next packet) pairs of
+    /// super-packets, with counts (at most [`MAX_SIZES`]).
+    steps: Vec<(u32, u32, u32)>,
     /// The previous packet's IPv4 ID, and how often consecutive packets of
     /// the flow had equal (fixed) or different IDs.
     last_id: Option<u16>,
@@ -123,6 +129,9 @@ pub struct FlowEvidence {
     unpushed: Vec<(u32, u32)>,
     /// Payload lengths of TCP data packets with PSH, with counts.
     pushed: Vec<(u32, u32)>,
+    /// The payload of a packet of the MTU `gso` assumes (`--mtu` less
+    /// this flow's headers): the size it cuts at when inference gives none.
+    mtu_payload: Option<u32>,
 }
 
 fn bump(list: &mut Vec<(u32, u32)>, value: u32) {
@@ -162,6 +171,43 @@ fn gcd(mut a: u32, mut b: u32) -> u32 {
     a
 }
 
+/// The odds below which lengths a divisor makes whole are taken as
+/// evidence for it rather than chance (1 in 1000).
+const MAX_CHANCE: f64 = 1e-3;
+
+/// The odds below which lengths another size makes whole overrule the
+/// handshake's MSS (1 in 100,000): the SYN states the size, the lengths
+/// only suggest one.
+const MAX_SYN_CHANCE: f64 = 1e-5;
+
+/// The fewest distinct lengths a size must make whole to be guessed
+/// among sizes the lengths cannot tell apart.
+const MIN_WHOLE_LENGTHS: usize = 3;
+
+/// The fewest extra whole lengths that can make a divisor the segment.
+const MIN_EXTRA_WHOLE: u32 = 2;
+
+/// `ln P(X >= k)` for `X ~ Binomial(n, p)`, summed in log space (`n` is
+/// at most [`MAX_SIZES`]).
+fn ln_binomial_tail(n: u32, k: u32, p: f64) -> f64 {
+    if k == 0 || p >= 1.0 {
+        return 0.0;
+    }
+    if k > n || p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    let ln_choose = |i: u32| -> f64 {
+        (0..i)
+            .map(|j| (f64::from(n - j) / f64::from(j + 1)).ln())
+            .sum()
+    };
+    let terms: Vec<f64> = (k..=n)
+        .map(|i| ln_choose(i) + f64::from(i) * p.ln() + f64::from(n - i) * (1.0 - p).ln())
+        .collect();
+    let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    top + terms.iter().map(|t| (t - top).exp()).sum::<f64>().ln()
+}
+
 /// The divisors of the `candidates` too large to be a segment that are
 /// themselves within `lo..=hi`: the segment sizes a length holds a whole
 /// number of when no length or common divisor is one (a flow whose every
@@ -190,7 +236,7 @@ fn fractions(candidates: &[u32], lo: u32, hi: u32) -> Vec<u32> {
 /// come in multiples of 4 (RFC 9293 3.1), and MTUs in use are even (1500,
 /// 9000, 1280, 1492, 1450): 59880 bytes are 10 segments of 5988 (MSS
 /// option 6000) or 8 of 7485 (7497). `None` when more than one size of the
-/// preferred parity is left: the lengths cannot tell them apart.
+/// preferred parity is left.
 fn only_even_or_only(candidates: &[u32]) -> Option<u32> {
     let even: Vec<u32> = candidates.iter().copied().filter(|c| c % 2 == 0).collect();
     match (even.as_slice(), candidates) {
@@ -204,6 +250,38 @@ impl FlowEvidence {
     /// Notes a SYN's MSS option.
     pub fn note_syn(&mut self, mss: u32) {
         self.syn_mss = Some(mss);
+    }
+
+    /// Notes the payload a packet of the assumed MTU would carry with this
+    /// flow's headers (the size `gso` falls back to, [`MssSource::Mtu`]).
+    pub fn note_mtu_payload(&mut self, payload: u32) {
+        self.mtu_payload = Some(payload);
+    }
+
+    /// Among whole fractions the lengths cannot tell apart (every packet
+    /// pushed, IPv6: no ID steps), none when the MTU's size is one of them
+    /// (the fallback cuts there anyway: all lengths even multiples of 1448
+    /// are 2, 4 or 5 x 1448 as well), else the largest even one: an MSS
+    /// is an even MTU less 40 or 60 bytes of headers, or a `TCP_MAXSEG`
+    /// value, less options in multiples of 4 (see [`only_even_or_only`]),
+    /// and the lengths' rule takes the largest explanation. 179640, 89820,
+    /// 59880 and 29940 bytes with PSH are 30, 15, 10 and 5 x 5988 (MSS
+    /// option 6000) as much as 36, 18, 12, 6 x 4990 or 24, 12, 8, 4 x 7485.
+    /// Only when no packet lacks PSH (one that does holds whole segments
+    /// and would have settled it) and it makes at least three distinct
+    /// lengths whole: one 16360-byte packet is 2 x 8180 as much as 11 x
+    /// 1460 + 300, and 44 and 22 x 1448 are 8 and 4 x 7964.
+    fn largest_even_unless_mtu(&self, candidates: &[u32]) -> Option<u32> {
+        if !self.unpushed.is_empty() || self.mtu_payload.is_some_and(|m| candidates.contains(&m)) {
+            return None;
+        }
+        candidates
+            .iter()
+            .copied()
+            .filter(|&c| {
+                c % 2 == 0 && self.lengths().filter(|v| v % c == 0).count() >= MIN_WHOLE_LENGTHS
+            })
+            .max()
     }
 
     /// Notes a data packet: its payload, whether its IP length exceeds the
@@ -225,6 +303,17 @@ impl FlowEvidence {
             let segs = id.wrapping_sub(prev_id) as u32;
             if segs > 1 && prev_payload % segs == 0 {
                 bump(&mut self.id_candidates, prev_payload / segs);
+            }
+            if segs > 0 {
+                if let Some(e) = self
+                    .steps
+                    .iter_mut()
+                    .find(|e| (e.0, e.1) == (prev_payload, segs))
+                {
+                    e.2 += 1;
+                } else if self.steps.len() < MAX_SIZES {
+                    self.steps.push((prev_payload, segs, 1));
+                }
             }
         }
         if above_mtu {
@@ -312,8 +401,11 @@ impl FlowEvidence {
         let mut top = self.unpushed.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         let candidates = divisor_candidates(&top);
-        let believed =
-            |c: &u32| (MIN_MSS..=MAX_INFERRED_MSS).contains(c) && self.unpushed_fits(*c, true);
+        let believed = |c: &u32| {
+            (MIN_MSS..=MAX_INFERRED_MSS).contains(c)
+                && self.unpushed_fits(*c, true)
+                && self.ids_fit(*c)
+        };
         // When every common divisor is too large to be a segment (all
         // packets without PSH hold 12 segments, or 64 and 16), the segment
         // is a whole fraction of them: one that leaves no room for one
@@ -328,9 +420,19 @@ impl FlowEvidence {
             }
             let mut lower = fractions(&candidates, MIN_MSS, MAX_INFERRED_MSS);
             lower.retain(believed);
+            // The largest fraction, unless another explains the lengths
+            // a thousand times less likely by chance
+            // ([`Self::best_explained`]: 1428, not 7616 = 22848 / 3):
+            // among many fractions one often fits a length or two more
+            // by chance (6517, not 343 = 6517 / 19 and 21609 = 63 x 343;
+            // 8704, not 1632 and 148512 = 91 x 1632); then a divisor
+            // only beyond chance.
             self.no_room_for_another(&mut lower);
-            self.best_supported(&mut lower);
-            lower.into_iter().max()
+            let best = self.best_explained(&lower)?;
+            let largest = lower.iter().copied().max()?;
+            let far_better = self.ln_odds(best) < self.ln_odds(largest) + MAX_CHANCE.ln();
+            let m = if far_better { best } else { largest };
+            Some(self.finer_beyond_chance(m, &lower))
         };
         let mut m = candidates
             .iter()
@@ -343,6 +445,17 @@ impl FlowEvidence {
                 m = id;
             }
         }
+        // Packets without PSH that all hold a multiple of the segment
+        // (14, 15 and 16 x 5760 = 56, 60 and 64 x 1440) share it: its
+        // divisors down to the largest single segment make pushed lengths
+        // whole beyond chance.
+        let lo = MIN_MSS.max(self.largest_single);
+        let divisors: Vec<u32> = (2..=m / lo.max(1))
+            .filter(|k| m % k == 0)
+            .map(|k| m / k)
+            .filter(|d| self.ids_fit(*d))
+            .collect();
+        m = self.finer_beyond_chance(m, &divisors);
         Some(self.halved_by_pushed(m))
     }
 
@@ -366,7 +479,14 @@ impl FlowEvidence {
     /// segments of it (see [`Self::note_unpushed`]).
     fn whole_unpushed(&self, m: u32) -> bool {
         let total: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
-        total < MIN_UNPUSHED || self.unpushed_fits(m, false)
+        if total < MIN_UNPUSHED {
+            // Too few to count, but one at least `m` long that `m` does
+            // not divide, or two shorter ones, still rule it out (16385,
+            // or 3277 and 6554, without PSH hold no 8192-byte segments).
+            self.unpushed_whole_from(m)
+        } else {
+            self.unpushed_fits(m, false)
+        }
     }
 
     /// True when `m` explains the packets without PSH: 95% of them are
@@ -397,9 +517,13 @@ impl FlowEvidence {
     /// for at least half the super-packets whose ID step divided them
     /// (other estimates come from steps that other packets of the socket
     /// widened), within the believed range and at least every single
-    /// segment. Linux numbers every segment of a connected socket
-    /// (`ip_select_ident_segs`, include/net/ip.h, all kernels), so the
-    /// step counts segments exactly where lengths leave a choice.
+    /// segment, and dividing every packet without PSH at least as long,
+    /// however few (a write of 8192 bytes in 8 segments of 1037 divides by its ID
+    /// step into 1024: with one size of write every pushed packet
+    /// agrees, and only the packets without PSH tell). Linux numbers
+    /// every segment of a connected socket (`ip_select_ident_segs`,
+    /// include/net/ip.h, all kernels), so the step counts segments
+    /// exactly where lengths leave a choice.
     fn firm_id_estimate(&self) -> Option<u32> {
         let (m, n) = self
             .id_candidates
@@ -410,8 +534,110 @@ impl FlowEvidence {
         let firm = n >= 3
             && 2 * n >= all
             && (MIN_MSS..=MAX_INFERRED_MSS).contains(&m)
-            && self.whole_unpushed(m);
+            && self.unpushed_whole_from(m)
+            && self.ids_fit(m);
         firm.then_some(m)
+    }
+
+    /// True unless the IPv4 ID steps rule `m` out: a super-packet of `p`
+    /// bytes followed by an ID `k` higher holds `k` segments, so
+    /// `(k - 1) x m < p <= k x m`. The upper bound holds for every one
+    /// (19703 bytes stepping by 19 are 19 x 1037, never segments of
+    /// 1024; 122500 stepping by 14 no segments of 8572); the lower for
+    /// 95% of them: another packet of the socket in between (a
+    /// retransmission, an ACK) only widens a step.
+    fn ids_fit(&self, m: u32) -> bool {
+        let (m64, count) = (u64::from(m), |s: &(u32, u32, u32)| u64::from(s.2));
+        let total: u64 = self.steps.iter().map(count).sum();
+        let too_long = self
+            .steps
+            .iter()
+            .any(|&(p, k, _)| u64::from(p) > u64::from(k) * m64);
+        let too_short: u64 = self
+            .steps
+            .iter()
+            .filter(|&&(p, k, _)| u64::from(p) <= u64::from(k - 1) * m64)
+            .map(count)
+            .sum();
+        !too_long && 20 * too_short <= total
+    }
+
+    /// True when every IPv4 ID step agrees with `m` exactly (see
+    /// [`Self::ids_fit`]); true without steps.
+    fn ids_exact(&self, m: u32) -> bool {
+        let m = u64::from(m);
+        self.steps.iter().all(|&(p, k, _)| {
+            let p = u64::from(p);
+            u64::from(k - 1) * m < p && p <= u64::from(k) * m
+        })
+    }
+
+    /// The segment sizes every IPv4 ID step allows, `lo..=hi`: a packet
+    /// of `p` bytes the next ID follows by `k` holds `k` segments, so
+    /// `p / k <= m < p / (k - 1)`. `None` without steps or when they
+    /// disagree.
+    fn id_range(&self) -> Option<(u32, u32)> {
+        let mut lo = 1u32;
+        let mut hi = u32::MAX;
+        for &(p, k, _) in &self.steps {
+            lo = lo.max(p.div_ceil(k));
+            if k > 1 {
+                hi = hi.min((p - 1) / (k - 1));
+            }
+        }
+        (!self.steps.is_empty() && lo <= hi).then_some((lo, hi))
+    }
+
+    /// The last resort of an IPv4 flow: within the range the ID steps
+    /// allow ([`Self::id_range`]), the largest whole fraction of the
+    /// packets without PSH that holds them all, else the ID estimate if
+    /// it lies within and divides every packet without PSH as long.
+    fn id_bounded(&self) -> Option<u32> {
+        let Some((lo, hi)) = self.id_range() else {
+            return self.id_estimate().filter(|m| self.unpushed_whole_from(*m));
+        };
+        let lo = lo.max(MIN_MSS);
+        let hi = hi.min(MAX_INFERRED_MSS);
+        let mut fractions: Vec<u32> = Vec::new();
+        for &(v, _) in &self.unpushed {
+            for k in v.div_ceil(hi.max(1)).max(1)..=v / lo.max(1) {
+                if v % k == 0 && (lo..=hi).contains(&(v / k)) {
+                    fractions.push(v / k);
+                }
+            }
+        }
+        fractions
+            .into_iter()
+            .filter(|m| self.unpushed_whole_from(*m))
+            .max()
+            .or_else(|| {
+                self.id_estimate()
+                    .filter(|m| (lo..=hi).contains(m) && self.unpushed_whole_from(*m))
+            })
+            // The largest size the steps allow, as the lengths' rule takes
+            // the largest explanation (16384, 32768 and 49152 bytes
+            // stepping by 6, 12 and 17 are segments of 2892 to 2978).
+            .or_else(|| (lo <= hi && self.unpushed_whole_from(hi)).then_some(hi))
+    }
+
+    /// True when `m` divides every packet without PSH at least `m` long,
+    /// and no two shorter ones that `m` does not divide have the same
+    /// length or one a whole multiple of the other (3277 twice, or 3277
+    /// and 6554, without PSH rule out 8192). Other shorter ones are segments the window
+    /// cut short, which go out without PSH (`tcp_mss_split_point`,
+    /// net/ipv4/tcp_output.c; 2496 bytes beside segments of 5988).
+    fn unpushed_whole_from(&self, m: u32) -> bool {
+        let longer = self.unpushed.iter().any(|&(v, _)| v >= m && v % m != 0);
+        let shorter: Vec<(u32, u32)> = self
+            .unpushed
+            .iter()
+            .copied()
+            .filter(|&(v, _)| v < m && v % m != 0)
+            .collect();
+        let related = shorter
+            .iter()
+            .any(|&(a, n)| n > 1 || shorter.iter().any(|&(b, _)| b > a && b.is_multiple_of(a)));
+        !longer && !related
     }
 
     fn id_estimate(&self) -> Option<u32> {
@@ -424,7 +650,8 @@ impl FlowEvidence {
     /// The payload length of the flow's full super-packets, if it has
     /// them: its most common super-packet length when that is at least half
     /// the 64 KiB GRO limit and a quarter of its super-packets (at least 3).
-    /// Above 64 KiB (BIG TCP) the limit is unknown and nothing is assumed.
+    /// Above 64 KiB (BIG TCP) only its segment count limits it (see
+    /// [`Self::no_room_for_another`]).
     fn full_super_packet(&self) -> Option<u32> {
         let total: u32 = self.sizes.iter().map(|(_, n)| n).sum();
         let (len, count) = self
@@ -432,9 +659,7 @@ impl FlowEvidence {
             .iter()
             .copied()
             .max_by_key(|&(len, count)| (count, len))?;
-        let plausible = count >= 3
-            && 4 * count >= total
-            && (GRO_LEGACY_MAX / 2..=GRO_LEGACY_MAX).contains(&len);
+        let plausible = count >= 3 && 4 * count >= total && len >= GRO_LEGACY_MAX / 2;
         plausible.then_some(len)
     }
 
@@ -458,11 +683,164 @@ impl FlowEvidence {
         });
     }
 
+    /// The distinct super-packet payload lengths of the flow.
+    fn lengths(&self) -> impl Iterator<Item = u32> + '_ {
+        self.sizes.iter().map(|(v, _)| *v)
+    }
+
+    /// The factor the tails of segments of `m` share by the writes'
+    /// doing, not the segment's: the power of two dividing all of the
+    /// `lengths` (all of the flow's if there are none), as far as it
+    /// divides `m`. Applications write powers of two (256 KiB), and each
+    /// write ends a multiple of `gcd(m, write)` bytes past a segment
+    /// boundary: with an 8928-byte MSS (32 x 279) every tail is a
+    /// multiple of 32.
+    fn lattice(&self, m: u32, lengths: impl Iterator<Item = u32>) -> u32 {
+        let g = match lengths.fold(0, gcd) {
+            0 => self.lengths().fold(0, gcd),
+            g => g,
+        };
+        if g == 0 {
+            1
+        } else {
+            gcd(m, 1 << g.trailing_zeros())
+        }
+    }
+
+    /// The chance that a tail on the lattice `g` is a whole multiple of
+    /// `d`: one multiple of `g` in `lcm(g, d) / g`. With 256 KiB writes
+    /// and an 8928-byte MSS one tail in three is a multiple of 96.
+    fn chance(g: u32, d: u32) -> f64 {
+        f64::from(gcd(g, d)) / f64::from(d)
+    }
+
+    /// `ln` of the binomial odds that as many distinct super-packet
+    /// lengths as `c` divides are multiples of it by chance (see
+    /// [`Self::lattice`] and [`Self::chance`]).
+    fn ln_odds(&self, c: u32) -> f64 {
+        let n = self.sizes.len() as u32;
+        let whole = self.lengths().filter(|v| v % c == 0).count() as u32;
+        let g = self.lattice(c, self.lengths().filter(|v| v % c != 0));
+        ln_binomial_tail(n, whole, Self::chance(g, c))
+    }
+
+    /// The candidate whose whole lengths are least likely by chance: the
+    /// lowest binomial odds of as many distinct super-packet lengths
+    /// being multiples of it (see [`Self::chance`]), ties to the larger.
+    /// Distinct lengths, not packets: an application that writes one size
+    /// ends its writes in one tail, and a small divisor of that tail (128
+    /// of 83584 = 9 x 8928 + 3232, ten times) divides more packets than
+    /// the segment does, not more lengths.
+    fn best_explained(&self, candidates: &[u32]) -> Option<u32> {
+        let odds = |c: u32| self.ln_odds(c);
+        // Sizes that make the same lengths whole are one explanation: the
+        // largest stands for it (48120 and 24060 are 6 and 3 x 8020 as
+        // well as 8 and 4 x 6015).
+        let whole_set = |c: u32| -> u64 {
+            self.lengths()
+                .enumerate()
+                .filter(|(_, v)| v % c == 0)
+                .fold(0, |set, (i, _)| set | 1 << i)
+        };
+        let mut sorted = candidates.to_vec();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        sorted.dedup();
+        let mut seen: Vec<u64> = Vec::new();
+        sorted
+            .into_iter()
+            .filter(|&c| {
+                let set = whole_set(c);
+                let new = !seen.contains(&set);
+                seen.push(set);
+                new
+            })
+            .map(|c| (odds(c), c))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, c)| c)
+    }
+
+    /// True when the lengths `syn` leaves a tail of that `m` makes whole
+    /// are beyond chance ([`MAX_SYN_CHANCE`]), were `syn` the segment:
+    /// its tails would then be multiples of the factor `g` they share
+    /// with it, of which one in `lcm(g, m) / g` is a multiple of `m`.
+    /// Writes of 32 KiB with a 5608-byte MSS leave tails that are
+    /// multiples of 8, and three of them all multiples of 128 (odds 1 in
+    /// 4096) do not overrule the handshake; lengths of 40 and 13 x 1388
+    /// (a lower path MTU, tails of 1448 sharing 4 with it) do.
+    fn tails_beyond_chance(&self, syn: u32, m: u32) -> bool {
+        // A length that is a whole multiple of another one is no evidence
+        // of its own (131072 after 65536, with 64 KiB writes: 16 x 4096
+        // and never whole segments of a 4109-byte MSS).
+        let all: Vec<u32> = self.lengths().filter(|v| v % syn != 0).collect();
+        let tails = || {
+            all.iter()
+                .copied()
+                .filter(|&v| !all.iter().any(|&u| u < v && v % u == 0))
+        };
+        let n = tails().count() as u32;
+        let extra = tails().filter(|v| v % m == 0).count() as u32;
+        let p = Self::chance(self.lattice(syn, tails()), m);
+        ln_binomial_tail(n, extra, p) < MAX_SYN_CHANCE.ln()
+    }
+
+    /// The segment size among the `candidates` by the lengths: the best
+    /// explained one ([`Self::best_explained`]), then its divisor beyond
+    /// chance ([`Self::finer_beyond_chance`]).
+    fn explained(&self, candidates: &[u32]) -> Option<u32> {
+        let best = self.best_explained(candidates)?;
+        Some(self.finer_beyond_chance(best, candidates))
+    }
+
+    /// `m`, or its largest divisor among the `candidates` that makes
+    /// whole at least [`MIN_EXTRA_WHOLE`] of the lengths `m` leaves a tail
+    /// of, when that many are beyond chance ([`MAX_CHANCE`]; see
+    /// [`Self::chance`], over those tails), repeated from the divisor
+    /// found. Super-packets of odd segment counts are tails of twice the
+    /// MSS that the MSS makes whole; a divisor of an 8928-byte MSS makes
+    /// whole the tails of writes that are a multiple of it.
+    fn finer_beyond_chance(&self, mut m: u32, candidates: &[u32]) -> u32 {
+        let mut finer: Vec<u32> = candidates.to_vec();
+        finer.sort_unstable_by(|a, b| b.cmp(a));
+        finer.dedup();
+        // Each divisor tried is one more chance for a coincidence
+        // (Bonferroni): 2448 and 3468 are multiples of 102, one of five
+        // divisors of 2346 tried, at odds of 1 in 1700.
+        let tried = finer
+            .iter()
+            .filter(|&&d| d < m && m.is_multiple_of(d))
+            .count()
+            .max(1) as f64;
+        let threshold = (MAX_CHANCE / tried).ln();
+        for d in finer {
+            if d >= m || !m.is_multiple_of(d) {
+                continue;
+            }
+            let tails = || self.lengths().filter(|v| v % m != 0);
+            let n = tails().count() as u32;
+            let extra = tails().filter(|v| v % d == 0).count() as u32;
+            let p = Self::chance(self.lattice(m, tails()), d);
+            if extra >= MIN_EXTRA_WHOLE && ln_binomial_tail(n, extra, p) < threshold {
+                m = d;
+            }
+        }
+        m
+    }
+
     /// Keeps the `candidates` one more segment of which would not have fit
     /// into the flow's full super-packet, if it has one and any are left.
     fn no_room_for_another(&self, candidates: &mut Vec<u32>) {
         if let Some(full) = self.full_super_packet() {
-            let fits_another = |c: &u32| full + c + MIN_HEADERS + self.option_len <= GRO_LEGACY_MAX;
+            // A NAPI poll takes at most 64 packets (the weight veth and
+            // most drivers register, `NAPI_POLL_WEIGHT` in
+            // include/linux/netdevice.h) and flushes GRO at its end
+            // (`napi_complete_done`, net/core/dev.c): 64 segments fill a
+            // super-packet too (63232 = 64 x 988, 92160 = 64 x 1440).
+            let fits_another = |c: &u32| {
+                let by_count = full % c == 0 && full / c == NAPI_WEIGHT;
+                let by_size = full > GRO_LEGACY_MAX
+                    || full + c + MIN_HEADERS + self.option_len > GRO_LEGACY_MAX;
+                !by_count && !by_size
+            };
             if candidates.iter().any(|c| !fits_another(c)) {
                 candidates.retain(|c| !fits_another(c));
             }
@@ -481,8 +859,33 @@ impl FlowEvidence {
         top.truncate(12);
         let all = divisor_candidates(&top);
         let lo = MIN_MSS.max(self.largest_single);
-        let in_range = |c: &u32| (lo..=MAX_INFERRED_MSS).contains(c) && self.whole_unpushed(*c);
+        let in_range = |c: &u32| {
+            (lo..=MAX_INFERRED_MSS).contains(c) && self.whole_unpushed(*c) && self.ids_fit(*c)
+        };
         let mut candidates: Vec<u32> = all.iter().copied().filter(in_range).collect();
+        // A merged packet without PSH holds whole segments: its fractions
+        // are candidates too (15168 = 2 x 7584 when the lengths' common
+        // divisors are 64 and 192, the factors of 32 KiB writes), when
+        // that length was seen twice or there are enough packets without
+        // PSH for the PSH rule ([`MIN_UNPUSHED`]): a segment the window
+        // cut short goes out without PSH and GRO merges it, so one packet
+        // of 16360 bytes is no evidence for 2 x 8180 against 11 x 1460 +
+        // 300.
+        let unpushed: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+        for &(v, n) in &self.unpushed {
+            if (n >= 2 || unpushed >= MIN_UNPUSHED) && self.sizes.iter().any(|e| e.0 == v) {
+                for k in 2..=v / lo.max(1) {
+                    if v % k == 0 && in_range(&(v / k)) {
+                        candidates.push(v / k);
+                    }
+                }
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.iter().any(|c| self.ids_exact(*c)) {
+            candidates.retain(|c| self.ids_exact(*c));
+        }
         // No length or common divisor that divides half the super-packets
         // is a segment (a short last one of a write, 4008 bytes, is a
         // length): whole fractions of them are the candidates if one
@@ -505,13 +908,29 @@ impl FlowEvidence {
         // divisor out when the flow's most common super-packet is a full
         // one: one more segment of that size would have fit.
         self.no_room_for_another(&mut candidates);
-        // The largest divisor nearly as well supported as the best one: a
-        // smaller divisor always divides at least as many lengths.
-        self.best_supported(&mut candidates);
         let mut m = if fallback {
-            only_even_or_only(&candidates)?
+            // The largest fraction nearly as well supported as the best.
+            self.best_supported(&mut candidates);
+            // Of fractions that all hold the packets without PSH whole
+            // (61997 = 13 x 4769 = 19 x 3263) the largest, then a
+            // divisor of it only beyond chance.
+            // The even-size preference is for lengths that leave nothing
+            // else to go by (every packet pushed, or fewer packets without
+            // PSH than the PSH rule counts: one packet of 16360 bytes is
+            // 2 x 8180 as much as 11 x 1460 + 300).
+            let unpushed: u64 = self.unpushed.iter().map(|(_, n)| u64::from(*n)).sum();
+            if unpushed < MIN_UNPUSHED {
+                only_even_or_only(&candidates)
+                    .or_else(|| self.largest_even_unless_mtu(&candidates))?
+            } else {
+                let largest = candidates.iter().copied().max()?;
+                self.finer_beyond_chance(largest, &candidates)
+            }
         } else {
-            candidates.into_iter().max()?
+            // A smaller divisor always divides at least as many lengths:
+            // the size whose whole lengths chance explains least, then a
+            // divisor of it only beyond chance.
+            self.explained(&candidates)?
         };
         // Super-packets that all hold an even segment count share 2 x MSS:
         // a single segment or the IP ID estimate that divides it is the MSS.
@@ -560,7 +979,13 @@ impl FlowEvidence {
                     .map(|(_, n)| u64::from(*n))
                     .sum()
             };
-            let better = inferred.is_some_and(|(m, _)| m != syn && merged(m) > 2 * merged(syn));
+            // Only ever a smaller size: the sender never sends more than
+            // the SYN allows (`tcp_current_mss`), and with one size of
+            // write a multiple of the MSS (8 x 1024 = 8192) divides more
+            // of the packets than a 1118-byte MSS does.
+            let better = inferred.is_some_and(|(m, _)| {
+                m < syn && merged(m) > 2 * merged(syn) && self.tails_beyond_chance(syn, m)
+            });
             if !better && self.whole_unpushed(syn) {
                 return Some((syn, MssSource::Syn));
             }
@@ -586,12 +1011,27 @@ impl FlowEvidence {
             }
         }
         if let Some(m) = self.common_divisor() {
+            // Lengths that leave a choice the ID steps settle (8192,
+            // 16384 and 40960 bytes stepping by 4, 7 and 17 are segments
+            // of 2410 to 2559 bytes, not of 2560).
+            if !self.ids_exact(m) {
+                if let Some(i) = self.id_bounded() {
+                    return Some((i, MssSource::IpIdSteps));
+                }
+            }
             return Some((m, MssSource::SuperPackets));
         }
-        if (MIN_MSS..=MAX_INFERRED_MSS).contains(&self.largest_single) {
-            return Some((self.largest_single, MssSource::ObservedSegment));
+        // A single segment is the MSS only if the packets without PSH
+        // hold whole ones of it (782 bytes at the end of a write are no
+        // segment of packets of 7410 without PSH) and the IDs agree.
+        let single = self.largest_single;
+        if (MIN_MSS..=MAX_INFERRED_MSS).contains(&single)
+            && self.unpushed_whole_from(single)
+            && self.ids_fit(single)
+        {
+            return Some((single, MssSource::ObservedSegment));
         }
-        self.id_estimate().map(|m| (m, MssSource::IpIdSteps))
+        self.id_bounded().map(|m| (m, MssSource::IpIdSteps))
     }
 }
 
@@ -962,6 +1402,146 @@ mod tests {
         );
     }
 
+    /// `(payload, count, PSH)` rows as a receiver captured them.
+    fn rows(rows: &[(u32, usize, bool)]) -> FlowEvidence {
+        let mut p: Vec<(u32, bool)> = Vec::new();
+        for &(len, n, push) in rows {
+            p.extend(std::iter::repeat_n((len, push), n));
+        }
+        receiver_flow(&p)
+    }
+
+    #[test]
+    fn real_flows_the_old_rule_missed_without_the_handshake() {
+        // Receiver captures of scripts/gso-receiver-check.sh beside a
+        // compile (2026-11-28), SYNs removed; each was cut at the size
+        // in the comment by the rule before decision 0235.
+        // IPv6, MTU 9000, default MSS, 256 KiB writes, all but one
+        // pushed: tails are multiples of 32, and 96 made more lengths
+        // whole than 8928 (was 96).
+        let f = rows(&[
+            (6464, 1, true),
+            (8928, 1, false),
+            (12992, 1, true),
+            (26784, 2, true),
+            (53568, 5, true),
+            (80352, 1, true),
+            (94144, 1, true),
+            (97536, 1, true),
+            (101440, 1, true),
+            (108096, 1, true),
+            (124800, 1, true),
+            (133440, 1, true),
+            (142656, 1, true),
+            (160704, 1, true),
+            (178560, 9, true),
+        ]);
+        assert_eq!(f.infer(None), Some((8928, MssSource::SuperPackets)));
+        // IPv6, MTU 1500, TCP_MAXSEG 1000: 31 packets of 64 x 988
+        // without PSH (a NAPI poll's 64 packets, not the 64 KiB limit:
+        // one more segment would have fit), pushed ones of 5, 10, 15,
+        // 42 and 59 segments (was 7904 and 1976).
+        let f = rows(&[
+            (324, 1, true),
+            (1336, 1, true),
+            (4940, 2, true),
+            (9880, 1, true),
+            (12844, 1, true),
+            (14156, 8, true),
+            (14820, 1, true),
+            (16796, 1, true),
+            (21736, 1, true),
+            (28628, 1, true),
+            (32604, 1, true),
+            (32928, 1, true),
+            (35568, 1, true),
+            (39520, 1, true),
+            (46436, 2, true),
+            (53508, 1, true),
+            (57304, 1, true),
+            (58292, 8, true),
+            (63232, 31, false),
+        ]);
+        assert_eq!(f.infer(None), Some((988, MssSource::SuperPackets)));
+        let f = rows(&[
+            (1976, 1, true),
+            (4940, 2, true),
+            (5912, 1, true),
+            (9880, 1, true),
+            (14820, 2, true),
+            (19760, 1, true),
+            (21736, 1, true),
+            (22724, 1, true),
+            (35568, 1, true),
+            (41496, 2, true),
+            (49848, 1, true),
+            (51376, 1, true),
+            (57304, 1, true),
+            (58292, 11, true),
+            (63232, 31, false),
+        ]);
+        assert_eq!(f.infer(None), Some((988, MssSource::SuperPackets)));
+        // IPv6, MTU 9000, TCP_MAXSEG 1452, BIG TCP: without PSH 56, 60
+        // and 64 segments, whose common divisor is 4 x 1440 (was 2880).
+        let f = rows(&[
+            (1280, 1, true),
+            (1440, 2, true),
+            (5760, 5, true),
+            (6144, 1, true),
+            (7200, 2, true),
+            (8640, 1, true),
+            (11520, 1, true),
+            (14400, 1, true),
+            (20416, 1, true),
+            (21600, 1, true),
+            (24480, 1, true),
+            (44640, 2, true),
+            (47712, 1, true),
+            (48960, 2, true),
+            (54336, 1, true),
+            (57600, 1, true),
+            (72000, 1, true),
+            (77824, 3, true),
+            (80640, 1, false),
+            (86400, 1, false),
+            (92160, 16, false),
+            (92160, 6, true),
+        ]);
+        assert_eq!(f.infer(None), Some((1440, MssSource::SuperPackets)));
+        // IPv6, MTU 9000, TCP_MAXSEG 6000: one segment the window cut
+        // short (2496, without PSH, above the 1500-byte MTU gso assumes)
+        // must not rule 5988 out.
+        let f = rows(&[
+            (2496, 1, false),
+            (8728, 1, true),
+            (11976, 1, true),
+            (29940, 2, true),
+            (51260, 1, true),
+            (59880, 2, true),
+            (81092, 1, true),
+            (95808, 8, true),
+            (98304, 4, true),
+            (116416, 1, true),
+            (133728, 1, true),
+            (179640, 7, true),
+        ]);
+        assert_eq!(f.infer(None), Some((5988, MssSource::SuperPackets)));
+        // ... and with the handshake it keeps its SYN's size.
+        assert_eq!(f.infer(Some(6000)), Some((5988, MssSource::Syn)));
+    }
+
+    #[test]
+    fn a_divisor_replaces_only_beyond_chance() {
+        // Tails on a lattice of 32 (8928 = 32 x 279): one in three is a
+        // multiple of 96, which is chance, not a segment.
+        assert!(ln_binomial_tail(10, 4, 1.0 / 3.0) > MAX_CHANCE.ln());
+        // Three of three tails whole for a divisor of 1 in 181 is not.
+        assert!(ln_binomial_tail(3, 3, 8.0 / 1448.0) < MAX_CHANCE.ln());
+        assert_eq!(ln_binomial_tail(5, 0, 0.5), 0.0);
+        // P(X >= 1) for one trial is p.
+        assert!((ln_binomial_tail(1, 1, 0.25) - 0.25f64.ln()).abs() < 1e-12);
+    }
+
     #[test]
     fn one_stray_packet_without_psh_does_not_hide_the_segment() {
         // A real receiver capture under CPU load (IPv6, MTU 9000,
@@ -1033,5 +1613,46 @@ mod tests {
         assert_eq!(tcp_mss_option(&[2, 4, 5]), None);
         assert_eq!(tcp_mss_option(&[8, 0, 2, 4, 5, 180]), None);
         assert_eq!(tcp_mss_option(&[0, 2, 4, 5, 180]), None);
+    }
+
+    #[test]
+    fn every_packet_pushed_takes_the_largest_even_fraction() {
+        // A real receiver capture (IPv6, MTU 9000, TCP_MAXSEG 6000, 256 KiB
+        // writes, 2026-11-28), SYNs removed, read with gso's default MTU
+        // 1500: PSH on every packet, 30, 15, 10 and 5 segments of 5988
+        // beside writes' tails (13 x 5988 + 4660 nine times). 4990, 5988
+        // and 7485 make the same lengths whole; the MTU's 1428 is none of
+        // them.
+        let mut f = FlowEvidence::default();
+        f.note_mtu_payload(1500 - 72);
+        for (len, n) in [
+            (6728u32, 1),
+            (8484, 1),
+            (29940, 2),
+            (44080, 1),
+            (59880, 1),
+            (75776, 1),
+            (82504, 9),
+            (89820, 3),
+            (116416, 1),
+            (179640, 9),
+        ] {
+            for _ in 0..n {
+                f.note_data(len, len > 1500 - 72, 12, None);
+                f.note_pushed(len);
+            }
+        }
+        assert_eq!(f.infer(None), Some((5988, MssSource::SuperPackets)));
+        // Lengths that are all even multiples of the MTU's size: 2896 and
+        // 7240 explain them as well, and the MTU's 1448 is kept.
+        let mut f = FlowEvidence::default();
+        f.note_mtu_payload(1448);
+        for (k, n) in [(20u32, 9), (40, 3), (60, 2), (120, 5)] {
+            for _ in 0..n {
+                f.note_data(1448 * k, true, 12, None);
+                f.note_pushed(1448 * k);
+            }
+        }
+        assert_eq!(f.infer(None), None);
     }
 }

@@ -15,7 +15,11 @@
 //! Processes: the script runs in a process group of its own under
 //! `setpriv --pdeathsig KILL` (the script starts QEMU the same way), so a
 //! SIGKILL of this process ends the script and the guest; Ctrl-C (the
-//! cancel flag) ends the group with SIGTERM.
+//! cancel flag) ends the group with SIGTERM. What a SIGKILL leaves (the
+//! private directory, the script's job directory, a QEMU that outlived
+//! its parent) is removed by a [`Sweeper`], a `sh` in a process group of
+//! its own that acts when this process's end of its pipe closes
+//! (docs/decisions/0241-guest-sweeper.md).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -407,6 +411,90 @@ pub fn private_dir(g: &Guests) -> anyhow::Result<offload_capture::tempfiles::Pri
     .with_context(|| format!("a private directory in {}", g.share.display()))
 }
 
+/// What the sweeper does when its stdin reaches end of file: `start PID`
+/// lines name script process groups, `done PID` lines take them back; each
+/// group still named is killed (and waited for, at most 10 s) and its job
+/// directory removed, then the private directory `$1`.
+const SWEEP: &str = r#"
+dir=$1 share=$2 live=" "
+while read -r what pid; do
+  case $what in
+    start) live="$live$pid " ;;
+    done) live=$(printf '%s' "$live" | sed "s/ $pid / /") ;;
+  esac
+done
+for p in $live; do
+  kill -KILL "-$p" 2>/dev/null
+  n=0
+  while kill -0 "-$p" 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done
+  rm -rf -- "$share/vm-job.$p"
+done
+rm -rf -- "$dir"
+"#;
+
+/// Removes a guest run's leftovers however this process ends, SIGKILL
+/// included: a `sh` in a process group of its own (so a terminal's Ctrl-C
+/// does not reach it) waits on a pipe whose write end only this process
+/// holds (std opens it close-on-exec, so the guests do not inherit it).
+/// The kernel closes that end when this process dies; the sweeper then
+/// kills the script groups it was told of with [`Sweeper::watch`] and not
+/// released with [`Sweeper::release`], removes their job directories and
+/// the private directory. Dropping it closes the pipe and waits for it.
+#[derive(Debug)]
+pub struct Sweeper {
+    child: std::process::Child,
+    tell: Option<std::process::ChildStdin>,
+}
+
+impl Sweeper {
+    /// Starts the sweeper of private directory `dir` and of the job
+    /// directories under `share`.
+    pub fn start(dir: &Path, share: &Path) -> anyhow::Result<Sweeper> {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(SWEEP)
+            .arg("offload-lab-sweeper")
+            .arg(dir)
+            .arg(share)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("start the guests' sweeper (sh)")?;
+        let tell = child.stdin.take();
+        Ok(Sweeper { child, tell })
+    }
+
+    fn say(&mut self, line: &str) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let tell = self.tell.as_mut().context("sweeper closed")?;
+        tell.write_all(line.as_bytes())
+            .and_then(|()| tell.flush())
+            .context("tell the guests' sweeper")
+    }
+
+    /// Process group `pgid` (a script started with `process_group(0)`) is
+    /// to be killed, and its `vm-job.PGID` removed, if this process dies.
+    pub fn watch(&mut self, pgid: u32) -> anyhow::Result<()> {
+        self.say(&format!("start {pgid}\n"))
+    }
+
+    /// Group `pgid` has ended and been waited for: never kill it (its id
+    /// may be reused).
+    pub fn release(&mut self, pgid: u32) -> anyhow::Result<()> {
+        self.say(&format!("done {pgid}\n"))
+    }
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        drop(self.tell.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// Boots `line` and runs [`replay_files`] on `inputs` (pcaps inside
 /// `dir`, a private directory under [`Guests::share`]). Ctrl-C (`cancel`)
 /// ends the guest; its console goes to `dir` and its last lines into the
@@ -417,6 +505,7 @@ pub fn run_guest(
     dir: &Path,
     inputs: &[PathBuf],
     cancel: &AtomicBool,
+    sweeper: &mut Sweeper,
 ) -> anyhow::Result<KernelReplay> {
     use std::os::unix::process::CommandExt as _;
     let out = dir.join(format!("result-{line}.json"));
@@ -445,6 +534,13 @@ pub fn run_guest(
         .spawn()
         .with_context(|| format!("start {} (setpriv from util-linux)", g.script.display()))?;
     let pid = child.id();
+    if let Err(e) = sweeper.watch(pid) {
+        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+        let _ = child.wait();
+        return Err(e);
+    }
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait()? {
@@ -461,6 +557,7 @@ pub fn run_guest(
     };
     // The script removes its job directory on exit; a killed one cannot.
     let _ = std::fs::remove_dir_all(g.share.join(format!("vm-job.{pid}")));
+    sweeper.release(pid)?;
     let Some(status) = status else {
         bail!("interrupted: the {line} guest was stopped");
     };
@@ -480,6 +577,55 @@ pub fn run_guest(
 
 #[cfg(test)]
 mod tests {
+
+    /// The sweeper acts on end of file, as when this process is SIGKILLed:
+    /// a watched group is killed and its job directory and the private
+    /// directory removed; a released group is left alone.
+    #[test]
+    fn sweeper_kills_watched_groups_and_removes_their_files_on_eof() {
+        use std::os::unix::process::CommandExt as _;
+        let share = offload_capture::tempfiles::PrivateDir::new("sweeper-test").unwrap();
+        let dir = share.path().join("offload-lab-vm-test");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("frames.pcap"), b"x").unwrap();
+        let spawn = || {
+            Command::new("sleep")
+                .arg("600")
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let (mut watched, mut released) = (spawn(), spawn());
+        for c in [&watched, &released] {
+            std::fs::create_dir(share.path().join(format!("vm-job.{}", c.id()))).unwrap();
+        }
+        let mut sweeper = Sweeper::start(&dir, share.path()).unwrap();
+        sweeper.watch(watched.id()).unwrap();
+        sweeper.watch(released.id()).unwrap();
+        sweeper.release(released.id()).unwrap();
+        drop(sweeper);
+        let status = watched.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(!dir.exists());
+        assert!(!share
+            .path()
+            .join(format!("vm-job.{}", watched.id()))
+            .exists());
+        let kept = share.path().join(format!("vm-job.{}", released.id()));
+        assert!(
+            kept.exists(),
+            "a released group's files are not the sweeper's"
+        );
+        assert!(
+            released.try_wait().unwrap().is_none(),
+            "released group killed"
+        );
+        released.kill().unwrap();
+        released.wait().unwrap();
+    }
     use super::*;
 
     #[test]

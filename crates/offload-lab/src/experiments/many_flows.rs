@@ -195,7 +195,7 @@ impl Experiment for ManyFlows {
             drop(server);
             let mut f = figures(&r, &counts, None);
             f.facts.insert("after_run".into(), json!(after_run));
-            if let (Some(b), Some(a)) = (before, after) {
+            if let (Some(b), Some(a), false) = (before, after, f.left_out()) {
                 // Counted over the whole run, warm-up included.
                 f.set(
                     "cache_misses_per_transaction",
@@ -208,20 +208,38 @@ impl Experiment for ManyFlows {
         let mut curve_lines = Vec::new();
         let mut curve = Vec::new();
         for a in &arms {
+            let idle = a.runs.iter().filter(|r| r.left_out()).count();
             let (Some(m), Some(t)) = (
                 a.mean("cpu_us_per_transaction"),
                 a.mean("thread_cpu_us_per_transaction"),
             ) else {
+                if idle > 0 {
+                    curve_lines.push(format!(
+                        "{:>12}: no transaction completed in {idle} of {} runs",
+                        a.name,
+                        a.runs.len()
+                    ));
+                    curve.push(json!({
+                        "flows": a.settings["flows"],
+                        "transactions_per_sec": 0.0,
+                        "runs_without_transactions": idle,
+                    }));
+                }
                 continue;
             };
             curve_lines.push(format!(
-                "{:>12}: {:.2e} CPU-s/transaction (machine), {:.2e} (benchmark threads), p50 {} us, p99 {} us, {} runs",
+                "{:>12}: {:.2e} CPU-s/transaction (machine), {:.2e} (benchmark threads), p50 {} us, p99 {} us, {} runs{}",
                 a.name,
                 m / 1e6,
                 t / 1e6,
                 a.mean("p50_us").map_or("-".into(), super::report::num),
                 a.mean("p99_us").map_or("-".into(), super::report::num),
-                a.runs.len()
+                a.runs.len() - idle,
+                if idle > 0 {
+                    format!(" ({idle} more without a transaction)")
+                } else {
+                    String::new()
+                }
             ));
             curve.push(json!({
                 "flows": a.settings["flows"],
@@ -231,6 +249,7 @@ impl Experiment for ManyFlows {
                 "transactions_per_sec": a.mean("transactions_per_sec"),
                 "p50_us": a.mean("p50_us"),
                 "p99_us": a.mean("p99_us"),
+                "runs_without_transactions": idle,
             }));
         }
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")

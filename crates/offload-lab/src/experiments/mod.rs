@@ -198,6 +198,52 @@ impl RunFigures {
             self.values.insert(key.to_string(), v);
         }
     }
+
+    /// Whether the run is left out of every comparison ([`LEFT_OUT`]).
+    pub fn left_out(&self) -> bool {
+        self.facts.contains_key(LEFT_OUT)
+    }
+}
+
+/// The fact (its value: why) of a run that completed no transaction in
+/// its measured window. Its rate stays 0, it has no per-transaction
+/// figure (offload-bench divides by the transactions and reports 0 CPU
+/// per transaction when there were none, which a comparison would read
+/// as -100%), every pair holding it is left out of the comparisons
+/// ([`paired::Comparison::of`]), and the report carries a finding
+/// ([`left_out_findings`]).
+pub const LEFT_OUT: &str = "left_out_of_comparisons";
+
+/// One finding per arm with runs that completed no transaction.
+pub fn left_out_findings(arms: &[Arm]) -> Vec<Finding> {
+    arms.iter()
+        .filter_map(|a| {
+            let idle: Vec<String> = a
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.left_out())
+                .map(|(i, _)| (i + 1).to_string())
+                .collect();
+            (!idle.is_empty()).then(|| {
+                Finding::new(
+                    offload_report::Severity::Medium,
+                    "lab-run-without-transactions",
+                    format!(
+                        "{}: {} of {} runs completed no transaction (run {})",
+                        a.name,
+                        idle.len(),
+                        a.runs.len(),
+                        idle.join(", ")
+                    ),
+                    "such a run keeps its rate of 0 transactions/s but has no latency, CPU or \
+                     stack figure per transaction, and every pair holding it is left out of the \
+                     comparisons; the progress lines and the notes from offload-bench show \
+                     what the run met (open files, ports, a starved machine)",
+                )
+            })
+        })
+        .collect()
 }
 
 /// One arm: its settings as read back and its runs.
@@ -355,6 +401,7 @@ pub fn run(
         })
         .collect();
     let mut findings = out.findings;
+    findings.extend(left_out_findings(&out.arms));
     offload_report::rank(&mut findings);
     Ok(Report {
         scenario: e.name(),
@@ -608,7 +655,13 @@ pub fn figures(r: &BenchResult, counts: &[GroCounts], merge_device: Option<usize
     let stack: u64 = counts.iter().map(|c| c.stack).sum();
     let transactions = r.counts.client_total.max(1);
     let finite = |v: Option<f64>| v.filter(|x| x.is_finite());
-    if r.test.is_rr() {
+    if r.test.is_rr() && r.counts.client_window == 0 {
+        f.set("transactions_per_sec", Some(0.0));
+        f.facts.insert(
+            LEFT_OUT.into(),
+            Value::from("no transaction completed in the measured window"),
+        );
+    } else if r.test.is_rr() {
         f.set("transactions_per_sec", Some(r.transactions_per_sec));
         f.set("p50_us", finite(r.select("p50_us")));
         f.set("p90_us", finite(r.select("p90_us")));
@@ -690,4 +743,112 @@ impl SizeCounters {
 /// A settings map from pairs.
 pub fn settings<const N: usize>(pairs: [(&str, Value); N]) -> BTreeMap<String, Value> {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload_bench::report::{Counts, LatencyUs};
+
+    /// A TCP_RR result of `done` transactions in a 1 s window costing
+    /// `cpu_us` each (offload-bench reports 0 per transaction when none
+    /// completed).
+    fn rr(done: u64, cpu_us: f64) -> BenchResult {
+        let latency = (done > 0).then_some(LatencyUs {
+            min: 10.0,
+            p50: 20.0,
+            p90: 30.0,
+            p99: 40.0,
+            p999: 50.0,
+            max: 60.0,
+            mean: 21.0,
+            count: done,
+        });
+        let cpu = offload_bench::report::CpuReport {
+            client_seconds_per_transaction: cpu_us / 2e6,
+            server_seconds_per_transaction: cpu_us / 2e6,
+            ..Default::default()
+        };
+        BenchResult {
+            test: TestKind::TcpRr,
+            throughput: done as f64,
+            throughput_units: "Trans/s".into(),
+            bits_per_sec: 16.0 * done as f64,
+            transactions_per_sec: done as f64,
+            gbit_per_sec: 16e-9 * done as f64,
+            packets_per_sec: 0.0,
+            latency_us: latency,
+            cpu_seconds_per_transaction: cpu_us / 1e6,
+            cpu,
+            counts: Counts {
+                client_window: done,
+                client_total: done,
+                histogram: done,
+                ..Counts::default()
+            },
+            udp: None,
+            server: Default::default(),
+            settings: Default::default(),
+            intervals: Vec::new(),
+            tcp_info: None,
+        }
+    }
+
+    fn arm(name: &str, runs: &[(u64, f64)]) -> Arm {
+        let mut a = Arm::new(name);
+        a.runs = runs
+            .iter()
+            .map(|&(n, c)| figures(&rr(n, c), &[], None))
+            .collect();
+        a
+    }
+
+    /// A run that completed no transaction keeps its rate of 0, has no
+    /// per-transaction figure, is left out of the comparison (no "CPU per
+    /// transaction -100%") and gets a finding.
+    #[test]
+    fn a_run_without_transactions_is_left_out_and_found() {
+        let none = figures(&rr(0, 0.0), &[], None);
+        assert_eq!(none.get("transactions_per_sec"), Some(0.0));
+        for m in [
+            "cpu_us_per_transaction",
+            "thread_cpu_us_per_transaction",
+            "p50_us",
+            "p99_us",
+            "stack_packets_per_transaction",
+        ] {
+            assert_eq!(none.get(m), None, "{m}");
+        }
+        assert!(none.left_out());
+        let some = figures(&rr(1000, 14.0), &[], None);
+        assert!(!some.left_out());
+        assert_eq!(some.get("cpu_us_per_transaction"), Some(14.0));
+
+        let a = arm("1000-flows", &[(1000, 14.0), (1000, 15.0), (1000, 16.0)]);
+        let b = arm("30000-flows", &[(900, 20.0), (0, 0.0), (800, 22.0)]);
+        let c = Comparison::of(&a, &b).unwrap();
+        assert_eq!(c.pairs, 2);
+        assert_eq!(c.left_out_pairs, [1]);
+        let cpu = c.get("cpu_us_per_transaction").unwrap();
+        assert_eq!(cpu.pairs, 2);
+        // Differences 20 - 14 and 22 - 16: mean +6, not -100%.
+        assert!((cpu.mean - 6.0).abs() < 1e-9, "{cpu:?}");
+        assert!(cpu.relative_percent > 0.0);
+        let rate = c.get("transactions_per_sec").unwrap();
+        assert_eq!(rate.pairs, 2, "the rate of the left-out pair too");
+        // The arm's mean rate still counts the run's 0.
+        assert!((b.mean("transactions_per_sec").unwrap() - 1700.0 / 3.0).abs() < 1e-9);
+
+        let found = left_out_findings(&[a.clone(), b.clone()]);
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].title.contains("30000-flows: 1 of 3 runs"),
+            "{found:?}"
+        );
+        assert!(left_out_findings(std::slice::from_ref(&a)).is_empty());
+
+        // Left out of a comparison, every pair: no interval remains.
+        let only = arm("5000-flows", &[(1000, 15.0), (0, 0.0)]);
+        assert!(Comparison::of(&a, &only).is_none());
+    }
 }

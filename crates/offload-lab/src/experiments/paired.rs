@@ -87,22 +87,34 @@ pub struct Comparison {
     pub a: String,
     /// Compared arm.
     pub b: String,
-    /// Completed pairs.
+    /// Completed pairs compared: those where neither run is left out.
     pub pairs: usize,
+    /// Pairs left out (indices into the arms' runs): a run of the pair
+    /// completed no transaction ([`super::LEFT_OUT`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out_pairs: Vec<usize>,
     /// Per metric.
     pub difference_b_minus_a: BTreeMap<String, PairedStat>,
 }
 
 impl Comparison {
     /// The comparison of `b` against `a`; None when no metric has two
-    /// pairs (an interrupted or one-run experiment).
+    /// pairs (an interrupted or one-run experiment). A pair with a run
+    /// left out ([`super::LEFT_OUT`]) is left out of every metric.
     pub fn of(a: &Arm, b: &Arm) -> Option<Self> {
         let mut metrics = BTreeMap::new();
+        let mut left_out_pairs = Vec::new();
+        let mut kept = Vec::new();
+        for (i, (x, y)) in a.runs.iter().zip(&b.runs).enumerate() {
+            if x.left_out() || y.left_out() {
+                left_out_pairs.push(i);
+            } else {
+                kept.push((x, y));
+            }
+        }
         for m in METRICS {
-            let (xa, xb): (Vec<f64>, Vec<f64>) = a
-                .runs
+            let (xa, xb): (Vec<f64>, Vec<f64>) = kept
                 .iter()
-                .zip(&b.runs)
                 .filter_map(|(x, y)| Some((x.get(m.key)?, y.get(m.key)?)))
                 .unzip();
             if let Some(s) = PairedStat::of(&xa, &xb) {
@@ -112,7 +124,8 @@ impl Comparison {
         (!metrics.is_empty()).then(|| Comparison {
             a: a.name.clone(),
             b: b.name.clone(),
-            pairs: a.runs.len().min(b.runs.len()),
+            pairs: kept.len(),
+            left_out_pairs,
             difference_b_minus_a: metrics,
         })
     }

@@ -131,8 +131,21 @@ pub fn render_text(r: &Report) -> String {
         s.push_str(&format!("  {}: {}\n", a.name, all.join(" ")));
     }
     for c in &r.comparison {
+        let left_out = if c.left_out_pairs.is_empty() {
+            String::new()
+        } else {
+            let runs: Vec<String> = c
+                .left_out_pairs
+                .iter()
+                .map(|i| (i + 1).to_string())
+                .collect();
+            format!(
+                "; run {} left out: no transaction completed",
+                runs.join(", ")
+            )
+        };
         s.push_str(&format!(
-            "\n{} - {} (paired, {} pairs, 95% t interval):\n",
+            "\n{} - {} (paired, {} pairs, 95% t interval{left_out}):\n",
             c.b, c.a, c.pairs
         ));
         for m in METRICS {

@@ -332,6 +332,7 @@ fn kernel_lines(
         return Ok(out);
     };
     let dir = guests::private_dir(g)?;
+    let mut sweeper = guests::Sweeper::start(dir.path(), &g.share)?;
     let inputs: Vec<_> = names
         .iter()
         .zip(&wire)
@@ -345,7 +346,7 @@ fn kernel_lines(
         ctx.say(&format!(
             "  booting the {line} guest (QEMU, emulated CPU: about 25 s) to run the same frames through its GRO"
         ));
-        match guests::run_guest(g, line, dir.path(), &inputs, ctx.cancel) {
+        match guests::run_guest(g, line, dir.path(), &inputs, ctx.cancel, &mut sweeper) {
             Ok(r) => {
                 let mut files = r.files;
                 files.sort_by_key(|f| names.iter().position(|n| *n == f.name));
