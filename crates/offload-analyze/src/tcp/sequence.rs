@@ -211,6 +211,13 @@ const OOO_DEFAULT_NS: u64 = 3_000_000;
 /// Wireshark's fast-retransmission window after the last duplicate ACK.
 const FAST_RETRANS_NS: u64 = 20_000_000;
 
+/// The ACKed-unseen mark in the peer's duplicate-ACK counter ([`acks_unseen`]):
+/// tshark 4.0 stores -1 in the unsigned `dupacknum`, so a segment at the
+/// peer's ACK number within 20 ms after such a mark is a fast
+/// retransmission (`dupacknum >= 2` in tcp_analyze_sequence_number,
+/// epan/dissectors/packet-tcp.c), as tshark flags it.
+const UNSEEN_MARK: u32 = u32::MAX;
+
 /// The analysis state of one direction.
 #[derive(Debug, Clone, Default)]
 pub struct TcpDirection {
@@ -237,7 +244,11 @@ pub struct TcpDirection {
     lastack_ns: u64,
     /// The last raw window field.
     window: Option<u16>,
-    dupacknum: i32,
+    /// Wireshark's `dupacknum`, a `guint32` (`tcp_analyze_seq_flow_info_t`
+    /// in epan/dissectors/packet-tcp.h, 4.0): the ACKed-unseen mark stores
+    /// -1 in it, which is [`UNSEEN_MARK`] (`u32::MAX`) and so passes the
+    /// fast-retransmission test `dupacknum >= 2`.
+    dupacknum: u32,
     last_flags: u32,
     valid_bif: bool,
     sack: [(u32, u32); 2],
@@ -375,7 +386,7 @@ fn fills_window(rev: &TcpDirection, rev_scale: WindowScale, seq: u32, len: u32) 
 /// the mark moves up to the peer's highest byte and the ACK is flagged;
 /// when the mark is there already (the peer sends only pure ACKs), the
 /// ACK is flagged only if the peer's duplicate-ACK counter is 0, and the
-/// counter becomes -1: flagged once until the peer's own ACK number moves
+/// counter becomes -1 ([`UNSEEN_MARK`]): flagged once until the peer's own ACK number moves
 /// (which resets the counter) or a duplicate ACK of the peer neutralises
 /// the -1. Called after this direction's counter was reset.
 #[inline(always)]
@@ -388,7 +399,7 @@ fn acks_unseen(rev: &mut TcpDirection, ack: u32) -> bool {
         true
     } else {
         let flagged = rev.dupacknum == 0;
-        rev.dupacknum = -1;
+        rev.dupacknum = UNSEEN_MARK;
         flagged
     }
 }
@@ -671,10 +682,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         if same && s.window != 0 && Some(s.window) == fwd.window {
             // -1: the peer's ACKed-unseen mark ([`acks_unseen`]),
             // neutralised ("case -1" in tshark 4.0).
-            fwd.dupacknum = if fwd.dupacknum == -1 {
+            fwd.dupacknum = if fwd.dupacknum == UNSEEN_MARK {
                 1
             } else {
-                fwd.dupacknum + 1
+                fwd.dupacknum.wrapping_add(1)
             };
             fl |= DUPLICATE_ACK;
         }
@@ -1041,6 +1052,41 @@ mod tests {
         c.seg(true, ack_seg(1000 + 1001, 5101, 502));
         c.ack(4001, None);
         assert_eq!(c.b.ws.acked_unseen_segments, 2);
+    }
+
+    #[test]
+    fn a_resent_fin_acking_unseen_bytes_is_a_fast_retransmission() {
+        // Zeek's tcp/reassembly.pcap, frames 6-8: the server's FIN, the
+        // client's data, the same FIN again acknowledging beyond the
+        // client's bytes. The ACKed-unseen mark leaves -1 in tshark 4.0's
+        // unsigned `dupacknum` of the client, which passes `>= 2`: tshark
+        // flags the FIN a fast retransmission (and a retransmission).
+        let mut c = Conv::new();
+        c.handshake();
+        let fin = Segment {
+            seq: 5001,
+            ack: 1001,
+            flags: ACK | FIN,
+            window: 300,
+            ..Default::default()
+        };
+        c.seg(false, fin);
+        c.data(1, None);
+        let again = c.seg(
+            false,
+            Segment {
+                ack: 1000 + 3001,
+                ..fin
+            },
+        );
+        assert_ne!(again.flags & flag::ACKED_UNSEEN, 0);
+        assert_ne!(
+            again.flags & flag::FAST_RETRANSMISSION,
+            0,
+            "{:#x}",
+            again.flags
+        );
+        assert_eq!(c.b.ws.fast_retransmissions, 1);
     }
 
     #[test]
