@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks that a speed change left `offload analyze --json` byte-identical:
-# runs an older and a newer binary on every bundled sample (samples/*),
-# whole and cut to header-only copies (`editcap -s 96` and `-s 200`, as
+# runs an older and a newer binary on every bundled sample (samples/*)
+# and every public capture the tests use
+# (crates/offload-analyze/tests/data/public/, link/ included), whole and
+# cut to header-only copies (`editcap -s 96` and `-s 200`, as
 # `tcpdump -s N` would take them), and on any further captures given, each
 # with several option sets (the default sizes, three sizes in another order,
 # one size, every kernel line, two threads), and compares the outputs with
@@ -21,9 +23,12 @@ trap 'rm -rf "$T"' EXIT
 ROOT=$(dirname "$0")/..
 
 SMALL=()
-for f in "$ROOT"/samples/*; do
+PUBLIC=$ROOT/crates/offload-analyze/tests/data/public
+for f in "$ROOT"/samples/* "$PUBLIC"/*.pcap* "$PUBLIC"/link/*.pcap*; do
     [ -f "$f" ] || continue
-    b=$(basename "$f")
+    # Cut copies keep the directory in their name (two dirs can hold the
+    # same file name).
+    b=$(echo "${f#"$ROOT"/}" | tr / _)
     SMALL+=("$f")
     for s in 96 200; do
         editcap -s "$s" "$f" "$T/$s-$b" >/dev/null

@@ -17,10 +17,9 @@
 
 mod common;
 
-use common::capture::{tshark, Tcpdump};
+use common::capture::Tcpdump;
 use common::netns::bulk_transfer;
-use common::tcp_figures::FLAGS;
-use common::BIN;
+use common::tcp_figures::{self, Dir, Figures, FLAGS};
 use offload_sys::node::{unique_name, veth, Node};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
@@ -371,94 +370,47 @@ fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCounts>) 
     (pa, pb, counts)
 }
 
-/// Per-direction figures, keyed by (source port, destination port).
+/// Per-direction figures, keyed by (source port, destination port): each
+/// capture holds one connection.
 type Key = (u16, u16);
 
-#[derive(Debug, Default, Clone)]
-struct Figures {
-    n: BTreeMap<&'static str, f64>,
-}
-
-impl Figures {
-    fn get(&self, k: &str) -> f64 {
-        self.n.get(k).copied().unwrap_or(0.0)
+/// `figures` by direction (tcp_figures' readers, shared with the public
+/// captures' test) keyed by ports, asserted one direction a port pair.
+fn by_ports(path: &Path, figures: BTreeMap<Dir, Figures>) -> BTreeMap<Key, Figures> {
+    let mut m = BTreeMap::new();
+    for (d, f) in figures {
+        assert!(
+            m.insert((d.1, d.3), f).is_none(),
+            "{}: two directions {}->{}",
+            path.display(),
+            d.1,
+            d.3
+        );
     }
+    m
 }
 
+/// tshark's figures of each direction, its ACK RTT samples' count,
+/// median and 45th and 55th percentiles added.
 fn tshark_figures(path: &Path) -> BTreeMap<Key, Figures> {
-    let mut args = vec![
-        "-T",
-        "fields",
-        "-E",
-        "separator=,",
-        "-E",
-        "aggregator=;",
-        "-e",
-        "tcp.srcport",
-        "-e",
-        "tcp.dstport",
-        "-e",
-        "tcp.flags.syn",
-        "-e",
-        "tcp.window_size",
-        "-e",
-        "tcp.analysis.ack_rtt",
-        "-e",
-        "tcp.options.sack_le",
-    ];
-    for (_, f) in FLAGS {
-        args.extend(["-e", f]);
-    }
-    let text = tshark(path, &args);
-    let mut m: BTreeMap<Key, Figures> = BTreeMap::new();
-    let mut rtts: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
-    for line in text.lines() {
-        let v: Vec<&str> = line.split(',').collect();
-        if v.len() < 6 + FLAGS.len() || v[0].is_empty() {
-            continue;
+    let mut m = by_ports(path, tcp_figures::tshark_directions(path));
+    for f in m.values_mut() {
+        if let (Some(p45), Some(p50), Some(p55)) = (
+            f.rtt_percentile_ms(45),
+            f.rtt_percentile_ms(50),
+            f.rtt_percentile_ms(55),
+        ) {
+            f.n.insert("rtt_samples", f.rtt_ms.len() as f64);
+            f.n.insert("rtt_median_ms", p50);
+            f.n.insert("rtt_p45_ms", p45);
+            f.n.insert("rtt_p55_ms", p55);
         }
-        let key = (v[0].parse().unwrap(), v[1].parse().unwrap());
-        let f = m.entry(key).or_default();
-        let syn = v[2] == "1" || v[2] == "True";
-        if let (false, Ok(w)) = (syn, v[3].parse::<f64>()) {
-            let max = f.get("window_max").max(w);
-            f.n.insert("window_max", max);
-            let min = f.n.get("window_min").map_or(w, |m| m.min(w));
-            f.n.insert("window_min", min);
-        }
-        if let Ok(r) = v[4].parse::<f64>() {
-            rtts.entry(key).or_default().push(r * 1e3);
-        }
-        if !v[5].is_empty() {
-            *f.n.entry("sack").or_default() += 1.0;
-        }
-        for (i, (name, _)) in FLAGS.iter().enumerate() {
-            if !v[6 + i].is_empty() {
-                *f.n.entry(name).or_default() += 1.0;
-            }
-        }
-    }
-    for (k, mut r) in rtts {
-        r.sort_by(f64::total_cmp);
-        let f = m.entry(k).or_default();
-        f.n.insert("rtt_samples", r.len() as f64);
-        f.n.insert("rtt_median_ms", r[r.len() / 2]);
-        f.n.insert("rtt_p45_ms", r[r.len() * 45 / 100]);
-        f.n.insert("rtt_p55_ms", r[r.len() * 55 / 100]);
     }
     m
 }
 
 /// tcptrace -l -r: the figures of each direction.
 fn tcptrace(path: &Path) -> BTreeMap<Key, Figures> {
-    let out = Command::new("tcptrace")
-        .args(["-l", "-r", "-n"])
-        .arg(path)
-        .output()
-        .expect("tcptrace (apt-get install tcptrace)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut m = BTreeMap::new();
-    let (mut pa, mut pb) = (0u16, 0u16);
     let wanted = [
         ("rexmt data pkts:", "rexmt"),
         ("outoforder pkts:", "outoforder"),
@@ -469,56 +421,12 @@ fn tcptrace(path: &Path) -> BTreeMap<Key, Figures> {
         ("RTT samples:", "rtt_samples"),
         ("zwnd probe pkts:", "zwnd_probes"),
     ];
-    for line in text.lines() {
-        let t = line.trim();
-        let port = |s: &str| {
-            s.rsplit(':')
-                .next()
-                .unwrap()
-                .trim()
-                .parse::<u16>()
-                .unwrap_or(0)
-        };
-        if let Some(h) = t.strip_prefix("host a:") {
-            pa = port(h);
-        } else if let Some(h) = t.strip_prefix("host b:") {
-            pb = port(h);
-        }
-        for (label, name) in wanted {
-            let parts: Vec<&str> = t.split(label).collect();
-            if parts.len() == 3 {
-                let num = |s: &str| {
-                    s.split_whitespace()
-                        .next()
-                        .and_then(|x| x.parse::<f64>().ok())
-                };
-                if let (Some(x), Some(y)) = (num(parts[1]), num(parts[2])) {
-                    let e: &mut Figures = m.entry((pa, pb)).or_default();
-                    e.n.insert(name, x);
-                    let e: &mut Figures = m.entry((pb, pa)).or_default();
-                    e.n.insert(name, y);
-                }
-            }
-        }
-    }
-    m
-}
-
-/// `offload analyze --json` of `path`.
-fn offload_json(path: &Path) -> Value {
-    let out = Command::new(BIN)
-        .arg("analyze")
-        .arg(path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "offload analyze {}", path.display());
-    serde_json::from_slice(&out.stdout).unwrap()
+    by_ports(path, tcp_figures::tcptrace_directions(path, &wanted))
 }
 
 /// The TCP directions of `path`'s report.
 fn offload(path: &Path) -> BTreeMap<Key, Value> {
-    let v = offload_json(path);
+    let v = common::analyze_json(path);
     let tcp: Vec<&Value> = v["flows"]
         .as_array()
         .unwrap()
@@ -800,7 +708,7 @@ fn compare(path: &Path, side: &str, truth: Option<(&Impair, &HopCounts)>, fails:
 /// The data direction's loss or reordering finding (`kind`) agrees with its
 /// figures: each side's count as evidence, the total in the title.
 fn two_sided_finding(path: &Path, kind: &str, verb: &str) {
-    let v = offload_json(path);
+    let v = common::analyze_json(path);
     let data = v["flows"]
         .as_array()
         .unwrap()

@@ -19,32 +19,12 @@
 mod common;
 
 use common::tcp_figures::{self, Dir, FLAGS};
-use common::BIN;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn public() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-analyze/tests/data/public")
-}
-
-/// `offload analyze --json`: exit 0, no panic.
-fn analyze(path: &Path) -> Value {
-    let out = Command::new(BIN)
-        .arg("analyze")
-        .arg(path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && !err.contains("panicked"),
-        "offload analyze {}: {:?}\n{err}",
-        path.display(),
-        out.status
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Frames tshark dissects as IP (the frames that are no ICMP error quoting
@@ -58,7 +38,7 @@ fn tshark_ip_frames(path: &Path) -> u64 {
 /// Compares `path` with tshark; returns the flow directions compared.
 fn compare(path: &Path, fails: &mut Vec<String>) -> usize {
     let name = path.file_name().unwrap().to_string_lossy().to_string();
-    let v = analyze(path);
+    let v = common::analyze_json(path);
     let input = &v["inputs"][0];
     let frames = input["frames"].as_u64().unwrap();
     let skipped: u64 = input["link_skipped"]
@@ -81,18 +61,7 @@ fn compare(path: &Path, fails: &mut Vec<String>) -> usize {
             input["link_skipped"]
         ));
     }
-    let mut ours: BTreeMap<Dir, &Value> = BTreeMap::new();
-    for f in v["flows"].as_array().unwrap() {
-        if f["protocol"] == "tcp" {
-            let d = (
-                f["src"].as_str().unwrap().to_string(),
-                f["sport"].as_u64().unwrap() as u16,
-                f["dst"].as_str().unwrap().to_string(),
-                f["dport"].as_u64().unwrap() as u16,
-            );
-            ours.insert(d, f);
-        }
-    }
+    let ours = tcp_figures::offload_directions(&v, &name);
     let theirs = tcp_figures::tshark_directions(path);
     if ours.len() != theirs.len() {
         fails.push(format!(
@@ -136,7 +105,7 @@ fn public_captures_of_other_link_types_agree_with_tshark() {
     let mut fails = Vec::new();
     let mut dirs = 0;
     for f in &files {
-        let v = analyze(f);
+        let v = common::analyze_json(f);
         // No frame of these captures is left to "unsupported".
         assert_eq!(
             v["inputs"][0]["unsupported_link_frames"],
@@ -216,18 +185,115 @@ fn write_pcap(path: &Path, nano: bool, linktype: u32, recs: &[Rec]) {
     std::fs::write(path, f).unwrap();
 }
 
-/// A link header for an IP packet: link type, the bytes before the packet
-/// (given IPv6 or not and the packet's wire length), bytes after it.
+/// A link header head for an IP packet: given IPv6 or not and the
+/// packet's wire length, the bytes before the packet.
+type Head = Box<dyn Fn(bool, usize) -> Vec<u8>>;
+
+/// One link type's case: its link type, the header it puts before an IP
+/// packet, whether a 4-byte FCS follows on the wire (radiotap announces
+/// it), and a frame of this link that carries no IP with the reason
+/// `inputs[].link_skipped` must give for it.
 struct Wrap {
     name: &'static str,
     linktype: u32,
-    head: fn(v6: bool, ip_len: usize) -> Vec<u8>,
-    /// The FCS a radiotap header announces (4 bytes, on the wire only).
+    head: Head,
     fcs: bool,
-    /// A frame of this link that carries no IP, and the reason
-    /// `inputs[].link_skipped` must give for it.
-    non_ip: fn() -> Vec<u8>,
+    non_ip: Vec<u8>,
     reason: &'static str,
+}
+
+/// A case whose header depends on the IP version and length only.
+fn wrap(
+    name: &'static str,
+    linktype: u32,
+    head: impl Fn(bool, usize) -> Vec<u8> + 'static,
+    non_ip: Vec<u8>,
+    reason: &'static str,
+) -> Wrap {
+    Wrap {
+        name,
+        linktype,
+        head: Box::new(head),
+        fcs: false,
+        non_ip,
+        reason,
+    }
+}
+
+/// A case whose header is fixed and followed by a protocol field naming
+/// IPv4 or IPv6 (`proto`).
+fn fixed(
+    name: &'static str,
+    linktype: u32,
+    prefix: &'static [u8],
+    proto: fn(bool) -> [u8; 2],
+    non_ip: Vec<u8>,
+    reason: &'static str,
+) -> Wrap {
+    wrap(
+        name,
+        linktype,
+        move |v6, _| cat(&[prefix, &proto(v6)]),
+        non_ip,
+        reason,
+    )
+}
+
+/// An 802.11 case: a capture header (`radio`) before an 802.11 QoS data
+/// frame; its non-IP frame is a beacon behind `radio_non_ip`.
+fn wlan(
+    name: &'static str,
+    linktype: u32,
+    radio: Vec<u8>,
+    radio_non_ip: Vec<u8>,
+    fcs: bool,
+) -> Wrap {
+    let non_ip = cat(&[&radio_non_ip, &beacon()]);
+    Wrap {
+        fcs,
+        ..wrap(
+            name,
+            linktype,
+            move |v6, _| cat(&[&radio, &wifi(v6)]),
+            non_ip,
+            "not IP: 802.11 management",
+        )
+    }
+}
+
+/// A 144-byte Prism capture header.
+fn prism(dev: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 144];
+    h[0] = 0x44;
+    h[4] = 144;
+    h[8..8 + dev.len()].copy_from_slice(dev);
+    h
+}
+
+/// A 64-byte AVS capture header.
+fn avs() -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[..8].copy_from_slice(&[0x80, 0x21, 0x10, 0x01, 0, 0, 0, 64]);
+    h
+}
+
+/// A 64-byte pflog header of address family `af` and interface `ifname`.
+fn pflog(af: u8, ifname: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[0] = 61;
+    h[1] = af;
+    h[4..4 + ifname.len()].copy_from_slice(ifname);
+    h
+}
+
+/// A 44-byte IPoIB header (a 40-byte GRH-sized address, then `ethertype`
+/// and reserved bytes).
+fn ipoib(ethertype: [u8; 2]) -> Vec<u8> {
+    let mut h = vec![0u8; 40];
+    h[20..24].copy_from_slice(&[0x00, 0x00, 0x05, 0x50]);
+    h[24] = 0xfe;
+    h[25] = 0x80;
+    cat(&[&h, &ethertype, &[0, 0]])
 }
 
 const SNAP4: [u8; 8] = [0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00];
@@ -282,6 +348,7 @@ fn beacon() -> Vec<u8> {
 }
 
 const LCP: [u8; 8] = [0xc0, 0x21, 0x09, 0x01, 0x00, 0x08, 0, 0];
+const PPP_CONTROL: &str = "not IP: PPP control protocol";
 
 fn nflog_head(v6: bool, ip_len: usize) -> Vec<u8> {
     let mut h = vec![if v6 { 10 } else { 2 }, 0, 0, 1];
@@ -295,214 +362,127 @@ fn nflog_head(v6: bool, ip_len: usize) -> Vec<u8> {
 }
 
 fn wraps() -> Vec<Wrap> {
+    const HDLC: &[u8] = &[0xff, 0x03];
+    const MPLS2: &[u8] = &[0, 0x01, 0x00, 0x40, 0, 0x02, 0x01, 0x40];
+    // An MPLS label with bottom of stack, then a pseudowire's control
+    // word: not read as IP.
+    const MPLS_CW: &[u8] = &[0, 0x01, 0x01, 0x40, 0, 0, 0, 0];
+    let arp = [0, 1, 8, 0, 6, 4, 0, 1];
     vec![
-        Wrap {
-            name: "ppp",
-            linktype: 9,
-            head: |v6, _| cat(&[&[0xff, 0x03], &ppp_proto(v6)]),
-            fcs: false,
-            non_ip: || cat(&[&[0xff, 0x03], &LCP]),
-            reason: "not IP: PPP control protocol",
-        },
-        Wrap {
-            name: "ppp-mpls",
-            linktype: 9,
-            head: |_, _| {
-                vec![
-                    0xff, 0x03, 0x02, 0x81, 0, 0x01, 0x00, 0x40, 0, 0x02, 0x01, 0x40,
-                ]
-            },
-            fcs: false,
-            non_ip: || vec![0xff, 0x03, 0x02, 0x81, 0, 0x01, 0x01, 0x40, 0, 0, 0, 0],
-            reason: "not IP: MPLS payload not IP",
-        },
-        Wrap {
-            name: "ppp-hdlc",
-            linktype: 50,
-            head: |v6, _| cat(&[&[0xff, 0x03], &ppp_proto(v6)]),
-            fcs: false,
-            non_ip: || cat(&[&[0xff, 0x03], &LCP]),
-            reason: "not IP: PPP control protocol",
-        },
-        Wrap {
-            name: "ppp-ether",
-            linktype: 51,
-            head: |v6, n| {
+        fixed("ppp", 9, HDLC, ppp_proto, cat(&[HDLC, &LCP]), PPP_CONTROL),
+        wrap(
+            "ppp-mpls",
+            9,
+            |_, _| cat(&[HDLC, &[0x02, 0x81], MPLS2]),
+            cat(&[HDLC, &[0x02, 0x81], MPLS_CW]),
+            "not IP: MPLS payload not IP",
+        ),
+        fixed(
+            "ppp-hdlc",
+            50,
+            HDLC,
+            ppp_proto,
+            cat(&[HDLC, &LCP]),
+            PPP_CONTROL,
+        ),
+        wrap(
+            "ppp-ether",
+            51,
+            |v6, n| {
                 cat(&[
                     &[0x11, 0x00, 0x12, 0x34],
                     &((n + 2) as u16).to_be_bytes(),
                     &ppp_proto(v6),
                 ])
             },
-            fcs: false,
-            non_ip: || cat(&[&[0x11, 0x00, 0x12, 0x34, 0, 8], &LCP]),
-            reason: "not IP: PPP control protocol",
-        },
-        Wrap {
-            name: "chdlc",
-            linktype: 104,
-            head: |v6, _| cat(&[&[0x0f, 0x00], &et(v6)]),
-            fcs: false,
-            non_ip: || {
-                vec![
-                    0x8f, 0x00, 0x80, 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                ]
-            },
-            reason: "not IP: Cisco SLARP",
-        },
-        Wrap {
-            name: "ieee802.11",
-            linktype: 105,
-            head: |v6, _| wifi(v6),
-            fcs: false,
-            non_ip: beacon,
-            reason: "not IP: 802.11 management",
-        },
-        Wrap {
-            name: "radiotap",
-            linktype: 127,
-            // Flags present (FCS at end).
-            head: |v6, _| cat(&[&[0, 0, 9, 0, 0x02, 0, 0, 0, 0x10], &wifi(v6)]),
-            fcs: true,
-            non_ip: || cat(&[&[0, 0, 8, 0, 0, 0, 0, 0], &beacon()]),
-            reason: "not IP: 802.11 management",
-        },
-        Wrap {
-            name: "prism",
-            linktype: 119,
-            head: |v6, _| {
-                let mut h = vec![0u8; 144];
-                h[0] = 0x44;
-                h[4] = 144;
-                h[8..13].copy_from_slice(b"wlan0");
-                cat(&[&h, &wifi(v6)])
-            },
-            fcs: false,
-            non_ip: || {
-                let mut h = vec![0u8; 144];
-                h[0] = 0x44;
-                h[4] = 144;
-                cat(&[&h, &beacon()])
-            },
-            reason: "not IP: 802.11 management",
-        },
-        Wrap {
-            name: "avs",
-            linktype: 163,
-            head: |v6, _| {
-                let mut h = vec![0u8; 64];
-                h[..8].copy_from_slice(&[0x80, 0x21, 0x10, 0x01, 0, 0, 0, 64]);
-                cat(&[&h, &wifi(v6)])
-            },
-            fcs: false,
-            non_ip: || {
-                let mut h = vec![0u8; 64];
-                h[..8].copy_from_slice(&[0x80, 0x21, 0x10, 0x01, 0, 0, 0, 64]);
-                cat(&[&h, &beacon()])
-            },
-            reason: "not IP: 802.11 management",
-        },
-        Wrap {
-            name: "fddi",
-            linktype: 10,
-            head: |v6, _| cat(&[&[0x50], &MACS, &snap(v6)]),
-            fcs: false,
-            non_ip: || cat(&[&[0x50], &MACS, &[0x42, 0x42, 0x03, 0, 0, 0, 0, 0]]),
-            reason: "not IP: LLC spanning tree",
-        },
-        Wrap {
-            name: "arcnet-bsd",
-            linktype: 7,
-            head: |v6, _| {
+            cat(&[&[0x11, 0x00, 0x12, 0x34, 0, 8], &LCP]),
+            PPP_CONTROL,
+        ),
+        fixed(
+            "chdlc",
+            104,
+            &[0x0f, 0x00],
+            et,
+            cat(&[&[0x8f, 0x00, 0x80, 0x35], &[0; 14]]),
+            "not IP: Cisco SLARP",
+        ),
+        wlan("ieee802.11", 105, vec![], vec![], false),
+        // Radiotap with the flags field present (FCS at end).
+        wlan(
+            "radiotap",
+            127,
+            vec![0, 0, 9, 0, 0x02, 0, 0, 0, 0x10],
+            vec![0, 0, 8, 0, 0, 0, 0, 0],
+            true,
+        ),
+        wlan("prism", 119, prism(b"wlan0"), prism(b""), false),
+        wlan("avs", 163, avs(), avs(), false),
+        wrap(
+            "fddi",
+            10,
+            |v6, _| cat(&[&[0x50], &MACS, &snap(v6)]),
+            cat(&[&[0x50], &MACS, &[0x42, 0x42, 0x03, 0, 0, 0, 0, 0]]),
+            "not IP: LLC spanning tree",
+        ),
+        wrap(
+            "arcnet-bsd",
+            7,
+            |v6, _| {
                 if v6 {
                     vec![1, 2, 0xc4, 0, 0, 0]
                 } else {
                     vec![1, 2, 240]
                 }
             },
-            fcs: false,
-            non_ip: || vec![1, 2, 213, 0, 0, 0, 0, 1, 8, 0, 6, 4, 0, 1],
-            reason: "not IP: ARCnet ARP",
-        },
-        Wrap {
-            name: "arcnet-linux",
-            linktype: 129,
-            head: |v6, _| vec![1, 2, 0, 0, if v6 { 0xc4 } else { 212 }, 0, 0, 0],
-            fcs: false,
-            non_ip: || vec![1, 2, 0, 0, 213, 0, 0, 0, 0, 1, 8, 0, 6, 4, 0, 1],
-            reason: "not IP: ARCnet ARP",
-        },
-        Wrap {
-            name: "ipoib",
-            linktype: 242,
-            head: |v6, _| {
-                let mut h = vec![0u8; 40];
-                h[20..24].copy_from_slice(&[0x00, 0x00, 0x05, 0x50]);
-                h[24] = 0xfe;
-                h[25] = 0x80;
-                cat(&[&h, &et(v6), &[0, 0]])
-            },
-            fcs: false,
-            non_ip: || {
-                let mut h = vec![0u8; 40];
-                h.extend_from_slice(&[0x08, 0x06, 0, 0, 0, 32, 8, 0, 20, 4, 0, 1]);
-                h
-            },
-            reason: "not IP: ARP",
-        },
-        Wrap {
-            name: "nflog",
-            linktype: 239,
-            head: nflog_head,
-            fcs: false,
-            non_ip: || vec![2, 0, 0, 1, 6, 0, 10, 0, b't', 0, 0, 0],
-            reason: "not IP: NFLOG without payload",
-        },
-        Wrap {
-            name: "pflog",
-            linktype: 117,
-            head: |v6, _| {
-                let mut h = vec![0u8; 64];
-                h[0] = 61;
-                h[1] = if v6 { 24 } else { 2 };
-                h[4..7].copy_from_slice(b"em0");
-                h
-            },
-            fcs: false,
-            non_ip: || {
-                let mut h = vec![0u8; 64];
-                h[0] = 61;
-                h[1] = 23; // AF_IPX
-                h
-            },
-            reason: "not IP: pflog address family",
-        },
-        Wrap {
-            name: "enc",
-            linktype: 109,
-            head: |v6, _| vec![0, 0, 0, if v6 { 24 } else { 2 }, 0, 0, 0x10, 0, 0, 0, 0, 1],
-            fcs: false,
-            non_ip: || vec![0, 0, 0, 7, 0, 0, 0x10, 0, 0, 0, 0, 1, 0, 0],
-            reason: "not IP: enc address family",
-        },
-        Wrap {
-            name: "ethernet-mpls",
-            linktype: 1,
-            head: |_, _| {
-                cat(&[
-                    &MACS,
-                    &[0x88, 0x47, 0, 0x01, 0x00, 0x40, 0, 0x02, 0x01, 0x40],
-                ])
-            },
-            fcs: false,
-            // A pseudowire's control word: not read as IP.
-            non_ip: || cat(&[&MACS, &[0x88, 0x47, 0, 0x01, 0x01, 0x40, 0, 0, 0, 0]]),
-            reason: "not IP: MPLS payload not IP",
-        },
-        Wrap {
-            name: "ethernet-pppoe",
-            linktype: 1,
-            head: |v6, n| {
+            cat(&[&[1, 2, 213, 0, 0, 0], &arp]),
+            "not IP: ARCnet ARP",
+        ),
+        wrap(
+            "arcnet-linux",
+            129,
+            |v6, _| vec![1, 2, 0, 0, if v6 { 0xc4 } else { 212 }, 0, 0, 0],
+            cat(&[&[1, 2, 0, 0, 213, 0, 0, 0], &arp]),
+            "not IP: ARCnet ARP",
+        ),
+        wrap(
+            "ipoib",
+            242,
+            |v6, _| ipoib(et(v6)),
+            cat(&[&[0; 40], &[0x08, 0x06, 0, 0, 0, 32, 8, 0, 20, 4, 0, 1]]),
+            "not IP: ARP",
+        ),
+        wrap(
+            "nflog",
+            239,
+            nflog_head,
+            vec![2, 0, 0, 1, 6, 0, 10, 0, b't', 0, 0, 0],
+            "not IP: NFLOG without payload",
+        ),
+        wrap(
+            "pflog",
+            117,
+            |v6, _| pflog(if v6 { 24 } else { 2 }, b"em0"),
+            pflog(23, b""), // AF_IPX
+            "not IP: pflog address family",
+        ),
+        wrap(
+            "enc",
+            109,
+            |v6, _| vec![0, 0, 0, if v6 { 24 } else { 2 }, 0, 0, 0x10, 0, 0, 0, 0, 1],
+            vec![0, 0, 0, 7, 0, 0, 0x10, 0, 0, 0, 0, 1, 0, 0],
+            "not IP: enc address family",
+        ),
+        wrap(
+            "ethernet-mpls",
+            1,
+            |_, _| cat(&[&MACS, &[0x88, 0x47], MPLS2]),
+            cat(&[&MACS, &[0x88, 0x47], MPLS_CW]),
+            "not IP: MPLS payload not IP",
+        ),
+        wrap(
+            "ethernet-pppoe",
+            1,
+            |v6, n| {
                 cat(&[
                     &MACS,
                     &[0x88, 0x64, 0x11, 0x00, 0x12, 0x34],
@@ -510,18 +490,16 @@ fn wraps() -> Vec<Wrap> {
                     &ppp_proto(v6),
                 ])
             },
-            fcs: false,
-            non_ip: || cat(&[&MACS, &[0x88, 0x63, 0x11, 0x09, 0, 0, 0, 0]]),
-            reason: "not IP: PPPoE discovery",
-        },
-        Wrap {
-            name: "ethernet-llc-snap",
-            linktype: 1,
-            head: |v6, n| cat(&[&MACS, &((n + 8) as u16).to_be_bytes(), &snap(v6)]),
-            fcs: false,
-            non_ip: || cat(&[&MACS, &[0, 38, 0x42, 0x42, 0x03], &[0; 35]]),
-            reason: "not IP: LLC spanning tree",
-        },
+            cat(&[&MACS, &[0x88, 0x63, 0x11, 0x09, 0, 0, 0, 0]]),
+            "not IP: PPPoE discovery",
+        ),
+        wrap(
+            "ethernet-llc-snap",
+            1,
+            |v6, n| cat(&[&MACS, &((n + 8) as u16).to_be_bytes(), &snap(v6)]),
+            cat(&[&MACS, &[0, 38, 0x42, 0x42, 0x03], &[0; 35]]),
+            "not IP: LLC spanning tree",
+        ),
     ]
 }
 
@@ -580,8 +558,8 @@ fn tcp_connections_wrapped_in_each_link_type_agree_with_tshark() {
         let mut recs = vec![Rec {
             sec: first.sec,
             frac: first.frac,
-            data: (w.non_ip)(),
-            orig_len: (w.non_ip)().len() as u32,
+            data: w.non_ip.clone(),
+            orig_len: w.non_ip.len() as u32,
         }];
         for (r, v6, wire, cut) in &src {
             // 802.3's length field holds 1500 at most.
@@ -614,7 +592,7 @@ fn tcp_connections_wrapped_in_each_link_type_agree_with_tshark() {
         if dirs < 6 {
             fails.push(format!("{}: {dirs} TCP directions only", w.name));
         }
-        let v = analyze(&path);
+        let v = common::analyze_json(&path);
         let skipped = &v["inputs"][0]["link_skipped"];
         if skipped[w.reason]["frames"] != 1 || skipped[w.reason]["first_frame"] != 1 {
             fails.push(format!(
@@ -832,7 +810,7 @@ fn kernel_fragmented_tcp_and_udp_agree_with_tshark() {
     let mut fails = Vec::new();
     let dirs = compare(&path, &mut fails);
     assert_eq!(dirs, 2, "one TCP connection");
-    let v = analyze(&path);
+    let v = common::analyze_json(&path);
     let frag = &v["inputs"][0]["fragments"];
     eprintln!("fragments: {frag}");
     assert!(frag["reassembled"].as_u64().unwrap() >= 40 + 100, "{frag}");

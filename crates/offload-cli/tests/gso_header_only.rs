@@ -2,33 +2,41 @@
 //! scripts/make-samples.sh): every frame accounted for, super-packets split
 //! into header-only segments that tshark reads with the same TCP bytes.
 
-use std::process::Command;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_offload");
+use common::BIN;
+use std::path::Path;
+use std::process::Command;
 
 fn samples(name: &str) -> String {
     format!("{}/../../samples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// tshark's per-frame (frame.len, frame.cap_len, tcp.len) of `path`.
-fn tshark_lengths(path: &str) -> Vec<(u64, u64, Option<u64>)> {
-    let out = Command::new("tshark")
-        .args(["-r", path, "-T", "fields"])
-        .args(["-e", "frame.len", "-e", "frame.cap_len", "-e", "tcp.len"])
-        .output()
-        .expect("tshark (installed by .ci/install)");
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f.get(2).and_then(|v| v.parse().ok()),
-            )
-        })
-        .collect()
+fn tshark_lengths(path: &Path) -> Vec<(u64, u64, Option<u64>)> {
+    common::capture::tshark(
+        path,
+        &[
+            "-T",
+            "fields",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+            "-e",
+            "tcp.len",
+        ],
+    )
+    .lines()
+    .map(|l| {
+        let f: Vec<&str> = l.split('\t').collect();
+        (
+            f[0].parse().unwrap(),
+            f[1].parse().unwrap(),
+            f.get(2).and_then(|v| v.parse().ok()),
+        )
+    })
+    .collect()
 }
 
 #[test]
@@ -73,8 +81,8 @@ fn header_only_samples_are_split_and_every_frame_is_accounted_for() {
             n("frames_in") - n("super_packets") + n("segments_out")
         );
 
-        let before = tshark_lengths(&input);
-        let after = tshark_lengths(output.to_str().unwrap());
+        let before = tshark_lengths(Path::new(&input));
+        let after = tshark_lengths(&output);
         assert_eq!(after.len() as u64, n("frames_out"));
         // The TCP bytes on the wire are the same, and so is the wire total.
         let tcp = |v: &[(u64, u64, Option<u64>)]| v.iter().filter_map(|f| f.2).sum::<u64>();

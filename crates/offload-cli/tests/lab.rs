@@ -222,9 +222,8 @@ fn scenario_run_leaves_host_unchanged() {
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn sigint_stops_prints_and_leaves_host_unchanged() {
     let _serial = serial();
-    let before = host_state();
     // Three arms of five runs: far longer than the test lets it run.
-    let mut child = spawn(&[
+    let args = [
         "lab",
         "run",
         "vxlan-ip-id",
@@ -232,34 +231,19 @@ fn sigint_stops_prints_and_leaves_host_unchanged() {
         "5",
         "--duration",
         "2s",
-    ]);
-    let (held, _) = wait_for(&mut child, "run 1");
-    // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{out}");
-    assert!(out.contains("(interrupted"), "{out}");
+    ];
+    let out = stop_and_check_nothing_left(&args, "run 1", libc::SIGINT, |_| Vec::new);
     assert!(
         out.contains("healthy"),
         "what was measured is printed: {out}"
     );
-    assert_gone(&held);
-    assert_same(&before, &host_state());
 }
 
 #[test]
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn sigkill_leaves_nothing_behind() {
     let _serial = serial();
-    let before = host_state();
-    let mut child = spawn(&[
+    let args = [
         "lab",
         "run",
         "vxlan-ip-id",
@@ -267,12 +251,8 @@ fn sigkill_leaves_nothing_behind() {
         "5",
         "--duration",
         "2s",
-    ]);
-    let (held, _) = wait_for(&mut child, "run 1");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_gone(&held);
-    assert_same(&before, &host_state());
+    ];
+    stop_and_check_nothing_left(&args, "run 1", libc::SIGKILL, |_| Vec::new);
 }
 
 #[test]
@@ -723,21 +703,14 @@ fn udp_rx_busy_poll_arms_report_latency() {
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn interrupted_run_reports_completed_pairs_cleanly() {
     let _serial = serial();
-    let mut child = spawn(&["lab", "run", "udp-rx", "--runs", "5", "--duration", "1"]);
+    let args = ["lab", "run", "udp-rx", "--runs", "5", "--duration", "1"];
     // Interrupt in the third pair: two are complete (pairs alternate the
     // arms' order, so the second ends with the first arm).
-    let (held, _) = wait_for(&mut child, &format!("{:<16} run 2", "bare"));
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
+    let marker = format!("{:<16} run 2", "bare");
+    let out = stop_and_check_nothing_left(&args, &marker, libc::SIGINT, |_| {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        Vec::new
+    });
     assert!(out.contains("(interrupted: completed pairs only)"), "{out}");
     assert!(!out.contains('{'), "raw JSON in the text report: {out}");
     let lines: Vec<&str> = out.lines().collect();
@@ -748,7 +721,6 @@ fn interrupted_run_reports_completed_pairs_cleanly() {
         }
     }
     assert!(out.contains("pp-busy-poll"), "{out}");
-    assert_gone(&held);
 }
 
 /// vxlan-ip-id with `--kernels 6.1,6.12`: the same wire frames go through
@@ -910,6 +882,51 @@ fn alive(procs: &BTreeSet<u32>) -> Vec<String> {
         .collect()
 }
 
+/// Starts `offload ARGS`, waits for `marker` on its stderr and then for
+/// `ready(pid)`, sends `sig`, and checks from outside that the run leaves
+/// nothing: a SIGINTed run exits 130 and says it was interrupted; no
+/// process it had started by the signal, nothing the check `ready`
+/// returned still names (the caller's own leftovers, such as files), and
+/// no namespace it held outlives it; the host's links, sysctls and mounts
+/// are as before. Returns its stdout for the caller's own assertions.
+fn stop_and_check_nothing_left<L: FnMut() -> Vec<String>>(
+    args: &[&str],
+    marker: &str,
+    sig: libc::c_int,
+    ready: impl FnOnce(u32) -> L,
+) -> String {
+    let what = format!("{args:?} signal {sig}");
+    let before = host_state();
+    let mut child = spawn(args);
+    let pid = child.id();
+    let (held, _) = wait_for(&mut child, marker);
+    let mut leftovers = ready(pid);
+    let kids = descendants(pid);
+    // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "{what}");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    if sig == libc::SIGINT {
+        assert_eq!(status.code(), Some(130), "{what}: {out}");
+        assert!(out.contains("(interrupted"), "{what}: {out}");
+    }
+    let left = settle(120, || {
+        let mut left = alive(&kids);
+        left.extend(leftovers());
+        left
+    });
+    assert!(left.is_empty(), "{what}: left {left:?}");
+    assert_gone(&held);
+    assert_same(&before, &host_state());
+    out
+}
+
 /// Interrupts (SIGINT) or kills (SIGKILL) each experiment early in its
 /// first pair (after its first run) and checks, from outside, that
 /// nothing is left: no namespace the run held, no process it started,
@@ -920,7 +937,6 @@ fn every_experiment_leaves_nothing_after_sigint_or_sigkill() {
     let _serial = serial();
     for exp in ["big-tcp", "udp-rx", "many-flows", "vxlan-ip-id"] {
         for sig in [libc::SIGINT, libc::SIGKILL] {
-            let before = host_state();
             let mut args = vec!["lab", "run", exp, "--runs", "3", "--duration", "2"];
             if exp == "vxlan-ip-id" {
                 args.extend(["--kernels", "none"]);
@@ -928,28 +944,7 @@ fn every_experiment_leaves_nothing_after_sigint_or_sigkill() {
             if exp == "many-flows" {
                 args.extend(["--flows", "1,1000"]);
             }
-            let mut child = spawn(&args);
-            let pid = child.id();
-            let (held, _) = wait_for(&mut child, "run 1");
-            let kids = descendants(pid);
-            // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
-            assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            let status = child.wait().unwrap();
-            if sig == libc::SIGINT {
-                assert_eq!(status.code(), Some(130), "{exp}: {out}");
-                assert!(out.contains("(interrupted"), "{exp}: {out}");
-            }
-            let left = settle(60, || alive(&kids));
-            assert!(left.is_empty(), "{exp} {sig}: processes left {left:?}");
-            assert_gone(&held);
-            assert_same(&before, &host_state());
+            stop_and_check_nothing_left(&args, "run 1", sig, |_| Vec::new);
         }
     }
 }
@@ -963,72 +958,62 @@ fn every_experiment_leaves_nothing_after_sigint_or_sigkill() {
 fn vxlan_ip_id_leaves_no_guest_after_sigint_or_sigkill() {
     let _serial = serial();
     let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let args = [
+        "lab",
+        "run",
+        "vxlan-ip-id",
+        "--runs",
+        "1",
+        "--duration",
+        "1",
+        "--kernels",
+        "6.1,6.12",
+    ];
     for sig in [libc::SIGKILL, libc::SIGINT] {
-        let before = host_state();
-        let mut child = spawn(&[
-            "lab",
-            "run",
-            "vxlan-ip-id",
-            "--runs",
-            "1",
-            "--duration",
-            "1",
-            "--kernels",
-            "6.1,6.12",
-        ]);
-        let pid = child.id();
-        let (held, _) = wait_for(&mut child, "booting the 6.1 guest");
-        // Wait (generously: TCG boot on a loaded host) until QEMU runs.
-        let mut kids = BTreeSet::new();
-        let qemu = settle(300, || {
-            kids = descendants(pid);
-            let running = kids.iter().any(|k| {
-                std::fs::read(format!("/proc/{k}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with("qemu-system"))
+        stop_and_check_nothing_left(&args, "booting the 6.1 guest", sig, |pid| {
+            // Wait (generously: TCG boot on a loaded host) until QEMU runs.
+            let mut kids = BTreeSet::new();
+            let qemu = settle(300, || {
+                kids = descendants(pid);
+                let running = kids.iter().any(|k| {
+                    std::fs::read(format!("/proc/{k}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with("qemu-system"))
+                });
+                if running {
+                    Vec::new()
+                } else {
+                    vec!["no QEMU yet".into()]
+                }
             });
-            if running {
-                Vec::new()
-            } else {
-                vec!["no QEMU yet".into()]
+            assert!(qemu.is_empty(), "the 6.1 guest never started");
+            // The script's job directories: named after the script's pid.
+            let jobs: Vec<std::path::PathBuf> = kids
+                .iter()
+                .map(|k| target.join(format!("vm-job.{k}")))
+                .filter(|p| p.exists())
+                .collect();
+            assert!(!jobs.is_empty(), "no job directory among {kids:?}");
+            let ours = move |n: &str| n.starts_with(&format!("offload-lab-vm-{pid}-"));
+            assert!(std::fs::read_dir(&target)
+                .unwrap()
+                .flatten()
+                .any(|e| ours(&e.file_name().to_string_lossy())));
+            let target = target.clone();
+            move || {
+                let mut left: Vec<String> = jobs
+                    .iter()
+                    .filter(|j| j.exists())
+                    .map(|j| j.display().to_string())
+                    .collect();
+                left.extend(
+                    std::fs::read_dir(&target)
+                        .unwrap()
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| ours(n)),
+                );
+                left
             }
         });
-        assert!(qemu.is_empty(), "the 6.1 guest never started");
-        // The script's job directories: named after the script's pid.
-        let jobs: Vec<std::path::PathBuf> = kids
-            .iter()
-            .map(|k| target.join(format!("vm-job.{k}")))
-            .filter(|p| p.exists())
-            .collect();
-        assert!(!jobs.is_empty(), "no job directory among {kids:?}");
-        let ours = |n: &str| n.starts_with(&format!("offload-lab-vm-{pid}-"));
-        assert!(std::fs::read_dir(&target)
-            .unwrap()
-            .flatten()
-            .any(|e| ours(&e.file_name().to_string_lossy())));
-        // SAFETY: kill(2) on the child's pid, which is alive (not yet waited).
-        assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
-        let status = child.wait().unwrap();
-        if sig == libc::SIGINT {
-            assert_eq!(status.code(), Some(130));
-        }
-        let left = settle(120, || {
-            let mut left = alive(&kids);
-            left.extend(
-                jobs.iter()
-                    .filter(|j| j.exists())
-                    .map(|j| j.display().to_string()),
-            );
-            left.extend(
-                std::fs::read_dir(&target)
-                    .unwrap()
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| ours(n)),
-            );
-            left
-        });
-        assert!(left.is_empty(), "signal {sig}: left {left:?}");
-        assert_gone(&held);
-        assert_same(&before, &host_state());
     }
 }

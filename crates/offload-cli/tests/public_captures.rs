@@ -235,23 +235,7 @@ fn compare(
     compared: &mut BTreeMap<&'static str, (u64, u64)>,
 ) -> usize {
     let name = path.file_name().unwrap().to_string_lossy().to_string();
-    let mut ours: BTreeMap<Dir, &Value> = BTreeMap::new();
-    for f in v["flows"].as_array().unwrap() {
-        if f["protocol"] != "tcp" {
-            continue;
-        }
-        let d = (
-            f["src"].as_str().unwrap().to_string(),
-            f["sport"].as_u64().unwrap() as u16,
-            f["dst"].as_str().unwrap().to_string(),
-            f["dport"].as_u64().unwrap() as u16,
-        );
-        assert!(
-            ours.insert(d.clone(), f).is_none(),
-            "{name}: {} twice",
-            show(&d)
-        );
-    }
+    let ours = tcp_figures::offload_directions(v, &name);
     assert_eq!(v["other_flows"]["flows"].as_u64().unwrap_or(0), 0, "{name}");
     let ts = tcp_figures::tshark_directions(path);
     if ts.is_empty() && ours.is_empty() {

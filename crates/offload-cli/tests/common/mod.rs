@@ -32,6 +32,26 @@ pub fn offload(args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("run offload {args:?}: {e}"))
 }
 
+/// `offload analyze PATH --json` on the host: asserted to exit 0 without a
+/// panic on stderr, its JSON report.
+pub fn analyze_json(path: &Path) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .arg("analyze")
+        .arg(path)
+        .arg("--json")
+        .output()
+        .unwrap_or_else(|e| panic!("run offload analyze {}: {e}", path.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked"),
+        "offload analyze {}: {:?}\n{err}",
+        path.display(),
+        out.status
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("offload analyze {} --json: {e}", path.display()))
+}
+
 /// `out`, asserted to have exited 0; `what` and stderr name a failure.
 pub fn succeeded(out: Output, what: &str) -> Output {
     assert!(

@@ -1,8 +1,10 @@
 //! How `offload analyze --json`'s TCP figures map to tshark's fields and
 //! tcptrace's lines, shared by the differential tests (kernel-made
 //! captures in `analyze_differential.rs`, public captures in
-//! `public_captures.rs`): one mapping, so both compare the same thing.
+//! `public_captures.rs`, other link types in `analyze_link_types.rs`):
+//! one mapping, so all compare the same thing.
 
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -43,6 +45,26 @@ pub fn rev(d: &Dir) -> Dir {
     (d.2.clone(), d.3, d.0.clone(), d.1)
 }
 
+/// `offload analyze --json`'s TCP flow records by direction, each
+/// direction asserted to be one record (`what` names the capture).
+pub fn offload_directions<'a>(report: &'a Value, what: &str) -> BTreeMap<Dir, &'a Value> {
+    let mut ours = BTreeMap::new();
+    for f in report["flows"].as_array().expect("flows[]") {
+        if f["protocol"] != "tcp" {
+            continue;
+        }
+        let d = (
+            f["src"].as_str().unwrap().to_string(),
+            f["sport"].as_u64().unwrap() as u16,
+            f["dst"].as_str().unwrap().to_string(),
+            f["dport"].as_u64().unwrap() as u16,
+        );
+        let text = format!("{what}: {}:{} -> {}:{}", d.0, d.1, d.2, d.3);
+        assert!(ours.insert(d, f).is_none(), "{text} twice");
+    }
+    ours
+}
+
 /// Figures of one direction, by name.
 #[derive(Debug, Default, Clone)]
 pub struct Figures {
@@ -54,6 +76,14 @@ pub struct Figures {
 impl Figures {
     pub fn get(&self, k: &str) -> f64 {
         self.n.get(k).copied().unwrap_or(0.0)
+    }
+
+    /// The `pct`-th percentile (0..100, nearest rank below) of the ACK
+    /// RTT samples this direction sent, in ms; `None` without samples.
+    pub fn rtt_percentile_ms(&self, pct: usize) -> Option<f64> {
+        let mut r = self.rtt_ms.clone();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len() * pct / 100).copied()
     }
 
     fn add(&mut self, k: &'static str, x: f64) {
