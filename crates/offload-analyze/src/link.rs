@@ -30,8 +30,9 @@
 //!
 //! Inside an EtherType (Ethernet, cooked captures, Cisco HDLC, IPoIB, 802.11
 //! and FDDI's SNAP): MPLS label stacks (the payload after the bottom label
-//! read by its first nibble, as Wireshark does), PPPoE sessions, and 802.3
-//! length fields followed by LLC (SNAP with an EtherType, or the IP SAP).
+//! read by its first nibble, as Wireshark does), PPPoE sessions, 802.1ah
+//! (PBB) customer frames, and 802.3 length fields followed by LLC (SNAP
+//! with an EtherType, or the IP SAP).
 //!
 //! Frames of the engine's link types reach the engine unchanged; a frame of
 //! another link type reaches the statistics and the what-if as the IP
@@ -371,6 +372,7 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
     match et {
         0x8847 | 0x8848 => mpls(b, off),
         0x8864 => pppoe_session(b, off),
+        PBB => pbb(b, off),
         0x8863 => Err(Skip::NotIp("PPPoE discovery")),
         ethertype::ARP => Err(Skip::NotIp("ARP")),
         0x8035 => Err(Skip::NotIp("RARP")),
@@ -382,6 +384,28 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
         0..=1500 => llc(b, off),
         _ => Err(Skip::NotIp("EtherType not IP")),
     }
+}
+
+/// 802.1ah Provider Backbone Bridging's EtherType (the I-TAG).
+const PBB: u16 = 0x88e7;
+
+/// An 802.1ah I-TAG at `off` (flags and the 24-bit I-SID, 4 bytes), the
+/// customer's destination and source addresses (12), then the customer
+/// frame's EtherType after any 802.1Q/802.1ad tags, as Wireshark reads it
+/// (packet-ieee8021ah.c hands the rest to the EtherType table, whose VLAN
+/// dissector takes the tags).
+fn pbb(b: &[u8], off: usize) -> Result<Net, Skip> {
+    let mut at = off + 16;
+    let mut et = be16(b, at, "802.1ah", "type")?;
+    // A bounded number of tags: a frame cannot loop here.
+    for _ in 0..8 {
+        if !matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+            break;
+        }
+        at += 4;
+        et = be16(b, at, "802.1Q", "type")?;
+    }
+    by_ethertype(b, at + 2, et)
 }
 
 /// MPLS label stack entries from `off` to the one with the bottom-of-stack
@@ -832,6 +856,24 @@ mod tests {
             view(147, &f, 24).unwrap_err(),
             Skip::UnsupportedLinkType(147)
         );
+    }
+
+    #[test]
+    fn pbb_customer_frames() {
+        // Outer Ethernet, 802.1ah I-TAG, customer addresses, a customer
+        // 802.1Q tag, IPv4.
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x88, 0xe7, 0, 0x1e, 0xbb, 0x30]);
+        f.extend_from_slice(&[0; 12]);
+        f.extend_from_slice(&[0x81, 0x00, 0, 5, 0x08, 0x00]);
+        assert_eq!(inner(&with(&f), 14, PBB), Ok((36, false)));
+        // Untagged; ARP inside; cut inside the customer header.
+        let mut g = f[..30].to_vec();
+        g.extend_from_slice(&[0x86, 0xdd]);
+        assert_eq!(inner(&g, 14, PBB), Ok((32, true)));
+        g[30..32].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(inner(&g, 14, PBB), Err(Skip::NotIp("ARP")));
+        assert_eq!(inner(&f[..20], 14, PBB), Err(trunc("802.1ah", "type")));
     }
 
     #[test]

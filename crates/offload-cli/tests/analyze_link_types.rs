@@ -1,7 +1,8 @@
 //! `offload analyze` reads every link type libpcap and tshark read for IP:
 //! PPP (9, 50, 51, 166), Cisco HDLC, 802.11 (plain, radiotap, Prism, AVS),
 //! FDDI, ARCnet (BSD and Linux), IPoIB, NFLOG, pflog, enc, and inside
-//! Ethernet MPLS label stacks, PPPoE sessions and 802.3 LLC/SNAP.
+//! Ethernet MPLS label stacks, PPPoE sessions, 802.1ah (PBB) customer
+//! frames and 802.3 LLC/SNAP.
 //!
 //! Two sources, each compared with tshark per flow direction:
 //! - public captures of those links from tcpdump's test suite
@@ -512,6 +513,29 @@ fn wraps() -> Vec<Wrap> {
             },
             cat(&[&MACS, &[0x88, 0x63, 0x11, 0x09, 0, 0, 0, 0]]),
             "not IP: PPPoE discovery",
+        ),
+        wrap(
+            "ethernet-pbb",
+            1,
+            // 802.1ah: I-TAG (I-SID 2014000), customer addresses, a
+            // customer 802.1Q tag.
+            |v6, _| {
+                cat(&[
+                    &MACS,
+                    &[0x88, 0xe7, 0, 0x1e, 0xbb, 0x30],
+                    &MACS,
+                    &[0x81, 0x00, 0, 5],
+                    &et(v6),
+                ])
+            },
+            cat(&[
+                &MACS,
+                &[0x88, 0xe7, 0, 0x1e, 0xbb, 0x30],
+                &MACS,
+                &[0x08, 0x06],
+                &[0; 28],
+            ]),
+            "not IP: ARP",
         ),
         wrap(
             "ethernet-llc-snap",
