@@ -18,6 +18,10 @@
 # rounds, each running every tool once in turn (so a load change hits all
 # of them alike); per tool the median of its CPU time (user+system, `perf
 # stat -e task-clock`, microsecond resolution) and of its wall time.
+# Then each round's CPU times and ratios with the load average as it
+# started, quietest first (on a shared machine the quiet rounds say what
+# the code costs: analyze's CPU time has risen more with the load than
+# tcptrace's, docs/performance.md).
 # REUSE=1 compares on an existing OUT.pcap (no capture; an error if it is
 # missing or empty).
 # The tools read a copy of the capture in /dev/shm (tmpfs, removed on exit):
@@ -141,6 +145,9 @@ run_one() {
     echo "$(echo "($t1 - $t0) / 1000000000" | bc -l) $cpu" >>"$T/$1"
 }
 for _ in $(seq "$RUNS"); do
+    # The 1-minute load average as each round starts: the machine may be
+    # shared, and the ratios move with its load (docs/performance.md).
+    cut -d' ' -f1 /proc/loadavg >>"$T/load"
     for t in "${TOOLS[@]}"; do run_one "$t"; done
 done
 median() { sort -g | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m}'; }
@@ -162,3 +169,17 @@ row "offload analyze --threads 2" a2
 row "tcptrace -l" tt
 row "tshark -q -z conv,tcp" ts
 [ -z "${BASE:-}" ] || row "BASE: $BASE analyze --threads 1" b1
+# Round by round, quietest first: on a shared machine the quiet rounds are
+# the ones that say what the code costs.
+echo
+echo "Round by round (CPU s; load = 1-minute load average as the round started), quietest first"
+echo
+echo "| round | load | offload analyze --threads 1 | tcptrace -l | tshark -q -z conv,tcp | tcptrace / offload | tshark / offload |"
+echo "|---|---|---|---|---|---|---|"
+for r in $(seq "$RUNS"); do
+    l=$(sed -n "${r}p" "$T/load")
+    a=$(sed -n "${r}p" "$T/a1" | cut -d' ' -f2)
+    c=$(sed -n "${r}p" "$T/tt" | cut -d' ' -f2)
+    s=$(sed -n "${r}p" "$T/ts" | cut -d' ' -f2)
+    echo "$l | $r | $l | $a | $c | $s | $(printf "%.2f" "$(echo "$c / $a" | bc -l)") | $(printf "%.2f" "$(echo "$s / $a" | bc -l)") |"
+done | sort -g | cut -d" " -f2-

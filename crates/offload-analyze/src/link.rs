@@ -30,8 +30,9 @@
 //!
 //! Inside an EtherType (Ethernet, cooked captures, Cisco HDLC, IPoIB, 802.11
 //! and FDDI's SNAP): MPLS label stacks (the payload after the bottom label
-//! read by its first nibble, as Wireshark does), PPPoE sessions, and 802.3
-//! length fields followed by LLC (SNAP with an EtherType, or the IP SAP).
+//! read by its first nibble, as Wireshark does), PPPoE sessions, 802.1ah
+//! (PBB) customer frames, and 802.3 length fields followed by LLC (SNAP
+//! with an EtherType, or the IP SAP).
 //!
 //! Frames of the engine's link types reach the engine unchanged; a frame of
 //! another link type reaches the statistics and the what-if as the IP
@@ -160,11 +161,35 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
             orig_len,
         });
     }
-    let (off, v6) = ip_offset(linktype, data)?;
+    // The packet ends where the link says it ends, not at the frame's
+    // last byte: an NFLOG payload TLV is followed by its padding (to 4
+    // bytes) and maybe more TLVs, and radiotap's FCS flag puts 4 bytes of
+    // FCS after it. Wireshark hands IP exactly the packet (packet-nflog.c:
+    // a subset of the TLV's value length; packet-ieee80211.c: the
+    // reported length less the FCS), and an IP total length beyond it is
+    // "IPv4 total length exceeds packet length" (packet-ip.c), the packet
+    // read to its end and no further.
+    let wire = orig_len.max(data.len() as u32) as usize;
+    let (off, v6, end, wire_end) = match linktype {
+        linktype::NFLOG => {
+            let (off, v6, len) = nflog_payload(data)?;
+            (off, v6, off + len, off + len)
+        }
+        linktype::IEEE802_11_RADIOTAP => {
+            let ((off, v6), fcs) = radiotap_fcs(data)?;
+            let tail = if fcs { 4 } else { 0 };
+            let wire_end = wire.saturating_sub(tail).max(off);
+            (off, v6, data.len().min(wire_end), wire_end)
+        }
+        _ => {
+            let (off, v6) = ip_offset(linktype, data)?;
+            (off, v6, data.len(), wire)
+        }
+    };
     Ok(View {
         link: if v6 { LinkKind::Ipv6 } else { LinkKind::Ipv4 },
-        data: data.get(off..).ok_or(trunc("link", "header"))?,
-        orig_len: orig_len.max(data.len() as u32) - off as u32,
+        data: data.get(off..end).ok_or(trunc("link", "header"))?,
+        orig_len: (wire_end - off) as u32,
     })
 }
 
@@ -347,6 +372,7 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
     match et {
         0x8847 | 0x8848 => mpls(b, off),
         0x8864 => pppoe_session(b, off),
+        PBB => pbb(b, off),
         0x8863 => Err(Skip::NotIp("PPPoE discovery")),
         ethertype::ARP => Err(Skip::NotIp("ARP")),
         0x8035 => Err(Skip::NotIp("RARP")),
@@ -358,6 +384,28 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
         0..=1500 => llc(b, off),
         _ => Err(Skip::NotIp("EtherType not IP")),
     }
+}
+
+/// 802.1ah Provider Backbone Bridging's EtherType (the I-TAG).
+const PBB: u16 = 0x88e7;
+
+/// An 802.1ah I-TAG at `off` (flags and the 24-bit I-SID, 4 bytes), the
+/// customer's destination and source addresses (12), then the customer
+/// frame's EtherType after any 802.1Q/802.1ad tags, as Wireshark reads it
+/// (packet-ieee8021ah.c hands the rest to the EtherType table, whose VLAN
+/// dissector takes the tags).
+fn pbb(b: &[u8], off: usize) -> Result<Net, Skip> {
+    let mut at = off + 16;
+    let mut et = be16(b, at, "802.1ah", "type")?;
+    // A bounded number of tags: a frame cannot loop here.
+    for _ in 0..8 {
+        if !matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+            break;
+        }
+        at += 4;
+        et = be16(b, at, "802.1Q", "type")?;
+    }
+    by_ethertype(b, at + 2, et)
 }
 
 /// MPLS label stack entries from `off` to the one with the bottom-of-stack
@@ -468,6 +516,12 @@ fn ieee80211_padded(b: &[u8], off: usize, data_pad: bool) -> Result<Net, Skip> {
 /// bitmaps; the Flags field (present bit 1, after the 8-byte aligned TSFT
 /// when bit 0 is set) may say the 802.11 body is padded.
 fn radiotap(b: &[u8]) -> Result<Net, Skip> {
+    radiotap_fcs(b).map(|(net, _)| net)
+}
+
+/// [`radiotap`], and whether its Flags field says the frame ends in a
+/// 4-byte FCS (flag 0x10, radiotap.org's Flags field).
+fn radiotap_fcs(b: &[u8]) -> Result<(Net, bool), Skip> {
     const H: &str = "radiotap";
     if byte(b, 0, H, "version")? != 0 {
         return Err(invalid(H, "version"));
@@ -489,7 +543,7 @@ fn radiotap(b: &[u8]) -> Result<Net, Skip> {
         word = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         at += 4;
     }
-    let mut data_pad = false;
+    let (mut data_pad, mut fcs) = (false, false);
     if present & 0x02 != 0 {
         if present & 0x01 != 0 {
             at = at.next_multiple_of(8) + 8;
@@ -498,8 +552,9 @@ fn radiotap(b: &[u8]) -> Result<Net, Skip> {
             return Err(invalid(H, "flags"));
         }
         data_pad = b[at] & 0x20 != 0;
+        fcs = b[at] & 0x10 != 0;
     }
-    ieee80211_padded(b, len, data_pad)
+    Ok((ieee80211_padded(b, len, data_pad)?, fcs))
 }
 
 /// The AVS capture header's magic (version 1 or 2, big-endian).
@@ -560,6 +615,11 @@ fn arcnet(b: &[u8], linux: bool) -> Result<Net, Skip> {
 /// payload TLV (type 9). The family says IPv4 (2) or IPv6 (10), as
 /// Wireshark dispatches on it.
 fn nflog(b: &[u8]) -> Result<Net, Skip> {
+    nflog_payload(b).map(|(off, v6, _)| (off, v6))
+}
+
+/// [`nflog`], and the payload TLV's value length (the packet's length).
+fn nflog_payload(b: &[u8]) -> Result<(usize, bool, usize), Skip> {
     const H: &str = "NFLOG";
     let family = byte(b, 0, H, "family")?;
     if b.len() < 4 {
@@ -597,8 +657,8 @@ fn nflog(b: &[u8]) -> Result<Net, Skip> {
                 return Err(trunc(H, "payload"));
             }
             return match family {
-                2 => Ok((at + 4, false)),
-                10 => Ok((at + 4, true)),
+                2 => Ok((at + 4, false, len - 4)),
+                10 => Ok((at + 4, true, len - 4)),
                 _ => Err(Skip::NotIp("NFLOG family not IP")),
             };
         }
@@ -796,5 +856,54 @@ mod tests {
             view(147, &f, 24).unwrap_err(),
             Skip::UnsupportedLinkType(147)
         );
+    }
+
+    #[test]
+    fn pbb_customer_frames() {
+        // Outer Ethernet, 802.1ah I-TAG, customer addresses, a customer
+        // 802.1Q tag, IPv4.
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x88, 0xe7, 0, 0x1e, 0xbb, 0x30]);
+        f.extend_from_slice(&[0; 12]);
+        f.extend_from_slice(&[0x81, 0x00, 0, 5, 0x08, 0x00]);
+        assert_eq!(inner(&with(&f), 14, PBB), Ok((36, false)));
+        // Untagged; ARP inside; cut inside the customer header.
+        let mut g = f[..30].to_vec();
+        g.extend_from_slice(&[0x86, 0xdd]);
+        assert_eq!(inner(&g, 14, PBB), Ok((32, true)));
+        g[30..32].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(inner(&g, 14, PBB), Err(Skip::NotIp("ARP")));
+        assert_eq!(inner(&f[..20], 14, PBB), Err(trunc("802.1ah", "type")));
+    }
+
+    #[test]
+    fn view_ends_at_the_packet_the_link_delimits() {
+        // NFLOG: a 21-byte payload (an IPv4 header and one byte), its 3
+        // padding bytes, then another TLV: the packet is the 21 bytes.
+        let mut f = vec![2, 0, 0, 1, 25, 0, 9, 0];
+        f.extend_from_slice(&IP4);
+        f.extend_from_slice(&[0xaa, 0, 0, 0, 8, 0, 10, 0, 1, 2, 3, 4]);
+        let v = view(linktype::NFLOG, &f, f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (21, 21));
+        assert_eq!(v.data[20], 0xaa);
+        // Radiotap whose Flags say FCS: the last 4 bytes are not the
+        // packet's, captured whole or cut.
+        let mut f = vec![0, 0, 9, 0, 0x02, 0, 0, 0, 0x10];
+        f.extend_from_slice(&[0x08, 0x02, 0, 0]);
+        f.extend_from_slice(&[0; 20]);
+        f.extend_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        let ip = f.len();
+        f.extend_from_slice(&IP4);
+        f.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        let v = view(linktype::IEEE802_11_RADIOTAP, &f, f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (20, 20));
+        let v = view(linktype::IEEE802_11_RADIOTAP, &f[..ip + 10], f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (10, 20));
+        let v = view(linktype::IEEE802_11_RADIOTAP, &f[..ip + 22], f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (20, 20));
+        // Without the flag the frame's end is the packet's.
+        f[8] = 0;
+        let v = view(linktype::IEEE802_11_RADIOTAP, &f, f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (24, 24));
     }
 }

@@ -1512,16 +1512,30 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
             // same descriptor numbers, and never close them.
             let fds: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
             let flows = spec.flows as usize;
+            // The flows still to admit, claimed by whichever worker reads a
+            // token: a worker whose share is full keeps the connections it
+            // accepted and is still reading tokens from, and admits them
+            // while the test lacks flows. Fixed shares closed such a
+            // connection as a stray once its worker's share was full, and
+            // the other worker then waited for a flow that never came
+            // (many-flows: 29,999 of 30,000 accepted, no transaction).
+            let left = Arc::new(AtomicUsize::new(flows));
             for i in 0..threads {
-                let quota = flows / threads + usize::from(i < flows % threads);
-                if quota == 0 {
+                let share = flows / threads + usize::from(i < flows % threads);
+                if share == 0 {
                     continue;
                 }
+                // What this worker's table may hold: its share, and the
+                // connections waiting for their token beside it (within
+                // sys::FD_MARGIN, which plan_descriptors kept free).
+                let holds = share + MAX_UNPROVEN_FLOWS;
                 let spec = spec.clone();
                 let fds = fds.clone();
+                let left = left.clone();
                 let job: Job = Box::new(move |sh, slot| {
                     sys::unshare_fd_table().map_err(|e| format!("unshare(CLONE_FILES): {e}"))?;
-                    let conns = accept_flows(&fds, quota, &spec, sh, false)?;
+                    let conns =
+                        accept_flows(&fds, Quota::Shared { holds, left: &left }, &spec, sh)?;
                     tcp_job(&spec, &conns, sh, slot, true)
                 });
                 match spawn(i, job) {
@@ -1545,7 +1559,7 @@ fn setup_and_run(spec: TestSpec, data: Data, sh: Arc<Shared>, split: bool) {
                 }
             }
             let fds: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
-            let conns = match accept_flows(&fds, spec.flows as usize, &spec, &sh, true) {
+            let conns = match accept_flows(&fds, Quota::All(spec.flows as usize), &spec, &sh) {
                 Ok(c) => c,
                 Err(e) => {
                     sh.error(e);
@@ -1625,23 +1639,72 @@ impl Unproven {
     }
 }
 
-/// Accepts `quota` data connections from the listeners (descriptors of the
-/// calling thread's table). A connection counts as a flow only once it has
+/// How many flows one accepting loop admits.
+enum Quota<'a> {
+    /// All of the test's flows, in the process's shared table: the
+    /// connections are registered so that a stop can shut them down from
+    /// another thread.
+    All(usize),
+    /// Flows claimed from `left`, which the workers with tables of their
+    /// own share; the loop holds at most `holds` connections (admitted or
+    /// waiting for their token). Their numbers mean nothing in another
+    /// thread's table, so they are not registered.
+    Shared { holds: usize, left: &'a AtomicUsize },
+}
+
+impl Quota<'_> {
+    /// Whether the test has all its flows (from this loop's view).
+    fn complete(&self, admitted: usize) -> bool {
+        match self {
+            Quota::All(n) => admitted >= *n,
+            Quota::Shared { left, .. } => left.load(Ordering::Acquire) == 0,
+        }
+    }
+
+    /// Whether another connection may be accepted beside `admitted` flows
+    /// and `waiting` connections still reading their token.
+    fn room(&self, admitted: usize, waiting: usize) -> bool {
+        match self {
+            Quota::All(n) => admitted < *n,
+            Quota::Shared { holds, .. } => admitted + waiting < *holds,
+        }
+    }
+
+    /// The most flows this loop can end up holding.
+    fn holds(&self) -> usize {
+        match self {
+            Quota::All(n) => *n,
+            Quota::Shared { holds, .. } => *holds,
+        }
+    }
+
+    /// Takes one flow for a connection that proved its token, or says the
+    /// test has all its flows.
+    fn claim(&self, admitted: usize) -> bool {
+        match self {
+            Quota::All(n) => admitted < *n,
+            Quota::Shared { left, .. } => left
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+}
+
+/// Accepts data connections from the listeners (descriptors of the
+/// calling thread's table) until the test has its flows ([`Quota`]).
+/// A connection counts as a flow only once it has
 /// sent the test's token ([`proto::tcp_preamble`]); one from another
 /// address, with another first 20 bytes, or without them within
 /// [`engine::TOKEN_DEADLINE`] is closed unanswered and counted as a stray.
 /// At most [`MAX_UNPROVEN_FLOWS`] wait for their token at a time: that, a
 /// 20-byte buffer each and no thread is all a stranger's connection costs.
-/// `shared_table`: the connections are registered so that a stop can shut
-/// them down from another thread; in a private table their numbers mean
-/// nothing elsewhere, so they are not.
 fn accept_flows(
     listeners: &[RawFd],
-    quota: usize,
+    quota: Quota<'_>,
     spec: &TestSpec,
     sh: &Shared,
-    shared_table: bool,
 ) -> Result<Vec<Arc<TcpStream>>, String> {
+    let shared_table = matches!(quota, Quota::All(_));
     let ep = sys::Epoll::new().map_err(|e| format!("epoll_create: {e}"))?;
     for (i, &fd) in listeners.iter().enumerate() {
         ep.add(fd, sys::EPOLLIN, i as u64)
@@ -1652,7 +1715,7 @@ fn accept_flows(
     let mut next_key = first_key;
     let mut waiting: std::collections::VecDeque<Unproven> = std::collections::VecDeque::new();
     let mut events = sys::event_buffer(64);
-    let mut out = Vec::with_capacity(quota);
+    let mut out = Vec::with_capacity(quota.holds());
     let stray = || {
         sh.stats.strays.fetch_add(1, Ordering::Relaxed);
     };
@@ -1670,7 +1733,7 @@ fn accept_flows(
         out.push(s);
         sh.accepted.fetch_add(1, Ordering::Relaxed);
     };
-    while out.len() < quota && !sh.stop.load(Ordering::Relaxed) {
+    while !quota.complete(out.len()) && !sh.stop.load(Ordering::Relaxed) {
         let n = ep
             .wait(&mut events, 100)
             .map_err(|e| format!("epoll_wait: {e}"))?;
@@ -1686,7 +1749,7 @@ fn accept_flows(
                     verdict => {
                         let w = waiting.remove(at).expect("position is in range");
                         let _ = ep.delete(w.stream.as_raw_fd());
-                        if matches!(verdict, Preamble::Proven) && out.len() < quota {
+                        if matches!(verdict, Preamble::Proven) && quota.claim(out.len()) {
                             admit(w.stream, &mut out);
                         } else {
                             stray();
@@ -1696,14 +1759,15 @@ fn accept_flows(
                 continue;
             }
             let fd = listeners[key as usize];
-            while out.len() < quota {
+            while quota.room(out.len(), waiting.len()) && !quota.complete(out.len()) {
                 let s = match sys::accept_nonblocking(fd) {
                     Ok(s) => s,
                     Err(e) if nothing_to_accept(&e) => break,
                     Err(e) => {
                         return Err(format!(
-                            "accepting data connection {} of {quota}: {e}",
-                            out.len() + 1
+                            "accepting data connection {} of {}: {e}",
+                            out.len() + 1,
+                            spec.flows
                         ))
                     }
                 };
@@ -1723,7 +1787,8 @@ fn accept_flows(
                 };
                 match w.advance(&sh.token) {
                     // The usual case: the preamble came with the handshake.
-                    Preamble::Proven => admit(w.stream, &mut out),
+                    Preamble::Proven if quota.claim(out.len()) => admit(w.stream, &mut out),
+                    Preamble::Proven => stray(),
                     Preamble::Wrong => stray(),
                     Preamble::Partial => {
                         if waiting.len() >= MAX_UNPROVEN_FLOWS {
@@ -1828,5 +1893,99 @@ fn tcp_engine(
         }
         _ if one => engine::server_rr_blocking(&conns[0], &rr_params(spec), &sh.stop, slot),
         _ => engine::server_rr_epoll(conns, &rr_params(spec), &sh.stop, slot),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+
+    fn shared(token: [u8; proto::TOKEN_LEN]) -> Shared {
+        Shared {
+            slots: Vec::new(),
+            tids: Mutex::new(Vec::new()),
+            pins: Mutex::new(Vec::new()),
+            sockopts: Mutex::new((None, None, None)),
+            accepted: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            errors: Mutex::new(Vec::new()),
+            conns: Mutex::new(Vec::new()),
+            tcp_infos: Mutex::new(Vec::new()),
+            client_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            token,
+            gate: None,
+            stats: Arc::new(ServerStats::default()),
+        }
+    }
+
+    /// Workers with tables of their own share the test's flows: one whose
+    /// share is full keeps a connection still reading its token and admits
+    /// it while the test lacks a flow. A fixed share of 1 closed A here as
+    /// a stray once B filled it, and a second worker would have waited for
+    /// A for ever (many-flows at 30,000 flows: 29,999 accepted, no
+    /// transaction).
+    #[test]
+    fn a_worker_with_a_full_share_keeps_a_flow_still_reading_its_token() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let to = listener.local_addr().unwrap();
+        let token = [7u8; proto::TOKEN_LEN];
+        let sh = Arc::new(shared(token));
+        let spec = ClientConfig::new(TestKind::TcpRr, to).spec;
+        let left = Arc::new(AtomicUsize::new(2));
+        let fd = listener.as_raw_fd();
+        let worker = {
+            let (sh, left) = (sh.clone(), left.clone());
+            std::thread::spawn(move || {
+                let quota = Quota::Shared {
+                    holds: 1 + MAX_UNPROVEN_FLOWS,
+                    left: &left,
+                };
+                accept_flows(&[fd], quota, &spec, &sh)
+            })
+        };
+        let preamble = proto::tcp_preamble(&token);
+        // A connects first and is slow with its token.
+        let mut a = TcpStream::connect(to).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        // B fills the worker's share of 1.
+        let mut b = TcpStream::connect(to).unwrap();
+        b.write_all(&preamble).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        a.write_all(&preamble).unwrap();
+        let flows = worker.join().unwrap().unwrap();
+        assert_eq!(flows.len(), 2, "both flows admitted");
+        assert_eq!(left.load(Ordering::Acquire), 0);
+        assert_eq!(sh.accepted.load(Ordering::Relaxed), 2);
+        assert_eq!(sh.stats.strays.load(Ordering::Relaxed), 0, "A not closed");
+        // A is still open on the server's side: no end of stream.
+        a.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        assert!(
+            a.read(&mut byte).is_err(),
+            "A must not see its connection closed"
+        );
+        drop((flows, listener));
+    }
+
+    /// Once the test has its flows, a token read later is a stray's, not
+    /// a flow's: the shared count never goes below zero.
+    #[test]
+    fn a_token_after_the_flows_are_complete_is_a_stray() {
+        let q_left = AtomicUsize::new(1);
+        let q = Quota::Shared {
+            holds: 4,
+            left: &q_left,
+        };
+        assert!(!q.complete(0));
+        assert!(q.claim(0));
+        assert!(q.complete(1));
+        assert!(!q.claim(1));
+        assert_eq!(q_left.load(Ordering::Acquire), 0);
+        assert!(q.room(1, 2) && !q.room(2, 2));
+        let all = Quota::All(2);
+        assert!(all.claim(1) && !all.claim(2) && all.complete(2) && !all.complete(1));
     }
 }

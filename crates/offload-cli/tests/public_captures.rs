@@ -79,7 +79,99 @@ const DELIBERATE: &[(&str, &str, &str)] = &[
         "conv,tcp duration (s)",
         CUT_SYN,
     ),
+    (
+        "bigtcp-ipv4-vxlan-ipv4.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-vxlan-ipv4.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-vxlan-ipv6.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-vxlan-ipv6.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-vxlan-ipv4.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-vxlan-ipv4.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-vxlan-ipv6.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-vxlan-ipv6.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-geneve-ipv4.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-geneve-ipv4.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-geneve-ipv6.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv4-geneve-ipv6.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-geneve-ipv4.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-geneve-ipv4.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-geneve-ipv6.pcap",
+        "flow directions",
+        BIG_TCP_TUNNEL,
+    ),
+    (
+        "bigtcp-ipv6-geneve-ipv6.pcap",
+        "conv,tcp connections",
+        BIG_TCP_TUNNEL,
+    ),
+    ("bigtcp-ipv6.pcap", "flow directions", BIG_TCP_IPV6),
+    ("bigtcp-ipv6.pcap", "conv,tcp connections", BIG_TCP_IPV6),
 ];
+
+/// tcpdump's suite (the sweep): BIG TCP in VXLAN and Geneve.
+const BIG_TCP_TUNNEL: &str = "BIG TCP in a UDP tunnel, outer and UDP lengths 0: read as the \
+    kernel sends it and tcpdump prints it (\"presumed BIG TCP\"); tshark 4.0 stops at the UDP \
+    length (\"Bad length value 0 < 8\") and sees no TCP";
+
+/// tcpdump's suite (the sweep): IPv6 BIG TCP without the jumbo option.
+const BIG_TCP_IPV6: &str = "IPv6 BIG TCP without a jumbo option, payload length 0: read as \
+    the kernel sends it and tcpdump prints it (\"presumed BIG TCP\"); tshark 4.0 calls the \
+    IPv6 header malformed and sees no TCP";
 
 const BACKWARDS: &str = "timestamps that go backwards: a flow starts at its first frame and \
     lasts to its latest timestamp, never before the file's first frame or negative (tshark \
