@@ -448,16 +448,21 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
     // The link layer's type names the network header, as tshark reads it
     // (a frame of another EtherType whose bytes happen to start like an
     // IP header is not IP).
-    let (l3, v6) = match l2.ethertype {
-        ethertype::IPV4 => (l2.l3_offset, false),
-        ethertype::IPV6 => (l2.l3_offset, true),
+    let (l3, v6, end) = match l2.ethertype {
+        ethertype::IPV4 => (l2.l3_offset, false, orig),
+        ethertype::IPV6 => (l2.l3_offset, true, orig),
         // MPLS, PPPoE sessions, 802.3 LLC/SNAP: IP further in, as
         // Wireshark reads it (crate::link; raw IP and loopback frames
-        // with no IP version say 0 and stop here).
+        // with no IP version say 0 and stop here). A PPPoE session ends
+        // at its length field (Ethernet padding follows).
         0 => return None,
-        et => crate::link::inner(frame, l2.l3_offset, et).ok()?,
+        et => {
+            let (l3, v6) = crate::link::inner(frame, l2.l3_offset, et).ok()?;
+            let end = crate::link::inner_end(frame, l2.l3_offset, et).map_or(orig, |e| e.min(orig));
+            (l3, v6, end)
+        }
     };
-    let ip = read_ip(frame, l3, orig - l3).filter(|ip| ip.v6 == v6)?;
+    let ip = read_ip(frame, l3, end.checked_sub(l3)?).filter(|ip| ip.v6 == v6)?;
     let complete = orig <= frame.len();
     if may_carry_tunnel(&ip) {
         if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, MAX_TUNNEL_DEPTH) {
@@ -817,6 +822,29 @@ mod tests {
             TcpSpec::data(1000, 80, 5).with_timestamps(9, 8),
         )
         .payload(vec![1; 100])
+    }
+
+    #[test]
+    fn pppoe_length_ends_the_packet() {
+        // An IPv4/TCP packet whose total length says 6 bytes more than the
+        // PPPoE session carries, then Ethernet padding: the payload ends
+        // with the PPPoE payload (tshark: tcp.len 0).
+        let f = FrameSpec::tcp4([10, 0, 0, 2], [10, 0, 0, 1], TcpSpec::data(1000, 80, 5)).build();
+        let ip = &f[14..];
+        let mut g = f[..12].to_vec();
+        g.extend_from_slice(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34]);
+        g.extend_from_slice(&((ip.len() + 2) as u16).to_be_bytes());
+        g.extend_from_slice(&[0x00, 0x21]);
+        g.extend_from_slice(ip);
+        let tl = u16::from_be_bytes([g[22 + 2], g[22 + 3]]) + 6;
+        g[24..26].copy_from_slice(&tl.to_be_bytes());
+        g.extend_from_slice(&[0; 6]);
+        let p = parse(LinkKind::Ethernet, &g, g.len() as u32, &[]).unwrap();
+        assert_eq!((p.sport, p.payload), (1000, 0));
+        // Without the padding the frame's end is the same.
+        g.truncate(g.len() - 6);
+        let p = parse(LinkKind::Ethernet, &g, g.len() as u32, &[]).unwrap();
+        assert_eq!(p.payload, 0);
     }
 
     #[test]

@@ -163,8 +163,8 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
     }
     // The packet ends where the link says it ends, not at the frame's
     // last byte: an NFLOG payload TLV is followed by its padding (to 4
-    // bytes) and maybe more TLVs, and radiotap's FCS flag puts 4 bytes of
-    // FCS after it. Wireshark hands IP exactly the packet (packet-nflog.c:
+    // bytes) and maybe more TLVs, radiotap's FCS flag puts 4 bytes of
+    // FCS after it, and a PPPoE session's length ends it before padding. Wireshark hands IP exactly the packet (packet-nflog.c:
     // a subset of the TLV's value length; packet-ieee80211.c: the
     // reported length less the FCS), and an IP total length beyond it is
     // "IPv4 total length exceeds packet length" (packet-ip.c), the packet
@@ -180,6 +180,11 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
             let tail = if fcs { 4 } else { 0 };
             let wire_end = wire.saturating_sub(tail).max(off);
             (off, v6, data.len().min(wire_end), wire_end)
+        }
+        linktype::PPP_ETHER => {
+            let (off, v6) = ip_offset(linktype, data)?;
+            let end = inner_end(data, 0, 0x8864).map_or(wire, |e| e.min(wire).max(off));
+            (off, v6, data.len().min(end), end)
         }
         _ => {
             let (off, v6) = ip_offset(linktype, data)?;
@@ -383,6 +388,17 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
         // an LLC header follows.
         0..=1500 => llc(b, off),
         _ => Err(Skip::NotIp("EtherType not IP")),
+    }
+}
+
+/// Where the packet inside a non-IP EtherType at `off` ends, when that
+/// header says so: a PPPoE session's length field (RFC 2516). Wireshark
+/// hands PPP exactly that many bytes (packet-pppoe.c), so an IP length
+/// beyond it is cut there, not at the Ethernet padding after it.
+pub fn inner_end(b: &[u8], off: usize, et: u16) -> Option<usize> {
+    match et {
+        0x8864 => Some(off + 6 + be16(b, off + 4, "PPPoE", "length").ok()? as usize),
+        _ => None,
     }
 }
 
@@ -900,6 +916,13 @@ mod tests {
         let v = view(linktype::IEEE802_11_RADIOTAP, &f[..ip + 10], f.len() as u32).unwrap();
         assert_eq!((v.data.len(), v.orig_len), (10, 20));
         let v = view(linktype::IEEE802_11_RADIOTAP, &f[..ip + 22], f.len() as u32).unwrap();
+        assert_eq!((v.data.len(), v.orig_len), (20, 20));
+        // PPP_ETHER: the PPPoE length (22: PPP's 2 bytes and 20 of IP)
+        // ends the packet before 4 bytes of padding.
+        let mut p = vec![0x11, 0x00, 0x12, 0x34, 0, 22, 0x00, 0x21];
+        p.extend_from_slice(&IP4);
+        p.extend_from_slice(&[0; 4]);
+        let v = view(linktype::PPP_ETHER, &p, p.len() as u32).unwrap();
         assert_eq!((v.data.len(), v.orig_len), (20, 20));
         // Without the flag the frame's end is the packet's.
         f[8] = 0;

@@ -33,7 +33,8 @@ fn heads() -> Vec<(u32, Vec<u8>, Vec<u8>)> {
             [&[0x01, 0x03][..], &pp(v6)].concat()
         }),
         both(linktype::PPP_ETHER, &|v6| {
-            [&[0x11, 0, 0, 1, 0, 60][..], &pp(v6)].concat()
+            // The PPPoE length: PPP's 2 bytes and `packet(v6, 100)`.
+            [&[0x11, 0, 0, 1, 0, if v6 { 162 } else { 142 }][..], &pp(v6)].concat()
         }),
         both(linktype::C_HDLC, &|v6| [&[0x0f, 0][..], &et(v6)].concat()),
         both(linktype::IEEE802_11, &|v6| wifi(et(v6))),
@@ -104,7 +105,8 @@ fn heads() -> Vec<(u32, Vec<u8>, Vec<u8>)> {
             [&macs[..], &[0x88, 0x47, 0, 1, 0, 64, 0, 2, 1, 64]].concat()
         }),
         both(1, &|v6| {
-            [&macs[..], &[0x88, 0x64, 0x11, 0, 0, 1, 0, 60], &pp(v6)].concat()
+            let len = if v6 { 162 } else { 142 };
+            [&macs[..], &[0x88, 0x64, 0x11, 0, 0, 1, 0, len], &pp(v6)].concat()
         }),
         both(1, &|v6| {
             [&macs[..], &[0, 60, 0xaa, 0xaa, 3, 0, 0, 0], &et(v6)].concat()
