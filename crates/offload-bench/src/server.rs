@@ -1112,6 +1112,32 @@ struct Shared {
 }
 
 impl Shared {
+    /// A test's state before its workers start: `threads` slots, nothing
+    /// accepted, the client's address and the test's token.
+    fn new(
+        threads: usize,
+        client_ip: IpAddr,
+        token: [u8; proto::TOKEN_LEN],
+        gate: Option<Arc<UdpGate>>,
+        stats: Arc<ServerStats>,
+    ) -> Self {
+        Shared {
+            slots: (0..threads).map(|_| Slot::default()).collect(),
+            tids: Mutex::new(Vec::new()),
+            pins: Mutex::new(Vec::new()),
+            sockopts: Mutex::new((None, None, None)),
+            accepted: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            errors: Mutex::new(Vec::new()),
+            conns: Mutex::new(Vec::new()),
+            tcp_infos: Mutex::new(Vec::new()),
+            client_ip: client_ip.to_canonical(),
+            token,
+            gate,
+            stats,
+        }
+    }
+
     fn register_worker(&self, pin: Option<&[usize]>, index: usize) {
         if let Ok(mut t) = self.tids.lock() {
             t.push(sys::gettid());
@@ -1186,21 +1212,8 @@ impl ServerTest {
         let threads = spec.server_threads as usize;
         let token = auth::random_bytes::<{ proto::TOKEN_LEN }>()
             .map_err(|e| io::Error::other(e.to_string()))?;
-        let shared = Arc::new(Shared {
-            slots: (0..threads).map(|_| Slot::default()).collect(),
-            tids: Mutex::new(Vec::new()),
-            pins: Mutex::new(Vec::new()),
-            sockopts: Mutex::new((None, None, None)),
-            accepted: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            errors: Mutex::new(Vec::new()),
-            conns: Mutex::new(Vec::new()),
-            tcp_infos: Mutex::new(Vec::new()),
-            client_ip: client_ip.to_canonical(),
-            token,
-            gate: (spec.kind == TestKind::UdpRr).then(|| Arc::new(UdpGate::new(token))),
-            stats,
-        });
+        let gate = (spec.kind == TestKind::UdpRr).then(|| Arc::new(UdpGate::new(token)));
+        let shared = Arc::new(Shared::new(threads, client_ip, token, gate, stats));
         let any = SocketAddr::new(ip, 0);
         let holds_flows = matches!(spec.kind, TestKind::TcpRr | TestKind::TcpStream);
         let split = if holds_flows {
@@ -1902,21 +1915,8 @@ mod tests {
     use crate::config::ClientConfig;
 
     fn shared(token: [u8; proto::TOKEN_LEN]) -> Shared {
-        Shared {
-            slots: Vec::new(),
-            tids: Mutex::new(Vec::new()),
-            pins: Mutex::new(Vec::new()),
-            sockopts: Mutex::new((None, None, None)),
-            accepted: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            errors: Mutex::new(Vec::new()),
-            conns: Mutex::new(Vec::new()),
-            tcp_infos: Mutex::new(Vec::new()),
-            client_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            token,
-            gate: None,
-            stats: Arc::new(ServerStats::default()),
-        }
+        let stats = Arc::new(ServerStats::default());
+        Shared::new(0, IpAddr::V4(Ipv4Addr::LOCALHOST), token, None, stats)
     }
 
     /// Workers with tables of their own share the test's flows: one whose
