@@ -1800,8 +1800,13 @@ fn accept_flows(
                 };
                 match w.advance(&sh.token) {
                     // The usual case: the preamble came with the handshake.
-                    Preamble::Proven if quota.claim(out.len()) => admit(w.stream, &mut out),
-                    Preamble::Proven => stray(),
+                    Preamble::Proven => {
+                        if quota.claim(out.len()) {
+                            admit(w.stream, &mut out)
+                        } else {
+                            stray()
+                        }
+                    }
                     Preamble::Wrong => stray(),
                     Preamble::Partial => {
                         if waiting.len() >= MAX_UNPROVEN_FLOWS {
@@ -1970,10 +1975,10 @@ mod tests {
         drop((flows, listener));
     }
 
-    /// Once the test has its flows, a token read later is a stray's, not
-    /// a flow's: the shared count never goes below zero.
+    /// Once the test has its flows, a token read later claims none (its
+    /// connection is a stray): the shared count never goes below zero.
     #[test]
-    fn a_token_after_the_flows_are_complete_is_a_stray() {
+    fn the_shared_count_admits_no_flow_past_the_tests_flows() {
         let q_left = AtomicUsize::new(1);
         let q = Quota::Shared {
             holds: 4,
