@@ -116,6 +116,8 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "tcp.len",
         "frame.time_relative",
         "frame.time_delta",
+        "_ws.short",
+        "_ws.malformed",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -170,6 +172,16 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         let t: f64 = v[14].parse().unwrap_or(0.0);
         if v[15].parse::<f64>().is_ok_and(|d| d < 0.0) {
             f.add("backwards", 1.0);
+        }
+        // tshark's dissection stopped inside the TCP header or its
+        // options (cut by the capture, or malformed): packet-tcp.c queues
+        // its tap after the options, so the conversation table leaves the
+        // segment out while these fields keep it.
+        if [v[16], v[17]]
+            .iter()
+            .any(|e| e.contains(": TCP") || e.contains(": MPTCP"))
+        {
+            f.add("stopped_in_tcp", 1.0);
         }
         f.n.entry("first_s").or_insert(t);
         f.n.insert("last_s", t);
