@@ -57,9 +57,8 @@ pub type FlowMap<V> = std::collections::HashMap<FlowKey, V, KeyedState>;
 impl std::hash::Hash for FlowKey {
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let word = |a: &[u8; 16], i: usize| {
-            u64::from_ne_bytes(a[i..i + 8].try_into().unwrap_or_default())
-        };
+        let word =
+            |a: &[u8; 16], i: usize| u64::from_ne_bytes(a[i..i + 8].try_into().unwrap_or_default());
         h.write_u64(word(&self.src, 0));
         h.write_u64(word(&self.src, 8));
         h.write_u64(word(&self.dst, 0));
