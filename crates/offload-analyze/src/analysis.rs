@@ -54,6 +54,11 @@ pub struct FileFacts {
     /// (0: none; the capture layer's count, decision 0161).
     pub timestamps_clamped: u64,
     pub first_timestamp_clamped: u64,
+    /// Frames timestamped earlier than the frame before them, and the
+    /// first of them (0: none): the file is not in time order, so
+    /// durations and RTTs around them are not what the wire saw.
+    pub timestamps_backwards: u64,
+    pub first_timestamp_backwards: u64,
     /// Frames the capture cut short, by where.
     pub snap: crate::figures::SnapCounts,
     /// Frames without an IP packet analysis reads, by reason: (reason,
@@ -469,6 +474,12 @@ fn run_job(
         let ts = frame.timestamp_ns.max(0) as u64;
         if facts.first_ns.is_none() {
             facts.first_ns = Some(ts);
+        }
+        if facts.last_ns.is_some_and(|last| ts < last) {
+            if facts.timestamps_backwards == 0 {
+                facts.first_timestamp_backwards = frame.number;
+            }
+            facts.timestamps_backwards += 1;
         }
         facts.last_ns = Some(ts);
         if facts.link_types.last() != Some(&frame.link_type.0)

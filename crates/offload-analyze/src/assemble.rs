@@ -118,6 +118,9 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
             timestamps_clamped: f.timestamps_clamped,
             first_timestamp_clamped_frame: (f.timestamps_clamped > 0)
                 .then_some(f.first_timestamp_clamped),
+            timestamps_backwards: f.timestamps_backwards,
+            first_timestamp_backwards_frame: (f.timestamps_backwards > 0)
+                .then_some(f.first_timestamp_backwards),
             snap: f.snap,
         })
         .collect();

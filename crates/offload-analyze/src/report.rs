@@ -78,6 +78,10 @@ pub struct InputReport {
     /// range holds, and the first of them.
     pub timestamps_clamped: u64,
     pub first_timestamp_clamped_frame: Option<u64>,
+    /// Frames timestamped earlier than the frame before them (the file
+    /// is not in time order), and the first of them.
+    pub timestamps_backwards: u64,
+    pub first_timestamp_backwards_frame: Option<u64>,
     /// Frames cut short by the capture (header-only captures).
     #[serde(flatten)]
     pub snap: crate::figures::SnapCounts,

@@ -54,7 +54,7 @@ pub fn render(r: &Report, max_flows: usize) -> String {
     for i in &r.inputs {
         let _ = writeln!(
             s,
-            "  {}: {} frames, {:.3} s{}{}{}",
+            "  {}: {} frames, {:.3} s{}{}{}{}",
             i.path,
             i.frames,
             i.duration_s,
@@ -62,6 +62,13 @@ pub fn render(r: &Report, max_flows: usize) -> String {
                 Some(first) => format!(
                     ", {} timestamps outside 1677-2262 read as the nearest (first: frame {first})",
                     i.timestamps_clamped
+                ),
+                None => String::new(),
+            },
+            match i.first_timestamp_backwards_frame {
+                Some(first) => format!(
+                    ", {} frames timestamped before the frame they follow (first: frame {first})",
+                    i.timestamps_backwards
                 ),
                 None => String::new(),
             },

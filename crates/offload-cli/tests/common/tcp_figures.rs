@@ -115,6 +115,9 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "frame.len",
         "tcp.len",
         "frame.time_relative",
+        "frame.time_delta",
+        "_ws.short",
+        "_ws.malformed",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -132,40 +135,65 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
     }
     let out = tshark(path, &args);
     let mut m: BTreeMap<Dir, Figures> = BTreeMap::new();
-    let last = |s: &str| s.rsplit(';').next().unwrap_or("").to_string();
+    // A field occurs once per layer that has it; the first TCP layer is
+    // the connection's segment (a TCP header inside its payload, as an
+    // OpenFlow packet-in carries, is not), and the network header just
+    // before it names the direction: a tunnel's inner one, not a packet
+    // inside the payload.
+    let nth = |s: &str, i: usize| s.split(';').nth(i).unwrap_or("").to_string();
+    let first = |s: &str| nth(s, 0);
     let set = |s: &str| !s.is_empty() && s != "0" && s != "False";
     for line in out.lines() {
         let v: Vec<&str> = line.split('|').collect();
         if v.len() < fields.len() + FLAGS.len() || v[5].is_empty() {
             continue;
         }
-        // The innermost network header before TCP names the direction.
-        let before_tcp = v[0].rsplit_once(":tcp").map_or(v[0], |p| p.0);
+        let layers: Vec<&str> = v[0].split(':').collect();
+        let tcp_at = layers
+            .iter()
+            .position(|p| *p == "tcp")
+            .unwrap_or(layers.len());
+        let before_tcp = &layers[..tcp_at];
         let v6 = before_tcp
-            .split(':')
-            .rfind(|p| *p == "ip" || *p == "ipv6")
-            .is_some_and(|p| p == "ipv6");
+            .iter()
+            .rfind(|p| **p == "ip" || **p == "ipv6")
+            .is_some_and(|p| *p == "ipv6");
+        let name = if v6 { "ipv6" } else { "ip" };
+        let at = before_tcp.iter().filter(|p| **p == name).count().max(1) - 1;
         let (src, dst) = if v6 { (v[3], v[4]) } else { (v[1], v[2]) };
-        let (Ok(sp), Ok(dp)) = (last(v[5]).parse::<u16>(), last(v[6]).parse::<u16>()) else {
+        let (Ok(sp), Ok(dp)) = (first(v[5]).parse::<u16>(), first(v[6]).parse::<u16>()) else {
             continue;
         };
-        let key = (last(src), sp, last(dst), dp);
+        let key = (nth(src, at), sp, nth(dst, at), dp);
         let f = m.entry(key).or_default();
         f.add("packets", 1.0);
         f.add("bytes", v[12].parse().unwrap_or(0.0));
-        f.add("payload", last(v[13]).parse().unwrap_or(0.0));
+        f.add("payload", first(v[13]).parse().unwrap_or(0.0));
         let t: f64 = v[14].parse().unwrap_or(0.0);
+        if v[15].parse::<f64>().is_ok_and(|d| d < 0.0) {
+            f.add("backwards", 1.0);
+        }
+        // tshark's dissection stopped inside the TCP header or its
+        // options (cut by the capture, or malformed): packet-tcp.c queues
+        // its tap after the options, so the conversation table leaves the
+        // segment out while these fields keep it.
+        if [v[16], v[17]]
+            .iter()
+            .any(|e| e.contains(": TCP") || e.contains(": MPTCP"))
+        {
+            f.add("stopped_in_tcp", 1.0);
+        }
         f.n.entry("first_s").or_insert(t);
         f.n.insert("last_s", t);
-        if !set(&last(v[7])) && !set(&last(v[8])) {
-            if let Ok(w) = last(v[9]).parse::<f64>() {
+        if !set(&first(v[7])) && !set(&first(v[8])) {
+            if let Ok(w) = first(v[9]).parse::<f64>() {
                 let max = f.n.get("window_max").map_or(w, |m| m.max(w));
                 f.n.insert("window_max", max);
                 let min = f.n.get("window_min").map_or(w, |m| m.min(w));
                 f.n.insert("window_min", min);
             }
         }
-        if let Ok(r) = last(v[10]).parse::<f64>() {
+        if let Ok(r) = first(v[10]).parse::<f64>() {
             f.rtt_ms.push(r * 1e3);
         }
         if !v[11].is_empty() {
