@@ -520,25 +520,37 @@ fn run_job(
             // IP fragments count once, as the datagram they complete
             // (crate::frag, as tshark reassembles them); the what-if
             // below still gets each fragment as captured.
-            let mut datagram: Option<(Parsed, Vec<u8>)> = None;
+            // A tunnel's outer fragments are put back together before its
+            // inner packet is read (tshark reassembles the outer IP first).
+            let datagram: Option<(Parsed, Vec<u8>)>;
             let stats = match parsed {
-                Some((p, _))
-                    if p.tunnel.is_none() && crate::frag::is_fragment(view.data, &p.ip) =>
-                {
-                    if let crate::frag::Outcome::Complete(d) =
-                        reasm.push(view.data, &p.ip, p.complete, ts)
-                    {
-                        let link = if p.ip.v6 {
-                            offload::LinkKind::Ipv6
-                        } else {
-                            offload::LinkKind::Ipv4
-                        };
-                        let len = d.len() as u32;
-                        datagram = dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
+                Some((p, key)) if crate::frag::is_fragment(view.data, outer_ip(p)) => {
+                    let ip = outer_ip(p);
+                    match reasm.push(view.data, ip, p.complete, ts) {
+                        crate::frag::Outcome::FirstUnheld => {
+                            // A segment in a fragment has no known length:
+                            // tshark counts the frame and its header fields
+                            // but gives it no tcp.len (packet-tcp.c:
+                            // `pinfo->fragmented` leaves `th_have_seglen`
+                            // false); it counts no payload here.
+                            datagram = Some((Parsed { payload: 0, ..*p }, Vec::new()));
+                            datagram.as_ref().map(|(p, _)| (p, key, view.data))
+                        }
+                        crate::frag::Outcome::Complete(d) => {
+                            let link = if ip.v6 {
+                                offload::LinkKind::Ipv6
+                            } else {
+                                offload::LinkKind::Ipv4
+                            };
+                            let len = d.len() as u32;
+                            datagram =
+                                dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
+                            datagram
+                                .as_ref()
+                                .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
+                        }
+                        _ => None,
                     }
-                    datagram
-                        .as_ref()
-                        .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
                 }
                 Some((p, key)) => Some((p, key, view.data)),
                 None => None,
@@ -770,6 +782,15 @@ impl FlowTable {
                 // unpaired.
                 let r = *self.index.get(&key.mirrored()?)?;
                 self.flows[r as usize].reverse.is_none().then_some(r)
+            })
+            .or_else(|| {
+                // Mirrored with a GRE key per direction: an ERSPAN-like
+                // session that tunnels each direction under its own key
+                // from one mirror (Zeek's erspan.pcap: keys 0 and
+                // 0x02000000, outer addresses the same both ways).
+                let m = key.mirrored()?.without_tunnel_id();
+                let r = *self.tunnel_pairs.get(&m).filter(|_| keyed)?;
+                self.flows[r as usize].reverse.is_none().then_some(r)
             });
         if let Some(r) = reverse {
             if let Some(o) = self.flows[r as usize].reverse {
@@ -832,6 +853,14 @@ impl FlowTable {
 }
 
 /// The flow at `idx` and its other direction, both mutable.
+/// The IP header a frame's fragmentation is read from: a tunnel's outer
+/// one (tshark reassembles it before reading the tunnel), else the only
+/// one.
+#[inline]
+fn outer_ip(p: &Parsed) -> &dissect::IpFields {
+    p.tunnel.as_ref().map_or(&p.ip, |t| &t.ip)
+}
+
 fn flow_and_peer(flows: &mut [FlowStats], idx: usize) -> (&mut FlowStats, Option<&mut FlowStats>) {
     match flows[idx].reverse {
         Some(r) if r != idx && r < flows.len() => {
@@ -992,5 +1021,10 @@ mod tests {
         let e = add(&mut t, &vxlan(10, 2, 1, 22, 1000), 3);
         assert_eq!((t.flows[f].reverse, t.flows[e].reverse), (Some(e), Some(f)));
         assert_eq!(t.flows[r].reverse, None);
+        // Mirrored under a key per direction (VNI 20 one way, 21 back).
+        let mut t = FlowTable::default();
+        let f = add(&mut t, &vxlan(20, 1, 2, 1000, 22), 1);
+        let r = add(&mut t, &vxlan(21, 1, 2, 22, 1000), 2);
+        assert_eq!((t.flows[f].reverse, t.flows[r].reverse), (Some(r), Some(f)));
     }
 }

@@ -106,6 +106,13 @@ pub enum Outcome {
     Held,
     /// The fragment completed a datagram: the IP packet to analyse.
     Complete(Vec<u8>),
+    /// An IPv4 first fragment whose bytes the capture does not hold
+    /// whole (cut by the snap length, or a total length beyond the
+    /// packet): never reassembled, so its transport header is read from
+    /// the fragment as it is, as tshark does (packet-ip.c adds a fragment
+    /// to reassembly only when `tvb_bytes_exist` for its whole payload,
+    /// and dissects a first fragment it did not add as the transport).
+    FirstUnheld,
 }
 
 /// True when `ip` (as `dissect` read it from `frame`) is a fragment
@@ -113,6 +120,24 @@ pub enum Outcome {
 #[inline]
 pub fn is_fragment(frame: &[u8], ip: &IpFields) -> bool {
     crate::dissect::is_fragment(frame, ip)
+}
+
+/// An IPv4 fragment at offset 0 (MF set).
+fn first_v4_fragment(frame: &[u8], ip: &IpFields) -> bool {
+    !ip.v6
+        && frame
+            .get(ip.off + 6..ip.off + 8)
+            .is_some_and(|w| u16::from_be_bytes([w[0], w[1]]) & 0x1fff == 0)
+}
+
+/// An IPv4 total length beyond the bytes captured from the header on:
+/// `dissect` cut `ip_len` to the packet ("IPv4 total length exceeds
+/// packet length"), so the field is read again.
+fn beyond_capture(frame: &[u8], ip: &IpFields) -> bool {
+    !ip.v6
+        && frame
+            .get(ip.off + 2..ip.off + 4)
+            .is_some_and(|w| ip.off + u16::from_be_bytes([w[0], w[1]]) as usize > frame.len())
 }
 
 fn read<'a>(frame: &'a [u8], ip: &IpFields) -> Option<Fragment<'a>> {
@@ -162,9 +187,13 @@ impl Reassembly {
         }
         self.counts.fragments += 1;
         self.expire(ts);
-        let Some(f) = read(frame, ip).filter(|_| whole) else {
+        let Some(f) = read(frame, ip).filter(|_| whole && !beyond_capture(frame, ip)) else {
             self.counts.cut_fragments += 1;
-            return Outcome::Held;
+            return if first_v4_fragment(frame, ip) {
+                Outcome::FirstUnheld
+            } else {
+                Outcome::Held
+            };
         };
         let end = f.offset + f.payload.len() as u32;
         if end > 65_535 {
@@ -332,6 +361,39 @@ mod tests {
             Outcome::Complete(v) => Some(v),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_first_fragment_the_capture_does_not_hold_whole_is_read_as_it_is() {
+        let udp = [0x30, 0x39, 0x00, 0x35, 0, 48, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let first = frag4(9, 0, true, &udp);
+        let ip = |p: &[u8]| parse(LinkKind::Ipv4, p, 100, &[]).unwrap().ip;
+        let mut r = Reassembly::default();
+        // Cut by the snap length: the first fragment is analysed as it is,
+        // a later one is not.
+        assert!(matches!(
+            r.push(&first[..30], &ip(&first[..30]), false, 1),
+            Outcome::FirstUnheld
+        ));
+        let later = frag4(9, 16, false, &udp);
+        assert!(matches!(
+            r.push(&later[..30], &ip(&later[..30]), false, 2),
+            Outcome::Held
+        ));
+        // A total length beyond the packet (the capture kept all of it).
+        let mut lying = first.clone();
+        lying[2..4].copy_from_slice(&60u16.to_be_bytes());
+        assert!(matches!(
+            r.push(&lying, &ip(&lying), true, 3),
+            Outcome::FirstUnheld
+        ));
+        assert_eq!(r.counts.cut_fragments, 3);
+        assert!(r.held.is_empty());
+        // Whole, it is held for its datagram.
+        assert!(matches!(
+            r.push(&first, &ip(&first), true, 4),
+            Outcome::Held
+        ));
     }
 
     #[test]
