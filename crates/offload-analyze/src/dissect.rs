@@ -506,10 +506,7 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
     };
     let mut ip = read_ip(frame, l3, end.checked_sub(l3)?).filter(|ip| ip.v6 == v6)?;
     let complete = orig <= frame.len();
-    // A fragment's tunnel is read once the datagram is whole (the
-    // analysis reassembles it, as tshark does, decision 0251): a first
-    // fragment's payload is cut.
-    if may_carry_tunnel(&ip) && !is_fragment(frame, &ip) {
+    if may_carry_tunnel(&ip) {
         if ip.proto == ip_proto::AH {
             ah_transport(frame, &mut ip);
         }
@@ -533,20 +530,6 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
         complete,
         outgoing,
     })
-}
-
-/// True when `ip` (read from `frame`) is an IPv4 fragment (MF or an
-/// offset) or an IPv6 packet whose next header is a Fragment header
-/// (RFC 8200 4.5).
-#[inline]
-pub fn is_fragment(frame: &[u8], ip: &IpFields) -> bool {
-    if ip.v6 {
-        ip.proto == ip_proto::FRAGMENT
-    } else {
-        frame
-            .get(ip.off + 6..ip.off + 8)
-            .is_some_and(|w| u16::from_be_bytes([w[0], w[1]]) & 0x3fff != 0)
-    }
 }
 
 /// Tunnels read inside one another: the kernel's GRO takes one level
@@ -1530,16 +1513,6 @@ mod tests {
             l4_checksum(&f, &p.ip, p.l4_off, t.checksum, false),
             CsumState::Valid
         );
-    }
-
-    #[test]
-    fn a_fragmented_outer_datagram_is_no_tunnel_until_whole() {
-        let inner = tcp4().build();
-        let mut f = gtpu_frame(false, 2152, 2152, 0x30, &[], &inner[14..]);
-        // More fragments follow.
-        f[14 + 6] |= 0x20;
-        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).unwrap();
-        assert_eq!((p.tunnel, p.dport), (None, 2152));
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub const MAX_BYTES: usize = 16 << 20;
 /// How long (capture time) a datagram waits for its fragments.
 pub const TIMEOUT_NS: u64 = 30_000_000_000;
 
+/// IPv6's Fragment header (RFC 8200 4.5).
+const NEXTHDR_FRAGMENT: u8 = 44;
+
 /// What reassembly did in one input.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct FragCounts {
@@ -115,11 +118,16 @@ pub enum Outcome {
     FirstUnheld,
 }
 
-/// True when `ip` (as `dissect` read it from `frame`) is a fragment
-/// (one implementation, in `dissect`, which needs it too).
+/// True when `ip` (as `dissect` read it from `frame`) is a fragment.
 #[inline]
 pub fn is_fragment(frame: &[u8], ip: &IpFields) -> bool {
-    crate::dissect::is_fragment(frame, ip)
+    if ip.v6 {
+        ip.proto == NEXTHDR_FRAGMENT
+    } else {
+        frame
+            .get(ip.off + 6..ip.off + 8)
+            .is_some_and(|w| u16::from_be_bytes([w[0], w[1]]) & 0x3fff != 0)
+    }
 }
 
 /// An IPv4 fragment at offset 0 (MF set).
