@@ -149,6 +149,12 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let (Some(t), Some(outer)) = (r.tunnel.as_ref(), f.outer.as_ref()) else {
         return;
     };
+    // A tunnel the kernel's GRO does not open (GTP-U, GRE in UDP, AYIYA,
+    // AH) has no healthy-tunnel figure: its IDs cost nothing GRO could
+    // have merged (decision 0231).
+    if !t.kernel_gro {
+        return;
+    }
     let profile = cx.opts.kernel;
     let outer_df = outer.df_set > outer.df_clear;
     let outer_bad = !profile.ip_ids_mergeable(outer.pattern(), outer_df, true);
