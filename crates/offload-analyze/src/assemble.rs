@@ -40,7 +40,7 @@ fn flow_what_if(f: &FlowStats, i: usize, size: u32) -> (FlowWhatIfReport, FlowWh
     let w = base.clone();
     let estimated = false;
     let healthy = match (f.key.tunnel, f.outer.as_ref()) {
-        (Some(_), Some(_)) => Some(f.healthy_what_if[i].packets),
+        (Some(t), Some(_)) if t.kind.kernel_gro() => Some(f.healthy_what_if[i].packets),
         // Tunnels analyze keys by their outer header (GRE, IP in IP,
         // Geneve): the engine's walk found them, the healthy run has them.
         _ if f.healthy_what_if[i].frames > 0 => Some(f.healthy_what_if[i].packets),

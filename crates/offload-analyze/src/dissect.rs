@@ -121,6 +121,17 @@ pub enum TunnelKind {
     Ip6ip6,
     /// IPv4 in IPv6 (IP protocol 4 under IPv6; `ip6tnl mode ipip6`).
     Ipip6,
+    /// GTP-U (3GPP TS 29.281) on UDP port 2152 (Linux `gtp` device).
+    Gtp,
+    /// GRE in UDP (RFC 8086) on UDP port 4754 (Linux `gre` with `encap
+    /// fou`).
+    GreUdp,
+    /// AYIYA, anything in anything (draft-massar-v6ops-ayiya) on UDP
+    /// port 5072: IPv6 tunnel brokers.
+    Ayiya,
+    /// An IPsec AH tunnel-mode SA (RFC 4302): the authentication header,
+    /// then an inner IPv4 or IPv6 packet (`xfrm` tunnel mode).
+    Ah,
 }
 
 impl TunnelKind {
@@ -135,12 +146,40 @@ impl TunnelKind {
             TunnelKind::Sit => "sit",
             TunnelKind::Ip6ip6 => "ip6ip6",
             TunnelKind::Ipip6 => "ipip6",
+            TunnelKind::Gtp => "gtp",
+            TunnelKind::GreUdp => "gre-in-udp",
+            TunnelKind::Ayiya => "ayiya",
+            TunnelKind::Ah => "ah",
         }
     }
 
-    /// The outer header is UDP (VXLAN, Geneve): ports and a UDP checksum.
+    /// The outer header is UDP (VXLAN, Geneve, GTP-U, GRE in UDP, AYIYA):
+    /// ports and a UDP checksum.
     pub fn udp(self) -> bool {
-        matches!(self, TunnelKind::Vxlan | TunnelKind::Geneve)
+        matches!(
+            self,
+            TunnelKind::Vxlan
+                | TunnelKind::Geneve
+                | TunnelKind::Gtp
+                | TunnelKind::GreUdp
+                | TunnelKind::Ayiya
+        )
+    }
+
+    /// The receiver's GRO opens this tunnel by default, as the engine
+    /// does (`vxlan_gro_receive`, `geneve_gro_receive`, `gre_gro_receive`,
+    /// `ipip_gro_receive`): its frames are the tunnel what-if's. GTP-U
+    /// registers no `gro_receive` (drivers/net/gtp.c sets only
+    /// `encap_rcv`), GRE in UDP is opened only on a receiver with a fou
+    /// port configured (`fou_gro_receive`, net/ipv4/fou_core.c), AYIYA
+    /// has no kernel support and AH none in GRO (no `net_offload` for
+    /// IPPROTO_AH): the kernel passes such frames up as the outer UDP or
+    /// AH packet, and so does the what-if (decision 0231).
+    pub fn kernel_gro(self) -> bool {
+        !matches!(
+            self,
+            TunnelKind::Gtp | TunnelKind::GreUdp | TunnelKind::Ayiya | TunnelKind::Ah
+        )
     }
 
     /// GRE or gretap: the key may differ by direction (`ikey`, `okey`).
@@ -148,12 +187,15 @@ impl TunnelKind {
         matches!(self, TunnelKind::Gre | TunnelKind::Gretap)
     }
 
-    /// What the tunnel's identifier is called: VNI (VXLAN, Geneve) or
-    /// key (GRE); IP in IP has none.
+    /// What the tunnel's identifier is called: VNI (VXLAN, Geneve), key
+    /// (GRE, GRE in UDP), TEID (GTP-U) or SPI (AH); IP in IP and AYIYA
+    /// have none.
     pub fn id_name(self) -> Option<&'static str> {
         match self {
             TunnelKind::Vxlan | TunnelKind::Geneve => Some("VNI"),
-            TunnelKind::Gre | TunnelKind::Gretap => Some("key"),
+            TunnelKind::Gre | TunnelKind::Gretap | TunnelKind::GreUdp => Some("key"),
+            TunnelKind::Gtp => Some("TEID"),
+            TunnelKind::Ah => Some("SPI"),
             _ => None,
         }
     }
@@ -522,9 +564,12 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
             (l3, v6, end)
         }
     };
-    let ip = read_ip(frame, l3, end.checked_sub(l3)?).filter(|ip| ip.v6 == v6)?;
+    let mut ip = read_ip(frame, l3, end.checked_sub(l3)?).filter(|ip| ip.v6 == v6)?;
     let complete = orig <= frame.len();
     if may_carry_tunnel(&ip) {
+        if ip.proto == ip_proto::AH {
+            ah_transport(frame, &mut ip);
+        }
         if let Some(p) = parse_tunnel(frame, orig, &ip, vxlan_ports, MAX_TUNNEL_DEPTH) {
             return Some(Parsed {
                 outgoing,
@@ -561,8 +606,166 @@ const WCCP: u16 = 0x883e;
 fn may_carry_tunnel(ip: &IpFields) -> bool {
     matches!(
         ip.proto,
-        PROTO_UDP | ip_proto::IPIP | ip_proto::IPV6 | ip_proto::GRE
+        PROTO_UDP | ip_proto::IPIP | ip_proto::IPV6 | ip_proto::GRE | ip_proto::AH
     )
+}
+
+/// Where a tunnel's inner packet starts.
+#[derive(Debug, Clone, Copy)]
+enum InnerAt {
+    /// As the engine lays out the tunnels it merges (VXLAN, Geneve, GRE,
+    /// IP in IP).
+    Layout(Encap),
+    /// A tunnel the engine does not merge: the inner header's offset, its
+    /// EtherType (`TEB`: an Ethernet header) and where the tunnel's
+    /// payload ends (GTP-U's length field; else the packet's end).
+    At { off: usize, ty: u16, end: usize },
+}
+
+/// GTP-U's port (3GPP TS 29.281); tshark reads GTPv1-C's 2123 alike.
+pub const GTPU_PORT: u16 = 2152;
+pub const GTPC_PORT: u16 = 2123;
+/// GRE in UDP (RFC 8086).
+pub const GRE_UDP_PORT: u16 = 4754;
+/// AYIYA (draft-massar-v6ops-ayiya).
+pub const AYIYA_PORT: u16 = 5072;
+
+/// A tunnel in UDP that the kernel's GRO does not open (GTP-U, GRE in
+/// UDP, AYIYA), its header at `th`: the kind, identifier and inner
+/// packet. tshark's UDP tries the lower port's dissector first, then the
+/// higher one's (`decode_udp_ports`, epan/dissectors/packet-udp.c), so a
+/// tunnel port on either side is read, the lower first.
+fn udp_tunnel(
+    frame: &[u8],
+    th: usize,
+    sport: u16,
+    dport: u16,
+    orig: usize,
+) -> Option<(TunnelKind, Option<u32>, InnerAt)> {
+    let (lo, hi) = (sport.min(dport), sport.max(dport));
+    let port = [lo, hi]
+        .into_iter()
+        .find(|p| matches!(*p, GTPU_PORT | GTPC_PORT | GRE_UDP_PORT | AYIYA_PORT))?;
+    match port {
+        GTPU_PORT | GTPC_PORT => {
+            let (teid, inner) = gtpu(frame, th, orig)?;
+            Some((TunnelKind::Gtp, Some(teid), inner))
+        }
+        GRE_UDP_PORT => {
+            let g = Gre::new_checked(frame.get(th..)?).ok()?;
+            let inner = InnerAt::At {
+                off: th + g.header_len(),
+                ty: g.protocol(),
+                end: orig,
+            };
+            Some((TunnelKind::GreUdp, g.key(), inner))
+        }
+        _ => Some((TunnelKind::Ayiya, None, ayiya(frame, th, orig)?)),
+    }
+}
+
+/// A GTP-U G-PDU (3GPP TS 29.281 5.1) at `at`: version 1, protocol type
+/// GTP, message type T-PDU (255); the optional sequence number, N-PDU
+/// number and next-extension-header octets when any of E, S, PN is set;
+/// each extension header (its length in 4-octet units, its last octet the
+/// next type) skipped. The payload ends with the header's length field
+/// (tshark's `set_actual_length`). It is IP as tshark's T-PDU heuristic
+/// reads it (`dissect_gtp_common`, epan/dissectors/packet-gtp.c): a first
+/// octet 0x45..0x4e is IPv4, 0x6_ IPv6, else Ethernet when more than 14
+/// bytes follow and the EtherType says IPv4 or IPv6. Returns the TEID.
+fn gtpu(frame: &[u8], at: usize, orig: usize) -> Option<(u32, InnerAt)> {
+    const E: u8 = 0x04;
+    let h = frame.get(at..at + 8)?;
+    let flags = h[0];
+    if flags >> 5 != 1 || flags & 0x10 == 0 || h[1] != 0xff {
+        return None;
+    }
+    let end = (at + 8 + be16(h, 2) as usize).min(orig);
+    let teid = be32(h, 4);
+    let mut off = at + 8;
+    if flags & 0x07 != 0 {
+        off += 4;
+        if flags & E != 0 {
+            let mut next = *frame.get(off - 1)?;
+            while next != 0 {
+                // Each extension header advances 4 bytes at least, and a
+                // read past the frame ends the walk.
+                let len = *frame.get(off)? as usize * 4;
+                if len == 0 {
+                    return None;
+                }
+                next = *frame.get(off + len - 1)?;
+                off += len;
+            }
+        }
+    }
+    if off >= end {
+        return None;
+    }
+    let ty = match *frame.get(off)? {
+        0x45..=0x4e => ethertype::IPV4,
+        0x60..=0x6f => ethertype::IPV6,
+        _ if end - off > 14 => match frame.get(off + 12..off + 14) {
+            Some(&[a, b])
+                if matches!(
+                    u16::from_be_bytes([a, b]),
+                    ethertype::IPV4 | ethertype::IPV6
+                ) =>
+            {
+                ethertype::TEB
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((teid, InnerAt::At { off, ty, end }))
+}
+
+/// An AYIYA header at `at` (draft-massar-v6ops-ayiya 5): identity length
+/// `2^n`, signature length in 4-octet units, operation code, next header,
+/// epoch, identity, signature. Only a Forward (opcode 1) carries a
+/// packet, of the IP protocol the next header names (IPv6 or IPv4), as
+/// tshark's `dissect_ayiya` (epan/dissectors/packet-ayiya.c) hands it on.
+fn ayiya(frame: &[u8], at: usize, orig: usize) -> Option<InnerAt> {
+    let h = frame.get(at..at + 8)?;
+    if h[2] & 0x0f != 1 {
+        return None;
+    }
+    let ty = match h[3] {
+        ip_proto::IPV6 => ethertype::IPV6,
+        ip_proto::IPIP => ethertype::IPV4,
+        _ => return None,
+    };
+    let idlen = 1usize << (h[0] >> 4);
+    let siglen = (h[1] >> 4) as usize * 4;
+    Some(InnerAt::At {
+        off: at + 8 + idlen + siglen,
+        ty,
+        end: orig,
+    })
+}
+
+/// An IPsec authentication header at `at` (RFC 4302 2): next header,
+/// payload length (the header's length in 4-octet units minus 2), SPI.
+/// Returns the SPI, the next header and the header's length.
+fn ah_header(frame: &[u8], at: usize) -> Option<(u32, u8, usize)> {
+    let h = frame.get(at..at + 12)?;
+    Some((be32(h, 4), h[0], (h[1] as usize + 2) * 4))
+}
+
+/// AH in transport mode: the header sits between the IP header and the
+/// transport header, so the packet's own connection follows it, as
+/// tshark's `dissect_ah` hands the payload to the next header's
+/// dissector. `ip` then takes the AH as part of its header. Tunnel mode
+/// (an IP packet follows) is a tunnel ([`TunnelKind::Ah`]); IPComp
+/// (compressed payload) is left as it is.
+fn ah_transport(frame: &[u8], ip: &mut IpFields) {
+    if let Some((_, next, len)) = ah_header(frame, ip.off + ip.hdr_len) {
+        if matches!(next, PROTO_TCP | PROTO_UDP) {
+            ip.hdr_len += len;
+            ip.proto = next;
+        }
+    }
 }
 
 /// The tunnel after the outer network header `outer`, read with the
@@ -604,16 +807,18 @@ fn parse_tunnel(
                     return None;
                 }
                 (t.kind, t.id) = (TunnelKind::Vxlan, Some(v.vni()));
-                Encap::Vxlan
+                InnerAt::Layout(Encap::Vxlan)
             } else if t.dport == offload::wire::geneve::PORT {
                 let g = Geneve::new_checked(frame.get(th..)?).ok()?;
                 (t.kind, t.id, inner_type) = (TunnelKind::Geneve, Some(g.vni()), g.protocol());
-                Encap::Geneve {
+                InnerAt::Layout(Encap::Geneve {
                     len: g.header_len() as u16,
                     eth: g.protocol() == ethertype::TEB,
-                }
+                })
             } else {
-                return None;
+                let (kind, id, inner) = udp_tunnel(frame, th, t.sport, t.dport, orig)?;
+                (t.kind, t.id) = (kind, id);
+                inner
             }
         }
         ip_proto::GRE => {
@@ -641,9 +846,24 @@ fn parse_tunnel(
                     len += 4;
                 }
             }
-            Encap::Gre {
+            InnerAt::Layout(Encap::Gre {
                 len: len as u16,
                 eth,
+            })
+        }
+        ip_proto::AH => {
+            // Tunnel mode only: transport mode is read in `ah_transport`.
+            let (spi, next, len) = ah_header(frame, at)?;
+            let ty = match next {
+                ip_proto::IPIP => ethertype::IPV4,
+                ip_proto::IPV6 => ethertype::IPV6,
+                _ => return None,
+            };
+            (t.kind, t.id) = (TunnelKind::Ah, Some(spi));
+            InnerAt::At {
+                off: at + len,
+                ty,
+                end: orig,
             }
         }
         p => {
@@ -659,29 +879,43 @@ fn parse_tunnel(
             } else {
                 ethertype::IPV4
             };
-            Encap::IpInIp
+            InnerAt::Layout(Encap::IpInIp)
         }
     };
-    let o = OuterLayout {
-        l3_off: outer.off,
-        ip: version,
-        encap_off: at,
-        encap,
+    let (inner_off, end) = match encap {
+        InnerAt::Layout(encap) => {
+            let o = OuterLayout {
+                l3_off: outer.off,
+                ip: version,
+                encap_off: at,
+                encap,
+            };
+            let carries_eth = match encap {
+                Encap::Vxlan => true,
+                Encap::Geneve { eth, .. } | Encap::Gre { eth, .. } => eth,
+                Encap::IpInIp => false,
+            };
+            let off = if carries_eth {
+                let eth_off = o.inner_eth_off();
+                let l2 = dissect_l2(LinkKind::Ethernet, frame.get(eth_off..)?).ok()?;
+                inner_type = l2.ethertype;
+                eth_off + l2.l3_offset
+            } else {
+                o.inner_l3_off()
+            };
+            (off, orig)
+        }
+        InnerAt::At { off, ty, end } if ty == ethertype::TEB => {
+            let l2 = dissect_l2(LinkKind::Ethernet, frame.get(off..)?).ok()?;
+            inner_type = l2.ethertype;
+            (off + l2.l3_offset, end)
+        }
+        InnerAt::At { off, ty, end } => {
+            inner_type = ty;
+            (off, end)
+        }
     };
-    let carries_eth = match encap {
-        Encap::Vxlan => true,
-        Encap::Geneve { eth, .. } | Encap::Gre { eth, .. } => eth,
-        Encap::IpInIp => false,
-    };
-    let inner_off = if carries_eth {
-        let eth_off = o.inner_eth_off();
-        let l2 = dissect_l2(LinkKind::Ethernet, frame.get(eth_off..)?).ok()?;
-        inner_type = l2.ethertype;
-        eth_off + l2.l3_offset
-    } else {
-        o.inner_l3_off()
-    };
-    let ip = read_ip(frame, inner_off, orig.checked_sub(inner_off)?)?;
+    let ip = read_ip(frame, inner_off, end.checked_sub(inner_off)?)?;
     // The payload type the tunnel announced must be the header found.
     let announced_v6 = match inner_type {
         ethertype::IPV4 => false,
@@ -1187,7 +1421,7 @@ mod tests {
         #[test]
         fn any_tunnel_payload_is_read_or_refused_never_a_panic(
             v6 in proptest::bool::ANY,
-            which in 0usize..5,
+            which in 0usize..10,
             body in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
             cut in 0usize..260,
         ) {
@@ -1196,6 +1430,16 @@ mod tests {
                 1 => outer_ip(v6, 41, body, &[]),
                 2 => outer_ip(v6, 47, body, &[(0x8100, 9)]),
                 3 => outer_udp(v6, 4789, body),
+                4 => outer_udp(v6, GTPU_PORT, body),
+                5 => outer_udp(v6, GRE_UDP_PORT, body),
+                6 => outer_udp(v6, AYIYA_PORT, body),
+                7 => outer_ip(v6, 51, body, &[]),
+                8 => {
+                    // A GTP-U header announcing extension headers.
+                    let mut g = vec![0x34, 0xff, 0, 0xff, 0, 0, 0, 1, 0, 0, 0, 0x85];
+                    g.extend_from_slice(&body);
+                    outer_udp(v6, GTPU_PORT, g)
+                }
                 _ => outer_udp(v6, 6081, body),
             };
             let f = &f[..cut.min(f.len())];
@@ -1261,6 +1505,135 @@ mod tests {
                 let _ = parse(LinkKind::Ipv6, &bad[..n], 300, &[]);
             }
         }
+    }
+
+    /// A GTP-U G-PDU header: flags, T-PDU, length (of what follows the
+    /// first 8 bytes), TEID, then `opt` and `payload`.
+    fn gtpu_frame(
+        v6: bool,
+        sport: u16,
+        dport: u16,
+        flags: u8,
+        opt: &[u8],
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut g = vec![flags, 0xff];
+        g.extend_from_slice(&((opt.len() + payload.len()) as u16).to_be_bytes());
+        g.extend_from_slice(&77u32.to_be_bytes());
+        g.extend_from_slice(opt);
+        g.extend_from_slice(payload);
+        let s = if v6 {
+            FrameSpec::udp6(OUT6.0, OUT6.1, sport, dport)
+        } else {
+            FrameSpec::udp4(OUT4.0, OUT4.1, sport, dport)
+        };
+        s.payload(g).build()
+    }
+
+    #[test]
+    fn gtpu_as_tshark_reads_it() {
+        let inner4 = tcp4().build();
+        for v6 in [false, true] {
+            // Plain; from another source port; with sequence number and a
+            // PDU session container extension header; IPv6 inside;
+            // Ethernet inside.
+            let t = inner_of(&gtpu_frame(v6, 2152, 2152, 0x30, &[], &inner4[14..]));
+            assert_eq!((t.kind, t.id, t.dport), (TunnelKind::Gtp, Some(77), 2152));
+            let t = inner_of(&gtpu_frame(v6, 5906, 2152, 0x30, &[], &inner4[14..]));
+            assert_eq!((t.kind, t.sport), (TunnelKind::Gtp, 5906));
+            let ext = [0, 9, 0, 0x85, 1, 0x10, 0x09, 0];
+            let t = inner_of(&gtpu_frame(v6, 2152, 2152, 0x36, &ext, &inner4[14..]));
+            assert_eq!(t.kind, TunnelKind::Gtp);
+            inner_of(&gtpu_frame(v6, 2152, 2152, 0x30, &[], &tcp6_inner()[14..]));
+            inner_of(&gtpu_frame(v6, 2152, 2152, 0x30, &[], &inner4));
+        }
+        let none = |f: &[u8]| {
+            parse(LinkKind::Ethernet, f, f.len() as u32, &[])
+                .unwrap()
+                .tunnel
+        };
+        // A zero extension header length, a control message, GTPv2, GTP'
+        // (PT clear), a payload that is not IP (tshark's "too short or
+        // unknown"): the outer UDP flow.
+        let zero = [0, 9, 0, 0x85, 0, 0x10, 0x09, 0];
+        assert_eq!(
+            none(&gtpu_frame(false, 2152, 2152, 0x36, &zero, &inner4[14..])),
+            None
+        );
+        for flags in [0x40, 0x20] {
+            assert_eq!(
+                none(&gtpu_frame(false, 2152, 2152, flags, &[], &inner4[14..])),
+                None
+            );
+        }
+        let mut echo = gtpu_frame(false, 2152, 2152, 0x30, &[], &inner4[14..]);
+        echo[14 + 20 + 8 + 1] = 1;
+        assert_eq!(none(&echo), None);
+        assert_eq!(
+            none(&gtpu_frame(false, 2152, 2152, 0x30, &[], &[0x7f; 40])),
+            None
+        );
+        // The GTP length ends the payload: an inner IPv4 length beyond it
+        // is cut to it, as tshark cuts it.
+        let mut short = gtpu_frame(false, 2152, 2152, 0x30, &[], &inner4[14..]);
+        let at = 14 + 20 + 8 + 2;
+        let len = u16::from_be_bytes([short[at], short[at + 1]]) - 10;
+        short[at..at + 2].copy_from_slice(&len.to_be_bytes());
+        let p = parse(LinkKind::Ethernet, &short, short.len() as u32, &[]).unwrap();
+        assert_eq!(
+            (p.tunnel.map(|t| t.kind), p.payload),
+            (Some(TunnelKind::Gtp), 90)
+        );
+    }
+
+    #[test]
+    fn gre_in_udp_ayiya_and_ah() {
+        let inner4 = tcp4().build();
+        let inner6 = tcp6_inner();
+        for v6 in [false, true] {
+            let mut g = vec![0x20, 0, 0x08, 0x00, 0, 0, 0, 5];
+            g.extend_from_slice(&inner4[14..]);
+            let t = inner_of(&outer_udp(v6, GRE_UDP_PORT, g));
+            assert_eq!((t.kind, t.id), (TunnelKind::GreUdp, Some(5)));
+            // AYIYA: identity 2^4, signature 5 x 4 bytes, Forward, IPv6.
+            let mut a = vec![0x41, 0x52, 0x11, 41, 0, 0, 0, 0];
+            a.extend_from_slice(&[1; 16 + 20]);
+            a.extend_from_slice(&inner6[14..]);
+            let t = inner_of(&outer_udp(v6, AYIYA_PORT, a.clone()));
+            assert_eq!((t.kind, t.id), (TunnelKind::Ayiya, None));
+            // A heartbeat (opcode 0) carries no packet.
+            a[2] = 0x10;
+            let f = outer_udp(v6, AYIYA_PORT, a);
+            assert!(parse(LinkKind::Ethernet, &f, f.len() as u32, &[])
+                .unwrap()
+                .tunnel
+                .is_none());
+            // AH tunnel mode: an SPI, the inner packet.
+            let mut h = vec![4, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
+            h.extend_from_slice(&[0; 12]);
+            h.extend_from_slice(&inner4[14..]);
+            let t = inner_of(&outer_ip(v6, 51, h, &[]));
+            assert_eq!((t.kind, t.id), (TunnelKind::Ah, Some(256)));
+        }
+        // AH transport mode: the packet's own connection, the AH part of
+        // its header; the IPv4 header checksum still over the IHL.
+        let mut f = inner4.clone();
+        f[14 + 9] = 51;
+        let tl = u16::from_be_bytes([f[16], f[17]]) + 24;
+        f[16..18].copy_from_slice(&tl.to_be_bytes());
+        let mut ah = vec![6, 4, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1];
+        ah.extend_from_slice(&[0; 12]);
+        f.splice(34..34, ah);
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).unwrap();
+        assert_eq!(
+            (p.tunnel, p.sport, p.dport, p.payload, p.ip.hdr_len),
+            (None, 1000, 80, 100, 44)
+        );
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert_eq!(
+            l4_checksum(&f, &p.ip, p.l4_off, t.checksum, false),
+            CsumState::Valid
+        );
     }
 
     #[test]

@@ -149,6 +149,12 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     let (Some(t), Some(outer)) = (r.tunnel.as_ref(), f.outer.as_ref()) else {
         return;
     };
+    // A tunnel the kernel's GRO does not open (GTP-U, GRE in UDP, AYIYA,
+    // AH) has no healthy-tunnel figure: its IDs cost nothing GRO could
+    // have merged (decision 0231).
+    if !t.kernel_gro {
+        return;
+    }
     let profile = cx.opts.kernel;
     let outer_df = outer.df_set > outer.df_clear;
     let outer_bad = !profile.ip_ids_mergeable(outer.pattern(), outer_df, true);
@@ -553,7 +559,10 @@ fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWh
         }
     }
     let bad = w.count(FlushReason::BadChecksum).max(f.l4_csum.bad);
-    if bad > 0 {
+    // `--no-checksum-check`: the user says the NIC fills the checksums
+    // (a sender's capture), so a bad one is no finding; the counts stay
+    // in the flow's figures.
+    if bad > 0 && cx.opts.verify_checksums {
         cx.push(
             Severity::High,
             "bad-checksum",
@@ -566,7 +575,7 @@ fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWh
             ),
             f.first_bad_l4_csum.or(w.first(FlushReason::BadChecksum)).into_iter().collect(),
             vec![("bad", bad)],
-            "if this capture was taken on the sender, the checksums are offloaded: rerun with --no-verify-checksums; otherwise look for a corrupting hop (cable, NIC, middlebox)".into(),
+            "if this capture was taken on the sender, the checksums are offloaded: rerun with --no-checksum-check; otherwise look for a corrupting hop (cable, NIC, middlebox)".into(),
             bad,
         );
     }

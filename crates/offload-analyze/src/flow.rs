@@ -719,7 +719,10 @@ impl FlowStats {
                 self.l4_csum.add(s);
             }
             if !ip.v6 {
-                if let Some(h) = frame.get(ip.off..ip.off + ip.hdr_len) {
+                // The IPv4 header alone (IHL): an AH in transport mode
+                // counts in `hdr_len` (crate::dissect).
+                let ihl = frame.get(ip.off).map_or(0, |b| (b & 0x0f) as usize * 4);
+                if let Some(h) = frame.get(ip.off..ip.off + ihl) {
                     if offload::checksum::checksum(h) != 0 {
                         self.ip_csum_bad += 1;
                     }

@@ -35,7 +35,7 @@
 //! (PBB) customer frames, Cisco FabricPath frames, VN-Tag and 802.1BR
 //! E-Tag, and 802.3 length fields followed by LLC (SNAP with an EtherType,
 //! or the IP SAP). Aruba's GRE protocol types carry 802.11 frames
-//! ([`aruba_wlan`], read by `crate::dissect`).
+//! ([`aruba_wlan`], read by the tunnel walk).
 //!
 //! Frames of the engine's link types reach the engine unchanged; a frame of
 //! another link type reaches the statistics and the what-if as the IP

@@ -3,7 +3,7 @@
 //! builds it from the pass, and the renderers (`text`, `html`, `export`,
 //! `columnar`) read it.
 
-use crate::dissect;
+use crate::dissect::{self, TunnelKind};
 use crate::flow::{BigPacketSide, CsumCounts, FlowStats, HeaderTrack, OtherFlows, SeqPoint};
 use offload::gro::IpIdPattern;
 use serde::Serialize;
@@ -128,23 +128,34 @@ impl HeaderReport {
 /// The outer side of a tunnelled flow.
 #[derive(Debug, Clone, Serialize)]
 pub struct TunnelReport {
-    /// "vxlan", "geneve", "gre", "gretap", "ipip", "sit", "ip6ip6" or
-    /// "ipip6" (`dissect::TunnelKind`).
+    /// "vxlan", "geneve", "gre", "gretap", "ipip", "sit", "ip6ip6",
+    /// "ipip6", "gtp", "gre-in-udp", "ayiya" or "ah"
+    /// (`dissect::TunnelKind`).
     pub kind: &'static str,
     pub src: String,
     pub dst: String,
-    /// Outer UDP ports of the direction's first frame (VXLAN, Geneve);
-    /// null for GRE and IP in IP.
+    /// Outer UDP ports of the direction's first frame (VXLAN, Geneve,
+    /// GTP-U, GRE in UDP, AYIYA); null for GRE, IP in IP and AH.
     pub sport: Option<u16>,
     pub dport: Option<u16>,
     /// Times the outer UDP source port changed within the direction.
     pub sport_changes: u64,
     /// The VNI (VXLAN, Geneve); null for the others.
     pub vni: Option<u32>,
-    /// The GRE key; null without one.
+    /// The GRE key (GRE, gretap, GRE in UDP); null without one.
     pub gre_key: Option<u32>,
+    /// The GTP-U tunnel endpoint identifier; null for the others.
+    pub teid: Option<u32>,
+    /// The AH security parameter index (AH tunnel mode); null for the
+    /// others.
+    pub spi: Option<u32>,
+    /// The kernel's GRO opens this tunnel by default
+    /// (`dissect::TunnelKind::kernel_gro`): false for GTP-U, GRE in UDP,
+    /// AYIYA and AH, whose frames the what-if passes up as the outer
+    /// packet the kernel sees (decision 0231).
+    pub kernel_gro: bool,
     pub outer_ip: HeaderReport,
-    /// The outer UDP checksum (VXLAN, Geneve): "n/a" for the others.
+    /// The outer UDP checksum (the UDP tunnels): "n/a" for the others.
     pub outer_udp_checksum: &'static str,
     pub outer_udp_checksum_counts: CsumCounts,
     /// The GRE checksum (GRE and gretap with the C flag): "n/a" without.
@@ -173,6 +184,12 @@ impl TunnelReport {
         }
         if let Some(k) = self.gre_key {
             s.push_str(&format!(" key {k}"));
+        }
+        if let Some(k) = self.teid {
+            s.push_str(&format!(" teid {k}"));
+        }
+        if let Some(k) = self.spi {
+            s.push_str(&format!(" spi {k}"));
         }
         s
     }
@@ -401,8 +418,15 @@ pub fn flow_report(
             sport: f.outer_ports.map(|p| p.0),
             dport: f.outer_ports.map(|p| p.1),
             sport_changes: f.outer_sport_changes,
-            vni: t.id.filter(|_| udp),
-            gre_key: t.id.filter(|_| t.kind.gre()),
+            vni: t
+                .id
+                .filter(|_| matches!(t.kind, TunnelKind::Vxlan | TunnelKind::Geneve)),
+            gre_key: t
+                .id
+                .filter(|_| t.kind.gre() || t.kind == TunnelKind::GreUdp),
+            teid: t.id.filter(|_| t.kind == TunnelKind::Gtp),
+            spi: t.id.filter(|_| t.kind == TunnelKind::Ah),
+            kernel_gro: t.kind.kernel_gro(),
             outer_ip: outer
                 .map(HeaderReport::of)
                 .unwrap_or_else(|| HeaderReport::of(&HeaderTrack::default())),

@@ -289,6 +289,10 @@ pub fn render(r: &Report, max_flows: usize) -> String {
             if t.sport_changes > 0 {
                 let _ = write!(outer, ", source port changed {} times", t.sport_changes);
             }
+            if !t.kernel_gro {
+                // Decision 0231: the what-if is the outer packet's.
+                let _ = write!(outer, ", GRO does not open it (what-if: outer packets)");
+            }
             let _ = writeln!(s, "{outer}");
         }
         if f.above_mtu.packets > 0 {

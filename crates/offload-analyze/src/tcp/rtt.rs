@@ -101,14 +101,44 @@ impl Unacked {
             }
             self.q.pop_front();
         }
-        if sample.is_none() && self.stragglers {
-            // A retransmission queued behind later data may end exactly
-            // here (its original already left): Wireshark samples it too.
-            if let Some(w) = self.q.iter().find(|w| w.end == ack) {
-                sample = Some((ts.saturating_sub(w.ts), w.frame));
-            }
+        if self.stragglers {
+            self.acked_behind(ack, ts, &mut sample);
         }
         sample
+    }
+
+    /// The ACK's effect on segments waiting behind later data (a
+    /// retransmission): Wireshark walks its whole list of unacknowledged
+    /// segments (packet-tcp.c, `tcp_analyze_sequence_number`, "remove all
+    /// segments this ACKs"), so every segment the ACK covers leaves,
+    /// wherever it waits, and the oldest one ending exactly at the ACK
+    /// gives the sample when the front gave none. Also works out again
+    /// whether any segment still waits behind later data.
+    fn acked_behind(&mut self, ack: u32, ts: u64, sample: &mut Option<(u64, u64)>) {
+        let mut highest: Option<u32> = None;
+        let mut behind = false;
+        self.q.retain_mut(|w| {
+            if seq_le(w.end, ack) {
+                if sample.is_none() && w.end == ack {
+                    *sample = Some((ts.saturating_sub(w.ts), w.frame));
+                }
+                return false;
+            }
+            if seq_gt(ack, w.seq) {
+                w.seq = ack;
+            }
+            match highest {
+                Some(h) if seq_lt(w.end, h) => behind = true,
+                _ => highest = Some(w.end),
+            }
+            true
+        });
+        // The highest end now waiting is what a later segment is
+        // compared with in `sent`: a segment ending below it waits behind.
+        self.stragglers = behind;
+        if let Some(h) = highest {
+            self.max_end = h;
+        }
     }
 
     /// The lowest sequence number still waiting (for bytes in flight).
@@ -243,6 +273,23 @@ mod tests {
         // Segment 100..200 retransmitted behind 200..300.
         u.sent(100, 200, 6_000, 4);
         assert_eq!(u.acked(300, 7_000), Some((4_000, 3)));
+        assert!(u.is_empty());
+    }
+
+    #[test]
+    fn an_ack_removes_a_covered_retransmission_waiting_behind_later_data() {
+        // zeek's http/206_example_a.pcap, frames 556..569: a segment, its
+        // later data, its retransmission; the ACK of its end samples the
+        // original and the retransmission leaves with it, so a duplicate
+        // of that ACK gives no second sample (tshark: none).
+        let mut u = Unacked::default();
+        u.sent(100, 200, 1_000, 1);
+        u.sent(200, 300, 2_000, 2);
+        u.sent(100, 200, 3_000, 3);
+        assert_eq!(u.acked(200, 4_000), Some((3_000, 1)));
+        assert_eq!(u.len(), 1);
+        assert_eq!(u.acked(200, 5_000), None);
+        assert_eq!(u.acked(300, 6_000), Some((4_000, 2)));
         assert!(u.is_empty());
     }
 
