@@ -74,6 +74,10 @@ pub struct WorkerFlow {
     pub last_frame: u64,
     /// Deliveries at the worker's first size, for the GRO view.
     pub gro: crate::series::Decimated<crate::series::GroPoint>,
+    /// Frames fed since the last `finish`: the same for every size, so
+    /// counted once per frame and added to each size's `frames` by
+    /// `finish`.
+    frames: u64,
     /// Indexed like the worker's sizes.
     pub plain: Vec<FlowWhatIf>,
     /// The same frames with fixed IPv4 IDs (tunnelled flows only): the
@@ -95,6 +99,9 @@ pub struct WhatIfWorker {
     header_only: bool,
     /// Scratch: a header-only frame at its wire length.
     pad_buf: Vec<u8>,
+    /// Frames fed since the last `finish` (each size's `frames_in` gets
+    /// them there: every size sees every frame).
+    frames_in: u64,
     index: crate::key::FlowMap<u32>,
     /// The last few frames' flows and slots, which skip the hash lookup.
     recent: crate::key::Recent,
@@ -301,6 +308,7 @@ impl WhatIfWorker {
                 sizes.len()
             ],
             sizes,
+            frames_in: 0,
             index: Default::default(),
             recent: Default::default(),
             flows: Vec::new(),
@@ -361,6 +369,7 @@ impl WhatIfWorker {
             flows.push(WorkerFlow {
                 key,
                 last_frame: frame,
+                frames: 0,
                 gro: Default::default(),
                 plain: vec![FlowWhatIf::default(); n],
                 healthy: vec![FlowWhatIf::default(); n],
@@ -429,9 +438,7 @@ impl WhatIfWorker {
             None => None,
         };
         let mut pending = std::mem::take(&mut self.scratch);
-        for t in &mut self.totals {
-            t.frames_in += 1;
-        }
+        self.frames_in += 1;
         let WhatIfWorker {
             engines,
             healthy_engines,
@@ -440,9 +447,7 @@ impl WhatIfWorker {
             ..
         } = self;
         if let Some(s) = slot {
-            for w in &mut flows[s as usize].plain {
-                w.frames += 1;
-            }
+            flows[s as usize].frames += 1;
         }
         engines.receive(input, csum, false, &ring.0, &mut pending);
         if let Some(healthy) = healthy_frame {
@@ -526,6 +531,16 @@ impl WhatIfWorker {
     /// Completes everything held, at the end of one input file (frame
     /// numbers restart with the next file).
     pub fn finish(&mut self) {
+        for t in &mut self.totals {
+            t.frames_in += self.frames_in;
+        }
+        self.frames_in = 0;
+        for f in &mut self.flows {
+            for w in &mut f.plain {
+                w.frames += f.frames;
+            }
+            f.frames = 0;
+        }
         let mut pending: Vec<Pending> = Vec::new();
         self.engines.finish(false, &self.ring.0, &mut pending);
         self.healthy_engines
