@@ -559,7 +559,10 @@ fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWh
         }
     }
     let bad = w.count(FlushReason::BadChecksum).max(f.l4_csum.bad);
-    if bad > 0 {
+    // `--no-checksum-check`: the user says the NIC fills the checksums
+    // (a sender's capture), so a bad one is no finding; the counts stay
+    // in the flow's figures.
+    if bad > 0 && cx.opts.verify_checksums {
         cx.push(
             Severity::High,
             "bad-checksum",
@@ -572,7 +575,7 @@ fn checksum_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWh
             ),
             f.first_bad_l4_csum.or(w.first(FlushReason::BadChecksum)).into_iter().collect(),
             vec![("bad", bad)],
-            "if this capture was taken on the sender, the checksums are offloaded: rerun with --no-verify-checksums; otherwise look for a corrupting hop (cable, NIC, middlebox)".into(),
+            "if this capture was taken on the sender, the checksums are offloaded: rerun with --no-checksum-check; otherwise look for a corrupting hop (cable, NIC, middlebox)".into(),
             bad,
         );
     }

@@ -104,3 +104,55 @@ fn the_bundled_samples_are_named_as_such_never_by_their_temporary_copy() {
         );
     }
 }
+
+/// A finding that says "rerun with --FLAG" names a flag `offload analyze`
+/// has, and rerunning with it clears that finding (public captures with
+/// checksums a sender's NIC would fill: tshark shows them bad too).
+#[test]
+fn a_finding_that_says_rerun_with_a_flag_names_a_flag_that_clears_it() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../offload-analyze/tests/data/public");
+    let json = |file: &std::path::Path, extra: &[&str]| -> serde_json::Value {
+        let out = Command::new(BIN)
+            .args(["analyze", "--json"])
+            .args(extra)
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {:?} {out:?}",
+            file.display(),
+            extra
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let mut checked = 0;
+    for name in ["kday4.pcap", "zeek-tcp__retransmit-fast009.pcap"] {
+        let file = dir.join(name);
+        let v = json(&file, &[]);
+        for f in v["findings"].as_array().unwrap() {
+            let fix = f["fix"].as_str().unwrap_or("");
+            let Some((_, rest)) = fix.split_once("rerun with ") else {
+                continue;
+            };
+            let flag: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            assert!(flag.starts_with("--"), "{name}: {fix}");
+            let kind = f["kind"].as_str().unwrap();
+            let again = json(&file, &[&flag]);
+            assert!(
+                !again["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|g| g["kind"] == kind),
+                "{name}: {kind} still found with {flag}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no finding named a flag to rerun with");
+}
