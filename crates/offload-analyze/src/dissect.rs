@@ -311,10 +311,14 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
                 (0, None) => orig_rest as u32,
                 (n, _) => (40 + n as usize).min(orig_rest) as u32,
             };
+            let (mut src, mut dst) = (ip.src(), ip.dst());
+            if chain.upper_offset > 40 {
+                endpoint_options(b, chain.upper_offset, &mut src, &mut dst);
+            }
             Some(IpFields {
                 v6: true,
-                src: ip.src(),
-                dst: ip.dst(),
+                src,
+                dst,
                 id: 0,
                 df: false,
                 ttl: ip.hop_limit(),
@@ -327,6 +331,62 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             })
         }
         _ => None,
+    }
+}
+
+/// The connection's own addresses where IPv6 extension headers name them,
+/// as Wireshark's packet-ipv6.c takes them for its conversations (and
+/// RFC 8200 8.1 and RFC 6275 6.3 for the transport checksum's
+/// pseudo-header): a Home Address destination option (type 0xc9) is the
+/// source; a Type 0 routing header with segments left names the final
+/// destination, its last address. `end` is where the upper layer starts.
+/// Read only for packets with extension headers, off the common path.
+fn endpoint_options(b: &[u8], end: usize, src: &mut [u8; 16], dst: &mut [u8; 16]) {
+    let mut next = b[6];
+    let mut off = 40;
+    while off < end {
+        let (Some(&nh), Some(&len)) = (b.get(off), b.get(off + 1)) else {
+            return;
+        };
+        let size = match next {
+            // Hop-by-hop and destination options: TLVs.
+            0 | 60 => {
+                let size = (len as usize + 1) * 8;
+                let mut at = off + 2;
+                while at < (off + size).min(end) {
+                    let Some(&kind) = b.get(at) else { return };
+                    if kind == 0 {
+                        at += 1;
+                        continue;
+                    }
+                    let Some(&olen) = b.get(at + 1) else { return };
+                    if kind == 0xc9 && olen >= 16 {
+                        if let Some(a) = b.get(at + 2..at + 18) {
+                            src.copy_from_slice(a);
+                        }
+                    }
+                    at += 2 + olen as usize;
+                }
+                size
+            }
+            43 => {
+                let size = (len as usize + 1) * 8;
+                let (kind, left) = (b.get(off + 2), b.get(off + 3));
+                let count = len as usize / 2;
+                if kind == Some(&0) && left.is_some_and(|&l| l > 0) && count > 0 {
+                    let last = off + 8 + (count - 1) * 16;
+                    if let Some(a) = b.get(last..last + 16) {
+                        dst.copy_from_slice(a);
+                    }
+                }
+                size
+            }
+            44 => 8,
+            51 => (len as usize + 2) * 4,
+            _ => return,
+        };
+        next = nh;
+        off += size;
     }
 }
 
@@ -819,6 +879,12 @@ fn parse_tunnel(
             };
             (t.id, inner_type) = (g.key(), g.protocol());
             let mut len = g.header_len();
+            if let Some((l3, v6)) = crate::link::aruba_wlan(frame, at + len, g.protocol()) {
+                // Aruba: an 802.11 frame from the access point; the
+                // tunnel's header runs to the IP packet in it.
+                len = l3 - at;
+                inner_type = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
+            }
             if g.protocol() == WCCP {
                 // WCCP redirection (Cisco's web cache protocol): an IPv4
                 // packet, after a 4-byte redirect header unless an IPv4
@@ -1431,6 +1497,61 @@ mod tests {
                 let k = crate::key::FlowKey::of(&p);
                 proptest::prop_assert_eq!(k.reverse().reverse(), k);
                 let _ = k.describe(Some((1, 2)));
+            }
+        }
+    }
+
+    /// An IPv6/TCP packet with the extension headers `ext` (their first
+    /// next-header value `first`), addresses ::1 -> ::2.
+    fn tcp6_ext(first: u8, ext: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, first, 64];
+        p[4..6].copy_from_slice(&((ext.len() + 20) as u16).to_be_bytes());
+        p.extend_from_slice(&[0; 15]);
+        p.push(1);
+        p.extend_from_slice(&[0; 15]);
+        p.push(2);
+        p.extend_from_slice(ext);
+        p.extend_from_slice(&[0x75, 0x30, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 2, 0x20, 0]);
+        p.extend_from_slice(&[0; 4]);
+        p
+    }
+
+    #[test]
+    fn home_address_and_type0_routing_name_the_connection_s_addresses() {
+        let addr = |last: u8| {
+            let mut a = [0u8; 16];
+            a[0] = 0x20;
+            a[15] = last;
+            a
+        };
+        // Destination options: PadN(2), Home Address (0xc9, 16 bytes).
+        let mut d = vec![6, 2, 1, 2, 0, 0, 0xc9, 16];
+        d.extend_from_slice(&addr(9));
+        let p = parse(LinkKind::Ipv6, &tcp6_ext(60, &d), 100, &[]).unwrap();
+        assert_eq!((p.ip.src, p.ip.dst[15], p.dport), (addr(9), 2, 80));
+        // Type 0 routing header, two addresses, one segment left: the
+        // destination is the last one; none left: the header's own.
+        let mut r = vec![6, 4, 0, 1, 0, 0, 0, 0];
+        r.extend_from_slice(&addr(7));
+        r.extend_from_slice(&addr(8));
+        let p = parse(LinkKind::Ipv6, &tcp6_ext(43, &r), 200, &[]).unwrap();
+        assert_eq!((p.ip.src[15], p.ip.dst), (1, addr(8)));
+        r[3] = 0;
+        let p = parse(LinkKind::Ipv6, &tcp6_ext(43, &r), 200, &[]).unwrap();
+        assert_eq!(p.ip.dst[15], 2);
+        // Lying lengths and every cut: no panic.
+        for ext in [&d[..], &r[..]] {
+            let mut bad = tcp6_ext(
+                if ext[0] == 6 && ext.len() == 24 {
+                    60
+                } else {
+                    43
+                },
+                ext,
+            );
+            bad[41] = 0xff;
+            for n in 0..bad.len() {
+                let _ = parse(LinkKind::Ipv6, &bad[..n], 300, &[]);
             }
         }
     }

@@ -50,6 +50,11 @@ pub struct FragCounts {
     pub given_up_fragments: u64,
     /// Fragments the capture cut short (no reassembly possible).
     pub cut_fragments: u64,
+    /// A snapshot length that keeps every one of those fragments whole
+    /// (reassembly needs their payload, not just their headers): a
+    /// header-only capture of fragmented traffic loses what the
+    /// reassembled packets would show; null when none was cut.
+    pub snaplen_needed_for_fragments: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -197,6 +202,17 @@ impl Reassembly {
         self.expire(ts);
         let Some(f) = read(frame, ip).filter(|_| whole && !beyond_capture(frame, ip)) else {
             self.counts.cut_fragments += 1;
+            if !whole {
+                // The fragment's end on the wire (its length field is cut
+                // to the wire length by `dissect`).
+                let end = (ip.off as u64 + ip.ip_len as u64).min(u32::MAX as u64) as u32;
+                self.counts.snaplen_needed_for_fragments = Some(
+                    self.counts
+                        .snaplen_needed_for_fragments
+                        .unwrap_or(0)
+                        .max(end),
+                );
+            }
             return if first_v4_fragment(frame, ip) {
                 Outcome::FirstUnheld
             } else {
@@ -396,6 +412,9 @@ mod tests {
             Outcome::FirstUnheld
         ));
         assert_eq!(r.counts.cut_fragments, 3);
+        // Only the two the capture cut name a snapshot length: 36 bytes
+        // keep both whole (the lying length is no capture's doing).
+        assert_eq!(r.counts.snaplen_needed_for_fragments, Some(36));
         assert!(r.held.is_empty());
         // Whole, it is held for its datagram.
         assert!(matches!(

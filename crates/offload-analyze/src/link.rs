@@ -26,13 +26,16 @@
 //!                           (not read when the capture cut it, as tshark)
 //! LINKTYPE_PFLOG 117        header of its own length (61..100, to 4), af
 //! LINKTYPE_ENC 109          af (writer's byte order), SPI, flags
+//! LINKTYPE_JUNIPER_ETHER 178 "MGC", flags, [extension TLVs], Ethernet
 //! ```
 //!
 //! Inside an EtherType (Ethernet, cooked captures, Cisco HDLC, IPoIB, 802.11
 //! and FDDI's SNAP): MPLS label stacks (the payload after the bottom label
 //! read by its first nibble, as Wireshark does), PPPoE sessions, 802.1ah
-//! (PBB) customer frames, and 802.3 length fields followed by LLC (SNAP
-//! with an EtherType, or the IP SAP).
+//! (PBB) customer frames, Cisco FabricPath frames, VN-Tag and 802.1BR
+//! E-Tag, and 802.3 length fields followed by LLC (SNAP with an EtherType,
+//! or the IP SAP). Aruba's GRE protocol types carry 802.11 frames
+//! ([`aruba_wlan`], read by the tunnel walk).
 //!
 //! Frames of the engine's link types reach the engine unchanged; a frame of
 //! another link type reaches the statistics and the what-if as the IP
@@ -117,6 +120,7 @@ pub mod linktype {
     pub const IEEE802_11_AVS: u32 = 163;
     pub const PPP_PPPD: u32 = 166;
     pub const NFLOG: u32 = 239;
+    pub const JUNIPER_ETHER: u32 = 178;
     pub const IPOIB: u32 = 242;
 }
 
@@ -139,6 +143,7 @@ pub fn linktype_name(t: u32) -> Option<&'static str> {
         IEEE802_11_AVS => "IEEE802_11_AVS",
         PPP_PPPD => "PPP_PPPD",
         NFLOG => "NFLOG",
+        JUNIPER_ETHER => "JUNIPER_ETHER",
         IPOIB => "IPOIB",
         _ => return None,
     })
@@ -284,6 +289,7 @@ fn ip_offset(linktype: u32, b: &[u8]) -> Result<Net, Skip> {
             by_ethertype(b, IPOIB_LEN, et)
         }
         NFLOG => nflog(b),
+        JUNIPER_ETHER => juniper_ether(b),
         PFLOG => {
             let len = byte(b, 0, "pflog", "length")?;
             if !(61..=100).contains(&len) {
@@ -378,6 +384,9 @@ pub fn inner(b: &[u8], off: usize, et: u16) -> Result<Net, Skip> {
         0x8847 | 0x8848 => mpls(b, off),
         0x8864 => pppoe_session(b, off),
         PBB => pbb(b, off),
+        FABRICPATH => ethernet_in(b, off + 2),
+        VNTAG => tagged(b, off + 4),
+        ETAG => tagged(b, off + 6),
         0x8863 => Err(Skip::NotIp("PPPoE discovery")),
         ethertype::ARP => Err(Skip::NotIp("ARP")),
         0x8035 => Err(Skip::NotIp("RARP")),
@@ -405,14 +414,39 @@ pub fn inner_end(b: &[u8], off: usize, et: u16) -> Option<usize> {
 /// 802.1ah Provider Backbone Bridging's EtherType (the I-TAG).
 const PBB: u16 = 0x88e7;
 
-/// An 802.1ah I-TAG at `off` (flags and the 24-bit I-SID, 4 bytes), the
-/// customer's destination and source addresses (12), then the customer
-/// frame's EtherType after any 802.1Q/802.1ad tags, as Wireshark reads it
-/// (packet-ieee8021ah.c hands the rest to the EtherType table, whose VLAN
-/// dissector takes the tags).
+/// Cisco FabricPath's EtherType (Wireshark's ETHERTYPE_DCE): a 2-byte
+/// FTag/TTL, then the whole customer Ethernet frame (packet-cisco-fp-mim.c
+/// finds it by this EtherType, before the Ethernet dissector's table).
+const FABRICPATH: u16 = 0x8903;
+/// Cisco VN-Tag (packet-vntag.c): 4 bytes of tag, then an EtherType.
+const VNTAG: u16 = 0x8926;
+/// 802.1BR E-Tag (packet-etag.c): 6 bytes of tag, then an EtherType.
+const ETAG: u16 = 0x893f;
+
+/// An 802.1ah I-TAG at `off` (flags and the 24-bit I-SID, 4 bytes), then
+/// the customer frame, as Wireshark reads it (packet-ieee8021ah.c hands
+/// the rest to the EtherType table, whose VLAN dissector takes the tags).
 fn pbb(b: &[u8], off: usize) -> Result<Net, Skip> {
-    let mut at = off + 16;
-    let mut et = be16(b, at, "802.1ah", "type")?;
+    if b.len() < off + 4 + 14 {
+        return Err(trunc("802.1ah", "type"));
+    }
+    ethernet_in(b, off + 4)
+}
+
+/// An Ethernet frame at `off` inside another header (802.1ah, FabricPath,
+/// Juniper): destination and source addresses (12 bytes), then an
+/// EtherType after any 802.1Q/802.1ad tags.
+fn ethernet_in(b: &[u8], off: usize) -> Result<Net, Skip> {
+    if b.len() < off + 14 {
+        return Err(trunc("Ethernet", "type"));
+    }
+    tagged(b, off + 12)
+}
+
+/// An EtherType at `at` after any 802.1Q/802.1ad tags (a customer frame's,
+/// or the one after a VN-Tag or E-Tag), and what it carries.
+fn tagged(b: &[u8], mut at: usize) -> Result<Net, Skip> {
+    let mut et = be16(b, at, "802.1Q", "type")?;
     // A bounded number of tags: a frame cannot loop here.
     for _ in 0..8 {
         if !matches!(et, 0x8100 | 0x88a8 | 0x9100) {
@@ -421,7 +455,51 @@ fn pbb(b: &[u8], off: usize) -> Result<Net, Skip> {
         at += 4;
         et = be16(b, at, "802.1Q", "type")?;
     }
-    by_ethertype(b, at + 2, et)
+    match et {
+        // Tags inside tags (a VN-Tag between two VLAN tags, Zeek's
+        // vntag_vlan_sandwich_clean.pcap) are read once each, not again.
+        VNTAG | ETAG | FABRICPATH | PBB => Err(Skip::NotIp("tag inside a tag")),
+        et => by_ethertype(b, at + 2, et),
+    }
+}
+
+/// Juniper's capture header ("MGC", flags; extension TLVs of a total
+/// length when flag 0x80 is set), then an Ethernet frame, as
+/// packet-juniper.c reads LINKTYPE_JUNIPER_ETHER. A header that says no
+/// L2 header follows (flag 0x02) carries a payload type this module does
+/// not read; it is named.
+fn juniper_ether(b: &[u8]) -> Result<Net, Skip> {
+    const H: &str = "Juniper";
+    match b.get(..4) {
+        Some([b'M', b'G', b'C', _]) => {}
+        Some(_) => return Err(invalid(H, "magic")),
+        None => return Err(trunc(H, "magic")),
+    }
+    let flags = b[3];
+    let hdr = if flags & 0x80 != 0 {
+        6 + be16(b, 4, H, "extension length")? as usize
+    } else {
+        4
+    };
+    if flags & 0x02 != 0 {
+        return Err(Skip::NotIp("Juniper without L2 header"));
+    }
+    if b.len() < hdr {
+        return Err(trunc(H, "extensions"));
+    }
+    ethernet_in(b, hdr)
+}
+
+/// The 802.11 frame an Aruba access point tunnels to its controller in
+/// GRE, protocol types 0x8200 to 0x8370 in steps of 0x10 (Wireshark's
+/// packet-gre.h GRE_ARUBA_*, dissected as 802.11 without FCS): the IP
+/// packet's offset and version, when it is a data frame with one. `gre`
+/// is the GRE protocol type.
+pub fn aruba_wlan(b: &[u8], off: usize, gre: u16) -> Option<Net> {
+    if !(0x8200..=0x8370).contains(&gre) || gre & 0xf != 0 {
+        return None;
+    }
+    ieee80211(b, off).ok()
 }
 
 /// MPLS label stack entries from `off` to the one with the bottom-of-stack
@@ -463,6 +541,11 @@ fn llc(b: &[u8], off: usize) -> Result<Net, Skip> {
             let et = be16(b, off + 6, "SNAP", "type")?;
             if oui != [0, 0, 0] && oui != [0, 0, 0xf8] {
                 return Err(Skip::NotIp("SNAP with an organisation's protocol"));
+            }
+            // A length where the EtherType belongs would start LLC again:
+            // not followed, so no frame recurses here without bound.
+            if et <= 1500 {
+                return Err(Skip::NotIp("LLC not IP"));
             }
             by_ethertype(b, off + 8, et)
         }
@@ -890,6 +973,85 @@ mod tests {
         g[30..32].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(inner(&g, 14, PBB), Err(Skip::NotIp("ARP")));
         assert_eq!(inner(&f[..20], 14, PBB), Err(trunc("802.1ah", "type")));
+    }
+
+    #[test]
+    fn fabricpath_vntag_etag_juniper_and_aruba() {
+        let macs = [0u8; 12];
+        // FabricPath: FTag/TTL, then the customer frame (tagged).
+        let mut f = macs.to_vec();
+        f.extend_from_slice(&[0x89, 0x03, 0, 0x3f]);
+        f.extend_from_slice(&macs);
+        f.extend_from_slice(&[0x81, 0x00, 0, 5, 0x08, 0x00]);
+        assert_eq!(inner(&with(&f), 14, FABRICPATH), Ok((34, false)));
+        // VN-Tag between two VLAN tags; E-Tag; a tag in a tag is refused.
+        let v = [0, 0, 0, 0x33, 0x81, 0x00, 0, 0xfa, 0x86, 0xdd];
+        assert_eq!(inner(&v, 0, VNTAG), Ok((10, true)));
+        let e = [0x20, 0, 0, 5, 0, 0, 0x08, 0x00];
+        assert_eq!(inner(&e, 0, ETAG), Ok((8, false)));
+        let nested = [0, 0, 0, 0, 0x89, 0x26, 0, 0, 0, 0, 0x08, 0x00];
+        assert_eq!(
+            inner(&nested, 0, VNTAG),
+            Err(Skip::NotIp("tag inside a tag"))
+        );
+        // Juniper: magic, flags with extensions (2 bytes of TLV), Ethernet.
+        let mut j = vec![b'M', b'G', b'C', 0x80, 0, 2, 3, 0];
+        j.extend_from_slice(&macs);
+        j.extend_from_slice(&[0x08, 0x00]);
+        assert_eq!(at(linktype::JUNIPER_ETHER, &with(&j)), Ok((22, false)));
+        j[3] = 0x82;
+        assert_eq!(
+            at(linktype::JUNIPER_ETHER, &j),
+            Err(Skip::NotIp("Juniper without L2 header"))
+        );
+        assert_eq!(
+            at(linktype::JUNIPER_ETHER, b"MGX\x80"),
+            Err(invalid("Juniper", "magic"))
+        );
+        // Aruba: only its protocol types, and only a data frame with IP.
+        let mut w = vec![0x88, 0x01];
+        w.extend_from_slice(&[0; 22]);
+        w.extend_from_slice(&[0, 0, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        assert_eq!(aruba_wlan(&w, 0, 0x8200), Some((34, false)));
+        assert_eq!(aruba_wlan(&w, 0, 0x8370), Some((34, false)));
+        assert_eq!(aruba_wlan(&w, 0, 0x8205), None);
+        assert_eq!(aruba_wlan(&w, 0, 0x8380), None);
+        assert_eq!(aruba_wlan(&w[..20], 0, 0x8200), None);
+        // Every cut of each: an answer, never a panic.
+        for b in [&f[..], &v[..], &e[..], &j[..], &w[..]] {
+            for n in 0..=b.len() {
+                for et in [FABRICPATH, VNTAG, ETAG, PBB] {
+                    let _ = inner(&b[..n], 0, et);
+                }
+                let _ = at(linktype::JUNIPER_ETHER, &b[..n]);
+                let _ = aruba_wlan(&b[..n], 0, 0x8200);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes behind any link type read here, and behind an
+        /// Ethernet header of each EtherType read inside one: an answer,
+        /// never a panic, and a packet within the frame.
+        #[test]
+        fn any_frame_is_read_or_named_never_a_panic(
+            which in 0usize..24,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+        ) {
+            const TYPES: [u32; 17] = [7, 9, 10, 50, 51, 104, 105, 109, 117, 119, 127, 129, 163, 166, 178, 239, 242];
+            const ETS: [u16; 7] = [0x8847, 0x8864, PBB, FABRICPATH, VNTAG, ETAG, 40];
+            if which < TYPES.len() {
+                if let Ok(v) = view(TYPES[which], &body, body.len() as u32) {
+                    proptest::prop_assert!(v.data.len() <= body.len());
+                }
+            } else {
+                let et = ETS[which - TYPES.len()];
+                if let Ok((off, _)) = inner(&body, 0, et) {
+                    proptest::prop_assert!(off <= body.len());
+                }
+                let _ = aruba_wlan(&body, 0, 0x8200);
+            }
+        }
     }
 
     #[test]

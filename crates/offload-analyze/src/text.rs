@@ -91,8 +91,15 @@ pub fn render(r: &Report, max_flows: usize) -> String {
         if f.fragments > 0 {
             let _ = writeln!(
                 s,
-                "    IP fragments: {}, {} datagrams reassembled, {} given up ({} fragments), {} cut by the capture",
-                f.fragments, f.reassembled, f.given_up, f.given_up_fragments, f.cut_fragments
+                "    IP fragments: {}, {} datagrams reassembled, {} given up ({} fragments), {} cut by the capture{}",
+                f.fragments,
+                f.reassembled,
+                f.given_up,
+                f.given_up_fragments,
+                f.cut_fragments,
+                f.snaplen_needed_for_fragments
+                    .map(|n| format!(" (not reassembled: a snapshot length of {n} keeps them whole)"))
+                    .unwrap_or_default()
             );
         }
     }

@@ -220,3 +220,62 @@ fn editcap_cut_vxlan_keeps_its_high_finding() {
         assert!(high.detail.contains("outer IPv4 DF=0"), "{}", high.detail);
     }
 }
+
+/// Outside material: every public capture in tests/data/public (other
+/// projects' test suites, SOURCE.md) cut to 256 bytes, the length line-rate
+/// captures use, keeps the whole capture's what-if and findings. Checksums
+/// are left unverified on both sides (`--no-checksum-check`): a cut frame
+/// cannot show them, and many of these captures were taken on a sender.
+/// Captures whose packets come in IP fragments are the documented
+/// exception (reassembly needs the payload) and must say so instead.
+#[test]
+fn public_captures_cut_to_256_bytes_keep_their_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let public = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/public");
+    let opts = Options {
+        verify_checksums: false,
+        ..Options::default()
+    };
+    let run = |p: &Path| {
+        let cancel = AtomicBool::new(false);
+        let mut progress = |_| {};
+        let mut ctl = Control {
+            on_progress: &mut progress,
+            cancel: &cancel,
+        };
+        analyze(&[p.to_path_buf()], &opts, &mut ctl).unwrap().report
+    };
+    let mut compared = 0;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&public)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    files.sort();
+    for src in &files {
+        let name = src.file_name().unwrap().to_string_lossy().to_string();
+        let whole = run(src);
+        let p = dir.path().join(&name);
+        cut(src, &p, 256);
+        let r = run(&p);
+        let i = &r.inputs[0];
+        if i.snap.cut_in_headers_frames > 0 {
+            continue;
+        }
+        if i.fragments.cut_fragments > 0 {
+            assert!(
+                i.fragments.snaplen_needed_for_fragments.unwrap() > 256,
+                "{name}: cut fragments without the length that keeps them"
+            );
+            continue;
+        }
+        assert_eq!(
+            verdicts(&r, &[]),
+            verdicts(&whole, &[]),
+            "{name} cut at 256: what-if, verdicts or findings differ from the whole capture"
+        );
+        compared += 1;
+    }
+    eprintln!("{compared} of {} public captures compared", files.len());
+    assert!(compared >= 30, "only {compared} public captures compared");
+}

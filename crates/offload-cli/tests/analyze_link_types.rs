@@ -1,8 +1,9 @@
 //! `offload analyze` reads every link type libpcap and tshark read for IP:
 //! PPP (9, 50, 51, 166), Cisco HDLC, 802.11 (plain, radiotap, Prism, AVS),
-//! FDDI, ARCnet (BSD and Linux), IPoIB, NFLOG, pflog, enc, and inside
-//! Ethernet MPLS label stacks, PPPoE sessions, 802.1ah (PBB) customer
-//! frames and 802.3 LLC/SNAP.
+//! FDDI, ARCnet (BSD and Linux), IPoIB, NFLOG, pflog, enc, Juniper
+//! Ethernet, and inside Ethernet MPLS label stacks, PPPoE sessions, 802.1ah
+//! (PBB) customer frames, Cisco FabricPath, VN-Tag, 802.1BR E-Tag, Aruba's
+//! GRE carrying 802.11, and 802.3 LLC/SNAP.
 //!
 //! Two sources, each compared with tshark per flow direction:
 //! - public captures of those links from tcpdump's test suite
@@ -353,6 +354,13 @@ fn beacon() -> Vec<u8> {
     h
 }
 
+/// A Juniper capture header with extension TLVs (media type, logical
+/// encapsulation, interface indexes), as in tcpdump's bgp-aigp.pcap.
+const JUNIPER: &[u8] = &[
+    0x4d, 0x47, 0x43, 0x80, 0x00, 0x10, 0x03, 0x01, 0x01, 0x06, 0x01, 0x0e, 0x01, 0x02, 0x8c, 0x00,
+    0x04, 0x04, 0x4c, 0x01, 0x00, 0x00,
+];
+
 const LCP: [u8; 8] = [0xc0, 0x21, 0x09, 0x01, 0x00, 0x08, 0, 0];
 const PPP_CONTROL: &str = "not IP: PPP control protocol";
 
@@ -537,6 +545,81 @@ fn wraps() -> Vec<Wrap> {
             ]),
             "not IP: ARP",
         ),
+        Wrap {
+            // tshark 4.0 takes a FabricPath frame's last 4 bytes as its
+            // FCS (packet-cisco-fp-mim.c of that release): the frames
+            // carry one, which offload leaves out by the IP length.
+            tail: |_| vec![0xde, 0xad, 0xbe, 0xef],
+            ..wrap(
+                "ethernet-fabricpath",
+                1,
+                |v6, _| cat(&[&MACS, &[0x89, 0x03, 0x00, 0x3f], &MACS, &et(v6)]),
+                cat(&[
+                    &MACS,
+                    &[0x89, 0x03, 0x00, 0x3f],
+                    &MACS,
+                    &[0x08, 0x06],
+                    &[0; 28],
+                ]),
+                "not IP: ARP",
+            )
+        },
+        wrap(
+            "ethernet-vntag",
+            1,
+            // A VN-Tag between two 802.1Q tags (Zeek's
+            // vntag_vlan_sandwich_clean.pcap).
+            |v6, _| {
+                cat(&[
+                    &MACS,
+                    &[0x81, 0x00, 0x00, 0xfa, 0x89, 0x26, 0x00, 0x00, 0x00, 0x33],
+                    &[0x81, 0x00, 0x00, 0xfa],
+                    &et(v6),
+                ])
+            },
+            cat(&[&MACS, &[0x89, 0x26, 0, 0, 0, 0x33, 0x08, 0x06], &[0; 28]]),
+            "not IP: ARP",
+        ),
+        wrap(
+            "ethernet-etag",
+            1,
+            |v6, _| {
+                cat(&[
+                    &MACS,
+                    &[0x89, 0x3f, 0x20, 0x00, 0x00, 0x05, 0x00, 0x00],
+                    &et(v6),
+                ])
+            },
+            cat(&[&MACS, &[0x89, 0x3f, 0, 0, 0, 5, 0, 0, 0x08, 0x06], &[0; 28]]),
+            "not IP: ARP",
+        ),
+        wrap(
+            "ethernet-gre-aruba",
+            1,
+            // An Aruba access point's GRE (protocol 0x8200) to its
+            // controller, an 802.11 QoS data frame inside.
+            |v6, n| {
+                let wifi = wifi(v6);
+                cat(&[
+                    &MACS,
+                    &[0x08, 0x00],
+                    &outer4(47, 7, 0, 4 + wifi.len() + n),
+                    &[0x00, 0x00, 0x82, 0x00],
+                    &wifi,
+                ])
+            },
+            cat(&[&MACS, &[0x08, 0x06], &[0; 28]]),
+            "not IP: ARP",
+        ),
+        wrap(
+            "juniper-ether",
+            178,
+            // Juniper's header as tcpdump's bgp-aigp.pcap has it (flags
+            // 0x80: 16 bytes of extension TLVs), then Ethernet.
+            |v6, _| cat(&[JUNIPER, &MACS, &et(v6)]),
+            cat(&[JUNIPER, &MACS, &[0x08, 0x06], &[0; 28]]),
+            "not IP: ARP",
+        ),
         wrap(
             "ethernet-llc-snap",
             1,
@@ -604,6 +687,12 @@ fn tcp_connections_wrapped_in_each_link_type_agree_with_tshark() {
     // IP total length then says more than the packet holds.
     let cases = wraps().into_iter().map(|w| (w, false));
     for (w, lying) in cases.chain(wraps().into_iter().map(|w| (w, true))) {
+        // tshark 4.0 cuts 4 bytes (its FCS) from every FabricPath frame,
+        // also from a packet whose IP length says more than the frame
+        // holds; offload does not (docs/analyze.md).
+        if w.name == "ethernet-fabricpath" && lying {
+            continue;
+        }
         let first = &src[0].0;
         let mut recs = vec![Rec {
             sec: first.sec,

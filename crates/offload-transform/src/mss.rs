@@ -854,6 +854,13 @@ impl FlowEvidence {
     /// with super-packets of 33, 6 and 22 segments, has no pairwise divisor
     /// of one segment).
     fn common_divisor(&self) -> Option<u32> {
+        // One super-packet is no evidence of its own divisor: its length
+        // would be "one segment" of a packet the MTU says holds several
+        // (Wireshark's ipv4_tcp_http_xml_tso.pcap: one 1976-byte TSO
+        // payload, no handshake); the MTU's size decides then.
+        if self.super_packets < 2 {
+            return None;
+        }
         let mut top = self.sizes.clone();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         top.truncate(12);
@@ -1084,6 +1091,18 @@ mod tests {
         // The same flow at MTU 9000.
         let f = flow(&[(8948 * 7, 10)], 0);
         assert_eq!(f.infer(Some(8960)), Some((8948, MssSource::Syn)));
+    }
+
+    #[test]
+    fn one_super_packet_is_no_evidence_of_its_own_size() {
+        // Wireshark's ipv4_tcp_http_xml_tso.pcap: one pushed TSO packet of
+        // 1976 bytes, no handshake: not "one segment of 1976".
+        let f = flow(&[(1976, 1)], 0);
+        assert_eq!(f.infer(None), None);
+        // Two of them are evidence again (the same length twice: its own
+        // size, a jumbo segment's, as before).
+        let f = flow(&[(1976, 2)], 0);
+        assert_eq!(f.infer(None), Some((1976, MssSource::SuperPackets)));
     }
 
     #[test]

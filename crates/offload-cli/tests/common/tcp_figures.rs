@@ -118,6 +118,10 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "frame.time_delta",
         "_ws.short",
         "_ws.malformed",
+        "ipv6.opt.mipv6.home_address",
+        "ipv6.routing.type",
+        "ipv6.routing.segleft",
+        "ipv6.routing.src.addr",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -164,7 +168,21 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         let (Ok(sp), Ok(dp)) = (first(v[5]).parse::<u16>(), first(v[6]).parse::<u16>()) else {
             continue;
         };
-        let key = (nth(src, at), sp, nth(dst, at), dp);
+        let (mut src, mut dst) = (nth(src, at), nth(dst, at));
+        // The addresses tshark's conversations take (packet-ipv6.c): a
+        // Home Address option's as the source, a Type 0 routing header's
+        // last address as the destination while segments are left (the
+        // innermost such header's).
+        let last = |s: &str| s.rsplit(';').next().unwrap_or("").to_string();
+        if v6 {
+            if !v[18].is_empty() {
+                src = last(v[18]);
+            }
+            if last(v[19]) == "0" && set(&last(v[20])) && !v[21].is_empty() {
+                dst = last(v[21]);
+            }
+        }
+        let key = (src, sp, dst, dp);
         let f = m.entry(key).or_default();
         f.add("packets", 1.0);
         f.add("bytes", v[12].parse().unwrap_or(0.0));
