@@ -27,6 +27,9 @@
 //! LINKTYPE_PFLOG 117        header of its own length (61..100, to 4), af
 //! LINKTYPE_ENC 109          af (writer's byte order), SPI, flags
 //! LINKTYPE_JUNIPER_ETHER 178 "MGC", flags, [extension TLVs], Ethernet
+//! LINKTYPE_PPI 192          version, flags, length, DLT (little-endian),
+//!                           fields (802.11-common's FCS flag), then a frame
+//!                           of that DLT
 //! ```
 //!
 //! Inside an EtherType (Ethernet, cooked captures, Cisco HDLC, IPoIB, 802.11
@@ -121,6 +124,7 @@ pub mod linktype {
     pub const PPP_PPPD: u32 = 166;
     pub const NFLOG: u32 = 239;
     pub const JUNIPER_ETHER: u32 = 178;
+    pub const PPI: u32 = 192;
     pub const IPOIB: u32 = 242;
 }
 
@@ -144,6 +148,7 @@ pub fn linktype_name(t: u32) -> Option<&'static str> {
         PPP_PPPD => "PPP_PPPD",
         NFLOG => "NFLOG",
         JUNIPER_ETHER => "JUNIPER_ETHER",
+        PPI => "PPI",
         IPOIB => "IPOIB",
         _ => return None,
     })
@@ -175,6 +180,9 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
     // "IPv4 total length exceeds packet length" (packet-ip.c), the packet
     // read to its end and no further.
     let wire = orig_len.max(data.len() as u32) as usize;
+    if linktype == linktype::PPI {
+        return ppi_view(data, wire);
+    }
     let (off, v6, end, wire_end) = match linktype {
         linktype::NFLOG => {
             let (off, v6, len) = nflog_payload(data)?;
@@ -201,6 +209,47 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
         data: data.get(off..end).ok_or(trunc("link", "header"))?,
         orig_len: (wire_end - off) as u32,
     })
+}
+
+/// A PPI frame (the Per-Packet Information header, CACE Technologies'
+/// specification, Wireshark's packet-ppi.c): version 0, flags, its length
+/// and the DLT of the frame after it (both little-endian), then fields;
+/// the 802.11-common field (type 2) has flags whose bit 0 says the frame
+/// ends in a 4-byte FCS, left out of the packet as radiotap's is. The
+/// frame after the header is read as its own link type (PPI in PPI is
+/// refused). `wire` is the frame's length on the wire.
+fn ppi_view(data: &[u8], wire: usize) -> Result<View<'_>, Skip> {
+    const H: &str = "PPI";
+    if byte(data, 0, H, "version")? != 0 {
+        return Err(invalid(H, "version"));
+    }
+    let len = le16(data, 2, H, "length")? as usize;
+    let dlt = match data.get(4..8) {
+        Some(s) => u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
+        None => return Err(trunc(H, "DLT")),
+    };
+    if len < 8 {
+        return Err(invalid(H, "length"));
+    }
+    if data.len() < len {
+        return Err(trunc(H, "header"));
+    }
+    if dlt == linktype::PPI {
+        return Err(invalid(H, "DLT"));
+    }
+    let mut fcs = false;
+    let mut at = 8;
+    while at + 4 <= len {
+        let kind = u16::from_le_bytes([data[at], data[at + 1]]);
+        let flen = u16::from_le_bytes([data[at + 2], data[at + 3]]) as usize;
+        if kind == 2 && flen >= 10 && at + 4 + 10 <= len {
+            fcs = data[at + 4 + 8] & 0x01 != 0;
+        }
+        at += 4 + flen;
+    }
+    let wire_end = wire.saturating_sub(if fcs { 4 } else { 0 }).max(len);
+    let inner = &data[len..data.len().min(wire_end)];
+    view(dlt, inner, (wire_end - len) as u32)
 }
 
 /// Where the IP packet starts, and whether it is IPv6 (the link's own
@@ -1035,10 +1084,10 @@ mod tests {
         /// never a panic, and a packet within the frame.
         #[test]
         fn any_frame_is_read_or_named_never_a_panic(
-            which in 0usize..24,
+            which in 0usize..25,
             body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
         ) {
-            const TYPES: [u32; 17] = [7, 9, 10, 50, 51, 104, 105, 109, 117, 119, 127, 129, 163, 166, 178, 239, 242];
+            const TYPES: [u32; 18] = [7, 9, 10, 50, 51, 104, 105, 109, 117, 119, 127, 129, 163, 166, 178, 192, 239, 242];
             const ETS: [u16; 7] = [0x8847, 0x8864, PBB, FABRICPATH, VNTAG, ETAG, 40];
             if which < TYPES.len() {
                 if let Ok(v) = view(TYPES[which], &body, body.len() as u32) {

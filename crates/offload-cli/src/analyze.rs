@@ -300,7 +300,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             "offload analyze: {}: {} frames of link type {} not analysed, the first frame {first} \
              (supported: Ethernet, raw IP, IPv4, IPv6, Linux cooked v1/v2, BSD loopback, PPP, \
              PPPoE, Cisco HDLC, 802.11 with radiotap, Prism or AVS, FDDI, ARCnet, IPoIB, NFLOG, \
-             pflog, enc, Juniper Ethernet)",
+             pflog, enc, Juniper Ethernet, PPI)",
             i.path,
             i.unsupported_link_frames,
             types.join(", ")

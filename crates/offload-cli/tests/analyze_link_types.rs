@@ -1,7 +1,7 @@
 //! `offload analyze` reads every link type libpcap and tshark read for IP:
 //! PPP (9, 50, 51, 166), Cisco HDLC, 802.11 (plain, radiotap, Prism, AVS),
 //! FDDI, ARCnet (BSD and Linux), IPoIB, NFLOG, pflog, enc, Juniper
-//! Ethernet, and inside Ethernet MPLS label stacks, PPPoE sessions, 802.1ah
+//! Ethernet, PPI, and inside Ethernet MPLS label stacks, PPPoE sessions, 802.1ah
 //! (PBB) customer frames, Cisco FabricPath, VN-Tag, 802.1BR E-Tag, Aruba's
 //! GRE carrying 802.11, and 802.3 LLC/SNAP.
 //!
@@ -277,6 +277,15 @@ fn prism(dev: &[u8]) -> Vec<u8> {
     h
 }
 
+/// A 32-byte PPI header for 802.11 (DLT 105): one 802.11-common field
+/// (TSF, flags with FCS present, rate, channel, signal, noise).
+fn ppi() -> Vec<u8> {
+    let mut h = vec![0, 0, 32, 0, 105, 0, 0, 0, 2, 0, 20, 0];
+    h.extend_from_slice(&[0x63, 0x7e, 0xcd, 0xf3, 0, 0, 0, 0, 0x01, 0x00]);
+    h.extend_from_slice(&[0x58, 0x02, 0x76, 0x09, 0xc0, 0, 0, 0, 0xc8, 0xa0]);
+    h
+}
+
 /// A 64-byte AVS capture header.
 fn avs() -> Vec<u8> {
     let mut h = vec![0u8; 64];
@@ -431,6 +440,9 @@ fn wraps() -> Vec<Wrap> {
         ),
         wlan("prism", 119, prism(b"wlan0"), prism(b""), false),
         wlan("avs", 163, avs(), avs(), false),
+        // PPI with an 802.11-common field whose flags say FCS (libpcap's
+        // http_PPI.pcap has the same).
+        wlan("ppi", 192, ppi(), ppi(), true),
         wrap(
             "fddi",
             10,
