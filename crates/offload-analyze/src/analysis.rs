@@ -22,7 +22,6 @@ use crate::options::Options;
 use crate::whatif::WhatIfWorker;
 use offload::Input;
 use offload_capture::{CaptureError, CaptureInput, Control, SpooledInput};
-use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -664,14 +663,15 @@ impl Spill {
 /// (and its rows to `spill`, when set).
 #[derive(Debug)]
 pub struct FlowTable {
-    index: FxHashMap<FlowKey, u32>,
+    index: crate::key::FlowMap<u32>,
     /// Tunnelled flows with a VNI or GRE key by
     /// `FlowKey::without_tunnel_id`, to find the other direction when it
     /// uses another identifier.
-    tunnel_pairs: FxHashMap<FlowKey, u32>,
-    /// The previous frame's flow: a bulk transfer sends runs of segments
-    /// of one flow, which then skip the hash lookup.
+    tunnel_pairs: crate::key::FlowMap<u32>,
+    /// The previous frame's flow (its frame's snap counts go there).
     last: Option<(FlowKey, u32)>,
+    /// The last few frames' flows, which skip the hash lookup.
+    recent: crate::key::Recent,
     pub flows: Vec<FlowStats>,
     cap: usize,
     next_serial: u64,
@@ -688,9 +688,10 @@ impl Default for FlowTable {
 impl FlowTable {
     pub fn with_capacity(cap: usize) -> Self {
         FlowTable {
-            index: FxHashMap::default(),
-            tunnel_pairs: FxHashMap::default(),
+            index: Default::default(),
+            tunnel_pairs: Default::default(),
             last: None,
+            recent: Default::default(),
             // Reserved once, at the cap (or the default cap when larger):
             // growing by doubling would copy the table and hold old and
             // new at once, half again the table's size at its peak. Pages
@@ -707,6 +708,7 @@ impl FlowTable {
     /// and their links to their reverse direction.
     fn evict(&mut self) {
         self.last = None;
+        self.recent.clear();
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
         let mut kept = 0u32;
@@ -829,9 +831,13 @@ impl FlowTable {
         opts: &Options,
         file: usize,
     ) -> usize {
-        let idx = match self.last {
-            Some((k, i)) if k == key => i as usize,
-            _ => self.lookup(key, number, ts, opts.gro_sizes.len(), file),
+        let idx = match self.recent.get(&key) {
+            Some(i) => i as usize,
+            None => {
+                let i = self.lookup(key, number, ts, opts.gro_sizes.len(), file);
+                self.recent.put(key, i as u32);
+                i
+            }
         };
         self.last = Some((key, idx as u32));
         let (flow, mut peer) = flow_and_peer(&mut self.flows, idx);
@@ -893,7 +899,7 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
     }
     let mut totals = vec![RunTotals::default(); opts.gro_sizes.len()];
     for (file, sizes, w) in &workers {
-        let index: FxHashMap<FlowKey, usize> = w
+        let index: crate::key::FlowMap<usize> = w
             .flows
             .iter()
             .enumerate()

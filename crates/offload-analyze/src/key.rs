@@ -39,23 +39,30 @@ pub struct TunnelKey {
     pub v6: bool,
 }
 
-/// Hashed as a few machine words (the derived hash feeds every field and
-/// array length separately; flow lookups run several times per frame).
-/// Equal keys hash equally: every field goes in.
+/// The hasher of every table keyed by a [`FlowKey`] (or by any other
+/// field a capture sets): SipHash-1-3 under a key drawn at random per
+/// table (`std::hash::RandomState`). A capture is untrusted input: with an
+/// unkeyed hash, a file can make every flow collide, and each lookup then
+/// walks all flows held (30,000 crafted IPv6 flows took 11 s instead of
+/// 0.5 s). docs/decisions/0247-keyed-flow-hashing.md.
+pub type KeyedState = std::hash::RandomState;
+
+/// A map from flow keys, hashed with [`KeyedState`].
+pub type FlowMap<V> = std::collections::HashMap<FlowKey, V, KeyedState>;
+
+/// Hashed as machine words, every bit of every field fed in on its own:
+/// a key-independent fold before the hasher (two address halves XORed
+/// into one word) would let a file choose addresses that collide under
+/// every key.
 impl std::hash::Hash for FlowKey {
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let words = |a: &[u8; 16]| {
-            let (x, y) = a.split_at(8);
-            (
-                u64::from_ne_bytes(x.try_into().unwrap_or_default()),
-                u64::from_ne_bytes(y.try_into().unwrap_or_default()),
-            )
-        };
-        let (s0, s1) = words(&self.src);
-        let (d0, d1) = words(&self.dst);
-        h.write_u64(s0 ^ s1.rotate_left(32));
-        h.write_u64(d0 ^ d1.rotate_left(32));
+        let word =
+            |a: &[u8; 16], i: usize| u64::from_ne_bytes(a[i..i + 8].try_into().unwrap_or_default());
+        h.write_u64(word(&self.src, 0));
+        h.write_u64(word(&self.src, 8));
+        h.write_u64(word(&self.dst, 0));
+        h.write_u64(word(&self.dst, 8));
         h.write_u64(
             (self.sport as u64) << 32
                 | (self.dport as u64) << 16
@@ -63,9 +70,10 @@ impl std::hash::Hash for FlowKey {
                 | self.v6 as u64,
         );
         if let Some(t) = &self.tunnel {
-            let (s0, s1) = words(&t.src);
-            let (d0, d1) = words(&t.dst);
-            h.write_u64(s0 ^ s1.rotate_left(32) ^ d0.rotate_left(16) ^ d1.rotate_left(48));
+            h.write_u64(word(&t.src, 0));
+            h.write_u64(word(&t.src, 8));
+            h.write_u64(word(&t.dst, 0));
+            h.write_u64(word(&t.dst, 8));
             h.write_u64(
                 (t.id.unwrap_or(0) as u64) << 32
                     | (t.id.is_some() as u64) << 16
@@ -73,6 +81,54 @@ impl std::hash::Hash for FlowKey {
                     | t.v6 as u64,
             );
         }
+    }
+}
+
+/// The flows of the last few frames and their slots in a table, so that
+/// most frames find their flow without hashing its key: a capture
+/// interleaves a handful of busy directions (a bulk transfer's data and
+/// its ACKs, two transfers at once), and one remembered flow misses on one
+/// frame in five of such a capture (docs/performance.md). The most recent
+/// is looked at first. A table clears it whenever slots move (eviction).
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    entries: [Option<(FlowKey, u32)>; RECENT],
+}
+
+const RECENT: usize = 4;
+
+impl Recent {
+    /// The slot of `key`, if it is one of the recent flows.
+    #[inline]
+    pub fn get(&mut self, key: &FlowKey) -> Option<u32> {
+        if let Some((k, s)) = &self.entries[0] {
+            if k == key {
+                return Some(*s);
+            }
+        }
+        for j in 1..RECENT {
+            match &self.entries[j] {
+                Some((k, s)) if k == key => {
+                    let s = *s;
+                    self.entries.swap(0, j);
+                    return Some(s);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        None
+    }
+
+    /// Remembers `key` at `slot` as the most recent, forgetting the oldest.
+    pub fn put(&mut self, key: FlowKey, slot: u32) {
+        self.entries.rotate_right(1);
+        self.entries[0] = Some((key, slot));
+    }
+
+    /// Forgets every flow (the table's slots moved).
+    pub fn clear(&mut self) {
+        self.entries = Default::default();
     }
 }
 
@@ -178,5 +234,71 @@ impl FlowKey {
             "{} {src} -> {dst}{id}, inner {inner}",
             t.kind.name().to_uppercase()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    fn v6(src: [u8; 16]) -> FlowKey {
+        FlowKey {
+            tunnel: None,
+            src,
+            dst: [0xfd; 16],
+            sport: 40000,
+            dport: 80,
+            proto: dissect::PROTO_TCP,
+            v6: true,
+        }
+    }
+
+    /// IPv6 sources whose two address halves XOR (one rotated) to the same
+    /// word: one hash value for all under the fold the key once had, so a
+    /// capture of such flows made every lookup walk every flow.
+    fn folded_alike(i: u64) -> [u8; 16] {
+        const C: u64 = 0x0123_4567_89ab_cdef;
+        let s0 = 0xfd00 | i << 16;
+        let s1 = (s0 ^ C).rotate_right(32);
+        let mut a = [0; 16];
+        a[..8].copy_from_slice(&s0.to_ne_bytes());
+        a[8..].copy_from_slice(&s1.to_ne_bytes());
+        a
+    }
+
+    #[test]
+    fn keys_built_to_collide_hash_apart() {
+        let state = KeyedState::new();
+        let hashes: std::collections::HashSet<u64> = (0..1000)
+            .map(|i| state.hash_one(v6(folded_alike(i))))
+            .collect();
+        // 1000 distinct keys under a random 128-bit key: a repeat has
+        // probability about 2^-44.
+        assert_eq!(hashes.len(), 1000);
+    }
+
+    #[test]
+    fn recent_flows_find_their_slots_until_cleared() {
+        let mut r = Recent::default();
+        let keys: Vec<FlowKey> = (0..6).map(|i| v6(folded_alike(i))).collect();
+        assert_eq!(r.get(&keys[0]), None);
+        for (i, k) in keys.iter().enumerate().take(4) {
+            r.put(*k, i as u32);
+        }
+        for (i, k) in keys.iter().enumerate().take(4) {
+            assert_eq!(r.get(k), Some(i as u32));
+        }
+        // A fifth flow takes the place of one of the four (the order is
+        // by use only roughly: a hit swaps to the front); the most recent
+        // hit (keys[3]) stays.
+        r.put(keys[4], 4);
+        assert_eq!(r.get(&keys[4]), Some(4));
+        assert_eq!(r.get(&keys[3]), Some(3));
+        assert_eq!(r.get(&keys[5]), None);
+        let found = (0..4).filter(|&i| r.get(&keys[i]).is_some()).count();
+        assert_eq!(found, 3);
+        r.clear();
+        assert!(keys.iter().all(|k| r.get(k).is_none()));
     }
 }

@@ -25,7 +25,6 @@ use crate::key::FlowKey;
 use offload::gro::FlushReason;
 use offload::gro::KernelLine;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
-use rustc_hash::FxHashMap;
 use std::fmt;
 
 /// Which frame to cite for a flush: the segment that caused it when the
@@ -96,9 +95,9 @@ pub struct WhatIfWorker {
     header_only: bool,
     /// Scratch: a header-only frame at its wire length.
     pad_buf: Vec<u8>,
-    index: FxHashMap<FlowKey, u32>,
-    /// The previous frame's flow and slot (runs of one flow skip the hash).
-    last: Option<(FlowKey, u32)>,
+    index: crate::key::FlowMap<u32>,
+    /// The last few frames' flows and slots, which skip the hash lookup.
+    recent: crate::key::Recent,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
     ring: RingBox,
@@ -186,7 +185,10 @@ impl Sizes {
         let start = pending.len();
         for (i, e) in self.engines.iter_mut().enumerate() {
             if i > 0 && self.synced {
-                copy_deliveries(pending, start, i);
+                // Most frames are held, not delivered: nothing to copy.
+                if pending.len() > start {
+                    copy_deliveries(pending, start, i);
+                }
             } else {
                 e.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
                     pending.push(Pending::of(d, i, healthy, Some(input.frame), ring));
@@ -299,8 +301,8 @@ impl WhatIfWorker {
                 sizes.len()
             ],
             sizes,
-            index: FxHashMap::default(),
-            last: None,
+            index: Default::default(),
+            recent: Default::default(),
             flows: Vec::new(),
             ring: RingBox(Ring::new()),
             vxlan_ports,
@@ -313,7 +315,7 @@ impl WhatIfWorker {
     /// ring entries of evicted flows point nowhere, the others follow their
     /// flow's new slot.
     fn evict(&mut self) {
-        self.last = None;
+        self.recent.clear();
         let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![EVICTED; evict.len()];
         let mut kept = 0u32;
@@ -340,14 +342,12 @@ impl WhatIfWorker {
     }
 
     fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
-        if let Some((k, s)) = self.last {
-            if k == key {
-                self.flows[s as usize].last_frame = frame;
-                return s;
-            }
+        if let Some(s) = self.recent.get(&key) {
+            self.flows[s as usize].last_frame = frame;
+            return s;
         }
         let s = self.lookup(key, frame);
-        self.last = Some((key, s));
+        self.recent.put(key, s);
         s
     }
 
@@ -458,7 +458,10 @@ impl WhatIfWorker {
             healthy_engines.receive(inp, csum, true, &ring.0, &mut pending);
         }
         self.healthy_buf = healthy_buf;
-        self.account(&mut pending);
+        // Per delivered packet, not per frame: most frames deliver nothing.
+        if !pending.is_empty() {
+            self.account(&mut pending);
+        }
         self.scratch = pending;
     }
 
