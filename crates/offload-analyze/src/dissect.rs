@@ -6,7 +6,18 @@
 //! link | outer IP | UDP | Geneve (+options) | [Ethernet] | IP   Geneve
 //! link | outer IP | GRE (+csum, key, seq) | [Ethernet] | IP    GRE, gretap, WCCP
 //! link | outer IP | IP | TCP/UDP                              IPIP, SIT, IP6IP6, IPv4 in IPv6
+//! link | outer IP | UDP | GTP-U (+ext) | [Ethernet] | IP       GTP-U (2152, 2123)
+//! link | outer IP | UDP | GRE | [Ethernet] | IP               GRE in UDP (4754)
+//! link | outer IP | UDP | AYIYA | IP                          AYIYA (5072)
+//! link | outer IP | UDP | [Teredo indicators] | IPv6          Teredo (3544)
+//! link | outer IP | AH | IP                                   AH tunnel mode
+//! link | IP | AH | TCP/UDP                                    AH transport mode
 //! ```
+//!
+//! GTP-U, GRE in UDP, AYIYA, Teredo and AH are tunnels the kernel's GRO
+//! does not open: they are read as tshark reads them, for the TCP
+//! analysis, while the GRO what-if keeps the outer packet
+//! (`TunnelKind::kernel_gro`, decision 0231).
 //!
 //! The link may carry VLAN tags (802.1Q, QinQ), outside the tunnel and on
 //! an inner Ethernet header alike. A tunnel is read with the engine's
@@ -129,6 +140,8 @@ pub enum TunnelKind {
     /// AYIYA, anything in anything (draft-massar-v6ops-ayiya) on UDP
     /// port 5072: IPv6 tunnel brokers.
     Ayiya,
+    /// Teredo (RFC 4380), IPv6 in UDP on port 3544 (Miredo, Windows).
+    Teredo,
     /// An IPsec AH tunnel-mode SA (RFC 4302): the authentication header,
     /// then an inner IPv4 or IPv6 packet (`xfrm` tunnel mode).
     Ah,
@@ -149,6 +162,7 @@ impl TunnelKind {
             TunnelKind::Gtp => "gtp",
             TunnelKind::GreUdp => "gre-in-udp",
             TunnelKind::Ayiya => "ayiya",
+            TunnelKind::Teredo => "teredo",
             TunnelKind::Ah => "ah",
         }
     }
@@ -163,6 +177,7 @@ impl TunnelKind {
                 | TunnelKind::Gtp
                 | TunnelKind::GreUdp
                 | TunnelKind::Ayiya
+                | TunnelKind::Teredo
         )
     }
 
@@ -172,13 +187,18 @@ impl TunnelKind {
     /// registers no `gro_receive` (drivers/net/gtp.c sets only
     /// `encap_rcv`), GRE in UDP is opened only on a receiver with a fou
     /// port configured (`fou_gro_receive`, net/ipv4/fou_core.c), AYIYA
-    /// has no kernel support and AH none in GRO (no `net_offload` for
-    /// IPPROTO_AH): the kernel passes such frames up as the outer UDP or
-    /// AH packet, and so does the what-if (decision 0231).
+    /// and Teredo have no kernel support (user-space daemons on a TUN
+    /// device) and AH none in GRO (no `net_offload` for IPPROTO_AH): the
+    /// kernel passes such frames up as the outer UDP or AH packet, and so
+    /// does the what-if (decision 0231).
     pub fn kernel_gro(self) -> bool {
         !matches!(
             self,
-            TunnelKind::Gtp | TunnelKind::GreUdp | TunnelKind::Ayiya | TunnelKind::Ah
+            TunnelKind::Gtp
+                | TunnelKind::GreUdp
+                | TunnelKind::Ayiya
+                | TunnelKind::Teredo
+                | TunnelKind::Ah
         )
     }
 
@@ -629,9 +649,11 @@ pub const GTPC_PORT: u16 = 2123;
 pub const GRE_UDP_PORT: u16 = 4754;
 /// AYIYA (draft-massar-v6ops-ayiya).
 pub const AYIYA_PORT: u16 = 5072;
+/// Teredo (RFC 4380).
+pub const TEREDO_PORT: u16 = 3544;
 
 /// A tunnel in UDP that the kernel's GRO does not open (GTP-U, GRE in
-/// UDP, AYIYA), its header at `th`: the kind, identifier and inner
+/// UDP, AYIYA, Teredo), its header at `th`: the kind, identifier and inner
 /// packet. tshark's UDP tries the lower port's dissector first, then the
 /// higher one's (`decode_udp_ports`, epan/dissectors/packet-udp.c), so a
 /// tunnel port on either side is read, the lower first.
@@ -643,9 +665,12 @@ fn udp_tunnel(
     orig: usize,
 ) -> Option<(TunnelKind, Option<u32>, InnerAt)> {
     let (lo, hi) = (sport.min(dport), sport.max(dport));
-    let port = [lo, hi]
-        .into_iter()
-        .find(|p| matches!(*p, GTPU_PORT | GTPC_PORT | GRE_UDP_PORT | AYIYA_PORT))?;
+    let port = [lo, hi].into_iter().find(|p| {
+        matches!(
+            *p,
+            GTPU_PORT | GTPC_PORT | GRE_UDP_PORT | AYIYA_PORT | TEREDO_PORT
+        )
+    })?;
     match port {
         GTPU_PORT | GTPC_PORT => {
             let (teid, inner) = gtpu(frame, th, orig)?;
@@ -660,8 +685,31 @@ fn udp_tunnel(
             };
             Some((TunnelKind::GreUdp, g.key(), inner))
         }
+        TEREDO_PORT => Some((TunnelKind::Teredo, None, teredo(frame, th, orig)?)),
         _ => Some((TunnelKind::Ayiya, None, ayiya(frame, th, orig)?)),
     }
+}
+
+/// Teredo (RFC 4380 5.1.1) at `at`: an authentication indicator (type
+/// 1: ID and authentication value lengths, those bytes, an 8-byte nonce
+/// and a confirmation byte) and an origin indication (type 0, 8 bytes)
+/// may precede the IPv6 packet, as tshark's `dissect_teredo`
+/// (epan/dissectors/packet-teredo.c) skips them on port 3544 (its
+/// heuristic on other ports is off by default).
+fn teredo(frame: &[u8], at: usize, orig: usize) -> Option<InnerAt> {
+    let mut off = at;
+    if be16(frame.get(off..off + 2)?, 0) == 1 {
+        let h = frame.get(off..off + 4)?;
+        off += 4 + h[2] as usize + h[3] as usize + 9;
+    }
+    if be16(frame.get(off..off + 2)?, 0) == 0 {
+        off += 8;
+    }
+    Some(InnerAt::At {
+        off,
+        ty: ethertype::IPV6,
+        end: orig,
+    })
 }
 
 /// A GTP-U G-PDU (3GPP TS 29.281 5.1) at `at`: version 1, protocol type
@@ -1421,7 +1469,7 @@ mod tests {
         #[test]
         fn any_tunnel_payload_is_read_or_refused_never_a_panic(
             v6 in proptest::bool::ANY,
-            which in 0usize..10,
+            which in 0usize..11,
             body in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
             cut in 0usize..260,
         ) {
@@ -1433,6 +1481,7 @@ mod tests {
                 4 => outer_udp(v6, GTPU_PORT, body),
                 5 => outer_udp(v6, GRE_UDP_PORT, body),
                 6 => outer_udp(v6, AYIYA_PORT, body),
+                9 => outer_udp(v6, TEREDO_PORT, body),
                 7 => outer_ip(v6, 51, body, &[]),
                 8 => {
                     // A GTP-U header announcing extension headers.
@@ -1601,6 +1650,20 @@ mod tests {
             a.extend_from_slice(&inner6[14..]);
             let t = inner_of(&outer_udp(v6, AYIYA_PORT, a.clone()));
             assert_eq!((t.kind, t.id), (TunnelKind::Ayiya, None));
+            // Teredo: bare, after an origin indication, after an
+            // authentication indicator (ID 2 and value 3 bytes) and one.
+            let mut orig = vec![0, 0, 0xa1, 0xb2, 1, 2, 3, 4];
+            let mut auth = vec![0, 1, 2, 3, 9, 9, 9, 9, 9];
+            auth.extend_from_slice(&[7; 9]);
+            for head in [vec![], orig.clone(), auth.clone(), {
+                auth.append(&mut orig);
+                auth
+            }] {
+                let mut b = head;
+                b.extend_from_slice(&inner6[14..]);
+                let t = inner_of(&outer_udp(v6, TEREDO_PORT, b));
+                assert_eq!((t.kind, t.id), (TunnelKind::Teredo, None));
+            }
             // A heartbeat (opcode 0) carries no packet.
             a[2] = 0x10;
             let f = outer_udp(v6, AYIYA_PORT, a);

@@ -129,7 +129,7 @@ impl HeaderReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct TunnelReport {
     /// "vxlan", "geneve", "gre", "gretap", "ipip", "sit", "ip6ip6",
-    /// "ipip6", "gtp", "gre-in-udp", "ayiya" or "ah"
+    /// "ipip6", "gtp", "gre-in-udp", "ayiya", "teredo" or "ah"
     /// (`dissect::TunnelKind`).
     pub kind: &'static str,
     pub src: String,
