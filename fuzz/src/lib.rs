@@ -29,7 +29,8 @@ pub const LINKS: [LinkKind; 6] = [
 ];
 
 /// The names of the targets, as `fuzz_targets/<name>.rs` and for `replay`.
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
+    "analyze_capture",
     "capture_reader",
     "wire_parsers",
     "gro_engine",
@@ -40,6 +41,7 @@ pub const TARGETS: [&str; 5] = [
 /// Runs the target called `name`; `None` for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> Option<()> {
     match name {
+        "analyze_capture" => analyze_capture(data),
         "capture_reader" => capture_reader(data),
         "wire_parsers" => wire_parsers(data),
         "gro_engine" => gro_engine(data),
@@ -48,6 +50,108 @@ pub fn run(name: &str, data: &[u8]) -> Option<()> {
         _ => return None,
     }
     Some(())
+}
+
+/// The link types `offload analyze` reads: the engine's and those
+/// `offload_analyze::link` opens (worked out once, so a link type added
+/// there is fuzzed too).
+pub fn analyze_linktypes() -> &'static [u32] {
+    static TYPES: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    TYPES.get_or_init(|| {
+        (0..=300)
+            .filter(|t| {
+                LinkKind::from_linktype(*t).is_some()
+                    || offload_analyze::link::linktype_name(*t).is_some()
+            })
+            .collect()
+    })
+}
+
+/// `offload analyze`'s whole pass (link types, dissection of every
+/// tunnel, IP fragment reassembly, the TCP analysis, the GRO what-if, the
+/// findings) and its JSON and text reports, on a pcap built from the input:
+/// byte 0 picks the link type, byte 1 which frames the capture cut short
+/// (their wire length longer than their bytes) and whether checksums are
+/// verified; the rest is frames, each a 2-byte length and its bytes (at most
+/// 256). Invariants: the pass succeeds on a well-formed capture, reads every
+/// frame, and its report serialises.
+pub fn analyze_capture(data: &[u8]) {
+    let [sel, cut, rest @ ..] = data else {
+        return;
+    };
+    let types = analyze_linktypes();
+    let linktype = types[*sel as usize % types.len()];
+    let mut pcap = Vec::with_capacity(24 + rest.len() + 16 * 256);
+    for v in [0xa1b2_c3d4u32] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    pcap.extend_from_slice(&2u16.to_le_bytes());
+    pcap.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 262_144, linktype] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut frames = 0u64;
+    let mut at = 0;
+    while at + 2 <= rest.len() && frames < 256 {
+        let n = u16::from_be_bytes([rest[at], rest[at + 1]]) as usize;
+        at += 2;
+        let f = &rest[at..(at + n).min(rest.len())];
+        at += f.len();
+        let extra = if (cut >> (frames % 7)) & 1 == 1 {
+            1 + (n as u32 % 9000)
+        } else {
+            0
+        };
+        // 50 us apart, every 16th frame 1 ms back in time.
+        let us = 1_000_000 + frames * 50 - if frames % 16 == 15 { 1000 } else { 0 };
+        for v in [
+            1_700_000_000 + (us / 1_000_000) as u32,
+            (us % 1_000_000) as u32,
+            f.len() as u32,
+            f.len() as u32 + extra,
+        ] {
+            pcap.extend_from_slice(&v.to_le_bytes());
+        }
+        pcap.extend_from_slice(f);
+        frames += 1;
+    }
+    let path = memfd_path(&pcap);
+    let opts = offload_analyze::Options {
+        verify_checksums: cut & 0x80 == 0,
+        ..offload_analyze::Options::default()
+    };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = offload_capture::Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let a = offload_analyze::analyze(&[path], &opts, &mut ctl)
+        .unwrap_or_else(|e| panic!("analyze refused a well-formed capture: {e}"));
+    let input = &a.report.inputs[0];
+    assert_eq!(input.frames, frames, "frames read");
+    assert!(input.error.is_none(), "{:?}", input.error);
+    serde_json::to_string(&a.report).expect("the report serialises");
+    let _ = offload_analyze::text::render(&a.report, 10);
+}
+
+/// Writes `bytes` to this process's one anonymous in-memory file and
+/// returns a path that opens it: nothing on disk to leave behind, whatever
+/// way the fuzzer ends.
+fn memfd_path(bytes: &[u8]) -> std::path::PathBuf {
+    use std::io::{Seek, Write};
+    static FILE: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let fd = rustix::fs::memfd_create("offload-fuzz-analyze", rustix::fs::MemfdFlags::CLOEXEC)
+            .expect("memfd_create");
+        std::sync::Mutex::new(std::fs::File::from(fd))
+    });
+    let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+    f.set_len(0).expect("truncate the memfd");
+    f.rewind().expect("rewind the memfd");
+    f.write_all(bytes).expect("write the memfd");
+    use std::os::fd::AsRawFd;
+    std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
 }
 
 /// The pcap/pcapng reader on arbitrary bytes. Invariants: frame numbers

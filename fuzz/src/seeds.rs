@@ -159,6 +159,20 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
             &encode_records((0x0e, 0x5a), &first),
         )?;
         put("wire_parsers", name, &frames[0])?;
+        // `offload analyze` on the train as an Ethernet capture: whole,
+        // and header-only (every frame's wire length longer).
+        let ether = crate::analyze_linktypes()
+            .iter()
+            .position(|t| *t == 1)
+            .expect("Ethernet is read") as u8;
+        for (tag, cut) in [("whole", 0u8), ("cut", 0x7f), ("nocsum", 0x80)] {
+            let mut input = vec![ether, cut];
+            for f in frames {
+                input.extend_from_slice(&(f.len() as u16).to_be_bytes());
+                input.extend_from_slice(f);
+            }
+            put("analyze_capture", &format!("{name}_{tag}"), &input)?;
+        }
     }
     for (name, data, gso_size, gso_t) in super_packets() {
         let mut fl = 8u8; // VXLAN port on
@@ -238,7 +252,67 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
             put("gso_segment", &format!("tcpdump_{stem}_{i}"), &g)?;
         }
     }
+    // `offload analyze` from every public capture here and in the analyze
+    // crate's tests/data/public (other projects' suites: link types,
+    // tunnels, fragments), as the fuzzer's own capture format.
+    let analyze_public =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/offload-analyze/tests/data/public");
+    let mut files: Vec<_> = [
+        public.clone(),
+        analyze_public.clone(),
+        analyze_public.join("link"),
+    ]
+    .iter()
+    .filter_map(|d| std::fs::read_dir(d).ok())
+    .flatten()
+    .filter_map(|e| e.ok().map(|e| e.path()))
+    .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+    .collect();
+    files.sort();
+    for path in files {
+        let Some(input) = analyze_input(&std::fs::read(&path)?) else {
+            continue;
+        };
+        let stem = path
+            .file_name()
+            .map(|n| n.to_string_lossy().replace('.', "_"))
+            .unwrap_or_default();
+        put("analyze_capture", &format!("public_{stem}"), &input)?;
+    }
     Ok(count)
+}
+
+/// A capture's first 64 frames as an `analyze_capture` input, when its
+/// first frame's link type is one analyze reads (frames of other link
+/// types are left out).
+fn analyze_input(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut r =
+        offload_capture::CaptureReader::from_reader(std::io::Cursor::new(bytes.to_vec()), "seed")
+            .ok()?;
+    let mut input = Vec::new();
+    let mut link = None;
+    let mut n = 0;
+    while let Ok(Some(f)) = r.next_frame() {
+        let t = f.link_type.0;
+        let sel =
+            *link.get_or_insert_with(|| crate::analyze_linktypes().iter().position(|x| *x == t));
+        let Some(sel) = sel else {
+            return None;
+        };
+        if input.is_empty() {
+            input.extend_from_slice(&[sel as u8, 0]);
+        }
+        if crate::analyze_linktypes()[sel] != t || f.data.len() > u16::MAX as usize {
+            continue;
+        }
+        input.extend_from_slice(&(f.data.len() as u16).to_be_bytes());
+        input.extend_from_slice(f.data);
+        n += 1;
+        if n == 64 {
+            break;
+        }
+    }
+    (n > 0).then_some(input)
 }
 
 /// The frames of a capture (at most 64) with the link kind the engine
