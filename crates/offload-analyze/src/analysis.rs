@@ -668,9 +668,8 @@ pub struct FlowTable {
     /// `FlowKey::without_tunnel_id`, to find the other direction when it
     /// uses another identifier.
     tunnel_pairs: crate::key::FlowMap<u32>,
-    /// The previous frame's flow (its frame's snap counts go there).
-    last: Option<(FlowKey, u32)>,
-    /// The last few frames' flows, which skip the hash lookup.
+    /// The last few frames' flows, which skip the hash lookup; the most
+    /// recent is the previous frame's (its snap counts go there).
     recent: crate::key::Recent,
     pub flows: Vec<FlowStats>,
     cap: usize,
@@ -690,7 +689,6 @@ impl FlowTable {
         FlowTable {
             index: Default::default(),
             tunnel_pairs: Default::default(),
-            last: None,
             recent: Default::default(),
             // Reserved once, at the cap (or the default cap when larger):
             // growing by doubling would copy the table and hold old and
@@ -707,7 +705,6 @@ impl FlowTable {
     /// Evicts the least recently active flows, keeping the others' order
     /// and their links to their reverse direction.
     fn evict(&mut self) {
-        self.last = None;
         self.recent.clear();
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
@@ -748,11 +745,11 @@ impl FlowTable {
 
     /// The slot of `key`, a new flow (evicting first when full) if unseen.
     fn lookup(&mut self, key: FlowKey, number: u64, ts: u64, sizes: usize, file: usize) -> usize {
-        if self.flows.len() >= self.cap && !self.index.contains_key(&key) {
-            self.evict();
-        }
         if let Some(&i) = self.index.get(&key) {
             return i as usize;
+        }
+        if self.flows.len() >= self.cap {
+            self.evict();
         }
         let mut f = FlowStats::new(key, file, number, ts, sizes);
         f.serial = self.next_serial;
@@ -813,7 +810,7 @@ impl FlowTable {
     /// Counts how much of the frame just added ([`Self::update`]) the
     /// capture kept, in its flow.
     pub fn note_snap(&mut self, snap: dissect::Snap, captured: usize) {
-        if let (Some((_, i)), false) = (self.last, snap == dissect::Snap::Whole) {
+        if let (Some(i), false) = (self.recent.latest(), snap == dissect::Snap::Whole) {
             self.flows[i as usize].snap.add(snap, captured);
         }
     }
@@ -839,7 +836,6 @@ impl FlowTable {
                 i
             }
         };
-        self.last = Some((key, idx as u32));
         let (flow, mut peer) = flow_and_peer(&mut self.flows, idx);
         let peer_analysis = peer.as_mut().and_then(|r| r.analysis.as_deref_mut());
         flow.update(p, data, number, ts, orig_len, opts.mtu, peer_analysis);
@@ -858,7 +854,6 @@ impl FlowTable {
     }
 }
 
-/// The flow at `idx` and its other direction, both mutable.
 /// The IP header a frame's fragmentation is read from: a tunnel's outer
 /// one (tshark reassembles it before reading the tunnel), else the only
 /// one.
@@ -867,6 +862,7 @@ fn outer_ip(p: &Parsed) -> &dissect::IpFields {
     p.tunnel.as_ref().map_or(&p.ip, |t| &t.ip)
 }
 
+/// The flow at `idx` and its other direction, both mutable.
 fn flow_and_peer(flows: &mut [FlowStats], idx: usize) -> (&mut FlowStats, Option<&mut FlowStats>) {
     match flows[idx].reverse {
         Some(r) if r != idx && r < flows.len() => {

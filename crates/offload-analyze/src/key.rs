@@ -126,6 +126,12 @@ impl Recent {
         self.entries[0] = Some((key, slot));
     }
 
+    /// The slot of the flow found or put last: the previous frame's.
+    #[inline]
+    pub fn latest(&self) -> Option<u32> {
+        self.entries[0].map(|(_, s)| s)
+    }
+
     /// Forgets every flow (the table's slots moved).
     pub fn clear(&mut self) {
         self.entries = Default::default();
@@ -293,8 +299,10 @@ mod tests {
         // by use only roughly: a hit swaps to the front); the most recent
         // hit (keys[3]) stays.
         r.put(keys[4], 4);
+        assert_eq!(r.latest(), Some(4));
         assert_eq!(r.get(&keys[4]), Some(4));
         assert_eq!(r.get(&keys[3]), Some(3));
+        assert_eq!(r.latest(), Some(3));
         assert_eq!(r.get(&keys[5]), None);
         let found = (0..4).filter(|&i| r.get(&keys[i]).is_some()).count();
         assert_eq!(found, 3);

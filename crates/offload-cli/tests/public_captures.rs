@@ -135,66 +135,6 @@ const DELIBERATE: &[(&str, &str, &str)] = &[
         "conv,tcp connections",
         BIG_TCP_TUNNEL,
     ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "timestamps backwards said",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "duration (s)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "conv,tcp duration (s)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "rtt samples",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "rtt min (ms)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_micro.pcap",
-        "rtt max (ms)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "timestamps backwards said",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "duration (s)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "conv,tcp duration (s)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "rtt samples",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "rtt min (ms)",
-        INVALID_SUBSECOND,
-    ),
-    (
-        "timestamp_invalid_nano.pcap",
-        "rtt max (ms)",
-        INVALID_SUBSECOND,
-    ),
     ("bigtcp-ipv6.pcap", "flow directions", BIG_TCP_IPV6),
     ("bigtcp-ipv6.pcap", "conv,tcp connections", BIG_TCP_IPV6),
 ];
@@ -223,17 +163,58 @@ const STOPPED_IN_TCP: &str = "a segment whose TCP header or options tshark could
     by the capture, or malformed): tshark's packet fields count it (and so does offload), its \
     conversation table leaves it out (packet-tcp.c queues the tap after the options)";
 
-/// The figures of tshark's conversation table, which leaves out a
-/// segment its dissection stopped in (whichever file).
-const STOPPED_IN_TCP_FIGURES: &[(&str, &str, &str)] = &[
-    ("", "conv,tcp connections", STOPPED_IN_TCP),
-    ("", "conv,tcp frames ->", STOPPED_IN_TCP),
-    ("", "conv,tcp frames <-", STOPPED_IN_TCP),
-    ("", "conv,tcp bytes ->", STOPPED_IN_TCP),
-    ("", "conv,tcp bytes <-", STOPPED_IN_TCP),
-    ("", "conv,tcp start (s)", STOPPED_IN_TCP),
-    ("", "conv,tcp duration (s)", STOPPED_IN_TCP),
+/// A class of deliberate differences: the figures it reads otherwise,
+/// and why (docs/analyze.md). Each applies where its condition holds,
+/// whichever file.
+struct Class {
+    figures: &'static [&'static str],
+    why: &'static str,
+}
+
+/// tshark's conversation table leaves out a segment its dissection
+/// stopped in.
+const STOPPED_IN_TCP_CLASS: Class = Class {
+    figures: &[
+        "conv,tcp connections",
+        "conv,tcp frames ->",
+        "conv,tcp frames <-",
+        "conv,tcp bytes ->",
+        "conv,tcp bytes <-",
+        "conv,tcp start (s)",
+        "conv,tcp duration (s)",
+    ],
+    why: STOPPED_IN_TCP,
+};
+
+/// Timestamps that go backwards (tshark's `frame.time_delta` below 0).
+const BACKWARDS_CLASS: Class = Class {
+    figures: &[
+        "duration (s)",
+        "first packet (s)",
+        "conv,tcp start (s)",
+        "conv,tcp duration (s)",
+    ],
+    why: BACKWARDS,
+};
+
+/// tcpdump's suite (the sweep): files with a sub-second field of one
+/// second or more.
+const INVALID_SUBSECOND_FILES: [&str; 2] = [
+    "timestamp_invalid_micro.pcap",
+    "timestamp_invalid_nano.pcap",
 ];
+
+const INVALID_SUBSECOND_CLASS: Class = Class {
+    figures: &[
+        "timestamps backwards said",
+        "duration (s)",
+        "conv,tcp duration (s)",
+        "rtt samples",
+        "rtt min (ms)",
+        "rtt max (ms)",
+    ],
+    why: INVALID_SUBSECOND,
+};
 
 const NEGATIVE_RTT: &str = "an ACK timestamped before the segment it acknowledges gives no \
     RTT sample (tshark shows a negative ack_rtt)";
@@ -255,32 +236,32 @@ struct Check<'a> {
     stopped_in_tcp: bool,
 }
 
-/// The figures a file whose timestamps go backwards reads otherwise
-/// (whichever file: tshark's `frame.time_delta` below 0 marks it).
-const BACKWARDS_FIGURES: &[(&str, &str, &str)] = &[
-    ("", "duration (s)", BACKWARDS),
-    ("", "first packet (s)", BACKWARDS),
-    ("", "conv,tcp start (s)", BACKWARDS),
-    ("", "conv,tcp duration (s)", BACKWARDS),
-];
-
 impl Check<'_> {
     /// `ours` against `theirs` within `tol` (absolute).
     fn cmp(&mut self, what: &'static str, dir: &str, ours: f64, theirs: f64, tol: f64) {
         let ok = (ours - theirs).abs() <= tol + 1e-9;
-        if let Some(d) = DELIBERATE
+        let classes = [
+            (self.backwards, &BACKWARDS_CLASS),
+            (self.stopped_in_tcp, &STOPPED_IN_TCP_CLASS),
+            (
+                INVALID_SUBSECOND_FILES.contains(&self.file.as_str()),
+                &INVALID_SUBSECOND_CLASS,
+            ),
+        ];
+        let why = DELIBERATE
             .iter()
-            .find(|d| !ok && d.0 == self.file && d.1 == what)
-            .or(BACKWARDS_FIGURES
-                .iter()
-                .find(|d| !ok && self.backwards && d.1 == what))
-            .or(STOPPED_IN_TCP_FIGURES
-                .iter()
-                .find(|d| !ok && self.stopped_in_tcp && d.1 == what))
-        {
+            .find(|d| d.0 == self.file && d.1 == what)
+            .map(|d| d.2)
+            .or_else(|| {
+                classes
+                    .iter()
+                    .find(|(on, c)| *on && c.figures.contains(&what))
+                    .map(|(_, c)| c.why)
+            });
+        if let (false, Some(why)) = (ok, why) {
             self.deliberate.push(format!(
-                "{} {dir}: {what}: offload {ours} vs {theirs}: {}",
-                self.file, d.2
+                "{} {dir}: {what}: offload {ours} vs {theirs}: {why}",
+                self.file
             ));
             return;
         }
