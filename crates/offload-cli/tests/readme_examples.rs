@@ -113,7 +113,7 @@ fn mismatches(ex: &Example, stdout: &str, stderr: &str, scratch: &Path) -> Vec<S
         match found {
             Some((s, at)) => next[s] = at + 1,
             None => {
-                let anywhere = streams.iter().flatten().any(|l| matches(l));
+                let anywhere = streams.iter().flatten().any(matches);
                 bad.push(format!(
                     "README.md:{}: `{}`: {}: {shown}",
                     ex.line + 1 + i,
