@@ -161,6 +161,17 @@ pub fn expand(
     Ok((q, buf, out.cut_at_bound))
 }
 
+/// `dissect::parse` of a whole packet, and the packet in its IPComp
+/// payload when it has one (nothing counted): how the what-if finds the
+/// flow of a packet whose first frame it no longer holds.
+pub fn parse_inflated(link: offload::LinkKind, data: &[u8], vxlan_ports: &[u16]) -> Option<Parsed> {
+    let p = dissect::parse(link, data, data.len() as u32, vxlan_ports)?;
+    match dissect::ipcomp_at(data, &p) {
+        Some(at) => Some(expand(data, &p, &at, vxlan_ports).map_or(p, |(q, _, _)| q)),
+        None => Some(p),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
