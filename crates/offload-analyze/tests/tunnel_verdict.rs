@@ -167,3 +167,37 @@ proptest! {
         }
     }
 }
+
+/// Outside material: Aruba's GRE (protocol 0x8200, 802.11 inside) from
+/// Zeek's test suite, outer IPv4 with DF clear and IDs from a global
+/// counter. The kernel has no GRO for that GRE protocol (`gre_gro_receive`,
+/// net/ipv4/gre_offload.c: no `gro_find_receive_by_type` for it, all
+/// lines), so fixed outer IDs would merge nothing and no IP ID finding
+/// may be raised; the healthy run, which cannot rewrite such frames, must
+/// not be read as "1 packet with fixed IDs".
+#[test]
+fn gre_without_a_gro_offload_gets_no_ip_id_finding() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/public/excerpts/zeek-gre-aruba-60.pcap");
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let opts = Options {
+        verify_checksums: false,
+        ..Options::default()
+    };
+    let a = analyze(&[p], &opts, &mut ctl).unwrap();
+    let tunnelled = a.report.flows.iter().filter(|f| f.tunnel.is_some()).count();
+    assert!(tunnelled >= 2, "the inner TCP flows are read: {tunnelled}");
+    let named: Vec<_> = a
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.kind == "ip-id-rule")
+        .map(|f| &f.title)
+        .collect();
+    assert!(named.is_empty(), "{named:#?}");
+}
