@@ -65,6 +65,8 @@ pub struct FileFacts {
     pub link_skipped: Vec<(crate::link::Skip, u64, u64)>,
     /// IP fragments and their reassembly.
     pub fragments: crate::frag::FragCounts,
+    /// IPComp payloads and their inflation.
+    pub ipcomp: crate::ipcomp::IpcompCounts,
 }
 
 impl FileFacts {
@@ -511,7 +513,20 @@ fn run_job(
             }
         };
         let link = view.link;
-        let parsed = dissect::parse(link, view.data, view.orig_len, &opts.vxlan_ports);
+        let mut parsed = dissect::parse(link, view.data, view.orig_len, &opts.vxlan_ports);
+        // An IPComp payload inflated: the packet inside is the frame's,
+        // for the statistics and the what-if's flow alike; `data` holds
+        // the bytes its offsets refer to.
+        let inflated = parsed.as_mut().and_then(|p| {
+            inflate_ipcomp(
+                view.data,
+                p,
+                &opts.vxlan_ports,
+                &mut facts.ipcomp,
+                frame.number,
+            )
+        });
+        let data = inflated.as_deref().unwrap_or(view.data);
         if parsed.is_none() {
             facts.unparsed += 1;
             facts.skipped(crate::link::why_not_ip(link, view.data), frame.number);
@@ -555,7 +570,14 @@ fn run_job(
                             };
                             let len = d.len() as u32;
                             datagram =
-                                dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
+                                dissect::parse(link, &d, len, &opts.vxlan_ports).map(|mut p| {
+                                    let ports = &opts.vxlan_ports;
+                                    let counts = &mut facts.ipcomp;
+                                    match inflate_ipcomp(&d, &mut p, ports, counts, frame.number) {
+                                        Some(buf) => (p, buf),
+                                        None => (p, d),
+                                    }
+                                });
                             datagram
                                 .as_ref()
                                 .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
@@ -563,7 +585,7 @@ fn run_job(
                         _ => None,
                     }
                 }
-                Some((p, key)) => Some((p, key, view.data)),
+                Some((p, key)) => Some((p, key, data)),
                 None => None,
             };
             if let Some((p, key, data)) = stats {
@@ -864,6 +886,28 @@ impl FlowTable {
         }
         self.flows[idx].serial as usize
     }
+}
+
+/// Reads the packet in `p`'s IPComp payload, when it has one
+/// (crate::ipcomp), into `p`, counting how it went; returns the bytes the
+/// new offsets refer to. A fragment's payload waits for its datagram.
+#[inline]
+fn inflate_ipcomp(
+    frame: &[u8],
+    p: &mut Parsed,
+    vxlan_ports: &[u16],
+    counts: &mut crate::ipcomp::IpcompCounts,
+    number: u64,
+) -> Option<Vec<u8>> {
+    let at = dissect::ipcomp_at(frame, p)?;
+    if crate::frag::is_fragment(frame, &p.ip) {
+        return None;
+    }
+    let r = crate::ipcomp::expand(frame, p, &at, vxlan_ports);
+    counts.add(r.as_ref().map(|r| r.2).map_err(|e| *e), number);
+    let (q, buf, _) = r.ok()?;
+    *p = q;
+    Some(buf)
 }
 
 /// The IP header a frame's fragmentation is read from: a tunnel's outer
