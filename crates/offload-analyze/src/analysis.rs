@@ -498,6 +498,16 @@ fn run_job(
                 } else {
                     facts.unparsed += 1;
                 }
+                if job.stats && matches!(why, crate::link::Skip::Truncated { .. }) {
+                    if let Some(s) = cut_link_header(
+                        frame.link_type.0,
+                        frame.data,
+                        frame.orig_len,
+                        &opts.vxlan_ports,
+                    ) {
+                        facts.snap.add(s, frame.data.len());
+                    }
+                }
                 facts.skipped(why, frame.number);
                 continue;
             }
@@ -522,8 +532,10 @@ fn run_job(
             facts.skipped(crate::link::why_not_ip(link, view.data), frame.number);
         }
         let snap = if job.stats {
-            let s = dissect::snap(link, view.data, view.orig_len, &opts.vxlan_ports);
-            facts.snap.add(s, view.data.len());
+            // Snapshot lengths are of the whole frame, link header included.
+            let s = dissect::snap(link, view.data, view.orig_len, &opts.vxlan_ports)
+                .in_frame(view.link_header_len(frame.data));
+            facts.snap.add(s, frame.data.len());
             s
         } else {
             dissect::Snap::Whole
@@ -587,7 +599,7 @@ fn run_job(
                     opts,
                     job.file,
                 );
-                table.note_snap(snap, view.data.len());
+                table.note_snap(snap, frame.data.len());
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, view.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -992,6 +1004,39 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         interrupted,
         other,
     }
+}
+
+/// A frame the capture cut inside its link header (a long radiotap or PPI
+/// header before 802.11 and LLC, at `tcpdump -s 96`): the snapshot length
+/// that would have kept the headers GRO reads, found by reading the frame
+/// with its missing bytes as filler (at most 512 of them: no link header
+/// here is longer); a lower bound when the filler hides what follows.
+/// None when the frame was not cut.
+fn cut_link_header(
+    linktype: u32,
+    data: &[u8],
+    orig_len: u32,
+    vxlan_ports: &[u16],
+) -> Option<dissect::Snap> {
+    if data.len() as u64 >= orig_len as u64 {
+        return None;
+    }
+    let mut padded = data.to_vec();
+    padded.resize((orig_len as usize).min(data.len() + 512), 0);
+    let Ok(view) = crate::link::view(linktype, &padded, orig_len) else {
+        // Filler where the link header was cut reads as no IP (an LLC
+        // header of zeros): the length that keeps the headers is unknown,
+        // and more than what was captured.
+        return Some(dissect::Snap::CutInHeaders {
+            needed: (data.len() + 1).min(u32::MAX as usize) as u32,
+        });
+    };
+    let lead = view.link_header_len(&padded);
+    let kept = data.len().saturating_sub(lead).min(view.data.len());
+    // Cut inside the link header itself, `kept` is 0 and the walk names
+    // the first header after it.
+    let snap = dissect::snap(view.link, &view.data[..kept], view.orig_len, vxlan_ports);
+    Some(snap.in_frame(lead))
 }
 
 #[cfg(test)]

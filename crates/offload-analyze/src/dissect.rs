@@ -1160,6 +1160,21 @@ pub enum Snap {
     CutInHeaders { needed: u32 },
 }
 
+impl Snap {
+    /// The same verdict counted in bytes of the captured frame, where the
+    /// dissected bytes began `link_header` bytes in (a link type read as
+    /// the IP packet it carries, [`crate::link::view`]): a snapshot length
+    /// is a length of the whole frame.
+    pub fn in_frame(self, link_header: usize) -> Snap {
+        match self {
+            Snap::CutInHeaders { needed } => Snap::CutInHeaders {
+                needed: needed.saturating_add(link_header.min(u32::MAX as usize) as u32),
+            },
+            s => s,
+        }
+    }
+}
+
 /// Judges a frame whose capture kept `frame.len()` of its `orig_len`
 /// bytes, walking its headers as the engine's segmentation does
 /// (`offload::gso::layout`: VXLAN on `vxlan_ports`, Geneve, GRE, IP in IP).
@@ -1190,6 +1205,12 @@ pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
             Snap::HeadersOnly
         }
         Err(GsoError::Wire(e)) => match e.kind {
+            WireErrorKind::Truncated { need, .. }
+                if (e.header, e.field) == ("TCP", "options")
+                    && empty_segment(link, frame, orig_len, e.offset + need, vxlan_ports) =>
+            {
+                Snap::HeadersOnly
+            }
             WireErrorKind::Truncated { need, .. } => cut_at(e.offset + need),
             // A header that is wrong where it was captured: the engine
             // passes it for that, as it would the whole frame.
@@ -1200,6 +1221,33 @@ pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
         // such a frame whatever its payload.
         Err(_) => Snap::HeadersOnly,
     }
+}
+
+/// True when a TCP segment cut inside its options (its header ending at
+/// `header_end`) carries no payload by its IP length. GRO never holds such
+/// a segment: `tcp_gro_receive` (net/ipv4/tcp_offload.c, all lines) flushes
+/// it at `out_check_final` (`len == 0`), and a held packet of its flow is
+/// completed whatever the options say (`(len - 1) >= mss`). So it is judged
+/// from its base header and lengths like a frame cut after its headers;
+/// only the name of the reason that completes a held packet can depend on
+/// the missing option bytes. IPv6 SYNs and SACK-carrying ACKs cut at
+/// `tcpdump -s 96` are the common case.
+fn empty_segment(
+    link: LinkKind,
+    frame: &[u8],
+    orig_len: u32,
+    header_end: usize,
+    vxlan_ports: &[u16],
+) -> bool {
+    if (orig_len as usize) < header_end {
+        return false;
+    }
+    // The header's missing bytes as filler, one byte more where the wire
+    // had one: the walk then reads the IP length against the wire's.
+    let mut padded = frame.to_vec();
+    padded.resize(header_end.saturating_add(1).min(orig_len as usize), 0);
+    offload::gso::layout(link, &padded, vxlan_ports)
+        .is_ok_and(|l| l.l4_proto == offload::wire::Transport::Tcp && l.end == header_end)
 }
 
 /// Checksum state of a header, as the capture shows it.
@@ -1311,6 +1359,48 @@ mod tests {
 
     use super::*;
     use offload::build::{FrameSpec, TcpSpec};
+
+    /// An IPv6 segment with 24 option bytes (a SYN's, or timestamps and a
+    /// SACK block): 98 bytes of headers in Ethernet, cut by `tcpdump -s
+    /// 96`. Without payload GRO flushes it whatever its options say, so it
+    /// is judged from its headers; with payload it could merge, and the
+    /// missing options decide that.
+    #[test]
+    fn segment_cut_inside_its_options_is_judged_only_without_payload() {
+        let mut tcp = TcpSpec::data(40000, 21, 7);
+        tcp.options = [
+            1u8, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10, 0, 0, 0, 9, 0, 0, 0, 10,
+        ]
+        .to_vec();
+        let spec = |payload: usize| {
+            FrameSpec::tcp6([0xfd; 16], [0xfe; 16], tcp.clone()).payload(vec![7; payload])
+        };
+        let empty = spec(0).build();
+        assert_eq!(empty.len(), 98);
+        assert_eq!(
+            snap(LinkKind::Ethernet, &empty[..96], 98, &[]),
+            Snap::HeadersOnly
+        );
+        let data = spec(10).build();
+        assert_eq!(
+            snap(LinkKind::Ethernet, &data[..96], 108, &[]),
+            Snap::CutInHeaders { needed: 98 }
+        );
+        // Cut inside the base header: the data offset and flags are gone.
+        assert_eq!(
+            snap(LinkKind::Ethernet, &empty[..70], 98, &[]),
+            Snap::CutInHeaders { needed: 74 }
+        );
+    }
+
+    /// A snapshot length is of the whole frame: a link header read past
+    /// (IPoIB's 4 bytes, a radiotap header) counts in it.
+    #[test]
+    fn needed_snaplen_counts_the_link_header() {
+        let s = Snap::CutInHeaders { needed: 60 };
+        assert_eq!(s.in_frame(44), Snap::CutInHeaders { needed: 104 });
+        assert_eq!(Snap::HeadersOnly.in_frame(44), Snap::HeadersOnly);
+    }
 
     fn tcp4() -> FrameSpec {
         FrameSpec::tcp4(
