@@ -161,6 +161,17 @@ pub fn expand(
     Ok((q, buf, out.cut_at_bound))
 }
 
+/// `dissect::parse` of a whole packet, and the packet in its IPComp
+/// payload when it has one (nothing counted): how the what-if finds the
+/// flow of a packet whose first frame it no longer holds.
+pub fn parse_inflated(link: offload::LinkKind, data: &[u8], vxlan_ports: &[u16]) -> Option<Parsed> {
+    let p = dissect::parse(link, data, data.len() as u32, vxlan_ports)?;
+    match dissect::ipcomp_at(data, &p) {
+        Some(at) => Some(expand(data, &p, &at, vxlan_ports).map_or(p, |(q, _, _)| q)),
+        None => Some(p),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +220,95 @@ mod tests {
         let n = zl.len();
         zl[n - 1] ^= 0xff;
         assert_ne!(inflate(&zl).map(|o| o.bytes), Ok(data));
+    }
+
+    /// Frames `parse` reads, with an IPComp payload (after AH when `ah`),
+    /// through `expand`: the outcome, never a panic.
+    fn run(ah: bool, ipcomp: &[u8], cut: usize) -> Result<Parsed, NotInflated> {
+        use offload::build::{FrameSpec, L4Spec};
+        let mut payload = Vec::new();
+        if ah {
+            payload.extend_from_slice(&[108, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+            payload.extend_from_slice(&[0; 12]);
+        }
+        payload.extend_from_slice(ipcomp);
+        let mut s = FrameSpec::udp4([192, 0, 2, 1], [192, 0, 2, 2], 0, 0);
+        s.l4 = L4Spec::Other(if ah { 51 } else { 108 });
+        let f = s.payload(payload).build();
+        let f = &f[..f.len() - cut];
+        let p = dissect::parse(offload::LinkKind::Ethernet, f, f.len() as u32, &[])
+            .expect("the outer packet reads");
+        let Some(at) = dissect::ipcomp_at(f, &p) else {
+            return Err(NotInflated::Unreadable);
+        };
+        expand(f, &p, &at, &[]).map(|(q, buf, _)| {
+            // Every offset the packet names lies in its buffer.
+            assert!(q.l4_off <= buf.len() && q.ip.off + q.ip.hdr_len <= buf.len());
+            q
+        })
+    }
+
+    #[test]
+    fn short_and_lying_headers() {
+        let tcp = offload::build::FrameSpec::tcp4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            offload::build::TcpSpec::data(1, 2, 3),
+        )
+        .payload(vec![7; 50])
+        .build();
+        let ip = &tcp[14..];
+        let hdr = |next: u8, cpi: u16, data: &[u8]| {
+            let mut h = vec![next, 0];
+            h.extend_from_slice(&cpi.to_be_bytes());
+            h.extend_from_slice(data);
+            h
+        };
+        // A whole packet, alone and after AH: the inner TCP segment.
+        for ah in [false, true] {
+            let q = run(ah, &hdr(4, 0x4001, &compress_to_vec(ip, 6)), 0).unwrap();
+            assert_eq!((q.sport, q.dport, q.payload), (1, 2, 50));
+            let kind = q.tunnel.map(|t| (t.kind, t.id));
+            let want = if ah {
+                (dissect::TunnelKind::Ah, Some(0x100))
+            } else {
+                (dissect::TunnelKind::IpComp, Some(0x4001))
+            };
+            assert_eq!(kind, Some(want));
+        }
+        // Transport mode: the TCP segment alone.
+        let q = run(false, &hdr(6, 2, &compress_to_vec(&ip[20..], 6)), 0).unwrap();
+        assert!(q.tunnel.is_none());
+        assert_eq!((q.sport, q.payload, q.ip.proto), (1, 50, 6));
+        // The IPComp header cut: no IPComp; cut inside the AH likewise.
+        assert_eq!(run(false, &[4, 0], 0).err(), Some(NotInflated::Unreadable));
+        assert!(run(true, &[], 14).is_err());
+        // The next header says IPv6, the bytes are IPv4; too few bytes
+        // for an IP header; an empty payload; another algorithm.
+        let z = compress_to_vec(ip, 6);
+        assert_eq!(
+            run(false, &hdr(41, 0x4001, &z), 0).err(),
+            Some(NotInflated::Unreadable)
+        );
+        let short = compress_to_vec(&ip[..12], 6);
+        assert_eq!(
+            run(false, &hdr(4, 0x4001, &short), 0).err(),
+            Some(NotInflated::Unreadable)
+        );
+        assert_eq!(
+            run(false, &hdr(4, 0x4001, &[]), 0).err(),
+            Some(NotInflated::BadData)
+        );
+        assert_eq!(
+            run(false, &hdr(4, 3, &z), 0).err(),
+            Some(NotInflated::OtherAlgorithm)
+        );
+        // Transport mode whose inflated segment is shorter than a TCP
+        // header.
+        let short = compress_to_vec(&ip[20..30], 6);
+        assert_eq!(
+            run(false, &hdr(6, 2, &short), 0).err(),
+            Some(NotInflated::Unreadable)
+        );
     }
 }
