@@ -102,7 +102,8 @@ pub struct TcpFields {
     pub tsval: Option<u32>,
     /// MSS option (SYN segments).
     pub mss_opt: Option<u16>,
-    /// Window scale option (SYN segments).
+    /// Window scale option (SYN segments; `tcp::scale::WSCALE_CUT` when
+    /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
     /// The first two SACK blocks (left, right edges), `nsack` of them.
     pub sack: [(u32, u32); 2],
@@ -541,6 +542,9 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
             }
         }
         i += len;
+    }
+    if captured < opts.len() && wscale.is_none() {
+        wscale = Some(crate::tcp::scale::WSCALE_CUT);
     }
     TcpOptions {
         sig,
@@ -1398,8 +1402,10 @@ mod tests {
         let c = option_walk(&cut, 28);
         assert_eq!((c.nsack, c.sack_blocks), (1, 2));
         assert_eq!(c.sack[0], (100, 200));
-        // Cut inside the timestamp: no timestamp, no block.
+        // Cut inside the timestamp: no timestamp, no block, and whether a
+        // window scale followed is unknown.
         let c = option_walk(&cut, 5);
+        assert_eq!(c.wscale, Some(crate::tcp::scale::WSCALE_CUT));
         assert_eq!((c.tsval, c.nsack, c.sack_blocks), (None, 0, 0));
     }
 

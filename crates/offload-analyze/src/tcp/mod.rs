@@ -49,7 +49,8 @@ pub struct Segment {
     pub len: u32,
     /// The window field as sent (unscaled).
     pub window: u16,
-    /// The window-scale option (SYN segments).
+    /// The window-scale option (SYN segments; [`scale::WSCALE_CUT`] when
+    /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
     /// The first two SACK blocks and how many of them are set.
     pub sack: [(u32, u32); 2],

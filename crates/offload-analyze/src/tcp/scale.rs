@@ -25,12 +25,21 @@ pub enum WindowScale {
 /// window-scale option and whether it was the SYN-ACK.
 pub type SynSeen = Option<(Option<u8>, bool)>;
 
+/// The window-scale "option" of a SYN whose options the capture cut
+/// before one was found (`editcap -s 64` of a Linux SYN: MSS, SACK
+/// permitted and part of the timestamp captured, the scale not): whether
+/// it had one is unknown, so the direction's scale is, as tshark shows
+/// "window size scaling factor: -1" then. Option values are at most 14.
+pub const WSCALE_CUT: u8 = u8::MAX;
+
 /// The scale of the windows sent by the direction whose SYN is `own`,
 /// given the peer's SYN `peer`.
 pub fn scale_of(own: SynSeen, peer: SynSeen) -> WindowScale {
     match (own, peer) {
         // Either SYN without the option: nobody scales.
         (Some((None, _)), _) | (_, Some((None, _))) => WindowScale::NotUsed,
+        // Either SYN cut before its options were read: unknown.
+        (Some((Some(WSCALE_CUT), _)), _) | (_, Some((Some(WSCALE_CUT), _))) => WindowScale::Unknown,
         (Some((Some(s), _)), Some((Some(_), _))) => WindowScale::Shift(s),
         // A SYN-ACK with the option answers a SYN that had it; a SYN with
         // the option whose SYN-ACK was not captured (a capture of one
@@ -96,5 +105,12 @@ mod tests {
         assert_eq!(WindowScale::Shift(7).apply(64240, true), 64240);
         assert_eq!(WindowScale::Shift(7).apply(509, false), 509 << 7);
         assert_eq!(WindowScale::Unknown.apply(509, false), 509);
+        // A SYN whose options the capture cut: unknown, unless the other
+        // SYN had no option (then nobody scales).
+        let cut = Some((Some(WSCALE_CUT), false));
+        assert_eq!(scale_of(cut, Some((Some(7), true))), WindowScale::Unknown);
+        assert_eq!(scale_of(Some((Some(7), true)), cut), WindowScale::Unknown);
+        assert_eq!(scale_of(cut, None), WindowScale::Unknown);
+        assert_eq!(scale_of(cut, Some((None, true))), WindowScale::NotUsed);
     }
 }
