@@ -174,6 +174,24 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
             put("analyze_capture", &format!("{name}_{tag}"), &input)?;
         }
     }
+    // IPComp (docs/decisions/0232): the tcp4 and tcp6 trains with each
+    // payload a stored DEFLATE block after an IPComp header, in transport
+    // and in tunnel mode, so the fuzzer starts from payloads that inflate.
+    let ether = crate::analyze_linktypes()
+        .iter()
+        .position(|t| *t == 1)
+        .expect("Ethernet is read") as u8;
+    for (name, frames) in trains.iter().filter(|(n, _)| matches!(*n, "tcp4" | "tcp6")) {
+        for (tag, tunnel) in [("transport", false), ("tunnel", true)] {
+            let mut input = vec![ether, 0];
+            for f in frames {
+                let g = ipcomp_stored(f, tunnel);
+                input.extend_from_slice(&(g.len() as u16).to_be_bytes());
+                input.extend_from_slice(&g);
+            }
+            put("analyze_capture", &format!("{name}_ipcomp_{tag}"), &input)?;
+        }
+    }
     for (name, data, gso_size, gso_t) in super_packets() {
         let mut fl = 8u8; // VXLAN port on
         if gso_t & gso_type::TCP_FIXEDID != 0 {
@@ -403,5 +421,38 @@ pub fn bench_streams() -> Vec<(String, Vec<u8>)> {
         "udp_join".to_string(),
         [join.clone(), b"x".to_vec(), join].concat(),
     ));
+    out
+}
+
+/// Ethernet frame `f` (IPv4 or IPv6 without extension headers) with its
+/// IP payload (transport mode) or its whole IP packet (tunnel mode, the
+/// same header outside) in one stored DEFLATE block (RFC 1951 3.2.4)
+/// after an IPComp header (RFC 3173, CPI 0x4001).
+fn ipcomp_stored(f: &[u8], tunnel: bool) -> Vec<u8> {
+    let v6 = f[12..14] == [0x86, 0xdd];
+    let hl = if v6 { 40 } else { (f[14] & 0x0f) as usize * 4 };
+    let (data, next) = match (tunnel, v6) {
+        (true, true) => (&f[14..], 41),
+        (true, false) => (&f[14..], 4),
+        (false, true) => (&f[14 + hl..], f[14 + 6]),
+        (false, false) => (&f[14 + hl..], f[14 + 9]),
+    };
+    let n = data.len() as u16;
+    let mut out = f[..14 + hl].to_vec();
+    out.extend_from_slice(&[next, 0, 0x40, 0x01, 0x01]);
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&(!n).to_le_bytes());
+    out.extend_from_slice(data);
+    let len = (out.len() - 14) as u16;
+    if v6 {
+        out[14 + 6] = 108;
+        out[18..20].copy_from_slice(&(len - 40).to_be_bytes());
+    } else {
+        out[14 + 9] = 108;
+        out[16..18].copy_from_slice(&len.to_be_bytes());
+        out[24..26].copy_from_slice(&[0, 0]);
+        let c = offload::checksum::checksum(&out[14..14 + hl]);
+        out[24..26].copy_from_slice(&c.to_be_bytes());
+    }
     out
 }

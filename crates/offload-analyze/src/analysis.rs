@@ -65,6 +65,8 @@ pub struct FileFacts {
     pub link_skipped: Vec<(crate::link::Skip, u64, u64)>,
     /// IP fragments and their reassembly.
     pub fragments: crate::frag::FragCounts,
+    /// IPComp payloads and their inflation.
+    pub ipcomp: crate::ipcomp::IpcompCounts,
 }
 
 impl FileFacts {
@@ -496,19 +498,44 @@ fn run_job(
                 } else {
                     facts.unparsed += 1;
                 }
+                if job.stats && matches!(why, crate::link::Skip::Truncated { .. }) {
+                    if let Some(s) = cut_link_header(
+                        frame.link_type.0,
+                        frame.data,
+                        frame.orig_len,
+                        &opts.vxlan_ports,
+                    ) {
+                        facts.snap.add(s, frame.data.len());
+                    }
+                }
                 facts.skipped(why, frame.number);
                 continue;
             }
         };
         let link = view.link;
-        let parsed = dissect::parse(link, view.data, view.orig_len, &opts.vxlan_ports);
+        let mut parsed = dissect::parse(link, view.data, view.orig_len, &opts.vxlan_ports);
+        // An IPComp payload inflated: the packet inside is the frame's,
+        // for the statistics and the what-if's flow alike; `data` holds
+        // the bytes its offsets refer to.
+        let inflated = parsed.as_mut().and_then(|p| {
+            inflate_ipcomp(
+                view.data,
+                p,
+                &opts.vxlan_ports,
+                &mut facts.ipcomp,
+                frame.number,
+            )
+        });
+        let data = inflated.as_deref().unwrap_or(view.data);
         if parsed.is_none() {
             facts.unparsed += 1;
             facts.skipped(crate::link::why_not_ip(link, view.data), frame.number);
         }
         let snap = if job.stats {
-            let s = dissect::snap(link, view.data, view.orig_len, &opts.vxlan_ports);
-            facts.snap.add(s, view.data.len());
+            // Snapshot lengths are of the whole frame, link header included.
+            let s = dissect::snap(link, view.data, view.orig_len, &opts.vxlan_ports)
+                .in_frame(view.link_header_len(frame.data));
+            facts.snap.add(s, frame.data.len());
             s
         } else {
             dissect::Snap::Whole
@@ -543,7 +570,14 @@ fn run_job(
                             };
                             let len = d.len() as u32;
                             datagram =
-                                dissect::parse(link, &d, len, &opts.vxlan_ports).map(|p| (p, d));
+                                dissect::parse(link, &d, len, &opts.vxlan_ports).map(|mut p| {
+                                    let ports = &opts.vxlan_ports;
+                                    let counts = &mut facts.ipcomp;
+                                    match inflate_ipcomp(&d, &mut p, ports, counts, frame.number) {
+                                        Some(buf) => (p, buf),
+                                        None => (p, d),
+                                    }
+                                });
                             datagram
                                 .as_ref()
                                 .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
@@ -551,7 +585,7 @@ fn run_job(
                         _ => None,
                     }
                 }
-                Some((p, key)) => Some((p, key, view.data)),
+                Some((p, key)) => Some((p, key, data)),
                 None => None,
             };
             if let Some((p, key, data)) = stats {
@@ -565,7 +599,7 @@ fn run_job(
                     opts,
                     job.file,
                 );
-                table.note_snap(snap, view.data.len());
+                table.note_snap(snap, frame.data.len());
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, view.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -854,6 +888,28 @@ impl FlowTable {
     }
 }
 
+/// Reads the packet in `p`'s IPComp payload, when it has one
+/// (crate::ipcomp), into `p`, counting how it went; returns the bytes the
+/// new offsets refer to. A fragment's payload waits for its datagram.
+#[inline]
+fn inflate_ipcomp(
+    frame: &[u8],
+    p: &mut Parsed,
+    vxlan_ports: &[u16],
+    counts: &mut crate::ipcomp::IpcompCounts,
+    number: u64,
+) -> Option<Vec<u8>> {
+    let at = dissect::ipcomp_at(frame, p)?;
+    if crate::frag::is_fragment(frame, &p.ip) {
+        return None;
+    }
+    let r = crate::ipcomp::expand(frame, p, &at, vxlan_ports);
+    counts.add(r.as_ref().map(|r| r.2).map_err(|e| *e), number);
+    let (q, buf, _) = r.ok()?;
+    *p = q;
+    Some(buf)
+}
+
 /// The IP header a frame's fragmentation is read from: a tunnel's outer
 /// one (tshark reassembles it before reading the tunnel), else the only
 /// one.
@@ -948,6 +1004,39 @@ fn assemble(nfiles: usize, opts: &Options, results: Vec<JobResult>) -> PassResul
         interrupted,
         other,
     }
+}
+
+/// A frame the capture cut inside its link header (a long radiotap or PPI
+/// header before 802.11 and LLC, at `tcpdump -s 96`): the snapshot length
+/// that would have kept the headers GRO reads, found by reading the frame
+/// with its missing bytes as filler (at most 512 of them: no link header
+/// here is longer); a lower bound when the filler hides what follows.
+/// None when the frame was not cut.
+fn cut_link_header(
+    linktype: u32,
+    data: &[u8],
+    orig_len: u32,
+    vxlan_ports: &[u16],
+) -> Option<dissect::Snap> {
+    if data.len() as u64 >= orig_len as u64 {
+        return None;
+    }
+    let mut padded = data.to_vec();
+    padded.resize((orig_len as usize).min(data.len() + 512), 0);
+    let Ok(view) = crate::link::view(linktype, &padded, orig_len) else {
+        // Filler where the link header was cut reads as no IP (an LLC
+        // header of zeros): the length that keeps the headers is unknown,
+        // and more than what was captured.
+        return Some(dissect::Snap::CutInHeaders {
+            needed: (data.len() + 1).min(u32::MAX as usize) as u32,
+        });
+    };
+    let lead = view.link_header_len(&padded);
+    let kept = data.len().saturating_sub(lead).min(view.data.len());
+    // Cut inside the link header itself, `kept` is 0 and the walk names
+    // the first header after it.
+    let snap = dissect::snap(view.link, &view.data[..kept], view.orig_len, vxlan_ports);
+    Some(snap.in_frame(lead))
 }
 
 #[cfg(test)]

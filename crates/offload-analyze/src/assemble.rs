@@ -111,6 +111,7 @@ pub fn build(mut pass: PassResult, opts: &Options) -> Analysis {
                 })
                 .collect(),
             fragments: f.fragments,
+            ipcomp: f.ipcomp,
             error: f.error.clone(),
             interrupted: f.interrupted,
             checksums_offloaded: f.checksums_offloaded,

@@ -12,9 +12,15 @@
 //! link | outer IP | UDP | [Teredo indicators] | IPv6          Teredo (3544)
 //! link | outer IP | AH | IP                                   AH tunnel mode
 //! link | IP | AH | TCP/UDP                                    AH transport mode
+//! link | outer IP | [AH] | IPComp | deflated: IP | TCP         IPComp tunnel mode
+//! link | IP | [AH] | IPComp | deflated: TCP/UDP                IPComp transport mode
 //! ```
 //!
-//! GTP-U, GRE in UDP, AYIYA, Teredo and AH are tunnels the kernel's GRO
+//! IPComp payloads are inflated (the ipcomp module) outside `parse`, which
+//! allocates nothing: [`ipcomp_inner`] reads the packet in the inflated
+//! bytes.
+//!
+//! GTP-U, GRE in UDP, AYIYA, Teredo, AH and IPComp are tunnels the kernel's GRO
 //! does not open: they are read as tshark reads them, for the TCP
 //! analysis, while the GRO what-if keeps the outer packet
 //! (`TunnelKind::kernel_gro`, decision 0231).
@@ -145,6 +151,11 @@ pub enum TunnelKind {
     /// An IPsec AH tunnel-mode SA (RFC 4302): the authentication header,
     /// then an inner IPv4 or IPv6 packet (`xfrm` tunnel mode).
     Ah,
+    /// IPComp (RFC 3173) in tunnel mode without AH: a compressed inner
+    /// IPv4 or IPv6 packet (`xfrm` `proto comp`), keyed by the CPI. After
+    /// an AH the tunnel is the AH's ([`TunnelKind::Ah`]): the SA pair
+    /// sends the packets it does not compress as AH tunnel packets.
+    IpComp,
 }
 
 impl TunnelKind {
@@ -164,6 +175,7 @@ impl TunnelKind {
             TunnelKind::Ayiya => "ayiya",
             TunnelKind::Teredo => "teredo",
             TunnelKind::Ah => "ah",
+            TunnelKind::IpComp => "ipcomp",
         }
     }
 
@@ -183,14 +195,27 @@ impl TunnelKind {
 
     /// The receiver's GRO opens this tunnel by default, as the engine
     /// does (`vxlan_gro_receive`, `geneve_gro_receive`, `gre_gro_receive`,
-    /// `ipip_gro_receive`): its frames are the tunnel what-if's. GTP-U
-    /// registers no `gro_receive` (drivers/net/gtp.c sets only
-    /// `encap_rcv`), GRE in UDP is opened only on a receiver with a fou
-    /// port configured (`fou_gro_receive`, net/ipv4/fou_core.c), AYIYA
-    /// and Teredo have no kernel support (user-space daemons on a TUN
-    /// device) and AH none in GRO (no `net_offload` for IPPROTO_AH): the
-    /// kernel passes such frames up as the outer UDP or AH packet, and so
-    /// does the what-if (decision 0231).
+    /// `ipip_gro_receive`): its frames are the tunnel what-if's. For the
+    /// others the kernel passes such frames up as the outer UDP, AH or
+    /// IPComp packet, and so does the what-if (decisions 0231, 0232).
+    /// Each rule read in the kernel sources of 6.1.192, 6.12.117 and 7.3.4
+    /// (Debian's `linux-source-*` packages; 6.18, between them, was not
+    /// read: the rules hold at both ends and the files did not change
+    /// them in between as far as these three show):
+    /// - GTP-U: drivers/net/gtp.c sets only `encap_rcv` on its UDP socket
+    ///   (`gtp_encap_enable_socket`), never `gro_receive`: 6.1-7.3.
+    /// - GRE in UDP: opened only on a receiver with a fou port configured
+    ///   for it (`ip fou add port 4754 ipproto 47`): `fou_create` sets
+    ///   `gro_receive = fou_gro_receive` for `FOU_ENCAP_DIRECT`
+    ///   (net/ipv4/fou_core.c, already so named in 6.1.192; fou.c in
+    ///   older trees): 6.1-7.3. Without one, `udp_gro_receive` finds no
+    ///   tunnel socket.
+    /// - AYIYA and Teredo: no kernel implementation (user-space daemons on
+    ///   a TUN device; no code in net/ names either port): 6.1-7.3.
+    /// - AH and IPComp: no `net_offload` for IPPROTO_AH or IPPROTO_COMP
+    ///   (`inet_add_offload`/`inet6_add_offload` are called for TCP, UDP,
+    ///   GRE, ESP, IPIP, IPv6 and IPv6 extension headers only, net/ipv4
+    ///   and net/ipv6): 6.1-7.3.
     pub fn kernel_gro(self) -> bool {
         !matches!(
             self,
@@ -199,6 +224,7 @@ impl TunnelKind {
                 | TunnelKind::Ayiya
                 | TunnelKind::Teredo
                 | TunnelKind::Ah
+                | TunnelKind::IpComp
         )
     }
 
@@ -216,6 +242,7 @@ impl TunnelKind {
             TunnelKind::Gre | TunnelKind::Gretap | TunnelKind::GreUdp => Some("key"),
             TunnelKind::Gtp => Some("TEID"),
             TunnelKind::Ah => Some("SPI"),
+            TunnelKind::IpComp => Some("CPI"),
             _ => None,
         }
     }
@@ -806,7 +833,7 @@ fn ah_header(frame: &[u8], at: usize) -> Option<(u32, u8, usize)> {
 /// tshark's `dissect_ah` hands the payload to the next header's
 /// dissector. `ip` then takes the AH as part of its header. Tunnel mode
 /// (an IP packet follows) is a tunnel ([`TunnelKind::Ah`]); IPComp
-/// (compressed payload) is left as it is.
+/// after it (a compressed payload) is inflated by the ipcomp module.
 fn ah_transport(frame: &[u8], ip: &mut IpFields) {
     if let Some((_, next, len)) = ah_header(frame, ip.off + ip.hdr_len) {
         if matches!(next, PROTO_TCP | PROTO_UDP) {
@@ -814,6 +841,128 @@ fn ah_transport(frame: &[u8], ip: &mut IpFields) {
             ip.proto = next;
         }
     }
+}
+
+/// IPComp's IP protocol number (RFC 3173).
+pub const PROTO_COMP: u8 = 108;
+
+/// Where an IPComp header (RFC 3173 2.2: next header, flags, CPI) sits
+/// in a frame `parse` read as the outer packet: right after the IP
+/// header, or after an AH (`ah_spi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpcompAt {
+    /// Offset of the IPComp header; the compressed data follows its 4
+    /// bytes.
+    pub off: usize,
+    pub next: u8,
+    pub cpi: u16,
+    pub ah_spi: Option<u32>,
+}
+
+/// The IPComp header of a frame `parse` returned as `p`, when its
+/// packet's payload is IPComp (after the IP header or an AH). A cheap
+/// test first: plain TCP and UDP pay one comparison.
+#[inline]
+pub fn ipcomp_at(frame: &[u8], p: &Parsed) -> Option<IpcompAt> {
+    if p.tunnel.is_some() || !matches!(p.ip.proto, ip_proto::AH | PROTO_COMP) {
+        return None;
+    }
+    ipcomp_header(frame, &p.ip)
+}
+
+fn ipcomp_header(frame: &[u8], ip: &IpFields) -> Option<IpcompAt> {
+    let mut off = ip.off + ip.hdr_len;
+    let mut ah_spi = None;
+    if ip.proto == ip_proto::AH {
+        let (spi, next, len) = ah_header(frame, off)?;
+        if next != PROTO_COMP {
+            return None;
+        }
+        (off, ah_spi) = (off + len, Some(spi));
+    }
+    let h = frame.get(off..off + 4)?;
+    Some(IpcompAt {
+        off,
+        next: h[0],
+        cpi: be16(h, 2),
+        ah_spi,
+    })
+}
+
+/// The packet an IPComp payload carried, read from `buf`: the frame's
+/// bytes up to the compressed data, then the inflated bytes in its place
+/// (the ipcomp module builds it), so every offset of the outer headers holds
+/// in `buf` too. `p` is the frame's outer packet as `parse` read it and
+/// `at` its IPComp header. In tunnel mode (an IPv4 or IPv6 packet
+/// inflated, as the next header says) the tunnel is the AH's, or IPComp
+/// keyed by the CPI without one; a tunnel inside is read as `parse` reads
+/// one. In transport mode (anything else) the inflated bytes are the
+/// packet's own transport header and payload: the IP header then counts
+/// the AH and IPComp headers, as [`ah_transport`] counts an AH, and its
+/// length the inflated payload. `None` when the inflated bytes hold no
+/// header analysis reads.
+pub fn ipcomp_inner(buf: &[u8], p: &Parsed, at: &IpcompAt, vxlan_ports: &[u16]) -> Option<Parsed> {
+    let inner_off = at.off + 4;
+    let outer = &p.ip;
+    let ty = match at.next {
+        ip_proto::IPIP => Some(false),
+        ip_proto::IPV6 => Some(true),
+        _ => None,
+    };
+    let Some(v6) = ty else {
+        let ip = IpFields {
+            hdr_len: inner_off - outer.off,
+            ip_len: buf.len().checked_sub(outer.off)? as u32,
+            proto: at.next,
+            len_zero: false,
+            ..*outer
+        };
+        let (sport, dport, l4, l4_off, payload) = read_l4(buf, &ip)?;
+        return Some(Parsed {
+            ip,
+            sport,
+            dport,
+            l4,
+            l4_off,
+            payload,
+            ..*p
+        });
+    };
+    let ip = read_ip(buf, inner_off, buf.len().checked_sub(inner_off)?).filter(|ip| ip.v6 == v6)?;
+    let (kind, id) = match at.ah_spi {
+        Some(spi) => (TunnelKind::Ah, spi),
+        None => (TunnelKind::IpComp, at.cpi as u32),
+    };
+    let t = Tunnel {
+        kind,
+        ip: *outer,
+        sport: 0,
+        dport: 0,
+        udp_checksum: 0,
+        udp_off: outer.off + outer.hdr_len,
+        id: Some(id),
+    };
+    if may_carry_tunnel(&ip) {
+        if let Some(q) = parse_tunnel(buf, buf.len(), &ip, vxlan_ports, MAX_TUNNEL_DEPTH - 1) {
+            return Some(Parsed {
+                tunnel: Some(t),
+                complete: p.complete,
+                outgoing: p.outgoing,
+                ..q
+            });
+        }
+    }
+    let (sport, dport, l4, l4_off, payload) = read_l4(buf, &ip)?;
+    Some(Parsed {
+        tunnel: Some(t),
+        ip,
+        sport,
+        dport,
+        l4,
+        l4_off,
+        payload,
+        ..*p
+    })
 }
 
 /// The tunnel after the outer network header `outer`, read with the
@@ -1011,6 +1160,21 @@ pub enum Snap {
     CutInHeaders { needed: u32 },
 }
 
+impl Snap {
+    /// The same verdict counted in bytes of the captured frame, where the
+    /// dissected bytes began `link_header` bytes in (a link type read as
+    /// the IP packet it carries, [`crate::link::view`]): a snapshot length
+    /// is a length of the whole frame.
+    pub fn in_frame(self, link_header: usize) -> Snap {
+        match self {
+            Snap::CutInHeaders { needed } => Snap::CutInHeaders {
+                needed: needed.saturating_add(link_header.min(u32::MAX as usize) as u32),
+            },
+            s => s,
+        }
+    }
+}
+
 /// Judges a frame whose capture kept `frame.len()` of its `orig_len`
 /// bytes, walking its headers as the engine's segmentation does
 /// (`offload::gso::layout`: VXLAN on `vxlan_ports`, Geneve, GRE, IP in IP).
@@ -1041,6 +1205,12 @@ pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
             Snap::HeadersOnly
         }
         Err(GsoError::Wire(e)) => match e.kind {
+            WireErrorKind::Truncated { need, .. }
+                if (e.header, e.field) == ("TCP", "options")
+                    && empty_segment(link, frame, orig_len, e.offset + need, vxlan_ports) =>
+            {
+                Snap::HeadersOnly
+            }
             WireErrorKind::Truncated { need, .. } => cut_at(e.offset + need),
             // A header that is wrong where it was captured: the engine
             // passes it for that, as it would the whole frame.
@@ -1051,6 +1221,33 @@ pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
         // such a frame whatever its payload.
         Err(_) => Snap::HeadersOnly,
     }
+}
+
+/// True when a TCP segment cut inside its options (its header ending at
+/// `header_end`) carries no payload by its IP length. GRO never holds such
+/// a segment: `tcp_gro_receive` (net/ipv4/tcp_offload.c, all lines) flushes
+/// it at `out_check_final` (`len == 0`), and a held packet of its flow is
+/// completed whatever the options say (`(len - 1) >= mss`). So it is judged
+/// from its base header and lengths like a frame cut after its headers;
+/// only the name of the reason that completes a held packet can depend on
+/// the missing option bytes. IPv6 SYNs and SACK-carrying ACKs cut at
+/// `tcpdump -s 96` are the common case.
+fn empty_segment(
+    link: LinkKind,
+    frame: &[u8],
+    orig_len: u32,
+    header_end: usize,
+    vxlan_ports: &[u16],
+) -> bool {
+    if (orig_len as usize) < header_end {
+        return false;
+    }
+    // The header's missing bytes as filler, one byte more where the wire
+    // had one: the walk then reads the IP length against the wire's.
+    let mut padded = frame.to_vec();
+    padded.resize(header_end.saturating_add(1).min(orig_len as usize), 0);
+    offload::gso::layout(link, &padded, vxlan_ports)
+        .is_ok_and(|l| l.l4_proto == offload::wire::Transport::Tcp && l.end == header_end)
 }
 
 /// Checksum state of a header, as the capture shows it.
@@ -1162,6 +1359,48 @@ mod tests {
 
     use super::*;
     use offload::build::{FrameSpec, TcpSpec};
+
+    /// An IPv6 segment with 24 option bytes (a SYN's, or timestamps and a
+    /// SACK block): 98 bytes of headers in Ethernet, cut by `tcpdump -s
+    /// 96`. Without payload GRO flushes it whatever its options say, so it
+    /// is judged from its headers; with payload it could merge, and the
+    /// missing options decide that.
+    #[test]
+    fn segment_cut_inside_its_options_is_judged_only_without_payload() {
+        let mut tcp = TcpSpec::data(40000, 21, 7);
+        tcp.options = [
+            1u8, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10, 0, 0, 0, 9, 0, 0, 0, 10,
+        ]
+        .to_vec();
+        let spec = |payload: usize| {
+            FrameSpec::tcp6([0xfd; 16], [0xfe; 16], tcp.clone()).payload(vec![7; payload])
+        };
+        let empty = spec(0).build();
+        assert_eq!(empty.len(), 98);
+        assert_eq!(
+            snap(LinkKind::Ethernet, &empty[..96], 98, &[]),
+            Snap::HeadersOnly
+        );
+        let data = spec(10).build();
+        assert_eq!(
+            snap(LinkKind::Ethernet, &data[..96], 108, &[]),
+            Snap::CutInHeaders { needed: 98 }
+        );
+        // Cut inside the base header: the data offset and flags are gone.
+        assert_eq!(
+            snap(LinkKind::Ethernet, &empty[..70], 98, &[]),
+            Snap::CutInHeaders { needed: 74 }
+        );
+    }
+
+    /// A snapshot length is of the whole frame: a link header read past
+    /// (IPoIB's 4 bytes, a radiotap header) counts in it.
+    #[test]
+    fn needed_snaplen_counts_the_link_header() {
+        let s = Snap::CutInHeaders { needed: 60 };
+        assert_eq!(s.in_frame(44), Snap::CutInHeaders { needed: 104 });
+        assert_eq!(Snap::HeadersOnly.in_frame(44), Snap::HeadersOnly);
+    }
 
     fn tcp4() -> FrameSpec {
         FrameSpec::tcp4(

@@ -163,9 +163,16 @@ fn tunnel_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhat
     if f.packets < 4 || !(outer_bad || inner_bad) {
         return;
     }
-    let healthy = f.healthy_what_if[base_index(&cx.opts.gro_sizes)]
-        .packets
-        .max(1);
+    // The healthy run must have seen every frame of the flow: a frame the
+    // engine's walk cannot open as a tunnel it merges (GRE carrying a
+    // protocol with no GRO offload, such as Aruba's 802.11: `gre_gro_receive`
+    // finds no `gro_find_receive_by_type`; a frame cut inside its inner
+    // headers) has no healthy version, and fixed IDs would not merge it.
+    let healthy_run = &f.healthy_what_if[base_index(&cx.opts.gro_sizes)];
+    if healthy_run.frames < w.frames || healthy_run.frames == 0 {
+        return;
+    }
+    let healthy = healthy_run.packets.max(1);
     let now = w.packets.max(healthy);
     let factor = now as f64 / healthy as f64;
     if now < healthy + 4 || factor < 1.5 {

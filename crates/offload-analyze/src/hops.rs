@@ -120,13 +120,21 @@ pub fn compare(
             .position(|i| i.path == file)
             .unwrap_or(usize::MAX)
     };
-    // Group by the inner 5-tuple, in order of first appearance.
+    // Group by the inner 5-tuple, in order of first appearance (a map
+    // from key to group: captures with many flows each stay linear).
+    // Only TCP and UDP: GRO merges nothing else, and what else two
+    // captures share is mostly a host's own link-local chatter (neighbour
+    // discovery, MLD reports), never the same traffic at two points.
     let mut groups: Vec<(ConnKey<'_>, Vec<&FlowReport>)> = Vec::new();
-    for f in flows {
+    let mut index: std::collections::HashMap<ConnKey<'_>, usize> = std::collections::HashMap::new();
+    for f in flows.iter().filter(|f| matches!(f.protocol, "tcp" | "udp")) {
         let key = (f.protocol, f.src.as_str(), f.sport, f.dst.as_str(), f.dport);
-        match groups.iter_mut().find(|g| g.0 == key) {
-            Some(g) => g.1.push(f),
-            None => groups.push((key, vec![f])),
+        match index.get(&key) {
+            Some(&g) => groups[g].1.push(f),
+            None => {
+                index.insert(key, groups.len());
+                groups.push((key, vec![f]));
+            }
         }
     }
     let mut hops = Vec::new();

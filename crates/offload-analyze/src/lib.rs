@@ -26,6 +26,7 @@ pub mod flow;
 pub mod frag;
 pub mod hops;
 pub mod html;
+pub mod ipcomp;
 pub mod kernel;
 pub mod key;
 pub mod link;

@@ -106,6 +106,18 @@ pub struct View<'a> {
     pub orig_len: u32,
 }
 
+impl View<'_> {
+    /// Bytes of `frame` (the frame this view was made from) before
+    /// [`View::data`]: the link header the view skipped.
+    pub fn link_header_len(&self, frame: &[u8]) -> usize {
+        // `data` is always a subslice of the frame (every path slices it).
+        (self.data.as_ptr() as usize)
+            .checked_sub(frame.as_ptr() as usize)
+            .filter(|&lead| lead <= frame.len())
+            .unwrap_or(0)
+    }
+}
+
 /// `LINKTYPE_*` numbers read here (the registry's names).
 pub mod linktype {
     pub const ARCNET_BSD: u32 = 7;

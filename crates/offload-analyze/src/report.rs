@@ -64,6 +64,9 @@ pub struct InputReport {
     /// IP fragments: reassembled as tshark does for the flow figures
     /// (crate::frag), and what could not be.
     pub fragments: crate::frag::FragCounts,
+    /// IPComp payloads: inflated as tshark does (crate::ipcomp), and
+    /// those that could not be.
+    pub ipcomp: crate::ipcomp::IpcompCounts,
     /// The file turned bad here; everything before was analysed.
     pub error: Option<String>,
     pub interrupted: bool,
@@ -149,10 +152,13 @@ pub struct TunnelReport {
     /// The AH security parameter index (AH tunnel mode); null for the
     /// others.
     pub spi: Option<u32>,
+    /// The IPComp compression parameter index (IPComp tunnel mode without
+    /// AH); null for the others.
+    pub cpi: Option<u32>,
     /// The kernel's GRO opens this tunnel by default
     /// (`dissect::TunnelKind::kernel_gro`): false for GTP-U, GRE in UDP,
-    /// AYIYA and AH, whose frames the what-if passes up as the outer
-    /// packet the kernel sees (decision 0231).
+    /// AYIYA, Teredo, AH and IPComp, whose frames the what-if passes up as
+    /// the outer packet the kernel sees (decisions 0231, 0232).
     pub kernel_gro: bool,
     pub outer_ip: HeaderReport,
     /// The outer UDP checksum (the UDP tunnels): "n/a" for the others.
@@ -426,6 +432,7 @@ pub fn flow_report(
                 .filter(|_| t.kind.gre() || t.kind == TunnelKind::GreUdp),
             teid: t.id.filter(|_| t.kind == TunnelKind::Gtp),
             spi: t.id.filter(|_| t.kind == TunnelKind::Ah),
+            cpi: t.id.filter(|_| t.kind == TunnelKind::IpComp),
             kernel_gro: t.kind.kernel_gro(),
             outer_ip: outer
                 .map(HeaderReport::of)

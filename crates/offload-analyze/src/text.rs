@@ -87,6 +87,22 @@ pub fn render(r: &Report, max_flows: usize) -> String {
                 .collect();
             let _ = writeln!(s, "    frames without IP: {}", why.join(", "));
         }
+        let c = &i.ipcomp;
+        if c.frames > 0 {
+            let _ = writeln!(
+                s,
+                "    IPComp payloads: {}, {} inflated ({} cut at 65535 bytes), not: {} another algorithm, {} bad data, {} unreadable{}",
+                c.frames,
+                c.inflated,
+                c.cut_at_bound,
+                c.other_algorithm,
+                c.bad_data,
+                c.unreadable,
+                c.first_noted
+                    .map(|n| format!(" (first: frame {n})"))
+                    .unwrap_or_default()
+            );
+        }
         let f = &i.fragments;
         if f.fragments > 0 {
             let _ = writeln!(

@@ -479,7 +479,9 @@ impl WhatIfWorker {
                 (Some(EVICTED), _) => None,
                 (Some(s), _) => Some(s),
                 (None, Some((data, link))) => {
-                    dissect::parse(link, &data, data.len() as u32, &self.vxlan_ports)
+                    // Read as the flow table read it: an IPComp payload's
+                    // packet inside (crate::ipcomp).
+                    crate::ipcomp::parse_inflated(link, &data, &self.vxlan_ports)
                         .and_then(|x| self.index.get(&FlowKey::of(&x)).copied())
                 }
                 (None, None) => None,

@@ -148,3 +148,35 @@ fn the_hop_that_scrambles_outer_ids_is_named_and_flows_carry_their_capture() {
     offload_analyze::columnar::write_tables(r, &pd).unwrap();
     assert!(pd.join("hops.parquet").exists());
 }
+
+/// Captures of different traffic share only a host's link-local chatter
+/// (neighbour discovery, MLD reports to ff02::16): that is never the same
+/// traffic at two points, and GRO merges none of it. The bundled samples
+/// are six such captures: no flow is matched across them.
+#[test]
+fn unrelated_captures_share_no_hop() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcapng"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2);
+    let cancel = AtomicBool::new(false);
+    let mut progress = |_| {};
+    let mut ctl = Control {
+        on_progress: &mut progress,
+        cancel: &cancel,
+    };
+    let a = analyze(&files, &Options::default(), &mut ctl).unwrap();
+    // The chatter is there, in several captures.
+    let other = a
+        .report
+        .flows
+        .iter()
+        .filter(|f| f.protocol == "other")
+        .count();
+    assert!(other >= 2, "{other} non-TCP/UDP flows");
+    assert!(a.report.hops.is_empty(), "{:#?}", a.report.hops);
+}

@@ -2,8 +2,10 @@
 //! the kernel's GRO does not open, as tshark does: GTP-U (3GPP TS 29.281:
 //! plain, with sequence number and extension headers, from another UDP
 //! source port, IPv4 and IPv6 outer, the outer datagram fragmented), GRE
-//! in UDP (RFC 8086), AYIYA, Teredo (RFC 4380) and IPsec AH (RFC 4302)
-//! in tunnel and in transport mode. Decision 0231.
+//! in UDP (RFC 8086), AYIYA, Teredo (RFC 4380), IPsec AH (RFC 4302)
+//! in tunnel and in transport mode, and IPComp (RFC 3173, DEFLATE per
+//! RFC 2394) after an AH, alone in tunnel mode and in transport mode, its
+//! payloads inflated as tshark inflates them. Decisions 0231, 0232.
 //!
 //! Public captures of real TCP connections (retransmissions, IPv4 and
 //! IPv6; crates/offload-analyze/tests/data/public, SOURCE.md) are wrapped
@@ -61,6 +63,14 @@ enum Encap {
     AhTunnel,
     /// AH transport mode: inserted between the IP and TCP headers.
     AhTransport,
+    /// IPComp in tunnel mode: the inner IP packet deflated. `ah`: after
+    /// an AH, and a packet that does not shrink sent uncompressed as an
+    /// AH tunnel packet, as Linux's `ipcomp_output` leaves it (else always
+    /// deflated).
+    IpcompTunnel { ah: bool },
+    /// IPComp in transport mode: the TCP segment deflated after the IP
+    /// header; a segment that does not shrink sent as it is.
+    IpcompTransport,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +139,24 @@ fn cases() -> Vec<Case> {
             outer_v6: false,
             kind: None,
         },
+        Case {
+            name: "ipcomp-ah-tunnel",
+            encap: Encap::IpcompTunnel { ah: true },
+            outer_v6: false,
+            kind: Some("ah"),
+        },
+        Case {
+            name: "ipcomp-tunnel-ipv6",
+            encap: Encap::IpcompTunnel { ah: false },
+            outer_v6: true,
+            kind: Some("ipcomp"),
+        },
+        Case {
+            name: "ipcomp-transport",
+            encap: Encap::IpcompTransport,
+            outer_v6: false,
+            kind: None,
+        },
     ]
 }
 
@@ -160,6 +188,49 @@ fn ah(next: u8, spi: u32, seq: u32) -> Vec<u8> {
     h.extend_from_slice(&seq.to_be_bytes());
     h.extend_from_slice(&[0xa5; 12]);
     h
+}
+
+/// An IPComp header (RFC 3173 2.2) and `data` deflated (raw DEFLATE, RFC
+/// 2394), or None when that does not shrink `data`.
+fn ipcomp(next: u8, cpi: u16, data: &[u8]) -> Option<Vec<u8>> {
+    let z = miniz_oxide::deflate::compress_to_vec(data, 6);
+    if z.len() + 4 >= data.len() {
+        return None;
+    }
+    let mut h = vec![next, 0];
+    h.extend_from_slice(&cpi.to_be_bytes());
+    h.extend_from_slice(&z);
+    Some(h)
+}
+
+/// Ethernet frame `f` carries IPComp, after its IP header or an AH.
+fn carries_ipcomp(f: &[u8]) -> bool {
+    let (next, hl) = if be16(f, 12) == 0x86dd {
+        (f[14 + 6], 40)
+    } else {
+        (f[14 + 9], (f[14] & 0x0f) as usize * 4)
+    };
+    next == 108 || (next == 51 && f[14 + hl] == 108)
+}
+
+/// The IPv4 or IPv6 packet of Ethernet frame `f` with its transport
+/// header and payload replaced by `l4`, whose protocol is `proto`.
+fn with_payload(f: &[u8], proto: u8, l4: &[u8]) -> Vec<u8> {
+    let v6 = be16(f, 12) == 0x86dd;
+    let hl = if v6 { 40 } else { (f[14] & 0x0f) as usize * 4 };
+    let mut g = f[..14 + hl].to_vec();
+    g.extend_from_slice(l4);
+    if v6 {
+        g[14 + 6] = proto;
+        g[18..20].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+    } else {
+        g[14 + 9] = proto;
+        g[16..18].copy_from_slice(&((hl + l4.len()) as u16).to_be_bytes());
+        g[24..26].copy_from_slice(&[0, 0]);
+        let c = offload::checksum::checksum(&g[14..14 + hl]);
+        g[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+    g
 }
 
 /// Splits the IPv4 packet of Ethernet frame `f` in two fragments when it
@@ -249,6 +320,43 @@ fn wrap(c: &Case, eth: &[u8], a: bool, n: u32) -> Vec<Vec<u8>> {
             let mut h = ah(ip_proto, if a { 0x100 } else { 0x200 }, n);
             h.extend_from_slice(ip);
             outer(c.outer_v6, a, None, 51, h)
+        }
+        Encap::IpcompTunnel { ah } => {
+            let spi = if a { 0x100 } else { 0x200 };
+            let cpi = if a { 0x4001 } else { 0x4002 };
+            let h = match (ah, ipcomp(ip_proto, cpi, ip)) {
+                (true, Some(c)) => {
+                    let mut h = self::ah(108, spi, n);
+                    h.extend_from_slice(&c);
+                    h
+                }
+                (true, None) => {
+                    let mut h = self::ah(ip_proto, spi, n);
+                    h.extend_from_slice(ip);
+                    h
+                }
+                (false, c) => c.unwrap_or_else(|| {
+                    // Always deflated, even when that does not shrink it.
+                    let mut h = vec![ip_proto, 0];
+                    h.extend_from_slice(&cpi.to_be_bytes());
+                    h.extend_from_slice(&miniz_oxide::deflate::compress_to_vec(ip, 6));
+                    h
+                }),
+            };
+            outer(c.outer_v6, a, None, if ah { 51 } else { 108 }, h)
+        }
+        Encap::IpcompTransport => {
+            let hl = if inner_v6 {
+                40
+            } else {
+                (eth[14] & 0x0f) as usize * 4
+            };
+            let next = if inner_v6 { eth[14 + 6] } else { eth[14 + 9] };
+            let cpi = if a { 0x4001 } else { 0x4002 };
+            match ipcomp(next, cpi, &ip[hl..]) {
+                Some(c) => with_payload(eth, 108, &c),
+                None => eth.to_vec(),
+            }
         }
         Encap::AhTransport => {
             let mut f = eth.to_vec();
@@ -354,6 +462,14 @@ fn tcp_in_encapsulations_gro_does_not_open_agrees_with_tshark() {
         let path = tmp.path().join(format!("{}.pcap", c.name));
         write(&path, &frames);
         let v = common::analyze_json(&path);
+        if matches!(c.encap, Encap::IpcompTunnel { .. } | Encap::IpcompTransport) {
+            // Every IPComp payload inflated and read.
+            let n = frames.iter().filter(|(_, f)| carries_ipcomp(f)).count() as u64;
+            let ic = &v["inputs"][0]["ipcomp"];
+            if n == 0 || ic["frames"] != n || ic["inflated"] != n || !ic["first_noted"].is_null() {
+                fails.push(format!("{}: {n} IPComp frames, ipcomp {ic}", c.name));
+            }
+        }
         let ours = tcp_figures::offload_directions(&v, c.name);
         let theirs = tcp_figures::tshark_directions(&path);
         if ours.len() != theirs.len() || ours.len() != bare_dirs.len() {
@@ -399,7 +515,7 @@ fn tcp_in_encapsulations_gro_does_not_open_agrees_with_tshark() {
                 fails.push(format!("{dir}: kernel_gro {}", f["tunnel"]["kernel_gro"]));
             }
             for w in f["what_if"].as_array().unwrap() {
-                let ah = matches!(c.encap, Encap::AhTunnel);
+                let ah = matches!(c.encap, Encap::AhTunnel | Encap::IpcompTunnel { .. });
                 if c.kind.is_some()
                     && (!w["healthy_tunnel_packets"].is_null()
                         || (ah && w["stack_packets"] != w["frames"]))
@@ -460,4 +576,84 @@ fn tcp_in_encapsulations_gro_does_not_open_agrees_with_tshark() {
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
+/// IPComp payloads that are hostile or cut short cost bounded work and
+/// never a panic, and each is counted: a "zip bomb" (a TCP packet, then a
+/// megabyte of zeros, deflated to about a kilobyte) is read up to 65,535
+/// bytes, where its packet has ended; bytes that are no DEFLATE data and
+/// an LZS CPI (RFC 2395) are not inflated; a payload the capture cut
+/// short inflates to what it holds; a zlib-wrapped stream inflates. The
+/// TCP frames are tshark's but for the LZS one (tshark tries DEFLATE on
+/// every CPI: docs/analyze.md). Needs tshark; no root.
+#[test]
+fn ipcomp_bomb_bad_and_cut_payloads() {
+    let inner = |seq: u32, payload: Vec<u8>| {
+        FrameSpec::tcp4(
+            [10, 1, 0, 1],
+            [10, 1, 0, 2],
+            offload::build::TcpSpec::data(40_000, 80, seq),
+        )
+        .payload(payload)
+        .build()[14..]
+            .to_vec()
+    };
+    let comp = |cpi: u16, data: Vec<u8>| {
+        let mut h = vec![4, 0];
+        h.extend_from_slice(&cpi.to_be_bytes());
+        h.extend_from_slice(&data);
+        outer(false, true, None, 108, h)
+    };
+    let deflate = |d: &[u8]| miniz_oxide::deflate::compress_to_vec(d, 6);
+    // Bytes a deflater cannot shrink much (a linear congruential series).
+    let noise: Vec<u8> = (0..1200u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut bomb = inner(1, vec![b'a'; 100]);
+    bomb.resize(bomb.len() + (1 << 20), 0);
+    let frames: Vec<(Vec<u8>, usize)> = vec![
+        (comp(0x4001, deflate(&bomb)), 0),
+        (comp(0x4001, vec![0x07; 40]), 0),
+        (comp(3, deflate(&inner(101, vec![b'b'; 100]))), 0),
+        (comp(0x4001, deflate(&inner(201, noise))), 4),
+        (
+            comp(
+                2,
+                miniz_oxide::deflate::compress_to_vec_zlib(&inner(1401, vec![b'c'; 100]), 6),
+            ),
+            0,
+        ),
+    ];
+    assert!(frames[0].0.len() < 3000, "bomb frame {}", frames[0].0.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("ipcomp-hostile.pcap");
+    let mut w = CaptureWriter::create(&path, None).unwrap();
+    for (i, (f, cut)) in frames.iter().enumerate() {
+        let meta = FrameMeta::new(1_000_000_000 * (i as i64 + 1), LinkType::ETHERNET, f.len());
+        w.write_frame(&meta, &f[..f.len() - cut]).unwrap();
+    }
+    w.finish().unwrap();
+    let v = common::analyze_json(&path);
+    let ic = &v["inputs"][0]["ipcomp"];
+    let want = serde_json::json!({
+        "frames": 5, "inflated": 3, "cut_at_bound": 1, "other_algorithm": 1,
+        "bad_data": 1, "unreadable": 0, "first_noted": 1
+    });
+    assert_eq!(ic, &want);
+    let tcp: u64 = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["protocol"] == "tcp")
+        .map(|f| f["packets"].as_u64().unwrap())
+        .sum();
+    let theirs =
+        common::capture::tshark(&path, &["-Y", "tcp", "-T", "fields", "-e", "frame.number"]);
+    let theirs: Vec<&str> = theirs.lines().collect();
+    assert_eq!(theirs, ["1", "3", "4", "5"], "tshark's TCP frames");
+    assert_eq!(
+        tcp,
+        theirs.len() as u64 - 1,
+        "TCP frames: tshark's but the LZS one"
+    );
 }
