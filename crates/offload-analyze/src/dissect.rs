@@ -107,7 +107,8 @@ pub struct TcpFields {
     /// The first two SACK blocks (left, right edges), `nsack` of them.
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
-    /// How many SACK blocks the option holds (up to 4).
+    /// How many SACK blocks the option holds (up to 4; of a header the
+    /// capture cut, those whose left edge it holds).
     pub sack_blocks: u8,
 }
 
@@ -453,10 +454,18 @@ fn option_signature(opts: &[u8]) -> TcpOptions {
             ..TcpOptions::default()
         };
     }
-    option_walk(opts)
+    option_walk(opts, opts.len())
 }
 
-fn option_walk(opts: &[u8]) -> TcpOptions {
+/// Walks the options `opts`, of which the first `captured` bytes are the
+/// segment's (the rest: zeros standing in for bytes the capture cut). A
+/// value the capture cut is not read: no timestamp, MSS or scale from
+/// padding, and a SACK block is read only when both its edges were
+/// captured (a D-SACK or a hole read from zeros would be invented), but
+/// the first block's left edge is kept in `sack[0].0` when only it was.
+/// `sack_blocks` counts the blocks whose left edge was captured, as
+/// tshark shows `tcp.options.sack_le` for them.
+fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     let mut sig: u32 = SIG_START;
     let mut ts = None;
     let mut mss = None;
@@ -483,25 +492,44 @@ fn option_walk(opts: &[u8]) -> TcpOptions {
         sig = (sig ^ kind as u32).wrapping_mul(SIG_PRIME);
         match kind {
             8 if len == 10 => {
-                ts = Some(u32::from_be_bytes([
-                    opts[i + 2],
-                    opts[i + 3],
-                    opts[i + 4],
-                    opts[i + 5],
-                ]))
+                if i + 6 <= captured {
+                    ts = Some(u32::from_be_bytes([
+                        opts[i + 2],
+                        opts[i + 3],
+                        opts[i + 4],
+                        opts[i + 5],
+                    ]))
+                }
             }
-            2 if len == 4 => mss = Some(be16(opts, i + 2)),
+            2 if len == 4 => {
+                if i + 4 <= captured {
+                    mss = Some(be16(opts, i + 2))
+                }
+            }
             3 if len == 3 => {
-                wscale = Some(opts[i + 2].min(14));
+                if i + 3 <= captured {
+                    wscale = Some(opts[i + 2].min(14));
+                }
                 sig = (sig ^ opts[i + 2] as u32).wrapping_mul(SIG_PRIME);
             }
             5 if len >= 10 && (len - 2).is_multiple_of(8) => {
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(SIG_PRIME);
                 }
-                sack_blocks = ((len - 2) / 8) as u8;
-                for (b, slot) in sack.iter_mut().enumerate().take((len - 2) / 8) {
+                let blocks = (len - 2) / 8;
+                sack_blocks = (0..blocks)
+                    .take_while(|b| i + 2 + b * 8 + 4 <= captured)
+                    .count() as u8;
+                for (b, slot) in sack.iter_mut().enumerate().take(blocks) {
                     let at = i + 2 + b * 8;
+                    if at + 8 > captured {
+                        // The first block's left edge alone still tells a
+                        // D-SACK (below the ACK) from a hole (above it).
+                        if b == 0 && at + 4 <= captured {
+                            *slot = (be32(opts, at), 0);
+                        }
+                        break;
+                    }
                     *slot = (be32(opts, at), be32(opts, at + 4));
                     nsack += 1;
                 }
@@ -546,7 +574,13 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                 }
                 Err(_) => return None,
             };
-            let o = option_signature(t.options());
+            // Bytes of options the capture holds (the rest is padding).
+            let captured = b.len().min(60).saturating_sub(20);
+            let o = if captured < t.options().len() {
+                option_walk(t.options(), captured)
+            } else {
+                option_signature(t.options())
+            };
             let hl = t.header_len();
             Some((
                 t.src_port(),
@@ -1339,11 +1373,41 @@ pub fn fmt_endpoint(a: &[u8; 16], v6: bool, port: u16) -> String {
 #[cfg(test)]
 mod tests {
 
+    /// Options the capture cut (`editcap -s 96` of an IPv6 ACK with two
+    /// SACK blocks): the cut block is not read from the zeros standing in
+    /// for its bytes, but its left edge counts as tshark shows it.
+    #[test]
+    fn a_cut_sack_block_is_not_read() {
+        let mut o = vec![1u8, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 1, 5, 18];
+        for edge in [100u32, 200, 40, 80] {
+            o.extend(edge.to_be_bytes());
+        }
+        let whole = option_walk(&o, o.len());
+        assert_eq!((whole.nsack, whole.sack_blocks), (2, 2));
+        assert_eq!(whole.sack, [(100, 200), (40, 80)]);
+        // 96 bytes of a 106-byte frame: 22 of the 32 option bytes, the
+        // first block's right edge cut.
+        let mut cut = o.clone();
+        cut[22..].fill(0);
+        let c = option_walk(&cut, 22);
+        assert_eq!((c.nsack, c.sack_blocks, c.tsval), (0, 1, Some(7)));
+        assert_eq!(c.sack[0].0, 100);
+        // The first block whole, the second's left edge only.
+        let mut cut = o.clone();
+        cut[28..].fill(0);
+        let c = option_walk(&cut, 28);
+        assert_eq!((c.nsack, c.sack_blocks), (1, 2));
+        assert_eq!(c.sack[0], (100, 200));
+        // Cut inside the timestamp: no timestamp, no block.
+        let c = option_walk(&cut, 5);
+        assert_eq!((c.tsval, c.nsack, c.sack_blocks), (None, 0, 0));
+    }
+
     /// The NOP, NOP, timestamp shortcut gives what the option walk gives.
     #[test]
     fn timestamp_shortcut_matches_the_walk() {
         let ts = [1u8, 1, 8, 10, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
-        let (fast, walk) = (option_signature(&ts), option_walk(&ts));
+        let (fast, walk) = (option_signature(&ts), option_walk(&ts, ts.len()));
         assert_eq!(fast.sig, walk.sig);
         assert_eq!(fast.tsval, Some(0xdead_beef));
         assert_eq!(walk.tsval, Some(0xdead_beef));

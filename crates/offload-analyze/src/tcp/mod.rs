@@ -54,7 +54,8 @@ pub struct Segment {
     /// The first two SACK blocks and how many of them are set.
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
-    /// How many blocks the SACK option holds in all.
+    /// How many blocks the SACK option holds in all (those whose left
+    /// edge was captured; `nsack` counts only whole ones).
     pub sack_blocks: u8,
     /// IPv4 identification (None for IPv6).
     pub ip_id: Option<u16>,

@@ -150,18 +150,19 @@ struct Episode {
 /// the heap and grown on demand: a flow without loss allocates nothing.
 #[derive(Debug, Clone, Default)]
 struct Gaps {
-    g: Vec<(u32, u32)>,
+    /// Each gap's bytes and when it opened (ns).
+    g: Vec<(u32, u32, u64)>,
 }
 
 impl Gaps {
-    /// Open gaps remembered per direction: 512 bytes at most.
+    /// Open gaps remembered per direction: 1 KiB at most.
     const MAX: usize = 64;
 
-    fn add(&mut self, a: u32, b: u32) {
+    fn add(&mut self, a: u32, b: u32, at_ns: u64) {
         if self.g.len() == Self::MAX {
             self.g.remove(0);
         }
-        self.g.push((a, b));
+        self.g.push((a, b, at_ns));
     }
 
     fn len(&self) -> usize {
@@ -169,22 +170,23 @@ impl Gaps {
     }
 
     fn contains(&self, s: u32) -> bool {
-        self.g.iter().any(|&(a, b)| seq_le(a, s) && seq_lt(s, b))
+        self.g.iter().any(|&(a, b, _)| seq_le(a, s) && seq_lt(s, b))
     }
 
-    /// Removes `[s, e)` from the gaps; true if it overlapped one.
-    fn fill(&mut self, s: u32, e: u32) -> bool {
-        let mut hit = false;
+    /// Removes `[s, e)` from the gaps; when it overlapped one, the time the
+    /// earliest of them opened.
+    fn fill(&mut self, s: u32, e: u32) -> Option<u64> {
+        let mut hit: Option<u64> = None;
         let mut i = 0;
         while i < self.g.len() {
-            let (a, b) = self.g[i];
+            let (a, b, t) = self.g[i];
             if seq_le(e, a) || seq_le(b, s) {
                 i += 1;
                 continue;
             }
-            hit = true;
-            let left = seq_lt(a, s).then_some((a, s));
-            let right = seq_lt(e, b).then_some((e, b));
+            hit = Some(hit.map_or(t, |h| h.min(t)));
+            let left = seq_lt(a, s).then_some((a, s, t));
+            let right = seq_lt(e, b).then_some((e, b, t));
             match (left, right) {
                 (Some(l), Some(r)) => {
                     self.g[i] = l;
@@ -242,8 +244,10 @@ pub struct TcpDirection {
     maxseqtobeacked: u32,
     lastack: u32,
     lastack_ns: u64,
-    /// The last raw window field.
+    /// The last raw window field, and whether a SYN carried it (never
+    /// scaled, RFC 7323 section 2.2).
     window: Option<u16>,
+    window_of_syn: bool,
     /// Wireshark's `dupacknum`, a `guint32` (`tcp_analyze_seq_flow_info_t`
     /// in epan/dissectors/packet-tcp.h, 4.0): the ACKed-unseen mark stores
     /// -1 in it, which is [`UNSEEN_MARK`] (`u32::MAX`) and so passes the
@@ -255,6 +259,9 @@ pub struct TcpDirection {
     nsack: u8,
     unacked: Unacked,
     gaps: Gaps,
+    /// Gaps left open by earlier connections on the same ports
+    /// ([`TcpDirection::restart`]).
+    gaps_open_before: u64,
     max_ip_id: Option<u16>,
     ids_move: bool,
     max_tsval: Option<u32>,
@@ -323,7 +330,41 @@ impl TcpDirection {
     }
 
     pub fn gaps_open(&self) -> u64 {
-        self.gaps.len() as u64
+        self.gaps.len() as u64 + self.gaps_open_before
+    }
+
+    /// A new connection on the same addresses and ports (a SYN whose
+    /// sequence number is not the first connection's: port reuse, as after
+    /// TIME_WAIT): Wireshark starts a new stream there with fresh state
+    /// ("TCP Port numbers reused", dissect_tcp in
+    /// epan/dissectors/packet-tcp.c), so the sequence analysis starts over
+    /// in both directions; the counts, windows and RTT statistics go on
+    /// adding up, as the flow's figures are the sum of its connections.
+    fn restart(&mut self) {
+        let old = std::mem::take(self);
+        *self = TcpDirection {
+            first_ns: old.first_ns,
+            last_ns: old.last_ns,
+            gaps_open_before: old.gaps_open(),
+            zero_since: old.zero_since,
+            zero_window_ns: old.zero_window_ns,
+            zero_window_episodes: old.zero_window_episodes,
+            ws: old.ws,
+            loss: old.loss,
+            first: old.first,
+            syn_window: old.syn_window,
+            window_min: old.window_min,
+            window_max: old.window_max,
+            window_last: old.window_last,
+            window_scale_known: old.window_scale_known,
+            in_flight_max: old.in_flight_max,
+            acks_with_sack: old.acks_with_sack,
+            sack_blocks: old.sack_blocks,
+            dsack: old.dsack,
+            rtt: old.rtt,
+            rtt_points: old.rtt_points,
+            ..TcpDirection::default()
+        };
     }
 
     fn count(&mut self, fl: u32, frame: u64) {
@@ -368,12 +409,18 @@ impl TcpDirection {
 // place for each rule, so that the two cannot drift apart.
 
 /// Window full: the segment ends exactly at the peer's advertised right
-/// edge (`tcp.analysis.window_full`), known only with the peer's scale.
+/// edge (`tcp.analysis.window_full`), known only with the peer's scale;
+/// the edge a SYN-ACK advertised is its window unscaled (tshark 4.0 flags
+/// the first flight that fills it: a jumbo-MTU capture, 7 segments of
+/// 8,948 bytes ending at the SYN-ACK's 62,636).
 #[inline(always)]
 fn fills_window(rev: &TcpDirection, rev_scale: WindowScale, seq: u32, len: u32) -> bool {
     match (rev_scale.known(), rev.window) {
         (true, Some(w)) => {
-            seq.wrapping_add(len) == rev.lastack.wrapping_add(rev_scale.apply(w, false))
+            seq.wrapping_add(len)
+                == rev
+                    .lastack
+                    .wrapping_add(rev_scale.apply(w, rev.window_of_syn))
         }
         _ => false,
     }
@@ -503,7 +550,7 @@ fn in_order(fwd: &TcpDirection, s: &Segment) -> bool {
     s.flags & (SYN | FIN | RST | ACK) == ACK
         && s.len > 1
         && s.window != 0
-        && s.nsack == 0
+        && s.sack_blocks == 0
         && fwd.nextseq == s.seq
         && fwd.nextseq != 0
         && fwd.base.is_some()
@@ -578,6 +625,7 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
         fwd.maxseqtobeacked = fwd.nextseq;
     }
     fwd.window = Some(s.window);
+    fwd.window_of_syn = false;
     fwd.lastack = ack;
     fwd.lastack_ns = ts;
     fwd.last_flags = fl;
@@ -612,6 +660,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
     let sfr = flags & (SYN | FIN | RST) != 0;
+    if syn && !ackf && fwd.base.is_some_and(|b| b != seq) {
+        fwd.restart();
+        rev.restart();
+    }
     fwd.last_ns = fwd.last_ns.max(ts);
     if syn {
         fwd.syn = Some((s.wscale, ackf));
@@ -729,10 +781,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         let end = seq.wrapping_add(len);
         if fl & LOST_SEGMENT != 0 {
             if let Some(n) = old_next {
-                fwd.gaps.add(n, seq);
+                fwd.gaps.add(n, seq, ts);
             }
         } else if old_next.is_some_and(|n| seq_lt(seq, n)) {
-            if fwd.gaps.fill(seq, end) {
+            if let Some(opened_ns) = fwd.gaps.fill(seq, end) {
                 let newer_id = match (s.ip_id, fwd.max_ip_id) {
                     (Some(i), Some(m)) if fwd.ids_move => {
                         let d = i.wrapping_sub(m) as i16;
@@ -747,7 +799,21 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                     }
                     _ => None,
                 };
-                let resent = newer_id.or(newer_ts).unwrap_or(fl & OUT_OF_ORDER == 0);
+                // Neither tells (IPv6, or a timestamp of the same clock
+                // tick: Linux's ticks are 1 ms, tcp_time_stamp_ts in
+                // include/net/tcp.h): a retransmission comes only once
+                // the sender heard of the gap, at least a round trip
+                // after it opened (measured on veth: 271 us and more,
+                // with a 54 us handshake), so a filler sooner than the
+                // handshake's RTT was overtaken on the way (the hop's
+                // reordering: 13 to 60 us). Without a handshake,
+                // Wireshark's timing rule decides.
+                let resent = newer_id.or(newer_ts).unwrap_or_else(|| {
+                    match fwd.first_rtt_ns.filter(|&r| r > 0) {
+                        Some(rtt) => ts.saturating_sub(opened_ns) >= rtt,
+                        None => fl & OUT_OF_ORDER == 0,
+                    }
+                });
                 if resent {
                     fl |= LOSS_BEFORE;
                     fwd.loss.lost_before_capture += 1;
@@ -797,6 +863,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         }
     }
     fwd.window = Some(s.window);
+    fwd.window_of_syn = syn;
     fwd.lastack = ack;
     fwd.lastack_ns = ts;
     fwd.last_flags = fl;
@@ -814,17 +881,28 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         }
     }
     // Segments carrying SACK blocks, counted as tshark counts frames with
-    // `tcp.options.sack_le` (whatever their flags).
-    if s.nsack > 0 {
+    // `tcp.options.sack_le` (whatever their flags): a block whose right
+    // edge the capture cut counts here, though it is not read.
+    if s.sack_blocks > 0 || s.nsack > 0 {
         fwd.acks_with_sack += 1;
         fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
     }
     // This segment's ACK, for the peer's data.
     if ackf {
-        if s.nsack > 0 {
-            let (l, r) = s.sack[0];
-            let dsack =
-                seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1));
+        if s.nsack > 0 || s.sack_blocks > 0 {
+            // A first block whose right edge the capture cut: its left
+            // edge below the ACK is a D-SACK (RFC 2883 section 4), and it
+            // covers at least its first byte.
+            let (l, r) = if s.nsack > 0 {
+                s.sack[0]
+            } else {
+                (s.sack[0].0, s.sack[0].0.wrapping_add(1))
+            };
+            let dsack = if s.nsack > 0 {
+                seq_le(r, ack) || (s.nsack > 1 && seq_le(s.sack[1].0, l) && seq_le(r, s.sack[1].1))
+            } else {
+                seq_lt(l, ack)
+            };
             if dsack {
                 fl |= DSACK;
                 fwd.dsack += 1;
@@ -844,7 +922,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         // peer is missing the bytes at `ack` (Linux changes the window
         // while it holds out-of-order data, so not every such ACK is a
         // duplicate by Wireshark's rule).
-        let hole_reported = fl & DUPLICATE_ACK != 0 || (s.nsack > 0 && seq_gt(s.sack[0].0, ack));
+        let hole_reported = fl & DUPLICATE_ACK != 0
+            || ((s.nsack > 0 || s.sack_blocks > 0) && seq_gt(s.sack[0].0, ack));
         if hole_reported
             && rev.episode.is_none()
             && rev.nextseq != 0
@@ -1055,6 +1134,33 @@ mod tests {
     }
 
     #[test]
+    fn a_new_syn_on_the_same_ports_starts_the_analysis_over() {
+        // A second connection from the same client port after the first
+        // closed (TIME_WAIT reuse): tshark starts a new stream at its SYN,
+        // so neither its SYN nor the SYN-ACK is "previous segment not
+        // captured" or "ACKed unseen segment"; the counts add up.
+        let mut c = Conv::new();
+        c.handshake();
+        c.data(1, None);
+        c.ack(1001, None);
+        let syn2 = c.seg(true, syn(900_000, 0, SYN, Some(7)));
+        let synack2 = c.seg(false, syn(700_000, 900_001, SYN | ACK, Some(9)));
+        c.seg(true, ack_seg(900_001, 700_001, 502));
+        assert_eq!(syn2.flags & (flag::LOST_SEGMENT | flag::ACKED_UNSEEN), 0);
+        assert_eq!(synack2.flags & (flag::LOST_SEGMENT | flag::ACKED_UNSEEN), 0);
+        assert_eq!(c.a.ws.lost_segments + c.b.ws.lost_segments, 0);
+        assert_eq!(
+            c.a.ws.acked_unseen_segments + c.b.ws.acked_unseen_segments,
+            0
+        );
+        // The same SYN again is a retransmission of the new connection's.
+        let again = c.seg(true, syn(900_000, 0, SYN, Some(7)));
+        assert_ne!(again.flags & flag::ANY_RETRANSMISSION, 0);
+        // The first connection's RTT sample is kept.
+        assert!(c.a.rtt.samples >= 1);
+    }
+
+    #[test]
     fn a_resent_fin_acking_unseen_bytes_is_a_fast_retransmission() {
         // Zeek's tcp/reassembly.pcap, frames 6-8: the server's FIN, the
         // client's data, the same FIN again acknowledging beyond the
@@ -1166,6 +1272,56 @@ mod tests {
         assert_eq!(c.a.loss.lost_before_capture, 12);
         assert_eq!(c.a.loss.lost_after_capture, 0);
         assert_eq!(c.a.gaps_open(), 0);
+    }
+
+    /// The SYN-ACK's window is its edge unscaled: a flight that ends there
+    /// (before the peer's first ACK) fills the window.
+    #[test]
+    fn a_flight_filling_the_syn_acks_window_is_window_full() {
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        c.seg(false, syn(5000, 1001, SYN | ACK, Some(9)));
+        let mut d = ack_seg(1001, 5001, 502);
+        d.len = 64000;
+        let o = c.seg(true, d);
+        assert_eq!(o.flags & flag::WINDOW_FULL, 0);
+        d.seq = 1001 + 64000;
+        d.len = 240;
+        let o = c.seg(true, d);
+        assert_ne!(o.flags & flag::WINDOW_FULL, 0, "{:b}", o.flags);
+    }
+
+    /// Without IP ID or timestamps (IPv6 with tcp_timestamps=0), a gap
+    /// filled sooner than the handshake's RTT (200 us here: a segment
+    /// every 100 us) was reordering; one filled later, a retransmission.
+    #[test]
+    fn without_id_or_timestamp_the_fillers_delay_against_the_rtt_tells() {
+        let mut c = Conv::new();
+        c.handshake();
+        let data = |c: &mut Conv, i: u32| {
+            c.seg(
+                true,
+                Segment {
+                    seq: 1001 + i * 1000,
+                    ack: 5001,
+                    flags: ACK,
+                    len: 1000,
+                    window: 502,
+                    ..Default::default()
+                },
+            )
+        };
+        data(&mut c, 0);
+        data(&mut c, 2);
+        let early = data(&mut c, 1);
+        assert_ne!(early.flags & flag::REORDER_BEFORE, 0, "{:b}", early.flags);
+        for i in 4..8 {
+            data(&mut c, i);
+        }
+        let late = data(&mut c, 3);
+        assert_ne!(late.flags & flag::LOSS_BEFORE, 0, "{:b}", late.flags);
+        assert_eq!(c.a.loss.reordered_before_capture, 1);
+        assert_eq!(c.a.loss.lost_before_capture, 1);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod capture;
+pub mod differential;
 pub mod netns;
 pub mod pcap;
 pub mod tcp_figures;

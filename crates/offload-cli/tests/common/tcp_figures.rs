@@ -292,7 +292,8 @@ pub fn tshark_conversations(path: &Path) -> Vec<Conversation> {
 
 /// tcptrace -l -r -n: each direction's figures named as in `wanted`
 /// (tcptrace's label, our name), summed over tcptrace's connections of
-/// one address and port pair. Only figures that add up belong here.
+/// one address and port pair (a label starting "max " takes the largest).
+/// Only figures that add up (or maxima) belong here.
 pub fn tcptrace_directions(path: &Path, wanted: &[(&str, &'static str)]) -> BTreeMap<Dir, Figures> {
     let out = Command::new("tcptrace")
         .args(["-l", "-r", "-n"])
@@ -334,9 +335,18 @@ pub fn tcptrace_directions(path: &Path, wanted: &[(&str, &'static str)]) -> BTre
                 if let (Some(x), Some(y)) = (num(parts[1]), num(parts[2])) {
                     // tcptrace splits a reused address and port pair into
                     // several connections: their figures add up.
+                    // A maximum is the largest of them.
                     let ab = (ha.0.clone(), ha.1, hb.0.clone(), hb.1);
-                    m.entry(rev(&ab)).or_default().add(name, y);
-                    m.entry(ab).or_default().add(name, x);
+                    let put = |f: &mut Figures, v: f64| {
+                        if label.starts_with("max ") {
+                            let m = f.n.entry(name).or_insert(v);
+                            *m = m.max(v);
+                        } else {
+                            f.add(name, v);
+                        }
+                    };
+                    put(m.entry(rev(&ab)).or_default(), y);
+                    put(m.entry(ab).or_default(), x);
                 }
             }
         }

@@ -1,0 +1,454 @@
+//! `offload analyze`'s TCP analysis against tshark and tcptrace on kernel
+//! captures of configurations `analyze_differential.rs` does not make:
+//! the TCP options switched off one by one (timestamps, SACK, window
+//! scaling), a large window scale, ECN, small and jumbo MSS, IPv6 loss
+//! and reordering (no IP ID to date a gap filler), many flows losing at
+//! once, connections ended by RST, a 5-tuple reused after TIME_WAIT, TCP
+//! Fast Open and keep-alives. Same hop, captures and per-direction
+//! comparison as there (tests/common/differential.rs), with the same
+//! tolerances (docs/analyze.md, "Differential tests"); header-only copies
+//! (snap length 96) of some captures are compared too.
+//!
+//! Needs root (namespaces, packet sockets), tcpdump, tshark, editcap and
+//! tcptrace: `scripts/test.sh` runs it. `DIFF_ONLY=a,b` runs the named
+//! scenarios only, `DIFF_KEEP=DIR` keeps the captures.
+
+mod common;
+
+use common::differential::*;
+use offload_sys::NetNs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Sets an integer socket option on `fd`, asserted to succeed.
+fn setsockopt(fd: &impl AsRawFd, level: i32, name: i32, value: i32) {
+    // SAFETY: the option takes an int of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as u32,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "setsockopt {level}/{name}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// A listener on `to` inside `into`, accepting `n` connections one after
+/// another and reading each to its end (or reset); returns the bytes read.
+fn reader(into: &NetNs, to: SocketAddr, n: usize) -> std::thread::JoinHandle<usize> {
+    let listener = into
+        .run(move || Ok(TcpListener::bind(to)))
+        .unwrap()
+        .unwrap_or_else(|e| panic!("listen on {to}: {e}"));
+    std::thread::spawn(move || {
+        let mut total = 0;
+        for _ in 0..n {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => total += k,
+                }
+            }
+        }
+        total
+    })
+}
+
+fn payload(bytes: usize) -> Vec<u8> {
+    (0..bytes).map(|i| (i % 253) as u8).collect()
+}
+
+/// 1 MB, then the sender aborts: `SO_LINGER` 0 turns its close into a RST
+/// (tcp_disconnect via tcp_close, net/ipv4/tcp.c) once the receiver has
+/// acknowledged everything, so the reader sees every byte.
+fn rst_close(from: &NetNs, into: &NetNs, to: SocketAddr) {
+    let r = reader(into, to, 1);
+    from.run(move || {
+        let mut c = TcpStream::connect(to).unwrap();
+        c.write_all(&payload(1 << 20)).unwrap();
+        // Until the receiver acknowledged all: TIOCOUTQ (SIOCOUTQ) is 0.
+        for _ in 0..500 {
+            let mut q: libc::c_int = 0;
+            // SAFETY: SIOCOUTQ writes an int.
+            unsafe { libc::ioctl(c.as_raw_fd(), libc::TIOCOUTQ, &mut q) };
+            if q == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let l = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: SO_LINGER takes a linger of the size passed.
+        unsafe {
+            libc::setsockopt(
+                c.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                &l as *const libc::linger as *const libc::c_void,
+                std::mem::size_of::<libc::linger>() as u32,
+            )
+        };
+        drop(c);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r.join().unwrap(), 1 << 20);
+}
+
+/// Two connections from the same client port to the same server port,
+/// one after the other: the server closes first (its socket then sits in
+/// TIME_WAIT) and the second SYN, with a higher sequence number, reopens
+/// the 5-tuple (tcp_timewait_state_process, net/ipv4/tcp_minisocks.c).
+fn reuse(from: &NetNs, into: &NetNs, to: SocketAddr) {
+    let listener = into
+        .run(move || Ok(TcpListener::bind(to)))
+        .unwrap()
+        .unwrap();
+    let server = std::thread::spawn(move || {
+        let mut total = 0;
+        for _ in 0..2 {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut got = 0;
+            while got < 512 << 10 {
+                match c.read(&mut buf).unwrap() {
+                    0 => break,
+                    k => got += k,
+                }
+            }
+            total += got;
+            // The server closes first: TIME_WAIT on its side.
+            drop(c);
+        }
+        total
+    });
+    from.run(move || {
+        let local: SocketAddr = match to {
+            SocketAddr::V4(_) => "0.0.0.0:43001".parse().unwrap(),
+            SocketAddr::V6(_) => "[::]:43001".parse().unwrap(),
+        };
+        for _ in 0..2 {
+            let domain = if to.is_ipv4() {
+                libc::AF_INET
+            } else {
+                libc::AF_INET6
+            };
+            let c = connect_from(domain, local, to, false);
+            let mut c = c;
+            c.write_all(&payload(512 << 10)).unwrap();
+            // Until the server's FIN.
+            let _ = c.read(&mut [0u8; 1]);
+            drop(c);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(server.join().unwrap(), 1 << 20);
+}
+
+/// A TCP socket of `domain`, bound to `local` (SO_REUSEADDR) unless its
+/// port is 0, connected to `to`; with `fastopen`, TCP_FASTOPEN_CONNECT
+/// (Linux 4.11) defers the SYN to the first write, which it then carries.
+fn connect_from(domain: i32, local: SocketAddr, to: SocketAddr, fastopen: bool) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) };
+    assert!(fd >= 0);
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    setsockopt(&s, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
+    if fastopen {
+        setsockopt(&s, libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT, 1);
+    }
+    let (sa, len) = sockaddr(to);
+    if local.port() != 0 {
+        let (la, llen) = sockaddr(local);
+        // SAFETY: `la` is a valid sockaddr of `llen` bytes.
+        let r = unsafe { libc::bind(fd, &la as *const _ as *const libc::sockaddr, llen) };
+        assert_eq!(r, 0, "bind {local}: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: `sa` is a valid sockaddr of `len` bytes.
+    let r = unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) };
+    assert_eq!(r, 0, "connect {to}: {}", std::io::Error::last_os_error());
+    s
+}
+
+/// `a` as a sockaddr_storage and its length.
+fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, u32) {
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match a {
+        SocketAddr::V4(v) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as u16;
+            sin.sin_port = v.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+            (ss, std::mem::size_of::<libc::sockaddr_in>() as u32)
+        }
+        SocketAddr::V6(v) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as u16;
+            sin6.sin6_port = v.port().to_be();
+            sin6.sin6_addr.s6_addr = v.ip().octets();
+            (ss, std::mem::size_of::<libc::sockaddr_in6>() as u32)
+        }
+    }
+}
+
+/// TCP Fast Open: three connections, each writing 200 KB with its first
+/// write in the SYN once the client holds the server's cookie (the first
+/// connection asks for it: tcp_fastopen=3 at both ends).
+fn fastopen(from: &NetNs, into: &NetNs, to: SocketAddr) {
+    let r = reader(into, to, 3);
+    from.run(move || {
+        for _ in 0..3 {
+            let domain = if to.is_ipv4() {
+                libc::AF_INET
+            } else {
+                libc::AF_INET6
+            };
+            let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+            let mut c = connect_from(domain, any, to, true);
+            c.write_all(&payload(200 << 10)).unwrap();
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            let _ = c.read(&mut [0u8; 1]);
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r.join().unwrap(), 3 * (200 << 10));
+}
+
+/// An idle connection with keep-alives every second (SO_KEEPALIVE,
+/// TCP_KEEPIDLE 1, TCP_KEEPINTVL 1) for 3.5 s between two bursts.
+fn keepalive(from: &NetNs, into: &NetNs, to: SocketAddr) {
+    let r = reader(into, to, 1);
+    from.run(move || {
+        let mut c = TcpStream::connect(to).unwrap();
+        setsockopt(&c, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+        setsockopt(&c, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 1);
+        setsockopt(&c, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
+        c.write_all(&payload(100 << 10)).unwrap();
+        std::thread::sleep(Duration::from_millis(3500));
+        c.write_all(&payload(100 << 10)).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = c.read(&mut [0u8; 1]);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r.join().unwrap(), 200 << 10);
+}
+
+/// Eight transfers of 512 KB at once (eight client ports), so the hop's
+/// drops fall on several flows at a time.
+fn many(from: &NetNs, into: &NetNs, to: SocketAddr) {
+    let r = reader(into, to, 8);
+    let ts: Vec<_> = (0..8)
+        .map(|_| {
+            from.spawn("sender", move || {
+                let mut c = TcpStream::connect(to).unwrap();
+                c.write_all(&payload(512 << 10)).unwrap();
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+                let _ = c.read(&mut [0u8; 1]);
+                Ok(())
+            })
+            .unwrap()
+        })
+        .collect();
+    for t in ts {
+        t.join().unwrap().unwrap();
+    }
+    assert_eq!(r.join().unwrap(), 8 * (512 << 10));
+}
+
+fn scenarios() -> Vec<(&'static str, Setup)> {
+    vec![
+        (
+            "no-timestamps-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                sysctls: &[("net/ipv4/tcp_timestamps", "0")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "no-sack-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                sysctls: &[("net/ipv4/tcp_sack", "0")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "no-wscale",
+            Setup {
+                sysctls: &[("net/ipv4/tcp_window_scaling", "0")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "big-wscale-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                sysctls: &[("net/ipv4/tcp_rmem", "4096 131072 1073741824")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "ecn-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                sysctls: &[("net/ipv4/tcp_ecn", "1")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "mss536-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                mtu: Some(576),
+                bytes: 1 << 20,
+                ..Setup::default()
+            },
+        ),
+        (
+            "jumbo-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                mtu: Some(9000),
+                bytes: 8 << 20,
+                ..Setup::default()
+            },
+        ),
+        (
+            "ipv6-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                ipv6: true,
+                ..Setup::default()
+            },
+        ),
+        (
+            "ipv6-reorder",
+            Setup {
+                impair: Impair::Reorder(40),
+                ipv6: true,
+                ..Setup::default()
+            },
+        ),
+        (
+            "ipv6-no-timestamps-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                ipv6: true,
+                sysctls: &[("net/ipv4/tcp_timestamps", "0")],
+                ..Setup::default()
+            },
+        ),
+        (
+            "many-flows-loss",
+            Setup {
+                impair: Impair::Drop(40),
+                traffic: Some(many),
+                ..Setup::default()
+            },
+        ),
+        (
+            "rst",
+            Setup {
+                traffic: Some(rst_close),
+                ..Setup::default()
+            },
+        ),
+        (
+            "reuse",
+            Setup {
+                traffic: Some(reuse),
+                ..Setup::default()
+            },
+        ),
+        (
+            "fastopen",
+            Setup {
+                sysctls: &[("net/ipv4/tcp_fastopen", "3")],
+                traffic: Some(fastopen),
+                ..Setup::default()
+            },
+        ),
+        (
+            "keepalive",
+            Setup {
+                traffic: Some(keepalive),
+                ..Setup::default()
+            },
+        ),
+    ]
+}
+
+/// Whether the hop's counts are the ground truth of the data direction:
+/// one connection, and SACK on. Without SACK, Linux recovers a window
+/// with several losses by a retransmission timeout and then resends
+/// everything unacknowledged (go-back-N), bytes the receiver holds
+/// included: the sender's capture counts those as repeats no D-SACK
+/// clears, and the hop, dropping the first copy of every 40th data
+/// segment, drops some of those needless copies too.
+fn hop_is_truth(s: &Setup) -> bool {
+    s.traffic.is_none() && !s.sysctls.contains(&("net/ipv4/tcp_sack", "0"))
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh runs it"]
+fn tcp_analysis_agrees_on_more_kernel_captures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = std::env::var_os("DIFF_KEEP").map(PathBuf::from);
+    let dir: &Path = keep.as_deref().unwrap_or(tmp.path());
+    let only = std::env::var("DIFF_ONLY").ok();
+    let mut fails = Vec::new();
+    for (name, s) in scenarios() {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|n| n == name))
+        {
+            continue;
+        }
+        let (pa, pb, counts) = run(name, dir, &s);
+        let truth = hop_is_truth(&s).then_some((&s.impair, &*counts));
+        for (p, side) in [(&pa, "sender"), (&pb, "receiver")] {
+            // Wireshark's flags exactly; tcptrace splits a reused
+            // 5-tuple's connections at the wrong segment (docs/analyze.md).
+            let how = How {
+                oracle: p,
+                flag_tolerance: 0.0,
+                tcptrace: name != "reuse",
+            };
+            compare_against(p, &how, side, truth, &mut fails);
+            // The header-only copy gives the whole capture's figures.
+            let h = dir.join(format!("{name}-{side}-headers.pcap"));
+            editcap(&["-s", "96"], p, &h, &[]);
+            compare_against(&h, &how, side, truth, &mut fails);
+        }
+    }
+    assert!(
+        fails.is_empty(),
+        "{} differences:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
+}
