@@ -278,7 +278,10 @@ fn many(from: &NetNs, into: &NetNs, to: SocketAddr) {
     assert_eq!(r.join().unwrap(), 8 * (512 << 10));
 }
 
-fn scenarios() -> Vec<(&'static str, Setup)> {
+/// Each scenario: its name, its setup, and a tshark display filter that
+/// must match a frame of the sender's capture (what makes the
+/// scenario what it is happened), if any.
+fn scenarios() -> Vec<(&'static str, Setup, Option<&'static str>)> {
     vec![
         (
             "no-timestamps-loss",
@@ -287,6 +290,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_timestamps", "0")],
                 ..Setup::default()
             },
+            Some("tcp.flags.syn == 1 && !tcp.options.timestamp.tsval"),
         ),
         (
             "no-sack-loss",
@@ -295,6 +299,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_sack", "0")],
                 ..Setup::default()
             },
+            Some("tcp.flags.syn == 1 && !tcp.options.sack_perm"),
         ),
         (
             "no-wscale",
@@ -302,6 +307,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_window_scaling", "0")],
                 ..Setup::default()
             },
+            Some("tcp.flags.syn == 1 && !tcp.options.wscale.shift"),
         ),
         (
             "big-wscale-loss",
@@ -310,6 +316,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_rmem", "4096 131072 1073741824")],
                 ..Setup::default()
             },
+            Some("tcp.options.wscale.shift == 14"),
         ),
         (
             "ecn-loss",
@@ -318,6 +325,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_ecn", "1")],
                 ..Setup::default()
             },
+            Some("tcp.flags.cwr == 1"),
         ),
         (
             "mss536-loss",
@@ -327,6 +335,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 bytes: 1 << 20,
                 ..Setup::default()
             },
+            Some("tcp.options.mss_val == 536"),
         ),
         (
             "jumbo-loss",
@@ -336,6 +345,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 bytes: 8 << 20,
                 ..Setup::default()
             },
+            Some("tcp.options.mss_val == 8960"),
         ),
         (
             "ipv6-loss",
@@ -344,6 +354,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 ipv6: true,
                 ..Setup::default()
             },
+            Some("ipv6 && tcp.analysis.retransmission"),
         ),
         (
             "ipv6-reorder",
@@ -352,6 +363,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 ipv6: true,
                 ..Setup::default()
             },
+            Some("ipv6 && tcp.options.sack_le"),
         ),
         (
             "ipv6-no-timestamps-loss",
@@ -361,6 +373,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 sysctls: &[("net/ipv4/tcp_timestamps", "0")],
                 ..Setup::default()
             },
+            Some("ipv6 && tcp.analysis.retransmission && !tcp.options.timestamp.tsval"),
         ),
         (
             "many-flows-loss",
@@ -369,6 +382,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 traffic: Some(many),
                 ..Setup::default()
             },
+            Some("tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.stream == 7"),
         ),
         (
             "rst",
@@ -376,6 +390,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 traffic: Some(rst_close),
                 ..Setup::default()
             },
+            Some("tcp.flags.reset == 1"),
         ),
         (
             "reuse",
@@ -383,14 +398,19 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 traffic: Some(reuse),
                 ..Setup::default()
             },
+            Some("tcp.analysis.reused_ports"),
         ),
         (
             "fastopen",
             Setup {
-                sysctls: &[("net/ipv4/tcp_fastopen", "3")],
+                // Client and server (0x3), the server without the
+                // per-listener TCP_FASTOPEN option (0x400,
+                // TFO_SERVER_WO_SOCKOPT1, net/ipv4/af_inet.c inet_listen).
+                sysctls: &[("net/ipv4/tcp_fastopen", "1027")],
                 traffic: Some(fastopen),
                 ..Setup::default()
             },
+            Some("tcp.flags.syn == 1 && tcp.len > 0"),
         ),
         (
             "keepalive",
@@ -398,6 +418,7 @@ fn scenarios() -> Vec<(&'static str, Setup)> {
                 traffic: Some(keepalive),
                 ..Setup::default()
             },
+            Some("tcp.analysis.keep_alive"),
         ),
     ]
 }
@@ -421,7 +442,7 @@ fn tcp_analysis_agrees_on_more_kernel_captures() {
     let dir: &Path = keep.as_deref().unwrap_or(tmp.path());
     let only = std::env::var("DIFF_ONLY").ok();
     let mut fails = Vec::new();
-    for (name, s) in scenarios() {
+    for (name, s, evidence) in scenarios() {
         if only
             .as_ref()
             .is_some_and(|o| !o.split(',').any(|n| n == name))
@@ -429,6 +450,12 @@ fn tcp_analysis_agrees_on_more_kernel_captures() {
             continue;
         }
         let (pa, pb, counts) = run(name, dir, &s);
+        if let Some(filter) = evidence {
+            let n = common::capture::tshark(&pa, &["-n", "-Y", filter])
+                .lines()
+                .count();
+            assert!(n >= 1, "{name}: no frame matches {filter:?}");
+        }
         let truth = hop_is_truth(&s).then_some((&s.impair, &*counts));
         for (p, side) in [(&pa, "sender"), (&pb, "receiver")] {
             // Wireshark's flags exactly; tcptrace splits a reused

@@ -719,13 +719,38 @@ pub fn compare_against(
                     // a loaded 2-CPU run collapsed 2 of 55, a quiet CI
                     // trial 3 of 56.
                     let allowed = (0.05 * n).max(3.0);
-                    c.cmp(
-                        &format!("hop drops = {here}"),
-                        num(&l[here]),
-                        n,
-                        allowed,
-                        false,
-                    );
+                    let v6 = f["src"].as_str().is_some_and(|a| a.contains(':'));
+                    if v6 && before {
+                        // No IP ID: a filler of its neighbours' timestamp
+                        // tick is dated by its delay against the handshake's
+                        // RTT, which a loaded machine inflates (the hop's
+                        // thread waits for a CPU: handshakes of 2.97 and
+                        // 3.77 ms against a path RTT of about 50 us), and
+                        // then retransmissions read as reordering (runs
+                        // measured: 21 of 55 to 55 of 55 located). Every
+                        // drop is a gap filled; at least a third located.
+                        c.cmp(
+                            "hop drops = gap fillers",
+                            num(&l[here]) + num(&l["reordered_before_capture"]),
+                            n,
+                            allowed,
+                            false,
+                        );
+                        let located = if num(&l[here]) >= n / 3.0 {
+                            n
+                        } else {
+                            num(&l[here])
+                        };
+                        c.cmp(&format!("hop drops / 3 <= {here}"), located, n, 0.0, false);
+                    } else {
+                        c.cmp(
+                            &format!("hop drops = {here}"),
+                            num(&l[here]),
+                            n,
+                            allowed,
+                            false,
+                        );
+                    }
                     // Within 2: a tail-loss probe or an early RTO resends
                     // a segment of the sender's own accord.
                     c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 2.0, false);
@@ -738,10 +763,23 @@ pub fn compare_against(
                         "reordered_after_capture"
                     };
                     // A held segment can overtake nothing when the flow
-                    // paused (the hop then sends it at once).
+                    // paused (the hop then sends it at once). At the
+                    // sender, a segment held longer than the RACK
+                    // reordering window (net/ipv4/tcp_recovery.c) is
+                    // resent before the receiver's ACK can show the
+                    // reordering, and that copy is spurious (D-SACKed):
+                    // each held segment is one or the other there.
+                    let ours = if before {
+                        num(&l[here])
+                    } else {
+                        num(&l[here]) + num(&l["spurious"])
+                    };
                     c.cmp(
-                        &format!("hop reorders ~ {here}"),
-                        num(&l[here]),
+                        &format!(
+                            "hop reorders ~ {here}{}",
+                            if before { "" } else { " + spurious" }
+                        ),
+                        ours,
                         n,
                         0.1,
                         true,
