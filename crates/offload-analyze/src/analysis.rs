@@ -898,7 +898,9 @@ impl FlowTable {
 /// Reads the packet in `p`'s IPComp payload, when it has one
 /// (crate::ipcomp), into `p`, counting how it went; returns the bytes the
 /// new offsets refer to. A fragment's payload waits for its datagram.
-#[inline]
+/// Runs for every frame: only `ipcomp_at`'s one comparison is inlined
+/// into the frame loop, the rest is called for IPComp (or AH) frames.
+#[inline(always)]
 fn inflate_ipcomp(
     frame: &[u8],
     p: &mut Parsed,
@@ -907,10 +909,23 @@ fn inflate_ipcomp(
     number: u64,
 ) -> Option<Vec<u8>> {
     let at = dissect::ipcomp_at(frame, p)?;
+    inflate_ipcomp_at(frame, p, &at, vxlan_ports, counts, number)
+}
+
+#[cold]
+#[inline(never)]
+fn inflate_ipcomp_at(
+    frame: &[u8],
+    p: &mut Parsed,
+    at: &dissect::IpcompAt,
+    vxlan_ports: &[u16],
+    counts: &mut crate::ipcomp::IpcompCounts,
+    number: u64,
+) -> Option<Vec<u8>> {
     if crate::frag::is_fragment(frame, &p.ip) {
         return None;
     }
-    let r = crate::ipcomp::expand(frame, p, &at, vxlan_ports);
+    let r = crate::ipcomp::expand(frame, p, at, vxlan_ports);
     counts.add(r.as_ref().map(|r| r.2).map_err(|e| *e), number);
     let (q, buf, _) = r.ok()?;
     *p = q;
