@@ -540,8 +540,10 @@ fn run_job(
         } else {
             dissect::Snap::Whole
         };
-        // The flow's key, made once for the statistics and the what-if.
-        let parsed = parsed.as_ref().map(|p| (p, FlowKey::of(p)));
+        // The flow's key, made once for the statistics and the what-if,
+        // and passed to both by reference (not copied for each).
+        let key = parsed.as_ref().map(FlowKey::of);
+        let parsed = parsed.as_ref().zip(key.as_ref());
         if job.stats {
             // IP fragments count once, as the datagram they complete
             // (crate::frag, as tshark reassembles them); the what-if
@@ -549,6 +551,7 @@ fn run_job(
             // A tunnel's outer fragments are put back together before its
             // inner packet is read (tshark reassembles the outer IP first).
             let datagram: Option<(Parsed, Vec<u8>)>;
+            let datagram_key: FlowKey;
             let stats = match parsed {
                 Some((p, key)) if crate::frag::is_fragment(view.data, outer_ip(p)) => {
                     let ip = outer_ip(p);
@@ -578,9 +581,13 @@ fn run_job(
                                         None => (p, d),
                                     }
                                 });
-                            datagram
-                                .as_ref()
-                                .map(|(p, d)| (p, FlowKey::of(p), d.as_slice()))
+                            match &datagram {
+                                Some((p, d)) => {
+                                    datagram_key = FlowKey::of(p);
+                                    Some((p, &datagram_key, d.as_slice()))
+                                }
+                                None => None,
+                            }
                         }
                         _ => None,
                     }
@@ -854,7 +861,7 @@ impl FlowTable {
     pub fn update(
         &mut self,
         p: &Parsed,
-        key: FlowKey,
+        key: &FlowKey,
         data: &[u8],
         number: u64,
         ts: u64,
@@ -862,11 +869,11 @@ impl FlowTable {
         opts: &Options,
         file: usize,
     ) -> usize {
-        let idx = match self.recent.get(&key) {
+        let idx = match self.recent.get(key) {
             Some(i) => i as usize,
             None => {
-                let i = self.lookup(key, number, ts, opts.gro_sizes.len(), file);
-                self.recent.put(key, i as u32);
+                let i = self.lookup(*key, number, ts, opts.gro_sizes.len(), file);
+                self.recent.put(*key, i as u32);
                 i
             }
         };
@@ -891,7 +898,9 @@ impl FlowTable {
 /// Reads the packet in `p`'s IPComp payload, when it has one
 /// (crate::ipcomp), into `p`, counting how it went; returns the bytes the
 /// new offsets refer to. A fragment's payload waits for its datagram.
-#[inline]
+/// Runs for every frame: only `ipcomp_at`'s one comparison is inlined
+/// into the frame loop, the rest is called for IPComp (or AH) frames.
+#[inline(always)]
 fn inflate_ipcomp(
     frame: &[u8],
     p: &mut Parsed,
@@ -900,10 +909,23 @@ fn inflate_ipcomp(
     number: u64,
 ) -> Option<Vec<u8>> {
     let at = dissect::ipcomp_at(frame, p)?;
+    inflate_ipcomp_at(frame, p, &at, vxlan_ports, counts, number)
+}
+
+#[cold]
+#[inline(never)]
+fn inflate_ipcomp_at(
+    frame: &[u8],
+    p: &mut Parsed,
+    at: &dissect::IpcompAt,
+    vxlan_ports: &[u16],
+    counts: &mut crate::ipcomp::IpcompCounts,
+    number: u64,
+) -> Option<Vec<u8>> {
     if crate::frag::is_fragment(frame, &p.ip) {
         return None;
     }
-    let r = crate::ipcomp::expand(frame, p, &at, vxlan_ports);
+    let r = crate::ipcomp::expand(frame, p, at, vxlan_ports);
     counts.add(r.as_ref().map(|r| r.2).map_err(|e| *e), number);
     let (q, buf, _) = r.ok()?;
     *p = q;
@@ -1071,7 +1093,7 @@ mod tests {
         let key = FlowKey::of(&p);
         t.update(
             &p,
-            key,
+            &key,
             frame,
             n,
             n * 1000,

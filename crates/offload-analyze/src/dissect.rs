@@ -1216,12 +1216,20 @@ impl Snap {
 /// Judges a frame whose capture kept `frame.len()` of its `orig_len`
 /// bytes, walking its headers as the engine's segmentation does
 /// (`offload::gso::layout`: VXLAN on `vxlan_ports`, Geneve, GRE, IP in IP).
+/// Called for every frame: the test for a whole frame is inlined into
+/// the caller, the walk of a cut one is not.
+#[inline(always)]
 pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Snap {
-    use offload::gso::GsoError;
-    use offload::wire::WireErrorKind;
     if frame.len() as u64 >= orig_len as u64 {
         return Snap::Whole;
     }
+    snap_cut(link, frame, orig_len, vxlan_ports)
+}
+
+/// [`snap`] for a frame the capture cut.
+fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Snap {
+    use offload::gso::GsoError;
+    use offload::wire::WireErrorKind;
     let cut_at = |needed: usize| Snap::CutInHeaders {
         needed: needed.max(frame.len() + 1).min(u32::MAX as usize) as u32,
     };

@@ -349,13 +349,13 @@ impl WhatIfWorker {
         }
     }
 
-    fn slot_of(&mut self, key: FlowKey, frame: u64) -> u32 {
-        if let Some(s) = self.recent.get(&key) {
+    fn slot_of(&mut self, key: &FlowKey, frame: u64) -> u32 {
+        if let Some(s) = self.recent.get(key) {
             self.flows[s as usize].last_frame = frame;
             return s;
         }
-        let s = self.lookup(key, frame);
-        self.recent.put(key, s);
+        let s = self.lookup(*key, frame);
+        self.recent.put(*key, s);
         s
     }
 
@@ -391,35 +391,34 @@ impl WhatIfWorker {
     /// capture whenever its checksums were valid. A frame cut inside its
     /// headers goes in as it is, and the engine passes it up unmerged
     /// (`capture-truncated`).
-    pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, FlowKey)>) {
-        let mut pad_buf = std::mem::take(&mut self.pad_buf);
-        let mut csum = offload::RxChecksum::None;
-        let input = if self.header_only
+    pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, &FlowKey)>) {
+        if self.header_only
             && (input.data.len() as u64) < input.orig_len as u64
             && dissect::snap(input.link, input.data, input.orig_len, &self.vxlan_ports)
                 == dissect::Snap::HeadersOnly
         {
+            let mut pad_buf = std::mem::take(&mut self.pad_buf);
             pad_buf.clear();
             pad_buf.extend_from_slice(input.data);
             pad_buf.resize(input.orig_len as usize, 0);
             // Every checksum level a tunnel can have (outer UDP or GRE,
             // inner transport), as a NIC that verified them says.
-            csum = offload::RxChecksum::Unnecessary { level: 2 };
-            Input {
+            let csum = offload::RxChecksum::Unnecessary { level: 2 };
+            let input = Input {
                 data: &pad_buf,
                 ..input
-            }
+            };
+            self.feed_checked(input, parsed, csum);
+            self.pad_buf = pad_buf;
         } else {
-            input
-        };
-        self.feed_checked(input, parsed, csum);
-        self.pad_buf = pad_buf;
+            self.feed_checked(input, parsed, offload::RxChecksum::None);
+        }
     }
 
     fn feed_checked(
         &mut self,
         input: Input<'_>,
-        parsed: Option<(&dissect::Parsed, FlowKey)>,
+        parsed: Option<(&dissect::Parsed, &FlowKey)>,
         csum: offload::RxChecksum,
     ) {
         let slot = parsed.map(|(_, key)| self.slot_of(key, input.frame));
@@ -427,29 +426,32 @@ impl WhatIfWorker {
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
         }
-        let mut healthy_buf = std::mem::take(&mut self.healthy_buf);
+        self.frames_in += 1;
+        // The fields borrowed apart, so that the scratch buffers are used
+        // where they are (no `mem::take` and put back every frame).
+        let WhatIfWorker {
+            engines,
+            healthy_engines,
+            healthy_buf,
+            ring,
+            flows,
+            scratch: pending,
+            vxlan_ports,
+            ..
+        } = self;
         let healthy_frame = match parsed.filter(|p| may_be_tunnel(p)) {
             Some(_) => {
                 healthy_buf.clear();
                 healthy_buf.extend_from_slice(input.data);
-                healthy_tunnel(&mut healthy_buf, input.link, &self.vxlan_ports)
+                healthy_tunnel(healthy_buf, input.link, vxlan_ports)
                     .then_some(healthy_buf.as_slice())
             }
             None => None,
         };
-        let mut pending = std::mem::take(&mut self.scratch);
-        self.frames_in += 1;
-        let WhatIfWorker {
-            engines,
-            healthy_engines,
-            ring,
-            flows,
-            ..
-        } = self;
         if let Some(s) = slot {
             flows[s as usize].frames += 1;
         }
-        engines.receive(input, csum, false, &ring.0, &mut pending);
+        engines.receive(input, csum, false, &ring.0, pending);
         if let Some(healthy) = healthy_frame {
             if let Some(s) = slot {
                 for w in &mut flows[s as usize].healthy {
@@ -460,14 +462,14 @@ impl WhatIfWorker {
                 data: healthy,
                 ..input
             };
-            healthy_engines.receive(inp, csum, true, &ring.0, &mut pending);
+            healthy_engines.receive(inp, csum, true, &ring.0, pending);
         }
-        self.healthy_buf = healthy_buf;
         // Per delivered packet, not per frame: most frames deliver nothing.
         if !pending.is_empty() {
+            let mut pending = std::mem::take(&mut self.scratch);
             self.account(&mut pending);
+            self.scratch = pending;
         }
-        self.scratch = pending;
     }
 
     /// Attributes deliveries to flows and totals.
@@ -768,7 +770,8 @@ mod tests {
                 orig_len: f.len() as u32,
             };
             let p = dissect::parse(LinkKind::Ethernet, f, f.len() as u32, &[]);
-            w.feed(input, p.as_ref().map(|p| (p, FlowKey::of(p))));
+            let key = p.as_ref().map(FlowKey::of);
+            w.feed(input, p.as_ref().zip(key.as_ref()));
             caught_up |= !w.engines.synced;
         }
         w.finish();

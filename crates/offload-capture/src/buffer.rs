@@ -101,7 +101,7 @@ impl ReadBuf {
 
     /// Advances past `n` buffered bytes and returns them; they stay valid until
     /// the next `fill`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&mut self, n: usize) -> &[u8] {
         let s = self.start;
         let n = n.min(self.end - s);
