@@ -42,23 +42,49 @@ fn outer4(proto: u8, payload: &[u8], id: u16, df: bool) -> Vec<u8> {
     f
 }
 
-/// One frame of the train: inner TCP segment `i`, outer ID and DF given.
-fn frame(kind: Kind, i: u32, len: usize, outer_id: u16, df: bool, udp_csum: bool) -> Vec<u8> {
+/// The outer header of a train's frames: IPv4 with its ID and DF, or
+/// IPv6 (no ID).
+#[derive(Debug, Clone, Copy)]
+enum Outer {
+    V4 { id: u16, df: bool },
+    V6,
+}
+
+/// One frame of a train: inner IPv4 TCP segment `i` with inner ID and DF
+/// `inner`, in `kind`'s headers over `outer`.
+fn tunnel_frame(
+    kind: Kind,
+    i: u32,
+    len: usize,
+    inner: (u16, bool),
+    outer: Outer,
+    udp_csum: bool,
+) -> Vec<u8> {
     let mut s = FrameSpec::tcp4(
         [10, 9, 0, 1],
         [10, 9, 0, 2],
         TcpSpec::data(41000, 5201, 1 + i * len as u32),
     )
     .payload(vec![7; len]);
-    s.v4_mut().id = 1000u16.wrapping_add(i as u16);
-    s.v4_mut().df = true;
+    s.v4_mut().id = inner.0;
+    s.v4_mut().df = inner.1;
     let inner = s.build();
     let udp = |dport: u16, payload: Vec<u8>| {
-        let mut u = FrameSpec::udp4(O_SRC, O_DST, 47000, dport).payload(payload);
-        u.v4_mut().id = outer_id;
-        u.v4_mut().df = df;
+        let mut u = match outer {
+            Outer::V4 { id, df } => {
+                let mut u = FrameSpec::udp4(O_SRC, O_DST, 47000, dport).payload(payload);
+                u.v4_mut().id = id;
+                u.v4_mut().df = df;
+                u
+            }
+            Outer::V6 => FrameSpec::udp6(O6_SRC, O6_DST, 47000, dport).payload(payload),
+        };
         u.udp_mut().zero_checksum = !udp_csum;
         u.build()
+    };
+    let ip = |proto: u8, payload: &[u8]| match outer {
+        Outer::V4 { id, df } => outer4(proto, payload, id, df),
+        Outer::V6 => outer6(proto, payload),
     };
     match kind {
         Kind::Vxlan => udp(4789, vxlan_payload(42, &inner)),
@@ -70,9 +96,9 @@ fn frame(kind: Kind, i: u32, len: usize, outer_id: u16, df: bool, udp_csum: bool
         Kind::Gre => {
             let mut p = vec![0, 0, 0x08, 0x00];
             p.extend_from_slice(&inner[14..]);
-            outer4(47, &p, outer_id, df)
+            ip(47, &p)
         }
-        Kind::Ipip => outer4(4, &inner[14..], outer_id, df),
+        Kind::Ipip => ip(4, &inner[14..]),
     }
 }
 
@@ -214,7 +240,9 @@ proptest! {
         seed in any::<u64>(),
     ) {
         check_verdict(kind, line, segments, (id0, seed), (true, df), |i, id| {
-            frame(kind, i, len, id, df, udp_csum)
+            // Inner IDs increment per segment, DF set, as Linux sends them.
+            let inner = (1000u16.wrapping_add(i as u16), true);
+            tunnel_frame(kind, i, len, inner, Outer::V4 { id, df }, udp_csum)
         })?;
     }
 }
@@ -268,47 +296,6 @@ fn outer6(proto: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// One frame of a train through an IPv6-outer tunnel: inner IPv4 TCP
-/// segment `i` with inner ID `inner_id` and DF `inner_df`. An IPv6 outer
-/// header has no ID: only the inner one can stop GRO.
-fn frame_v6_outer(
-    kind: Kind,
-    i: u32,
-    len: usize,
-    inner_id: u16,
-    inner_df: bool,
-    udp_csum: bool,
-) -> Vec<u8> {
-    let mut s = FrameSpec::tcp4(
-        [10, 9, 0, 1],
-        [10, 9, 0, 2],
-        TcpSpec::data(41000, 5201, 1 + i * len as u32),
-    )
-    .payload(vec![7; len]);
-    s.v4_mut().id = inner_id;
-    s.v4_mut().df = inner_df;
-    let inner = s.build();
-    let udp = |dport: u16, payload: Vec<u8>| {
-        let mut u = FrameSpec::udp6(O6_SRC, O6_DST, 47000, dport).payload(payload);
-        u.udp_mut().zero_checksum = !udp_csum;
-        u.build()
-    };
-    match kind {
-        Kind::Vxlan => udp(4789, vxlan_payload(42, &inner)),
-        Kind::Geneve => {
-            let mut p = vec![0, 0, 0x65, 0x58, 0, 0, 42, 0];
-            p.extend_from_slice(&inner);
-            udp(6081, p)
-        }
-        Kind::Gre => {
-            let mut p = vec![0, 0, 0x08, 0x00];
-            p.extend_from_slice(&inner[14..]);
-            outer6(47, &p)
-        }
-        Kind::Ipip => outer6(4, &inner[14..]),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
 
@@ -327,7 +314,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         check_verdict(kind, line, segments, (id0, seed), (false, inner_df), |i, id| {
-            frame_v6_outer(kind, i, len, id, inner_df, udp_csum)
+            tunnel_frame(kind, i, len, (id, inner_df), Outer::V6, udp_csum)
         })?;
     }
 }
