@@ -42,23 +42,49 @@ fn outer4(proto: u8, payload: &[u8], id: u16, df: bool) -> Vec<u8> {
     f
 }
 
-/// One frame of the train: inner TCP segment `i`, outer ID and DF given.
-fn frame(kind: Kind, i: u32, len: usize, outer_id: u16, df: bool, udp_csum: bool) -> Vec<u8> {
+/// The outer header of a train's frames: IPv4 with its ID and DF, or
+/// IPv6 (no ID).
+#[derive(Debug, Clone, Copy)]
+enum Outer {
+    V4 { id: u16, df: bool },
+    V6,
+}
+
+/// One frame of a train: inner IPv4 TCP segment `i` with inner ID and DF
+/// `inner`, in `kind`'s headers over `outer`.
+fn tunnel_frame(
+    kind: Kind,
+    i: u32,
+    len: usize,
+    inner: (u16, bool),
+    outer: Outer,
+    udp_csum: bool,
+) -> Vec<u8> {
     let mut s = FrameSpec::tcp4(
         [10, 9, 0, 1],
         [10, 9, 0, 2],
         TcpSpec::data(41000, 5201, 1 + i * len as u32),
     )
     .payload(vec![7; len]);
-    s.v4_mut().id = 1000u16.wrapping_add(i as u16);
-    s.v4_mut().df = true;
+    s.v4_mut().id = inner.0;
+    s.v4_mut().df = inner.1;
     let inner = s.build();
     let udp = |dport: u16, payload: Vec<u8>| {
-        let mut u = FrameSpec::udp4(O_SRC, O_DST, 47000, dport).payload(payload);
-        u.v4_mut().id = outer_id;
-        u.v4_mut().df = df;
+        let mut u = match outer {
+            Outer::V4 { id, df } => {
+                let mut u = FrameSpec::udp4(O_SRC, O_DST, 47000, dport).payload(payload);
+                u.v4_mut().id = id;
+                u.v4_mut().df = df;
+                u
+            }
+            Outer::V6 => FrameSpec::udp6(O6_SRC, O6_DST, 47000, dport).payload(payload),
+        };
         u.udp_mut().zero_checksum = !udp_csum;
         u.build()
+    };
+    let ip = |proto: u8, payload: &[u8]| match outer {
+        Outer::V4 { id, df } => outer4(proto, payload, id, df),
+        Outer::V6 => outer6(proto, payload),
     };
     match kind {
         Kind::Vxlan => udp(4789, vxlan_payload(42, &inner)),
@@ -70,9 +96,9 @@ fn frame(kind: Kind, i: u32, len: usize, outer_id: u16, df: bool, udp_csum: bool
         Kind::Gre => {
             let mut p = vec![0, 0, 0x08, 0x00];
             p.extend_from_slice(&inner[14..]);
-            outer4(47, &p, outer_id, df)
+            ip(47, &p)
         }
-        Kind::Ipip => outer4(4, &inner[14..], outer_id, df),
+        Kind::Ipip => ip(4, &inner[14..]),
     }
 }
 
@@ -111,6 +137,94 @@ fn line() -> impl Strategy<Value = KernelLine> {
     prop::sample::select(KernelLine::ALL.to_vec())
 }
 
+/// The verdict on one train: `build(i, id)` makes segment `i` with the ID
+/// under test (the outer one, or the inner one behind an IPv6 outer
+/// header) set to `id`. The healthy train (IDs incrementing) must merge
+/// and raise nothing; the same train with the IDs scrambled must keep the
+/// healthy figure, and be named with it where `line` rejects random IDs
+/// (`outer`, `df`: which ID, and its DF bit).
+fn check_verdict(
+    kind: Kind,
+    line: KernelLine,
+    segments: u32,
+    (id0, seed): (u16, u64),
+    (outer, df): (bool, bool),
+    build: impl Fn(u32, u16) -> Vec<u8>,
+) -> Result<(), TestCaseError> {
+    let healthy: Vec<Vec<u8>> = (0..segments)
+        .map(|i| build(i, id0.wrapping_add(i as u16)))
+        .collect();
+    let h = run(&healthy, line);
+    let hf = h.report.flows.iter().max_by_key(|f| f.packets).unwrap();
+    let own = hf.what_if[0].stack_packets;
+    prop_assert!(
+        own * 2 < segments as u64,
+        "{kind:?} {line}: the healthy train merges ({own} of {segments})"
+    );
+    prop_assert!(
+        h.report.findings.iter().all(|f| f.kind != "ip-id-rule"),
+        "{kind:?} {line}: {:#?}",
+        h.report.findings
+    );
+
+    // A hop scrambles the IDs (DF as it was).
+    let mut state = seed | 1;
+    let scrambled: Vec<Vec<u8>> = (0..segments)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            build(i, (state >> 16) as u16)
+        })
+        .collect();
+    let a = run(&scrambled, line);
+    let f = a.report.flows.iter().max_by_key(|f| f.packets).unwrap();
+    let w = &f.what_if[0];
+    prop_assert_eq!(w.healthy_tunnel_packets, Some(own), "{:?} {}", kind, line);
+    if !line.ip_ids_mergeable(IpIdPattern::Random, df, outer) {
+        let named = a
+            .report
+            .findings
+            .iter()
+            .find(|x| x.kind == "ip-id-rule" && x.flow.as_ref().is_some_and(|r| r.id == f.id));
+        prop_assert!(
+            named.is_some(),
+            "{kind:?} {line} DF {df}: not named: {:#?}",
+            a.report.findings
+        );
+        let named = named.unwrap();
+        let counts = &named.evidence.as_ref().unwrap().counts;
+        prop_assert!(
+            counts
+                .iter()
+                .any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
+            "{:?} {}: {:?}",
+            kind,
+            line,
+            counts
+        );
+        let which = if outer { "outer IPv4" } else { "inner IPv4" };
+        prop_assert!(named.detail.contains(which), "{}", named.detail);
+        // Nearly nothing merges (two random IDs may happen to step by one).
+        prop_assert!(
+            w.stack_packets + 4 >= segments as u64,
+            "{} of {}",
+            w.stack_packets,
+            segments
+        );
+    } else {
+        // The line does not check such IDs: the train merges as the
+        // healthy one did, and nothing is named.
+        prop_assert_eq!(w.stack_packets, own);
+        prop_assert!(
+            a.report.findings.iter().all(|f| f.kind != "ip-id-rule"),
+            "{kind:?} {line}: {:#?}",
+            a.report.findings
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
 
@@ -125,47 +239,11 @@ proptest! {
         id0 in any::<u16>(),
         seed in any::<u64>(),
     ) {
-        // The healthy train: outer IDs increment per packet.
-        let healthy: Vec<Vec<u8>> = (0..segments)
-            .map(|i| frame(kind, i, len, id0.wrapping_add(i as u16), df, udp_csum))
-            .collect();
-        let h = run(&healthy, line);
-        let hf = h.report.flows.iter().max_by_key(|f| f.packets).unwrap();
-        let own = hf.what_if[0].stack_packets;
-        prop_assert!(own * 2 < segments as u64, "{kind:?} {line}: the healthy train merges ({own} of {segments})");
-        prop_assert!(h.report.findings.iter().all(|f| f.kind != "ip-id-rule"), "{kind:?} {line}: {:#?}", h.report.findings);
-
-        // A hop scrambles the outer IDs (DF as it was).
-        let mut state = seed | 1;
-        let scrambled: Vec<Vec<u8>> = (0..segments)
-            .map(|i| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                frame(kind, i, len, (state >> 16) as u16, df, udp_csum)
-            })
-            .collect();
-        let a = run(&scrambled, line);
-        let f = a.report.flows.iter().max_by_key(|f| f.packets).unwrap();
-        let w = &f.what_if[0];
-        prop_assert_eq!(w.healthy_tunnel_packets, Some(own), "{:?} {}", kind, line);
-        if !line.ip_ids_mergeable(IpIdPattern::Random, df, true) {
-            let named = a.report.findings.iter().find(|x| {
-                x.kind == "ip-id-rule" && x.flow.as_ref().is_some_and(|r| r.id == f.id)
-            });
-            prop_assert!(named.is_some(), "{kind:?} {line} DF {df}: not named: {:#?}", a.report.findings);
-            let named = named.unwrap();
-            prop_assert!(
-                named.evidence.as_ref().unwrap().counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
-                "{:?} {}: {:?}", kind, line, named.evidence.as_ref().unwrap().counts
-            );
-            // Nearly nothing merges (two random IDs may happen to step by one).
-            prop_assert!(w.stack_packets + 4 >= segments as u64, "{} of {}", w.stack_packets, segments);
-        } else {
-            // The line does not check such outer IDs: the train merges as
-            // the healthy one did, and nothing is named.
-            prop_assert_eq!(w.stack_packets, own);
-        }
+        check_verdict(kind, line, segments, (id0, seed), (true, df), |i, id| {
+            // Inner IDs increment per segment, DF set, as Linux sends them.
+            let inner = (1000u16.wrapping_add(i as u16), true);
+            tunnel_frame(kind, i, len, inner, Outer::V4 { id, df }, udp_csum)
+        })?;
     }
 }
 
@@ -218,47 +296,6 @@ fn outer6(proto: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// One frame of a train through an IPv6-outer tunnel: inner IPv4 TCP
-/// segment `i` with inner ID `inner_id` and DF `inner_df`. An IPv6 outer
-/// header has no ID: only the inner one can stop GRO.
-fn frame_v6_outer(
-    kind: Kind,
-    i: u32,
-    len: usize,
-    inner_id: u16,
-    inner_df: bool,
-    udp_csum: bool,
-) -> Vec<u8> {
-    let mut s = FrameSpec::tcp4(
-        [10, 9, 0, 1],
-        [10, 9, 0, 2],
-        TcpSpec::data(41000, 5201, 1 + i * len as u32),
-    )
-    .payload(vec![7; len]);
-    s.v4_mut().id = inner_id;
-    s.v4_mut().df = inner_df;
-    let inner = s.build();
-    let udp = |dport: u16, payload: Vec<u8>| {
-        let mut u = FrameSpec::udp6(O6_SRC, O6_DST, 47000, dport).payload(payload);
-        u.udp_mut().zero_checksum = !udp_csum;
-        u.build()
-    };
-    match kind {
-        Kind::Vxlan => udp(4789, vxlan_payload(42, &inner)),
-        Kind::Geneve => {
-            let mut p = vec![0, 0, 0x65, 0x58, 0, 0, 42, 0];
-            p.extend_from_slice(&inner);
-            udp(6081, p)
-        }
-        Kind::Gre => {
-            let mut p = vec![0, 0, 0x08, 0x00];
-            p.extend_from_slice(&inner[14..]);
-            outer6(47, &p)
-        }
-        Kind::Ipip => outer6(4, &inner[14..]),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
 
@@ -276,42 +313,8 @@ proptest! {
         id0 in any::<u16>(),
         seed in any::<u64>(),
     ) {
-        let healthy: Vec<Vec<u8>> = (0..segments)
-            .map(|i| frame_v6_outer(kind, i, len, id0.wrapping_add(i as u16), inner_df, udp_csum))
-            .collect();
-        let h = run(&healthy, line);
-        let hf = h.report.flows.iter().max_by_key(|f| f.packets).unwrap();
-        let own = hf.what_if[0].stack_packets;
-        prop_assert!(own * 2 < segments as u64, "{kind:?} {line}: the healthy train merges ({own} of {segments})");
-        prop_assert!(h.report.findings.iter().all(|f| f.kind != "ip-id-rule"), "{kind:?} {line}: {:#?}", h.report.findings);
-
-        let mut state = seed | 1;
-        let scrambled: Vec<Vec<u8>> = (0..segments)
-            .map(|i| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                frame_v6_outer(kind, i, len, (state >> 16) as u16, inner_df, udp_csum)
-            })
-            .collect();
-        let a = run(&scrambled, line);
-        let f = a.report.flows.iter().max_by_key(|f| f.packets).unwrap();
-        let w = &f.what_if[0];
-        prop_assert_eq!(w.healthy_tunnel_packets, Some(own), "{:?} {}", kind, line);
-        if !line.ip_ids_mergeable(IpIdPattern::Random, inner_df, false) {
-            let named = a.report.findings.iter().find(|x| {
-                x.kind == "ip-id-rule" && x.flow.as_ref().is_some_and(|r| r.id == f.id)
-            });
-            prop_assert!(named.is_some(), "{kind:?} {line} inner DF {inner_df}: not named: {:#?}", a.report.findings);
-            let named = named.unwrap();
-            prop_assert!(
-                named.evidence.as_ref().unwrap().counts.iter().any(|(k, v)| k == "healthy_tunnel_packets" && *v == own),
-                "{:?} {}: {:?}", kind, line, named.evidence.as_ref().unwrap().counts
-            );
-            prop_assert!(named.detail.contains("inner IPv4"), "{}", named.detail);
-        } else {
-            prop_assert_eq!(w.stack_packets, own);
-            prop_assert!(a.report.findings.iter().all(|f| f.kind != "ip-id-rule"), "{kind:?} {line}: {:#?}", a.report.findings);
-        }
+        check_verdict(kind, line, segments, (id0, seed), (false, inner_df), |i, id| {
+            tunnel_frame(kind, i, len, (id, inner_df), Outer::V6, udp_csum)
+        })?;
     }
 }
