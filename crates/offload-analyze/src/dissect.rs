@@ -936,7 +936,7 @@ fn ipcomp_header(frame: &[u8], ip: &IpFields) -> Option<IpcompAt> {
 /// keyed by the CPI without one; a tunnel inside is read as `parse` reads
 /// one. In transport mode (anything else) the inflated bytes are the
 /// packet's own transport header and payload: the IP header then counts
-/// the AH and IPComp headers, as [`ah_transport`] counts an AH, and its
+/// the AH and IPComp headers, as `ah_transport` counts an AH, and its
 /// length the inflated payload. `None` when the inflated bytes hold no
 /// header analysis reads.
 pub fn ipcomp_inner(buf: &[u8], p: &Parsed, at: &IpcompAt, vxlan_ports: &[u16]) -> Option<Parsed> {
