@@ -307,3 +307,22 @@ fn public_captures_cut_short_keep_their_verdicts() {
         );
     }
 }
+
+/// A frame cut inside its link header (tcpdump's radiotap capture of an
+/// 802.11 QoS data frame, cut at 64 bytes: the radiotap and 802.11
+/// headers end past the cut) is counted as cut inside its headers, with a
+/// whole-frame snapshot length above the cut, though no IP packet could
+/// be read from it.
+#[test]
+fn a_frame_cut_inside_its_link_header_is_counted_as_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/public/link/ieee802.11_htc.pcap");
+    let p = dir.path().join("cut.pcap");
+    cut(&src, &p, 64);
+    let r = run(&p).report;
+    let i = &r.inputs[0];
+    assert_eq!(i.snap.cut_in_headers_frames, 1, "{:?}", i.snap);
+    assert!(i.snap.snaplen_needed.unwrap() > 64, "{:?}", i.snap);
+    assert_eq!(i.snap.snaplen_seen, Some(64), "{:?}", i.snap);
+}
