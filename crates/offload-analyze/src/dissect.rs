@@ -109,7 +109,8 @@ pub struct TcpFields {
     pub sack: [(u32, u32); 2],
     pub nsack: u8,
     /// How many SACK blocks the option holds (up to 4; of a header the
-    /// capture cut, those whose left edge it holds).
+    /// capture cut, those whose left edge it holds): never fewer than
+    /// `nsack`, so a segment carries SACK blocks when this is nonzero.
     pub sack_blocks: u8,
 }
 

@@ -883,13 +883,13 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     // Segments carrying SACK blocks, counted as tshark counts frames with
     // `tcp.options.sack_le` (whatever their flags): a block whose right
     // edge the capture cut counts here, though it is not read.
-    if s.sack_blocks > 0 || s.nsack > 0 {
+    if s.sack_blocks > 0 {
         fwd.acks_with_sack += 1;
-        fwd.sack_blocks += s.sack_blocks.max(s.nsack) as u64;
+        fwd.sack_blocks += s.sack_blocks as u64;
     }
     // This segment's ACK, for the peer's data.
     if ackf {
-        if s.nsack > 0 || s.sack_blocks > 0 {
+        if s.sack_blocks > 0 {
             // A first block whose right edge the capture cut: its left
             // edge below the ACK is a D-SACK (RFC 2883 section 4), and it
             // covers at least its first byte.
@@ -922,8 +922,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         // peer is missing the bytes at `ack` (Linux changes the window
         // while it holds out-of-order data, so not every such ACK is a
         // duplicate by Wireshark's rule).
-        let hole_reported = fl & DUPLICATE_ACK != 0
-            || ((s.nsack > 0 || s.sack_blocks > 0) && seq_gt(s.sack[0].0, ack));
+        let hole_reported =
+            fl & DUPLICATE_ACK != 0 || ((s.sack_blocks > 0) && seq_gt(s.sack[0].0, ack));
         if hole_reported
             && rev.episode.is_none()
             && rev.nextseq != 0
