@@ -660,9 +660,22 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
     let sfr = flags & (SYN | FIN | RST) != 0;
-    if syn && !ackf && fwd.base.is_some_and(|b| b != seq) {
-        fwd.restart();
-        rev.restart();
+    if syn && !ackf {
+        match fwd.base {
+            Some(b) if b != seq => {
+                fwd.restart();
+                rev.restart();
+            }
+            // The same SYN again: a reset sent meanwhile may carry the
+            // acknowledgment it answers as its sequence number (RFC 793
+            // 3.4), which moved `nextseq` far ahead; Wireshark restores
+            // it to `maxseqtobeacked` here (dissect_tcp in
+            // epan/dissectors/packet-tcp.c), so the connection's data is
+            // not all "retransmission" (Suricata's
+            // tests/base64-decode-5885: 1 retransmission, not 5).
+            Some(_) if fwd.maxseqtobeacked != 0 => fwd.nextseq = fwd.maxseqtobeacked,
+            _ => {}
+        }
     }
     fwd.last_ns = fwd.last_ns.max(ts);
     if syn {
@@ -1158,6 +1171,35 @@ mod tests {
         assert_ne!(again.flags & flag::ANY_RETRANSMISSION, 0);
         // The first connection's RTT sample is kept.
         assert!(c.a.rtt.samples >= 1);
+    }
+
+    #[test]
+    fn a_syn_sent_again_after_a_reset_restores_the_next_sequence_number() {
+        // Suricata's base64-decode-5885 input: a SYN, an ACK answering
+        // something else (acknowledgment X), the client's reset with
+        // sequence number X (RFC 793 3.4), the SYN again, the handshake
+        // and data: only the SYN is a retransmission (tshark 4.0.17).
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        let x = 1000 + 860_578_523;
+        c.seg(false, ack_seg(5000, x, 251));
+        c.seg(
+            true,
+            Segment {
+                seq: x,
+                ack: x,
+                flags: RST,
+                ..Default::default()
+            },
+        );
+        let again = c.seg(true, syn(1000, 0, SYN, Some(7)));
+        assert_ne!(again.flags & flag::ANY_RETRANSMISSION, 0);
+        c.seg(false, syn(7000, 1001, SYN | ACK, Some(9)));
+        c.seg(true, ack_seg(1001, 7001, 502));
+        let data = c.data(1, None);
+        assert_eq!(data.flags & flag::ANY_RETRANSMISSION, 0);
+        c.data(1001, None);
+        assert_eq!(c.a.ws.retransmissions, 1);
     }
 
     #[test]
