@@ -122,6 +122,7 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "ipv6.routing.type",
         "ipv6.routing.segleft",
         "ipv6.routing.src.addr",
+        "tcp.hdr_len",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -195,9 +196,12 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         // options (cut by the capture, or malformed): packet-tcp.c queues
         // its tap after the options, so the conversation table leaves the
         // segment out while these fields keep it.
+        // So does a bogus header length (below 20: "Bogus TCP header
+        // length", after the sequence analysis).
         if [v[16], v[17]]
             .iter()
             .any(|e| e.contains(": TCP") || e.contains(": MPTCP"))
+            || first(v[22]).parse::<u32>().is_ok_and(|h| h < 20)
         {
             f.add("stopped_in_tcp", 1.0);
         }
@@ -205,6 +209,10 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         // with its keys in a pcapng Decryption Secrets Block).
         if before_tcp.contains(&"wg") {
             f.add("decrypted", 1.0);
+        }
+        // A packet header an sFlow sample copied (seen elsewhere).
+        if before_tcp.contains(&"sflow") {
+            f.add("sampled", 1.0);
         }
         f.n.entry("first_s").or_insert(t);
         f.n.insert("last_s", t);
