@@ -872,6 +872,7 @@ impl FlowStats {
     }
 
     /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
+    #[inline]
     pub fn note_ack(&mut self, ts: u64, ack: u32) {
         for &(a, b) in &self.big_ranges[..self.big_next.min(4)] {
             if ack == b {
