@@ -702,6 +702,9 @@ const MAX_TUNNEL_DEPTH: u8 = 8;
 /// GRE's protocol type for WCCP redirection (an IPv4 packet).
 const WCCP: u16 = 0x883e;
 
+/// GRE's protocol type for ERSPAN types I to III.
+const ERSPAN: u16 = 0x88be;
+
 /// A protocol a tunnel rides on (UDP, IPIP, IPv6, GRE): the only frames
 /// the tunnel walk looks at, so plain TCP pays one comparison.
 #[inline]
@@ -1071,6 +1074,30 @@ fn parse_tunnel(
                 let (kind, id, inner) = udp_tunnel(frame, th, t.sport, t.dport, orig)?;
                 (t.kind, t.id) = (kind, id);
                 inner
+            }
+        }
+        ip_proto::GRE if frame.get(at + 2..at + 4) == Some(&ERSPAN.to_be_bytes()[..]) => {
+            // ERSPAN (a switch mirroring into GRE): type I without a
+            // sequence number and header, type II with an 8-byte header,
+            // type III with 12 (and an 8-byte platform subheader when its
+            // O bit is set); then the mirrored Ethernet frame (Wireshark's
+            // packet-erspan.c; Suricata's bug-5437 captures).
+            let g = Gre::new_checked(frame.get(at..)?).ok()?;
+            let h = at + g.header_len();
+            let erspan = if frame[at] & 0x10 == 0 {
+                0
+            } else {
+                match frame.get(h)? >> 4 {
+                    1 => 8,
+                    2 => 12 + 8 * (frame.get(h + 11)? & 1) as usize,
+                    _ => return None,
+                }
+            };
+            (t.kind, t.id) = (TunnelKind::Gre, g.key());
+            InnerAt::At {
+                off: h + erspan,
+                ty: ethertype::TEB,
+                end: orig,
             }
         }
         ip_proto::GRE => {
@@ -1804,6 +1831,29 @@ mod tests {
             )
             .unwrap();
             assert!(p.tunnel.is_none());
+        }
+    }
+
+    #[test]
+    fn erspan_types_one_to_three_give_the_mirrored_flow() {
+        let inner = tcp4().build();
+        // Type I: no sequence number, no header.
+        let mut h = vec![0, 0, 0x88, 0xbe];
+        h.extend_from_slice(&inner);
+        assert_eq!(inner_of(&outer_ip(false, 47, h, &[])).kind, TunnelKind::Gre);
+        // Type II (Suricata's bug-5437-01), type III, type III with the
+        // platform subheader.
+        for e in [
+            vec![0x10, 0x06, 0, 0x06, 0, 0, 0, 0x14],
+            vec![0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+            vec![
+                0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 9, 9, 9, 9, 9, 9, 9, 9,
+            ],
+        ] {
+            let mut h = vec![0x10, 0, 0x88, 0xbe, 0, 0, 0, 0];
+            h.extend_from_slice(&e);
+            h.extend_from_slice(&inner);
+            assert_eq!(inner_of(&outer_ip(true, 47, h, &[])).kind, TunnelKind::Gre);
         }
     }
 
