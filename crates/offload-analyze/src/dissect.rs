@@ -1231,6 +1231,30 @@ pub fn snap(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
     snap_cut(link, frame, orig_len, vxlan_ports)
 }
 
+/// The TCP header length counted when a capture cut it before its data
+/// offset: 20 bytes and the 12-byte timestamp option (RFC 7323), which
+/// Linux puts on every segment of a connection that negotiated it
+/// (`tcp_established_options`, net/ipv4/tcp_output.c, every line;
+/// net.ipv4.tcp_timestamps is 1 by default). Counting only 20 named a
+/// snaplen that a new capture would show to be 12 bytes short (a VXLAN
+/// frame cut at 96: "needs 104", then at 104 "needs 116"); a header
+/// without options is kept by it too. Never more than the TCP bytes the
+/// wire held.
+const TCP_HEADER_GUESS: usize = 32;
+
+/// Where the headers GRO reads end in a VXLAN frame whose outer UDP
+/// header starts at `udp`: the UDP and VXLAN headers, the inner Ethernet
+/// header, the inner IP header (IPv6 when the inner Ethernet type that
+/// says so was captured, else IPv4 without options) and a TCP header of
+/// [`TCP_HEADER_GUESS`] bytes.
+fn vxlan_headers_end(frame: &[u8], udp: usize) -> usize {
+    let inner_type = udp + 8 + 8 + 12;
+    let inner_v6 = frame
+        .get(inner_type..inner_type + 2)
+        .is_some_and(|t| u16::from_be_bytes([t[0], t[1]]) == 0x86dd);
+    udp + 8 + 8 + 14 + if inner_v6 { 40 } else { 20 } + TCP_HEADER_GUESS
+}
+
 /// [`snap`] for a frame the capture cut.
 fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Snap {
     use offload::gso::GsoError;
@@ -1247,8 +1271,7 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
                 let dport = frame
                     .get(udp + 2..udp + 4)
                     .map(|b| u16::from_be_bytes([b[0], b[1]]));
-                // VXLAN header, inner Ethernet, inner IPv4 and TCP headers.
-                let inner = udp + 8 + 8 + 14 + 20 + 20;
+                let inner = vxlan_headers_end(frame, udp);
                 if dport.is_some_and(|d| vxlan_ports.contains(&d)) && frame.len() < inner {
                     return cut_at(inner);
                 }
@@ -1261,6 +1284,37 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
                     && empty_segment(link, frame, orig_len, e.offset + need, vxlan_ports) =>
             {
                 Snap::HeadersOnly
+            }
+            // The TCP header cut before its data offset: its length is
+            // unknown, so count the options Linux sends on every segment.
+            WireErrorKind::Truncated { need, .. } if (e.header, e.field) == ("TCP", "header") => {
+                let on_wire = (orig_len as usize).saturating_sub(e.offset);
+                cut_at(e.offset + TCP_HEADER_GUESS.min(on_wire).max(need))
+            }
+            // An IP header cut: the transport header after it is needed
+            // too, by the protocol field when it was captured (TCP when
+            // not: the flows GRO merges), so that one new capture keeps
+            // every header instead of revealing the next cut one.
+            WireErrorKind::Truncated { need, .. } if matches!(e.header, "IPv4" | "IPv6") => {
+                let protocol = frame.get(e.offset + if e.header == "IPv4" { 9 } else { 6 });
+                let transport = match protocol {
+                    None | Some(&PROTO_TCP) => TCP_HEADER_GUESS,
+                    Some(&PROTO_UDP) => 8,
+                    Some(_) => 0,
+                };
+                cut_at((e.offset + need + transport).min(orig_len as usize))
+            }
+            // A UDP header cut after its destination port: a VXLAN port
+            // needs the inner headers too.
+            WireErrorKind::Truncated { need, .. } if e.header == "UDP" => {
+                let dport = frame
+                    .get(e.offset + 2..e.offset + 4)
+                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
+                if dport.is_some_and(|d| vxlan_ports.contains(&d)) {
+                    cut_at(vxlan_headers_end(frame, e.offset).min(orig_len as usize))
+                } else {
+                    cut_at(e.offset + need)
+                }
             }
             WireErrorKind::Truncated { need, .. } => cut_at(e.offset + need),
             // A header that is wrong where it was captured: the engine
@@ -1469,9 +1523,17 @@ mod tests {
             snap(LinkKind::Ethernet, &data[..96], 108, &[]),
             Snap::CutInHeaders { needed: 98 }
         );
-        // Cut inside the base header: the data offset and flags are gone.
+        // Cut inside the base header: the data offset and flags are gone;
+        // the header is counted with the timestamp option (54 + 32).
         assert_eq!(
             snap(LinkKind::Ethernet, &empty[..70], 98, &[]),
+            Snap::CutInHeaders { needed: 86 }
+        );
+        // ... but never past the TCP bytes the wire held (a bare header).
+        let bare = FrameSpec::tcp6([0xfd; 16], [0xfe; 16], TcpSpec::data(40000, 21, 7)).build();
+        assert_eq!(bare.len(), 74);
+        assert_eq!(
+            snap(LinkKind::Ethernet, &bare[..70], 74, &[]),
             Snap::CutInHeaders { needed: 74 }
         );
     }

@@ -22,6 +22,10 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::buffer::{ReadBuf, DEFAULT_CAPACITY};
+
+/// Files at least this large get a read buffer on a transparent huge page
+/// (`buffer.rs`).
+const HUGE_BUFFER_MIN_FILE: u64 = 16 << 20;
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
 use crate::format::{u16_at, u32_at, u64_at, CaptureFormat, Endian, MAX_BLOCK_LEN, MAX_FRAME_LEN};
 use crate::LinkType;
@@ -338,8 +342,13 @@ impl CaptureReader {
         name: String,
         file_len: Option<u64>,
     ) -> Result<CaptureReader, CaptureError> {
+        // A huge page is worth its 2 MiB of zeroing only for a file that is
+        // read for a while (the checksum probe and small captures are not).
+        let huge = file_len.is_some_and(|len| len >= HUGE_BUFFER_MIN_FILE);
+        let buf = ReadBuf::new(src, DEFAULT_CAPACITY, huge)
+            .map_err(|e| crate::stdio::input_io_error(&name, "read buffer", e))?;
         let mut r = CaptureReader {
-            buf: ReadBuf::new(src, DEFAULT_CAPACITY),
+            buf,
             name,
             file_len,
             format: CaptureFormat::Pcap,

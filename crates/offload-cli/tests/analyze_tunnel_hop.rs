@@ -24,6 +24,8 @@
 //! Every test here needs root (namespaces) and tcpdump.
 
 mod common;
+#[path = "../../offload-analyze/tests/support/snaplen.rs"]
+mod snaplen;
 
 use common::capture::Tcpdump;
 use common::netns::command_in;
@@ -328,6 +330,43 @@ fn broken_tunnel_beside_a_healthy_one_is_named_with_the_healthy_figure_on_kernel
         whatif.abs_diff(kernel) <= (kernel / 10).max(3),
         "healthy tunnel: what-if {whatif} vs B's GRO {kernel}"
     );
+    header_only_copies_keep_the_verdicts(d.path(), &caps);
+}
+
+/// Header-only copies of the hop's and the receiver's captures, cut by
+/// editcap itself. At 96 bytes the inner TCP header is cut: the capture
+/// names the snapshot length that keeps its headers, and a copy cut at
+/// that length, like those at 128 and 256 bytes (every header of a VXLAN
+/// frame, 116 bytes with TCP timestamps, captured), has the what-if, the
+/// outer-header verdicts and every finding of the whole capture.
+fn header_only_copies_keep_the_verdicts(dir: &Path, caps: &Captures) {
+    for (point, whole_path) in [("hop", &caps.hop), ("receiver", &caps.receiver)] {
+        let whole = analyze_files(&[whole_path]).report;
+        let cut = |n: u32| {
+            let p = dir.join(format!("{point}-{n}.pcap"));
+            common::differential::editcap(&["-s", &n.to_string()], whole_path, &p, &[]);
+            (analyze_files(&[&p]).report, p)
+        };
+        let (short, _) = cut(96);
+        let named = short.inputs[0].snap.snaplen_needed.unwrap_or(0);
+        eprintln!("{point} cut at 96: needs {named}");
+        assert!(named > 96, "{point} at 96: needs {named}");
+        for n in [named, 128, 256] {
+            let (r, _) = cut(n);
+            assert_eq!(
+                r.inputs[0].snap.cut_in_headers_frames, 0,
+                "{point} at {n}: a header was cut"
+            );
+            assert!(r.inputs[0].snap.header_only_frames > 0, "{point} at {n}");
+            // Flow descriptions and finding titles do not name the file in
+            // a one-file run, so the two views compare as they are.
+            assert_eq!(
+                snaplen::verdicts(&r, &[]),
+                snaplen::verdicts(&whole, &[]),
+                "{point} cut at {n}: what-if, verdicts or findings differ from the whole capture"
+            );
+        }
+    }
 }
 
 #[test]
