@@ -375,7 +375,9 @@ fn in_order_of(cut: &Path, whole: &Path, snap: usize) -> PathBuf {
     let (rc, rw) = (records(&c), records(&w));
     assert_eq!(rc.len(), rw.len(), "{}: frames", cut.display());
     // The cut frames by their bytes and wire length, in capture order.
-    let mut by_bytes: HashMap<(&[u8], &[u8]), VecDeque<&[u8]>> = HashMap::new();
+    // A frame's captured bytes and its wire length field.
+    type Key<'a> = (&'a [u8], &'a [u8]);
+    let mut by_bytes: HashMap<Key, VecDeque<&[u8]>> = HashMap::new();
     for (h, b) in &rc {
         by_bytes.entry((*b, &h[12..16])).or_default().push_back(h);
     }

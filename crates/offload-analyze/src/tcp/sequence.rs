@@ -531,7 +531,7 @@ fn rtt_sample(rev: &mut TcpDirection, ack: u32, ts: u64, frame: u64) {
 /// of this direction's captured, unacknowledged segments
 /// ([`super::rtt::Unacked::span`]; the segment itself is queued), less
 /// every SACK block of the peer's last segment that tshark kept (the
-/// first three: [`crate::dissect::TcpFields::sack`]), a D-SACK's too, in
+/// first three, as the dissector keeps them), a D-SACK's too, in
 /// 32-bit arithmetic; a figure outside 1..2^31 - 1 is none, and a
 /// segment with SYN or FIN counts one byte less (its flag's virtual byte
 /// is in the span).
