@@ -177,6 +177,17 @@ impl Unacked {
         Some(self.max_end.wrapping_sub(low))
     }
 
+    /// Whether at least two waiting segments cover `seq`: the bytes were
+    /// sent again while their first copy waited (a retransmission the
+    /// capture saw).
+    pub fn covered_twice(&self, seq: u32) -> bool {
+        self.q
+            .iter()
+            .filter(|w| seq_le(w.seq, seq) && seq_lt(seq, w.end))
+            .nth(1)
+            .is_some()
+    }
+
     /// Whether a waiting segment covers `seq`.
     pub fn covers(&self, seq: u32) -> bool {
         self.q

@@ -273,8 +273,10 @@ pub struct TcpDirection {
     /// (start, end): a go-back-N resend after a timeout (SACK off) covers
     /// hundreds of segments, beyond the 8 of `resent`.
     resent_run: (u32, u32),
-    /// The latest segment that filled a gap in the capture (start, end).
-    last_filler: (u32, u32),
+    /// The latest segments that filled a gap in the capture (start,
+    /// end), and how many were recorded.
+    fillers: [(u32, u32); 8],
+    fillers_next: usize,
     zero_since: Option<u64>,
     pub zero_window_ns: u64,
     pub zero_window_episodes: u64,
@@ -827,7 +829,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                         None => fl & OUT_OF_ORDER == 0,
                     }
                 });
-                fwd.last_filler = (seq, end);
+                fwd.fillers[fwd.fillers_next % 8] = (seq, end);
+                fwd.fillers_next += 1;
                 if resent {
                     fl |= LOSS_BEFORE;
                     fwd.loss.lost_before_capture += 1;
@@ -860,6 +863,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             }
         }
     }
+    // The same IP ID as this direction's highest, on a sender whose IDs
+    // move: a copy the network made of its last segment (a duplicated
+    // ACK), not a new report from the peer's stack.
+    let network_copy = fwd.ids_move && s.ip_id.is_some() && s.ip_id == fwd.max_ip_id;
     note_ip_id_and_tsval(fwd, s);
     // Bookkeeping, as Wireshark's. A SYN or FIN counts its sequence number
     // only when the segment joins the queue of unacknowledged ones, which
@@ -941,10 +948,14 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         // A duplicate ACK, or any ACK whose SACK blocks lie above it: the
         // peer is missing the bytes at `ack` (Linux changes the window
         // while it holds out-of-order data, so not every such ACK is a
-        // duplicate by Wireshark's rule).
+        // duplicate by Wireshark's rule). Not an ACK reporting a copy it
+        // received (D-SACK: a duplicate ACK by Wireshark's rule, with
+        // nothing missing), nor a copy of an ACK the network made.
         let hole_reported =
             fl & DUPLICATE_ACK != 0 || ((s.sack_blocks > 0) && seq_gt(s.sack[0].0, ack));
         if hole_reported
+            && fl & DSACK == 0
+            && !network_copy
             && rev.episode.is_none()
             && rev.nextseq != 0
             && seq_lt(ack, rev.nextseq)
@@ -962,10 +973,16 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 .iter()
                 .any(|&r| covers(r))
                 || covers(rev.resent_run)
+                // Older resends (a loaded path holds a dozen holes at
+                // once): the copy still waits beside its original.
+                || rev.unacked.covered_twice(ack)
                 // At the receiver, an ACK the stack sent before it took
                 // the gap's filler can reach the capture point after the
-                // filler: the hole it reports is already filled.
-                || covers(rev.last_filler);
+                // filler (and after the next holes' fillers): the hole it
+                // reports is already filled.
+                || rev.fillers[..rev.fillers_next.min(8)]
+                    .iter()
+                    .any(|&r| covers(r));
             rev.episode = Some(Episode { at: ack, resent });
         }
     }
