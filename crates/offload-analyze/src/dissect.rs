@@ -683,9 +683,11 @@ pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -
 }
 
 /// Tunnels read inside one another: the kernel's GRO takes one level
-/// (`encap_mark`); Wireshark dissects any number. Two levels cover a
-/// tunnel in a tunnel (VXLAN over GRE) with bounded work per frame.
-const MAX_TUNNEL_DEPTH: u8 = 2;
+/// (`encap_mark`); Wireshark dissects any number (its test capture
+/// `test/captures/ipoipoip.pcap` holds IPv4 in IPv4 four times over).
+/// Eight levels read that and a tunnel in a tunnel (VXLAN over GRE) with
+/// bounded work per frame; plain TCP pays nothing for them.
+const MAX_TUNNEL_DEPTH: u8 = 8;
 
 /// GRE's protocol type for WCCP redirection (an IPv4 packet).
 const WCCP: u16 = 0x883e;
@@ -1843,6 +1845,23 @@ mod tests {
         h.extend_from_slice(&mid[14..]);
         let t = inner_of(&outer_ip(true, 47, h, &[]));
         assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
+    }
+
+    #[test]
+    fn four_tunnels_deep_give_the_innermost_flow() {
+        // Wireshark's test/captures/ipoipoip.pcap: IPv4 in IPv4 in IPv4 in
+        // IPv4 in IPv4; tshark names the innermost TCP connection.
+        let mut f = tcp4().build();
+        for _ in 0..4 {
+            f = outer_ip(false, 4, f[14..].to_vec(), &[]);
+        }
+        assert_eq!(inner_of(&f).kind, TunnelKind::Ipip);
+        // Past the bound, the deepest tunnel read is the flow.
+        for _ in 0..=MAX_TUNNEL_DEPTH - 4 {
+            f = outer_ip(false, 4, f[14..].to_vec(), &[]);
+        }
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("parsed");
+        assert_eq!(p.ip.proto, 4);
     }
 
     proptest::proptest! {

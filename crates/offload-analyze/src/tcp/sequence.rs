@@ -675,15 +675,33 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
     let sfr = flags & (SYN | FIN | RST) != 0;
-    if syn && !ackf && fwd.base.is_some_and(|b| b != seq) {
-        fwd.restart();
-        rev.restart();
+    if syn && !ackf {
+        match fwd.base {
+            Some(b) if b != seq => {
+                fwd.restart();
+                rev.restart();
+            }
+            // The same SYN again: a reset sent meanwhile may carry the
+            // acknowledgment it answers as its sequence number (RFC 793
+            // 3.4), which moved `nextseq` far ahead; Wireshark restores
+            // it to `maxseqtobeacked` here (dissect_tcp in
+            // epan/dissectors/packet-tcp.c), so the connection's data is
+            // not all "retransmission" (Suricata's
+            // tests/base64-decode-5885: 1 retransmission, not 5).
+            Some(_) if fwd.maxseqtobeacked != 0 => fwd.nextseq = fwd.maxseqtobeacked,
+            _ => {}
+        }
     }
     fwd.last_ns = fwd.last_ns.max(ts);
     if syn {
         fwd.syn = Some((s.wscale, ackf));
         if !ackf {
-            fwd.syn_ns = Some(ts);
+            // A SYN timestamped at the epoch itself gives no initial RTT:
+            // Wireshark takes a zero `ts_mru_syn` for "no SYN seen"
+            // (dissect_tcp in epan/dissectors/packet-tcp.c), so its
+            // out-of-order window stays 3 ms (Wireshark's own
+            // test/captures/tcp-badsegments.pcap starts at time 0).
+            fwd.syn_ns = (ts != 0).then_some(ts);
         }
     } else if ackf && fwd.first_rtt_ns.is_none() && matches!(rev.syn, Some((_, true))) {
         if let Some(t0) = fwd.syn_ns {
@@ -1208,6 +1226,81 @@ mod tests {
         assert_ne!(again.flags & flag::ANY_RETRANSMISSION, 0);
         // The first connection's RTT sample is kept.
         assert!(c.a.rtt.samples >= 1);
+    }
+
+    #[test]
+    fn a_syn_at_time_zero_gives_no_initial_rtt() {
+        // Wireshark's test/captures/tcp-badsegments.pcap, frames 1-11, one
+        // microsecond apart: with the SYN at time 0 tshark keeps its 3 ms
+        // out-of-order window (no initial RTT), so frame 11 (sequence
+        // number 65, 32 bytes, 2 us after the highest segment) is out of
+        // order; 1 ns later the initial RTT is 2 us and it is a
+        // retransmission.
+        for (t0, want) in [(0, flag::OUT_OF_ORDER), (1, flag::RETRANSMISSION)] {
+            let (mut a, mut b) = (TcpDirection::new(0), TcpDirection::new(0));
+            let mut n = 0u64;
+            let mut go = |from_a: bool, s: Segment| {
+                n += 1;
+                let s = Segment {
+                    frame: n,
+                    ts: t0 + (n - 1) * 1000,
+                    ..s
+                };
+                if from_a {
+                    analyze(&mut a, &mut b, &s)
+                } else {
+                    analyze(&mut b, &mut a, &s)
+                }
+            };
+            let data = |rel: u32, len: u32| Segment {
+                len,
+                ..ack_seg(1000 + rel, 5001, 8192)
+            };
+            go(true, syn(1000, 0, SYN, None));
+            go(false, syn(5000, 1001, SYN | ACK, None));
+            go(true, ack_seg(1001, 5001, 8192));
+            for (rel, len) in [(1, 16), (17, 16), (49, 16), (33, 16)] {
+                go(true, data(rel, len));
+            }
+            go(false, ack_seg(5001, 1065, 8192));
+            go(true, data(65, 16));
+            go(true, data(65, 16));
+            let o = go(true, data(65, 32));
+            assert_eq!(
+                o.flags & (flag::OUT_OF_ORDER | flag::RETRANSMISSION),
+                want,
+                "t0 {t0}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_syn_sent_again_after_a_reset_restores_the_next_sequence_number() {
+        // Suricata's base64-decode-5885 input: a SYN, an ACK answering
+        // something else (acknowledgment X), the client's reset with
+        // sequence number X (RFC 793 3.4), the SYN again, the handshake
+        // and data: only the SYN is a retransmission (tshark 4.0.17).
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN, Some(7)));
+        let x = 1000 + 860_578_523;
+        c.seg(false, ack_seg(5000, x, 251));
+        c.seg(
+            true,
+            Segment {
+                seq: x,
+                ack: x,
+                flags: RST,
+                ..Default::default()
+            },
+        );
+        let again = c.seg(true, syn(1000, 0, SYN, Some(7)));
+        assert_ne!(again.flags & flag::ANY_RETRANSMISSION, 0);
+        c.seg(false, syn(7000, 1001, SYN | ACK, Some(9)));
+        c.seg(true, ack_seg(1001, 7001, 502));
+        let data = c.data(1, None);
+        assert_eq!(data.flags & flag::ANY_RETRANSMISSION, 0);
+        c.data(1001, None);
+        assert_eq!(c.a.ws.retransmissions, 1);
     }
 
     #[test]

@@ -203,6 +203,11 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         {
             f.add("stopped_in_tcp", 1.0);
         }
+        // tshark decrypted the packet around this segment (WireGuard
+        // with its keys in a pcapng Decryption Secrets Block).
+        if before_tcp.contains(&"wg") {
+            f.add("decrypted", 1.0);
+        }
         f.n.entry("first_s").or_insert(t);
         f.n.insert("last_s", t);
         if !set(&first(v[7])) && !set(&first(v[8])) {
