@@ -880,7 +880,7 @@ impl FlowTable {
         let (flow, mut peer) = flow_and_peer(&mut self.flows, idx);
         let peer_analysis = peer.as_mut().and_then(|r| r.analysis.as_deref_mut());
         flow.update(p, data, number, ts, orig_len, opts.mtu, peer_analysis);
-        if let L4::Tcp(t) = p.l4 {
+        if let L4::Tcp(t) = &p.l4 {
             if p.payload > 0 {
                 let big = p.tunnel.as_ref().map_or(p.ip.ip_len, |t| t.ip.ip_len) > opts.mtu;
                 flow.note_data(ts, t.seq, t.seq.wrapping_add(p.payload), big);

@@ -573,11 +573,13 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
             // A header cut inside its options (a snap length there) still
             // names the segment, as tshark reads it: the missing option
             // bytes read as end-of-options.
-            let mut padded = [0u8; 60];
+            // Zeroed only for such a cut header (not on every frame).
+            let mut padded;
             let t = match Tcp::new_checked(b) {
                 Ok(t) => t,
                 Err(_) if b.len() >= 20 => {
                     let hl = (b[12] >> 4) as usize * 4;
+                    padded = [0u8; 60];
                     padded[..b.len().min(60)].copy_from_slice(&b[..b.len().min(60)]);
                     Tcp::new_checked(&padded[..hl.clamp(20, 60)]).ok()?
                 }

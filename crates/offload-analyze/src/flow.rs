@@ -759,9 +759,9 @@ impl FlowStats {
         self.csum_checked += 1;
         let rel_ns = ts.saturating_sub(self.first_ns);
         self.bins.add(rel_ns, p.payload as u64);
-        let (seq, outcome) = match (&mut self.tcp, p.l4, self.analysis.as_mut()) {
+        let (seq, outcome) = match (&mut self.tcp, &p.l4, self.analysis.as_mut()) {
             (Some(tr), L4::Tcp(t), Some(dir)) => {
-                let rel = tr.update(&t, p.payload, number);
+                let rel = tr.update(t, p.payload, number);
                 let seg = Segment {
                     frame: number,
                     ts,
@@ -789,18 +789,22 @@ impl FlowStats {
                 tr.note(o.flags, number);
                 if t.flags & 0x10 != 0 {
                     use crate::tcp::sequence::flag;
-                    self.acks.push(AckPoint {
-                        t: rel_ns as f64 / 1e9,
-                        ack: t.ack,
-                        win_edge: t.ack.wrapping_add(o.window),
-                        window: o.window,
-                        window_scale_known: dir.window_scale_known,
-                        frame: number,
-                        sack: t.sack,
-                        nsack: t.nsack,
-                        dup: o.flags & flag::DUPLICATE_ACK != 0,
-                        zero_window: o.flags & flag::ZERO_WINDOW != 0,
-                    });
+                    let dup = o.flags & flag::DUPLICATE_ACK != 0;
+                    let zero_window = o.flags & flag::ZERO_WINDOW != 0;
+                    let window_scale_known = dir.window_scale_known;
+                    self.acks
+                        .push_with(dup || zero_window || t.nsack > 0, || AckPoint {
+                            t: rel_ns as f64 / 1e9,
+                            ack: t.ack,
+                            win_edge: t.ack.wrapping_add(o.window),
+                            window: o.window,
+                            window_scale_known,
+                            frame: number,
+                            sack: t.sack,
+                            nsack: t.nsack,
+                            dup,
+                            zero_window,
+                        });
                 }
                 (rel, Some(o))
             }
@@ -809,12 +813,14 @@ impl FlowStats {
         if p.payload > 0 || self.tcp.is_none() {
             use crate::tcp::sequence::flag;
             let fl = outcome.map_or(0, |o| o.flags);
-            self.series.push(SeqPoint {
+            let retrans = fl & flag::RESENT != 0;
+            let ooo = fl & flag::REORDER_BEFORE != 0;
+            self.series.push_with(retrans || ooo, || SeqPoint {
                 t: rel_ns as f64 / 1e9,
                 seq,
                 len: p.payload,
-                retrans: fl & flag::RESENT != 0,
-                ooo: fl & flag::REORDER_BEFORE != 0,
+                retrans,
+                ooo,
                 frame: number,
                 flags: fl,
                 in_flight: outcome.and_then(|o| o.in_flight).unwrap_or(0),
@@ -866,6 +872,7 @@ impl FlowStats {
     }
 
     /// TSO/GRO timing: the reverse direction acknowledged `ack` at `ts`.
+    #[inline]
     pub fn note_ack(&mut self, ts: u64, ack: u32) {
         for &(a, b) in &self.big_ranges[..self.big_next.min(4)] {
             if ack == b {

@@ -50,6 +50,12 @@ impl<T: Keep> Decimated<T> {
         if self.seen & (self.stride - 1) != 0 && !rare {
             return;
         }
+        self.store(p);
+    }
+
+    /// Keeps `p`, a point thinning did not skip, halving the series first
+    /// when it is full.
+    fn store(&mut self, p: T) {
         if self.points.len() >= SERIES_CAP {
             let mut i = 0;
             self.points.retain(|q| {
@@ -70,6 +76,22 @@ impl<T: Keep> Decimated<T> {
             }
         }
         self.points.push(p);
+    }
+
+    /// [`Self::push`] for a point built only when kept: `rare` must be
+    /// what the point's [`Keep::keep`] will say. Most points of a long
+    /// flow are thinned out; they cost a count and a test, not the
+    /// building of a point.
+    #[inline(always)]
+    pub fn push_with(&mut self, rare: bool, make: impl FnOnce() -> T) {
+        self.seen += 1;
+        self.rare_seen += rare as u64;
+        if self.seen & (self.stride - 1) != 0 && !rare {
+            return;
+        }
+        let p = make();
+        debug_assert_eq!(p.keep(), rare);
+        self.store(p);
     }
 
     /// What the graph shows of what was pushed.

@@ -179,6 +179,9 @@ impl Sizes {
         pending: &mut Vec<Pending>,
     ) {
         let n = self.engines.len();
+        if n == 0 {
+            return;
+        }
         if self.synced
             && n > 1
             && self.engines[0].longest_held_len() + input.data.len() >= self.floor
@@ -189,20 +192,23 @@ impl Sizes {
             }
             self.synced = false;
         }
-        let start = pending.len();
-        for (i, e) in self.engines.iter_mut().enumerate() {
-            if i > 0 && self.synced {
-                // Most frames are held, not delivered: nothing to copy.
-                if pending.len() > start {
-                    copy_deliveries(pending, start, i);
-                }
-            } else {
-                e.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, healthy, Some(input.frame), ring));
-                });
-            }
+        if self.synced {
+            // Every engine would deliver what the first one does: its
+            // deliveries stand for every size (`Pending::upto`).
+            let last = n - 1;
+            self.engines[0].receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
+                let mut p = Pending::of(d, 0, healthy, Some(input.frame), ring);
+                p.upto = last;
+                pending.push(p);
+            });
+            return;
         }
-        if !self.synced {
+        for (i, e) in self.engines.iter_mut().enumerate() {
+            e.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
+                pending.push(Pending::of(d, i, healthy, Some(input.frame), ring));
+            });
+        }
+        {
             let (first, rest) = self.engines.split_at(1);
             self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
         }
@@ -397,6 +403,18 @@ impl WhatIfWorker {
             && dissect::snap(input.link, input.data, input.orig_len, &self.vxlan_ports)
                 == dissect::Snap::HeadersOnly
         {
+            self.feed_padded(input, parsed);
+        } else {
+            self.feed_checked(input, parsed, offload::RxChecksum::None);
+        }
+    }
+
+    /// [`Self::feed`] for a frame cut after its headers: fed at its wire
+    /// length, the missing payload as filler.
+    #[cold]
+    #[inline(never)]
+    fn feed_padded(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, &FlowKey)>) {
+        {
             let mut pad_buf = std::mem::take(&mut self.pad_buf);
             pad_buf.clear();
             pad_buf.extend_from_slice(input.data);
@@ -410,11 +428,10 @@ impl WhatIfWorker {
             };
             self.feed_checked(input, parsed, csum);
             self.pad_buf = pad_buf;
-        } else {
-            self.feed_checked(input, parsed, offload::RxChecksum::None);
         }
     }
 
+    #[inline(always)]
     fn feed_checked(
         &mut self,
         input: Input<'_>,
@@ -488,38 +505,45 @@ impl WhatIfWorker {
                 }
                 (None, None) => None,
             };
-            if !p.healthy {
-                let t = &mut self.totals[p.i];
-                t.packets_out += 1;
-                if p.loss.is_some() {
-                    t.lost_packets += 1;
-                    t.lost_segments += p.segs as u64;
-                    t.loss = t.loss.or(p.loss);
+            // The delivery of size index `p.i`, and of the sizes after it
+            // up to `p.upto` when the engines were in step.
+            for i in p.i..=p.upto.max(p.i) {
+                if !p.healthy {
+                    let t = &mut self.totals[i];
+                    t.packets_out += 1;
+                    if p.loss.is_some() {
+                        t.lost_packets += 1;
+                        t.lost_segments += p.segs as u64;
+                        t.loss = t.loss.or(p.loss);
+                    }
+                    if p.segs > 1 {
+                        t.super_packets += 1;
+                    }
+                    t.largest = t.largest.max(p.len);
+                    t.hit(p.reason, p.frame);
                 }
-                if p.segs > 1 {
-                    t.super_packets += 1;
+                if let Some(s) = slot {
+                    let f = &mut self.flows[s as usize];
+                    let w = if p.healthy {
+                        &mut f.healthy[i]
+                    } else {
+                        &mut f.plain[i]
+                    };
+                    w.packets += 1;
+                    if p.segs > 1 {
+                        w.super_packets += 1;
+                    }
+                    w.largest = w.largest.max(p.len);
+                    w.hit(p.reason, p.frame);
+                    if p.loss.is_some() {
+                        w.lost_packets += 1;
+                        w.lost_segments += p.segs as u64;
+                        w.loss = w.loss.or(p.loss);
+                    }
                 }
-                t.largest = t.largest.max(p.len);
-                t.hit(p.reason, p.frame);
             }
             if let Some(s) = slot {
                 let f = &mut self.flows[s as usize];
-                let w = if p.healthy {
-                    &mut f.healthy[p.i]
-                } else {
-                    &mut f.plain[p.i]
-                };
-                w.packets += 1;
-                if p.segs > 1 {
-                    w.super_packets += 1;
-                }
-                w.largest = w.largest.max(p.len);
-                w.hit(p.reason, p.frame);
-                if p.loss.is_some() {
-                    w.lost_packets += 1;
-                    w.lost_segments += p.segs as u64;
-                    w.loss = w.loss.or(p.loss);
-                }
                 if p.i == 0 && !p.healthy {
                     f.gro.push(crate::series::GroPoint {
                         t_ns: p.ts,
@@ -620,6 +644,10 @@ fn fix_ipv4_id(frame: &mut [u8], off: usize) {
 #[derive(Debug, Clone)]
 struct Pending {
     i: usize,
+    /// The last size index this delivery counts for: `i` itself, or the
+    /// last size when the engines were in step (each would have
+    /// delivered the same packet).
+    upto: usize,
     /// From the healthy-ID engines.
     healthy: bool,
     slot: Option<u32>,
@@ -638,7 +666,11 @@ struct Pending {
 impl Pending {
     /// The same delivery for the engine of size index `i`.
     fn for_size(&self, i: usize) -> Pending {
-        Pending { i, ..self.clone() }
+        Pending {
+            i,
+            upto: i,
+            ..self.clone()
+        }
     }
 
     fn of(
@@ -654,6 +686,7 @@ impl Pending {
         let len = d.len() as u32;
         Pending {
             i,
+            upto: i,
             healthy,
             slot,
             miss: slot.is_none().then(|| (d.data.to_vec(), d.link)),

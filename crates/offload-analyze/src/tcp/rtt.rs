@@ -97,7 +97,17 @@ impl Unacked {
     /// when `ack` is the end of a waiting segment. Segments are sent in
     /// order except retransmissions, which wait behind later data and
     /// leave when they reach the front.
+    #[inline(always)]
     pub fn acked(&mut self, ack: u32, ts: u64) -> Option<(u64, u64)> {
+        // The ACKs of a one-way transfer's data segments find nothing
+        // waiting: one test, no call.
+        if self.q.is_empty() {
+            return None;
+        }
+        self.acked_waiting(ack, ts)
+    }
+
+    fn acked_waiting(&mut self, ack: u32, ts: u64) -> Option<(u64, u64)> {
         let mut sample = None;
         while let Some(w) = self.q.front_mut() {
             if seq_gt(w.end, ack) {

@@ -375,7 +375,15 @@ impl TcpDirection {
         };
     }
 
+    #[inline(always)]
     fn count(&mut self, fl: u32, frame: u64) {
+        // Nearly every segment of a healthy flow has no flag: one test.
+        if fl != 0 {
+            self.count_flags(fl, frame);
+        }
+    }
+
+    fn count_flags(&mut self, fl: u32, frame: u64) {
         use flag::*;
         let w = &mut self.ws;
         if fl & ANY_RETRANSMISSION != 0 {
@@ -664,12 +672,87 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
     }
 }
 
+/// The other common case, served by [`advancing_ack_only`]: a pure ACK
+/// (no payload; ACK set and no SYN, FIN or RST) with a non-zero window
+/// and no SACK blocks, at exactly this direction's next sequence number,
+/// acknowledging something new (its ACK differs from the last one), with
+/// the handshake RTT settled (or no SYN seen): a bulk receiver's ACKs.
+#[inline(always)]
+fn advancing_ack(fwd: &TcpDirection, s: &Segment) -> bool {
+    s.flags & (SYN | FIN | RST | ACK) == ACK
+        && s.len == 0
+        && s.window != 0
+        && s.sack_blocks == 0
+        && fwd.nextseq == s.seq
+        && fwd.nextseq != 0
+        && s.ack != fwd.lastack
+        && fwd.base.is_some()
+        && (fwd.first_rtt_ns.is_some() || fwd.syn_ns.is_none())
+        && fast_path_on()
+}
+
+/// [`analyze`] for a segment that meets [`advancing_ack`]: the same steps
+/// in the same order, without those that cannot fire for it. With no
+/// payload, SYN or FIN nothing is queued and the next sequence number
+/// stays; with the ACK moved, no check of `tcp_analyze_sequence_number`
+/// (epan/dissectors/packet-tcp.c) that wants the same ACK fires (window
+/// update, duplicate ACK and the probe and keep-alive ACKs); with the
+/// sequence number the next expected and the window open, neither lost
+/// segment, keep-alive nor zero window does. What can still fire: ACKed
+/// unseen. The test `in_order_fast_path_equals_the_full_analysis` covers
+/// this path too.
+fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
+    use flag::*;
+    let (seq, ack, ts) = (s.seq, s.ack, s.ts);
+    fwd.last_ns = fwd.last_ns.max(ts);
+    let scale = scale_of(fwd.syn, rev.syn);
+    let window = scale.apply(s.window, false);
+    fwd.window_scale_known = scale.known();
+    fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
+    fwd.window_max = fwd.window_max.max(window);
+    fwd.window_last = Some(window);
+    if rev.base.is_none() {
+        rev.base = Some(ack.wrapping_sub(1));
+    }
+    rev.valid_bif = true;
+    let mut fl = 0u32;
+    fwd.dupacknum = 0;
+    if acks_unseen(rev, ack) {
+        fl |= ACKED_UNSEEN;
+    }
+    note_ip_id_and_tsval(fwd, s);
+    if fwd.maxseqtobeacked == 0 || fwd.maxseqtobeacked == seq {
+        fwd.maxseqtobeacked = fwd.nextseq;
+    }
+    fwd.window = Some(s.window);
+    fwd.window_of_syn = false;
+    fwd.lastack = ack;
+    fwd.lastack_ns = ts;
+    fwd.last_flags = fl;
+    fwd.nsack = s.nsack;
+    fwd.sack = s.sack;
+    if let Some(t0) = fwd.zero_since.take() {
+        fwd.zero_window_ns += ts.saturating_sub(t0);
+    }
+    close_episode(rev, ack, s.frame);
+    rtt_sample(rev, ack, ts, s.frame);
+    fwd.count(fl, s.frame);
+    Outcome {
+        flags: fl,
+        window,
+        in_flight: None,
+    }
+}
+
 /// Analyses segment `s` of direction `fwd`; `rev` is the other direction
 /// (a fresh state when the capture has none).
 pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
     if in_order(fwd, s) {
         return in_order_data(fwd, rev, s);
+    }
+    if advancing_ack(fwd, s) {
+        return advancing_ack_only(fwd, rev, s);
     }
     let (seq, ack, flags, len, ts) = (s.seq, s.ack, s.flags, s.len, s.ts);
     let syn = flags & SYN != 0;

@@ -193,10 +193,12 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
         self.b()[field::HOP_LIMIT]
     }
     /// Source address.
+    #[inline]
     pub fn src(&self) -> [u8; 16] {
         *addrs(self.b()).0
     }
     /// Destination address.
+    #[inline]
     pub fn dst(&self) -> [u8; 16] {
         *addrs(self.b()).1
     }
