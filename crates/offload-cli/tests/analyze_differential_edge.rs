@@ -270,7 +270,11 @@ fn scenarios() -> Vec<Scenario> {
                 snaplen: 96,
                 ..Setup::default()
             },
-            truth: true,
+            // The hop's counts are checked in analyze_differential.rs's
+            // loss scenario; here what counts is the cut captures giving
+            // the whole one's figures (a loaded run resent 154 segments
+            // for 57 drops after a timeout, as tcptrace counted too).
+            truth: false,
             evidence: &["s:tcp.analysis.retransmission"],
         },
     ]
