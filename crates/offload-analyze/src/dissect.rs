@@ -575,12 +575,24 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
             // bytes read as end-of-options.
             // Zeroed only for such a cut header (not on every frame).
             let mut padded;
+            let mut bogus = None;
             let t = match Tcp::new_checked(b) {
                 Ok(t) => t,
                 Err(_) if b.len() >= 20 => {
                     let hl = (b[12] >> 4) as usize * 4;
                     padded = [0u8; 60];
                     padded[..b.len().min(60)].copy_from_slice(&b[..b.len().min(60)]);
+                    if hl < 20 {
+                        // A data offset below 5 (bogus, as fuzzers and
+                        // scanners send): tshark still counts the segment,
+                        // its length the IP payload less that offset, and
+                        // runs its sequence analysis before it gives up on
+                        // the header (dissect_tcp, "Bogus TCP header
+                        // length"); tcptrace counts it alike (Suricata's
+                        // drop-protocol-change capture).
+                        padded[12] = (padded[12] & 0x0f) | 0x50;
+                        bogus = Some(hl);
+                    }
                     Tcp::new_checked(&padded[..hl.clamp(20, 60)]).ok()?
                 }
                 Err(_) => return None,
@@ -592,7 +604,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
             } else {
                 option_signature(t.options())
             };
-            let hl = t.header_len();
+            let hl = bogus.unwrap_or(t.header_len());
             Some((
                 t.src_port(),
                 t.dst_port(),
@@ -1847,6 +1859,23 @@ mod tests {
         h.extend_from_slice(&mid[14..]);
         let t = inner_of(&outer_ip(true, 47, h, &[]));
         assert_eq!((t.kind, t.id, t.ip.v6), (TunnelKind::Gre, Some(3), true));
+    }
+
+    #[test]
+    fn a_bogus_tcp_header_length_still_counts_the_segment() {
+        // Suricata's drop-protocol-change capture, frame 7: a data offset
+        // of 2 (8 bytes); tshark's tcp.len and tcptrace take the IP
+        // payload less 8 bytes.
+        let mut f = tcp4().build();
+        assert_eq!(f[34 + 12] >> 4, 8, "32-byte header with timestamps");
+        f[34 + 12] = (2 << 4) | (f[34 + 12] & 0x0f);
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("counted");
+        assert_eq!((p.sport, p.dport, p.payload), (1000, 80, 32 + 100 - 8));
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert_eq!(t.hdr_len, 8);
+        // Cut inside the 20 bytes a header has at least: not read.
+        let cut = &f[..34 + 19];
+        assert!(parse(LinkKind::Ethernet, cut, f.len() as u32, &[]).is_none());
     }
 
     #[test]

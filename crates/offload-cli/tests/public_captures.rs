@@ -223,6 +223,15 @@ const DECRYPTED_CLASS: Class = Class {
     why: "tshark decrypted it with keys the capture holds; offload decrypts nothing",
 };
 
+/// tshark dissects the packet header an sFlow sample copied as a TCP
+/// segment; a sampled header is a copy of a packet seen elsewhere, not
+/// traffic of this link, so offload leaves it out (docs/analyze.md;
+/// Zeek's sflow_expanded.pcap, Suricata's filestore-5408).
+const SAMPLED_CLASS: Class = Class {
+    figures: DECRYPTED_CLASS.figures,
+    why: "a header an sFlow sample copied is not traffic of this link: offload leaves it out",
+};
+
 const INVALID_SUBSECOND_CLASS: Class = Class {
     figures: &[
         "timestamps backwards said",
@@ -255,6 +264,8 @@ struct Check<'a> {
     stopped_in_tcp: bool,
     /// tshark read TCP it decrypted.
     decrypted: bool,
+    /// tshark read TCP in an sFlow sample.
+    sampled: bool,
 }
 
 impl Check<'_> {
@@ -269,6 +280,7 @@ impl Check<'_> {
                 &INVALID_SUBSECOND_CLASS,
             ),
             (self.decrypted, &DECRYPTED_CLASS),
+            (self.sampled, &SAMPLED_CLASS),
         ];
         let why = DELIBERATE
             .iter()
@@ -454,6 +466,7 @@ fn compare(
         backwards: ts.values().any(|t| t.get("backwards") > 0.0),
         stopped_in_tcp: ts.values().any(|t| t.get("stopped_in_tcp") > 0.0),
         decrypted: ts.values().any(|t| t.get("decrypted") > 0.0),
+        sampled: ts.values().any(|t| t.get("sampled") > 0.0),
     };
     // Whatever tshark sees going backwards, offload says so (it counts
     // every frame, tshark's count here only TCP ones).

@@ -123,6 +123,7 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "ipv6.routing.type",
         "ipv6.routing.segleft",
         "ipv6.routing.src.addr",
+        "tcp.hdr_len",
         "tcp.analysis.bytes_in_flight",
     ];
     let mut args: Vec<&str> = vec![
@@ -197,9 +198,12 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         // options (cut by the capture, or malformed): packet-tcp.c queues
         // its tap after the options, so the conversation table leaves the
         // segment out while these fields keep it.
+        // So does a bogus header length (below 20: "Bogus TCP header
+        // length", after the sequence analysis).
         if [v[16], v[17]]
             .iter()
             .any(|e| e.contains(": TCP") || e.contains(": MPTCP"))
+            || first(v[22]).parse::<u32>().is_ok_and(|h| h < 20)
         {
             f.add("stopped_in_tcp", 1.0);
         }
@@ -207,6 +211,10 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         // with its keys in a pcapng Decryption Secrets Block).
         if before_tcp.contains(&"wg") {
             f.add("decrypted", 1.0);
+        }
+        // A packet header an sFlow sample copied (seen elsewhere).
+        if before_tcp.contains(&"sflow") {
+            f.add("sampled", 1.0);
         }
         f.n.entry("first_s").or_insert(t);
         f.n.insert("last_s", t);
@@ -221,7 +229,7 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         if let Ok(r) = first(v[10]).parse::<f64>() {
             f.rtt_ms.push(r * 1e3);
         }
-        if let Ok(b) = first(v[22]).parse::<f64>() {
+        if let Ok(b) = first(v[23]).parse::<f64>() {
             let max = f.n.get("bytes_in_flight_max").map_or(b, |m| m.max(b));
             f.n.insert("bytes_in_flight_max", max);
         }
