@@ -105,8 +105,12 @@ pub struct TcpFields {
     /// Window scale option (SYN segments; `tcp::scale::WSCALE_CUT` when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
-    /// The first two SACK blocks (left, right edges), `nsack` of them.
-    pub sack: [(u32, u32); 2],
+    /// The first three SACK blocks (left, right edges), `nsack` of them:
+    /// as many as tshark 4.0 keeps for bytes in flight (dissect_tcpopt_sack
+    /// stores a block while its 1-based count is below
+    /// MAX_TCP_SACK_RANGES, 4), and as many as Linux sends beside
+    /// timestamps.
+    pub sack: [(u32, u32); 3],
     pub nsack: u8,
     /// How many SACK blocks the option holds (up to 4; of a header the
     /// capture cut, those whose left edge it holds): never fewer than
@@ -428,7 +432,7 @@ struct TcpOptions {
     tsval: Option<u32>,
     mss: Option<u16>,
     wscale: Option<u8>,
-    sack: [(u32, u32); 2],
+    sack: [(u32, u32); 3],
     nsack: u8,
     sack_blocks: u8,
 }
@@ -472,7 +476,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     let mut ts = None;
     let mut mss = None;
     let mut wscale = None;
-    let mut sack = [(0u32, 0u32); 2];
+    let mut sack = [(0u32, 0u32); 3];
     let mut nsack = 0u8;
     let mut sack_blocks = 0u8;
     let mut i = 0;
@@ -1467,7 +1471,7 @@ mod tests {
         }
         let whole = option_walk(&o, o.len());
         assert_eq!((whole.nsack, whole.sack_blocks), (2, 2));
-        assert_eq!(whole.sack, [(100, 200), (40, 80)]);
+        assert_eq!(whole.sack, [(100, 200), (40, 80), (0, 0)]);
         // 96 bytes of a 106-byte frame: 22 of the 32 option bytes, the
         // first block's right edge cut.
         let mut cut = o.clone();

@@ -251,7 +251,7 @@ pub struct AckPoint {
     pub window: u32,
     pub window_scale_known: bool,
     pub frame: u64,
-    pub sack: [(u32, u32); 2],
+    pub sack: [(u32, u32); 3],
     pub nsack: u8,
     /// Same ACK, same window, no data: a duplicate ACK.
     pub dup: bool,

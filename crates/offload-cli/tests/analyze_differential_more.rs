@@ -23,26 +23,6 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Sets an integer socket option on `fd`, asserted to succeed.
-fn setsockopt(fd: &impl AsRawFd, level: i32, name: i32, value: i32) {
-    // SAFETY: the option takes an int of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            &value as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as u32,
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "setsockopt {level}/{name}: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 /// A listener on `to` inside `into`, accepting `n` connections one after
 /// another and reading each to its end (or reset); returns the bytes read.
 fn reader(into: &NetNs, to: SocketAddr, n: usize) -> std::thread::JoinHandle<usize> {

@@ -595,8 +595,16 @@ fn compare(
     // streams of one address and port pair together), frames and bytes
     // each way, start and duration.
     let mut conv: BTreeMap<Dir, tcp_figures::Conversation> = BTreeMap::new();
-    for k in tcp_figures::tshark_conversations(path) {
-        let d = (k.a.0.clone(), k.a.1, k.b.0.clone(), k.b.1);
+    for mut k in tcp_figures::tshark_conversations(path) {
+        let mut d = (k.a.0.clone(), k.a.1, k.b.0.clone(), k.b.1);
+        // A later stream of the pair may name its ends the other way
+        // round (Suricata's split-handshake captures: the server's SYN
+        // starts tshark's second stream): turned to the first's order.
+        if rev(&d) != d && conv.contains_key(&rev(&d)) {
+            d = rev(&d);
+            std::mem::swap(&mut k.frames_a_to_b, &mut k.frames_b_to_a);
+            std::mem::swap(&mut k.bytes_a_to_b, &mut k.bytes_b_to_a);
+        }
         let Some(e) = conv.get_mut(&d) else {
             conv.insert(d, k);
             continue;

@@ -52,8 +52,9 @@ pub struct Segment {
     /// The window-scale option (SYN segments; [`scale::WSCALE_CUT`] when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
-    /// The first two SACK blocks and how many of them are set.
-    pub sack: [(u32, u32); 2],
+    /// The first three SACK blocks and how many of them are set
+    /// (`dissect::TcpFields::sack`).
+    pub sack: [(u32, u32); 3],
     pub nsack: u8,
     /// How many blocks the SACK option holds in all (those whose left
     /// edge was captured; `nsack` counts only whole ones).

@@ -50,6 +50,11 @@ pub struct Unacked {
     /// match a segment past the front.
     max_end: u32,
     stragglers: bool,
+    /// Whether a segment starting below the front's start was queued
+    /// behind it (a retransmission reaching back further, or a gap
+    /// filler at the receiver): only then is the lowest start not the
+    /// front's.
+    low_behind: bool,
 }
 
 impl Unacked {
@@ -65,8 +70,14 @@ impl Unacked {
     /// Wireshark does when it stops seeing ACKs).
     pub fn sent(&mut self, seq: u32, end: u32, ts: u64, frame: u64) {
         if self.q.len() < MAX_UNACKED {
+            if let Some(f) = self.q.front() {
+                if seq_lt(seq, f.seq) {
+                    self.low_behind = true;
+                }
+            }
             if self.q.is_empty() {
                 self.stragglers = false;
+                self.low_behind = false;
                 self.max_end = end;
             } else if seq_lt(end, self.max_end) {
                 self.stragglers = true;
@@ -151,12 +162,40 @@ impl Unacked {
         }
     }
 
-    /// The lowest sequence number still waiting (for bytes in flight).
+    /// The lowest sequence number still waiting.
     pub fn lowest(&self) -> Option<u32> {
+        if !self.low_behind {
+            return self.q.front().map(|w| w.seq);
+        }
         self.q
             .iter()
             .map(|w| w.seq)
             .reduce(|a, b| if seq_lt(b, a) { b } else { a })
+    }
+
+    /// The bytes the waiting segments span, from the lowest start to the
+    /// highest end: Wireshark's default bytes in flight before SACK
+    /// (tcp_analyze_sequence_number in epan/dissectors/packet-tcp.c, 4.0:
+    /// the `!tcp_bif_seq_based` walk over its list, whose partly
+    /// acknowledged segments start at the ACK, as [`Unacked::acked`]
+    /// leaves them). Bytes lost before the capture point were never
+    /// queued, so they do not count; a needless retransmission below the
+    /// peer's ACK waits until the peer's next ACK and counts until then,
+    /// as in Wireshark.
+    pub fn span(&self) -> Option<u32> {
+        let low = self.lowest()?;
+        Some(self.max_end.wrapping_sub(low))
+    }
+
+    /// Whether at least two waiting segments cover `seq`: the bytes were
+    /// sent again while their first copy waited (a retransmission the
+    /// capture saw).
+    pub fn covered_twice(&self, seq: u32) -> bool {
+        self.q
+            .iter()
+            .filter(|w| seq_le(w.seq, seq) && seq_lt(seq, w.end))
+            .nth(1)
+            .is_some()
     }
 
     /// Whether a waiting segment covers `seq`.
@@ -268,6 +307,31 @@ impl RttStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes in flight span the captured segments only: at a receiver,
+    /// a segment lost before the capture point (1000..2000) never waits,
+    /// so the span starts at the first captured one, until the gap
+    /// filler (queued behind later data) reaches back to it; a partly
+    /// acknowledged segment counts from the ACK, a needless resend below
+    /// the ACK until the next one.
+    #[test]
+    fn the_span_starts_at_the_lowest_captured_segment() {
+        let mut u = Unacked::default();
+        u.sent(2000, 3000, 1, 1);
+        u.sent(3000, 4000, 2, 2);
+        assert_eq!(u.span(), Some(2000));
+        u.sent(1000, 2000, 3, 3);
+        assert_eq!(u.span(), Some(3000));
+        u.acked(2000, 4);
+        assert_eq!(u.span(), Some(2000));
+        u.acked(2500, 5);
+        assert_eq!(u.span(), Some(1500));
+        // A needless resend below the ACK counts until the next ACK.
+        u.sent(1000, 2000, 6, 6);
+        assert_eq!(u.span(), Some(3000));
+        u.acked(4000, 7);
+        assert_eq!(u.span(), None);
+    }
 
     #[test]
     fn every_ack_of_a_segment_end_is_a_sample_and_covered_segments_leave() {

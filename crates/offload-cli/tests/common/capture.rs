@@ -67,10 +67,23 @@ impl Tcpdump {
     /// frames wait in a block until the block fills or its timeout (1 s)
     /// passes, which [`Tcpdump::stop`] waits for.
     pub fn start(ns: &NetNs, dev: &str, path: &Path, filter: &[&str]) -> Tcpdump {
+        Tcpdump::start_snap(ns, dev, path, filter, 0)
+    }
+
+    /// [`Tcpdump::start`] with tcpdump's snap length `snaplen` (`-s`; 0
+    /// keeps whole frames): a header-only capture as taken at line rate.
+    pub fn start_snap(
+        ns: &NetNs,
+        dev: &str,
+        path: &Path,
+        filter: &[&str],
+        snaplen: u32,
+    ) -> Tcpdump {
+        let snap = snaplen.to_string();
         let mut child = command_in(
             ns,
             "tcpdump",
-            &["-i", dev, "-s", "0", "-B", "65536", "-U", "-w"],
+            &["-i", dev, "-s", &snap, "-B", "65536", "-U", "-w"],
         )
         .arg(path)
         .args(filter)

@@ -41,6 +41,13 @@ pub enum Impair {
     Reorder(u64),
     /// Sends every n-th data segment twice.
     Duplicate(u64),
+    /// Drops the first SYN (the client resends it after its initial RTO).
+    DropSyn,
+    /// Sets CE (RFC 3168: both ECN bits) on every n-th data segment, as a
+    /// congested ECN-capable queue marks instead of dropping.
+    CeMark(u64),
+    /// Sends every n-th segment without data twice (duplicated ACKs).
+    DuplicateAck(u64),
 }
 
 /// What the hop did.
@@ -51,20 +58,48 @@ pub struct HopCounts {
     pub queue_drops: AtomicU64,
     pub reordered: AtomicU64,
     pub duplicated: AtomicU64,
+    /// SYNs dropped ([`Impair::DropSyn`]).
+    pub syns_dropped: AtomicU64,
+    /// Data segments marked CE ([`Impair::CeMark`]).
+    pub ce_marked: AtomicU64,
+    /// Segments without data sent twice ([`Impair::DuplicateAck`]).
+    pub acks_duplicated: AtomicU64,
 }
 
 /// An `AF_PACKET` socket bound to one device (in the calling thread's
 /// namespace).
-pub struct Raw(OwnedFd);
+pub struct Raw(OwnedFd, usize);
+
+/// The length of `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h)
+/// that `PACKET_VNET_HDR` puts before each frame.
+const VNET_HDR: usize = 10;
 
 impl Raw {
-    fn open(ifindex: u32) -> Raw {
+    /// With `gso`, frames come and go with a virtio_net_hdr
+    /// (`PACKET_VNET_HDR`, net/packet/af_packet.c): a TSO super-packet is
+    /// read whole with its segment size and sent on as one, where a plain
+    /// packet socket refuses a frame above the MTU (EMSGSIZE).
+    fn open(ifindex: u32, gso: bool) -> Raw {
         let proto = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: socket(2) with constant arguments; the result is checked.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32) };
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
         // SAFETY: `fd` is a fresh descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if gso {
+            let on: libc::c_int = 1;
+            // SAFETY: PACKET_VNET_HDR takes an int of the size passed.
+            let r = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_VNET_HDR,
+                    &on as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as u32,
+                )
+            };
+            assert_eq!(r, 0, "PACKET_VNET_HDR: {}", std::io::Error::last_os_error());
+        }
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -106,7 +141,7 @@ impl Raw {
                 std::mem::size_of::<libc::timeval>() as u32,
             )
         };
-        Raw(fd)
+        Raw(fd, if gso { VNET_HDR } else { 0 })
     }
 
     /// The next frame not sent by this host, or None on timeout.
@@ -197,12 +232,51 @@ pub fn tcp_data(f: &[u8]) -> Option<(u32, usize)> {
     Some((seq, total.saturating_sub(ihl + doff)))
 }
 
+/// The TCP flags byte of a frame [`tcp_data`] reads (IPv4 or IPv6, no
+/// tunnel), or None.
+pub fn tcp_flags(f: &[u8]) -> Option<u8> {
+    if f.len() >= 74 && f[12..14] == [0x86, 0xdd] && f[20] == 6 {
+        return Some(f[54 + 13]);
+    }
+    if f.len() < 54 || f[12..14] != [8, 0] || f[23] != 6 {
+        return None;
+    }
+    let ihl = (f[14] & 15) as usize * 4;
+    f.get(14 + ihl + 13).copied()
+}
+
+/// Sets CE in the IP header of an IPv4 or IPv6 frame (the IPv4 header
+/// checksum recomputed).
+fn mark_ce(f: &mut [u8]) {
+    if f[12..14] == [0x86, 0xdd] {
+        // Traffic class: the low nibble of byte 0, the high of byte 1;
+        // ECN is its two low bits.
+        f[15] |= 0x30;
+        return;
+    }
+    f[15] |= 3;
+    let ihl = (f[14] & 15) as usize * 4;
+    f[24] = 0;
+    f[25] = 0;
+    let mut sum: u32 = f[14..14 + ihl]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
 /// Forwards frames from `from` to `to`, impairing the data segments.
 pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts: Arc<HopCounts>) {
     let mut buf = vec![0u8; 70_000];
     let mut nth = 0u64;
+    let mut nth_ack = 0u64;
     let mut dropped: HashSet<u32> = HashSet::new();
     let mut held: Option<(Vec<u8>, u32)> = None;
+    // The virtio_net_hdr before each frame, if any: passed on unchanged.
+    let off = from.1;
     while !stop.load(Ordering::Relaxed) {
         let Some(n) = from.recv(&mut buf) else {
             counts
@@ -213,8 +287,27 @@ pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts
             }
             continue;
         };
-        let frame = &buf[..n];
-        let data = tcp_data(frame).filter(|d| d.1 > 0);
+        let frame = &mut buf[..n];
+        let eth = &frame[off..];
+        let flags = tcp_flags(eth).unwrap_or(0);
+        if impair == Impair::DropSyn
+            && flags & 0x12 == 0x02
+            && counts.syns_dropped.load(Ordering::Relaxed) == 0
+        {
+            counts.syns_dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let data = tcp_data(eth);
+        if let (Impair::DuplicateAck(k), Some((_, 0))) = (impair, data) {
+            if flags & 0x07 == 0 {
+                nth_ack += 1;
+                if nth_ack.is_multiple_of(k) {
+                    counts.acks_duplicated.fetch_add(1, Ordering::Relaxed);
+                    to.send(frame);
+                }
+            }
+        }
+        let data = data.filter(|d| d.1 > 0);
         if let Some((seq, _)) = data {
             if let Some((_, left)) = held.as_mut() {
                 *left -= 1;
@@ -233,6 +326,10 @@ pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts
                 Impair::Duplicate(k) if nth.is_multiple_of(k) => {
                     counts.duplicated.fetch_add(1, Ordering::Relaxed);
                     to.send(frame);
+                }
+                Impair::CeMark(k) if nth.is_multiple_of(k) => {
+                    counts.ce_marked.fetch_add(1, Ordering::Relaxed);
+                    mark_ce(&mut frame[off..]);
                 }
                 _ => {}
             }
@@ -262,6 +359,14 @@ pub struct Setup {
     pub sysctls: &'static [(&'static str, &'static str)],
     /// The MTU of every veth on the path.
     pub mtu: Option<u32>,
+    /// What the hop does to the segments from B to A.
+    pub ack_impair: Impair,
+    /// TSO and GSO left on at A with the hop in the path (the hop reads
+    /// and forwards super-packets whole: [`Raw::open`]).
+    pub tso_sender: bool,
+    /// With a snap length (not 0), tcpdump also captures each side cut
+    /// to it at capture time, into `NAME-SIDE-sSNAP.pcap`.
+    pub snaplen: u32,
     /// The connection(s) to carry instead of one bulk transfer of `bytes`:
     /// called with A's and B's namespaces and B's listening address.
     pub traffic: Option<Traffic>,
@@ -281,6 +386,9 @@ impl Default for Setup {
             ipv6: false,
             sysctls: &[],
             mtu: None,
+            ack_impair: Impair::None,
+            tso_sender: false,
+            snaplen: 0,
             traffic: None,
         }
     }
@@ -309,15 +417,21 @@ pub fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCount
         // Full checksums (the hop re-injects frames as they are) and
         // wire-sized segments at both ends.
         for (n, d) in [(&a, &a_dev), (&b, &b_dev)] {
+            if s.tso_sender && d == &a_dev {
+                // TSO needs checksum offload: A's frames carry partial
+                // checksums, which the hop passes on as such.
+                continue;
+            }
             n.features(d, &[("tx-checksum-ip-generic", false)]).unwrap();
             n.tso_off(d).unwrap();
         }
         let (ia, ib) = (m.index(&ma).unwrap(), m.index(&mb).unwrap());
-        for (from, to, imp) in [(ia, ib, s.impair), (ib, ia, Impair::None)] {
+        let gso = s.tso_sender;
+        for (from, to, imp) in [(ia, ib, s.impair), (ib, ia, s.ack_impair)] {
             let (stop, counts) = (stop.clone(), counts.clone());
             hop_threads.push(
                 m.ns.spawn("hop", move || {
-                    forward(Raw::open(from), Raw::open(to), imp, stop, counts);
+                    forward(Raw::open(from, gso), Raw::open(to, gso), imp, stop, counts);
                     Ok(())
                 })
                 .unwrap(),
@@ -402,6 +516,18 @@ pub fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCount
     let filter = ["tcp", "or", "udp", "port", "4789"];
     let ca = Tcpdump::start(&a.ns, &a_dev, &pa, &filter);
     let cb = Tcpdump::start(&b.ns, &b_dev, &pb, &filter);
+    // Header-only captures beside the whole ones, cut by tcpdump itself.
+    let cut: Vec<Tcpdump> = if s.snaplen == 0 {
+        Vec::new()
+    } else {
+        [(&a, &a_dev, "sender"), (&b, &b_dev, "receiver")]
+            .into_iter()
+            .map(|(n, d, side)| {
+                let p = dir.join(format!("{name}-{side}-s{}.pcap", s.snaplen));
+                Tcpdump::start_snap(&n.ns, d, &p, &filter, s.snaplen)
+            })
+            .collect()
+    };
     let to = SocketAddr::from((b_ip, PORT));
     match s.traffic {
         Some(t) => t(&a.ns, &b.ns, to),
@@ -409,6 +535,9 @@ pub fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCount
     }
     ca.stop();
     cb.stop();
+    for c in cut {
+        c.stop();
+    }
     stop.store(true, Ordering::Relaxed);
     for t in hop_threads {
         t.join().unwrap().unwrap();
@@ -635,6 +764,35 @@ pub fn compare_against(
             0.0,
             false,
         );
+        // Packets, frame bytes and payload: tshark's packet fields.
+        for (ours, name) in [
+            ("packets", "packets"),
+            ("bytes", "bytes"),
+            ("payload_bytes", "payload"),
+        ] {
+            c.cmp(ours, num(&f[ours]), theirs.get(name), 0.0, false);
+        }
+        // Bytes in flight: tshark's default (the span of the captured
+        // unacknowledged segments less the SACKed blocks), exactly, on
+        // the whole capture: a header-only copy that cut SACK blocks (an
+        // IPv6 ACK at 96 bytes) cannot subtract them (docs/analyze.md).
+        if path == how.oracle {
+            c.cmp(
+                "bytes in flight max",
+                num(&t["bytes_in_flight_max"]),
+                theirs.get("bytes_in_flight_max"),
+                0.0,
+                false,
+            );
+        }
+        // RTT extremes within a microsecond (tshark prints nanoseconds,
+        // the report microseconds).
+        if !acks.rtt_ms.is_empty() {
+            let lo = acks.rtt_ms.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = acks.rtt_ms.iter().copied().fold(0.0, f64::max);
+            c.cmp("rtt min ms", num(&t["rtt"]["min_ms"]), lo, 0.001, false);
+            c.cmp("rtt max ms", num(&t["rtt"]["max_ms"]), hi, 0.001, false);
+        }
         // Windows: the same bytes (scaled by the handshake), SYNs excluded.
         if theirs.n.contains_key("window_max") {
             c.cmp(
@@ -689,6 +847,20 @@ pub fn compare_against(
                 "tcptrace dsack pkts",
                 num(&t["sack"]["dsack"]),
                 tr.get("dsack_pkts"),
+                0.0,
+                false,
+            );
+            c.cmp(
+                "tcptrace sack pkts sent",
+                num(&t["sack"]["acks_with_sack"]),
+                tr.get("sack_pkts"),
+                0.0,
+                false,
+            );
+            c.cmp(
+                "tcptrace zwnd probe pkts",
+                num(&ws["zero_window_probes"]),
+                tr.get("zwnd_probes"),
                 0.0,
                 false,
             );
@@ -750,6 +922,17 @@ pub fn compare_against(
                     // Within 2: a tail-loss probe or an early RTO resends
                     // a segment of the sender's own accord.
                     c.cmp(&format!("{there} = 0"), num(&l[there]), 0.0, 2.0, false);
+                    // A path that only drops reorders nothing after the
+                    // capture point: a hole resent before the receiver
+                    // reported it is a loss, not reordering (within 2, as
+                    // above).
+                    c.cmp(
+                        "reordered_after_capture = 0",
+                        num(&l["reordered_after_capture"]),
+                        0.0,
+                        2.0,
+                        false,
+                    );
                 }
                 Impair::Reorder(_) => {
                     let n = h.reordered.load(Ordering::Relaxed) as f64;
@@ -913,4 +1096,24 @@ pub fn editcap(opts: &[&str], from: &Path, to: &Path, ranges: &[&str]) {
         .status()
         .unwrap();
     assert!(st.success(), "editcap {opts:?} {ranges:?}");
+}
+
+/// Sets an integer socket option on `fd`, asserted to succeed.
+pub fn setsockopt(fd: &impl AsRawFd, level: i32, name: i32, value: i32) {
+    // SAFETY: the option takes an int of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as u32,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "setsockopt {level}/{name}: {}",
+        std::io::Error::last_os_error()
+    );
 }

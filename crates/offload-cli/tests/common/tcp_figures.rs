@@ -93,7 +93,8 @@ impl Figures {
 
 /// tshark's per-segment fields, summed per direction: packets, frame
 /// bytes, TCP payload, first and last timestamp (relative to the file's
-/// first frame), the window of non-SYN non-RST segments (min, max),
+/// first frame), the window of non-SYN non-RST segments (min, max), the
+/// largest `tcp.analysis.bytes_in_flight`,
 /// frames with SACK blocks, each of [`FLAGS`], and the ACK RTT samples.
 /// ICMP errors quoting a TCP header are left out (they are not the
 /// connection's segments); a tunnelled segment counts under its inner
@@ -123,6 +124,7 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "ipv6.routing.segleft",
         "ipv6.routing.src.addr",
         "tcp.hdr_len",
+        "tcp.analysis.bytes_in_flight",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -226,6 +228,10 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         }
         if let Ok(r) = first(v[10]).parse::<f64>() {
             f.rtt_ms.push(r * 1e3);
+        }
+        if let Ok(b) = first(v[23]).parse::<f64>() {
+            let max = f.n.get("bytes_in_flight_max").map_or(b, |m| m.max(b));
+            f.n.insert("bytes_in_flight_max", max);
         }
         if !v[11].is_empty() {
             f.add("sack", 1.0);
@@ -338,6 +344,11 @@ pub fn tcptrace_directions(path: &Path, wanted: &[(&str, &'static str)]) -> BTre
             continue;
         };
         for (label, name) in wanted {
+            // A line opens with its label ("sack pkts sent:" is not
+            // "dsack pkts sent:").
+            if !t.starts_with(label) {
+                continue;
+            }
             let parts: Vec<&str> = t.split(label).collect();
             if parts.len() == 3 {
                 let num = |s: &str| {
