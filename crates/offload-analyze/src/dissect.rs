@@ -294,6 +294,18 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+/// An IPv4 first fragment whose payload (by its total length) is shorter
+/// than the TCP or UDP header it starts: its transport header lies
+/// across fragments, so only the reassembled datagram has one.
+fn tiny_first_fragment(protocol: u8, total_len: u16, header_len: usize) -> bool {
+    let payload = (total_len as usize).saturating_sub(header_len);
+    match protocol {
+        PROTO_TCP => payload < 20,
+        PROTO_UDP => payload < 8,
+        _ => false,
+    }
+}
+
 /// Reads an IP header at `off`; `frame_len` is what was captured and
 /// `orig_rest` the bytes the packet had from `off` on the wire.
 #[inline]
@@ -307,8 +319,15 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             src[..4].copy_from_slice(&ip.src());
             dst[..4].copy_from_slice(&ip.dst());
             let tl = ip.total_len();
-            let proto = if ip.is_fragment() && ip.frag_word() & 0x1fff != 0 {
-                // A non-first fragment has no transport header.
+            let proto = if ip.is_fragment()
+                && (ip.frag_word() & 0x1fff != 0
+                    || tiny_first_fragment(ip.protocol(), tl, ip.header_len()))
+            {
+                // A non-first fragment has no transport header; a first
+                // one too short to hold it has none to read either: both
+                // go to reassembly, as tshark takes them (Suricata's
+                // tests/defrag/bug-6887-*: a TCP SYN in three 8-byte
+                // fragments).
                 0
             } else {
                 ip.protocol()

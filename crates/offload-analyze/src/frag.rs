@@ -363,7 +363,7 @@ fn build(d: Datagram, v6: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dissect::parse;
+    use crate::dissect::{parse, PROTO_TCP};
     use offload::LinkKind;
 
     /// An IPv4 fragment of `data` at `offset` (bytes, a multiple of 8).
@@ -385,6 +385,32 @@ mod tests {
             Outcome::Complete(v) => Some(v),
             _ => None,
         }
+    }
+
+    /// A TCP SYN in three 8-byte fragments (Suricata's
+    /// tests/defrag/bug-6887-*): the first holds only 8 bytes of the TCP
+    /// header, so it has no transport header to read; it must still go to
+    /// reassembly (it was "truncated transport header" and the datagram
+    /// was given up), as tshark reassembles it.
+    #[test]
+    fn a_first_fragment_shorter_than_its_tcp_header_is_reassembled() {
+        let mut syn = vec![
+            0x30, 0x39, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xff, 0xff,
+        ];
+        syn.extend_from_slice(&[0, 0, 0, 0, 2, 4, 5, 0xb4]);
+        let mut r = Reassembly::default();
+        let mut done = None;
+        for (i, part) in syn.chunks(8).enumerate() {
+            let mut f = frag4(7, i * 8, i < 2, part);
+            f[9] = PROTO_TCP;
+            let parsed = parse(LinkKind::Ipv4, &f, f.len() as u32, &[]);
+            assert!(parsed.is_some(), "fragment {i} not parsed");
+            done = push(&mut r, &f, i as u64).or(done);
+        }
+        let whole = done.expect("reassembled");
+        let p = parse(LinkKind::Ipv4, &whole, whole.len() as u32, &[]).unwrap();
+        assert_eq!((p.sport, p.dport, p.ip.proto), (12345, 80, PROTO_TCP));
+        assert_eq!(r.counts.given_up, 0);
     }
 
     #[test]
