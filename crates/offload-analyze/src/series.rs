@@ -43,14 +43,7 @@ pub const SERIES_CAP: usize = 1500;
 
 impl<T: Keep> Decimated<T> {
     pub fn push(&mut self, p: T) {
-        self.seen += 1;
-        let rare = p.keep();
-        self.rare_seen += rare as u64;
-        // `stride` is a power of two: a mask, not a division per point.
-        if self.seen & (self.stride - 1) != 0 && !rare {
-            return;
-        }
-        self.store(p);
+        self.push_with(p.keep(), || p);
     }
 
     /// Keeps `p`, a point thinning did not skip, halving the series first
@@ -86,6 +79,7 @@ impl<T: Keep> Decimated<T> {
     pub fn push_with(&mut self, rare: bool, make: impl FnOnce() -> T) {
         self.seen += 1;
         self.rare_seen += rare as u64;
+        // `stride` is a power of two: a mask, not a division per point.
         if self.seen & (self.stride - 1) != 0 && !rare {
             return;
         }

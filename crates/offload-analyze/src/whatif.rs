@@ -197,47 +197,39 @@ impl Sizes {
             // deliveries stand for every size (`Pending::upto`).
             let last = n - 1;
             self.engines[0].receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                let mut p = Pending::of(d, 0, healthy, Some(input.frame), ring);
-                p.upto = last;
-                pending.push(p);
+                pending.push(Pending::of(d, 0, last, healthy, Some(input.frame), ring));
             });
             return;
         }
         for (i, e) in self.engines.iter_mut().enumerate() {
             e.receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
-                pending.push(Pending::of(d, i, healthy, Some(input.frame), ring));
+                pending.push(Pending::of(d, i, i, healthy, Some(input.frame), ring));
             });
         }
-        {
-            let (first, rest) = self.engines.split_at(1);
-            self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
-        }
+        let (first, rest) = self.engines.split_at(1);
+        self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
     }
 
     /// Completes everything held (the end of one input file).
     fn finish(&mut self, healthy: bool, ring: &Ring, pending: &mut Vec<Pending>) {
-        let start = pending.len();
-        for (i, e) in self.engines.iter_mut().enumerate() {
-            if i > 0 && self.synced {
-                copy_deliveries(pending, start, i);
-            } else {
+        let n = self.engines.len();
+        if self.synced && n > 0 {
+            // As in `receive`: the first engine's deliveries stand for
+            // every size.
+            let last = n - 1;
+            self.engines[0].finish(&mut |d: &Delivered<'_>| {
+                pending.push(Pending::of(d, 0, last, healthy, None, ring))
+            });
+        } else {
+            for (i, e) in self.engines.iter_mut().enumerate() {
                 e.finish(&mut |d: &Delivered<'_>| {
-                    pending.push(Pending::of(d, i, healthy, None, ring))
+                    pending.push(Pending::of(d, i, i, healthy, None, ring))
                 });
             }
         }
-        // Every engine is empty: in the same state again.
+        // Every engine is empty (or stands for one that is, `catch_up`
+        // copies it before it is used): in the same state again.
         self.synced = true;
-    }
-}
-
-/// Appends, for size index `i`, a copy of the first engine's deliveries
-/// (those of `pending[start..]` with size index 0).
-fn copy_deliveries(pending: &mut Vec<Pending>, start: usize, i: usize) {
-    let k = pending[start..].iter().take_while(|p| p.i == 0).count();
-    for j in start..start + k {
-        let copy = pending[j].for_size(i);
-        pending.push(copy);
     }
 }
 
@@ -507,7 +499,7 @@ impl WhatIfWorker {
             };
             // The delivery of size index `p.i`, and of the sizes after it
             // up to `p.upto` when the engines were in step.
-            for i in p.i..=p.upto.max(p.i) {
+            for i in p.i..=p.upto {
                 if !p.healthy {
                     let t = &mut self.totals[i];
                     t.packets_out += 1;
@@ -664,18 +656,12 @@ struct Pending {
 }
 
 impl Pending {
-    /// The same delivery for the engine of size index `i`.
-    fn for_size(&self, i: usize) -> Pending {
-        Pending {
-            i,
-            upto: i,
-            ..self.clone()
-        }
-    }
-
+    /// The delivery `d` of the engine of size index `i`, counted for the
+    /// sizes `i..=upto`.
     fn of(
         d: &Delivered<'_>,
         i: usize,
+        upto: usize,
         healthy: bool,
         current: Option<u64>,
         ring: &Ring,
@@ -686,7 +672,7 @@ impl Pending {
         let len = d.len() as u32;
         Pending {
             i,
-            upto: i,
+            upto,
             healthy,
             slot,
             miss: slot.is_none().then(|| (d.data.to_vec(), d.link)),
