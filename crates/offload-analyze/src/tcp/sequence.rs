@@ -221,6 +221,30 @@ const FAST_RETRANS_NS: u64 = 20_000_000;
 const UNSEEN_MARK: u32 = u32::MAX;
 
 /// The analysis state of one direction.
+/// The latest eight sequence ranges (start, end) of one kind of segment
+/// (retransmissions, gap fillers), overwritten oldest first; an emptied
+/// entry is (0, 0).
+#[derive(Debug, Clone, Copy, Default)]
+struct RecentRanges {
+    ranges: [(u32, u32); 8],
+    recorded: usize,
+}
+
+impl RecentRanges {
+    fn push(&mut self, range: (u32, u32)) {
+        self.ranges[self.recorded % 8] = range;
+        self.recorded += 1;
+    }
+
+    fn recorded_mut(&mut self) -> &mut [(u32, u32)] {
+        &mut self.ranges[..self.recorded.min(8)]
+    }
+
+    fn any(&self, f: impl Fn((u32, u32)) -> bool) -> bool {
+        self.ranges[..self.recorded.min(8)].iter().any(|&r| f(r))
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct TcpDirection {
     /// This direction's flow began here (graph times are relative to it).
@@ -267,16 +291,13 @@ pub struct TcpDirection {
     max_tsval: Option<u32>,
     episode: Option<Episode>,
     /// Recent retransmissions of seen bytes, to find them in a D-SACK.
-    resent: [(u32, u32); 8],
-    resent_next: usize,
+    resent: RecentRanges,
     /// The latest run of contiguous retransmissions of seen bytes
     /// (start, end): a go-back-N resend after a timeout (SACK off) covers
     /// hundreds of segments, beyond the 8 of `resent`.
     resent_run: (u32, u32),
-    /// The latest segments that filled a gap in the capture (start,
-    /// end), and how many were recorded.
-    fillers: [(u32, u32); 8],
-    fillers_next: usize,
+    /// The latest segments that filled a gap in the capture.
+    fillers: RecentRanges,
     zero_since: Option<u64>,
     pub zero_window_ns: u64,
     pub zero_window_episodes: u64,
@@ -930,8 +951,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                         None => fl & OUT_OF_ORDER == 0,
                     }
                 });
-                fwd.fillers[fwd.fillers_next % 8] = (seq, end);
-                fwd.fillers_next += 1;
+                fwd.fillers.push((seq, end));
                 if resent {
                     fl |= LOSS_BEFORE;
                     fwd.loss.lost_before_capture += 1;
@@ -948,8 +968,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 fl |= LOSS_AFTER;
                 fwd.loss.lost_after_capture += 1;
                 first(&mut fwd.first.lost_after_capture, s.frame);
-                fwd.resent[fwd.resent_next % 8] = (seq, end);
-                fwd.resent_next += 1;
+                fwd.resent.push((seq, end));
                 let (lo, hi) = fwd.resent_run;
                 fwd.resent_run = if lo != hi && seq_le(lo, seq) && seq_le(seq, hi) {
                     (lo, if seq_gt(end, hi) { end } else { hi })
@@ -1034,10 +1053,10 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             if dsack {
                 fl |= DSACK;
                 fwd.dsack += 1;
-                for i in 0..rev.resent_next.min(8) {
-                    let (a, b) = rev.resent[i];
+                for resent in rev.resent.recorded_mut() {
+                    let (a, b) = *resent;
                     if a != b && seq_lt(a, r) && seq_lt(l, b) {
-                        rev.resent[i] = (0, 0);
+                        *resent = (0, 0);
                         rev.loss.lost_after_capture = rev.loss.lost_after_capture.saturating_sub(1);
                         rev.loss.spurious += 1;
                         break;
@@ -1070,9 +1089,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             // sender-side capture of a path that only drops: 46
             // reorderings beside 53 losses).
             let covers = |(a, b): (u32, u32)| a != b && seq_le(a, ack) && seq_lt(ack, b);
-            let resent = rev.resent[..rev.resent_next.min(8)]
-                .iter()
-                .any(|&r| covers(r))
+            let resent = rev.resent.any(covers)
                 || covers(rev.resent_run)
                 // Older resends (a loaded path holds a dozen holes at
                 // once): the copy still waits beside its original.
@@ -1081,9 +1098,7 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
                 // the gap's filler can reach the capture point after the
                 // filler (and after the next holes' fillers): the hole it
                 // reports is already filled.
-                || rev.fillers[..rev.fillers_next.min(8)]
-                    .iter()
-                    .any(|&r| covers(r));
+                || rev.fillers.any(covers);
             rev.episode = Some(Episode { at: ack, resent });
         }
     }
