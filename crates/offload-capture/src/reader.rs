@@ -22,13 +22,13 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::buffer::{ReadBuf, DEFAULT_CAPACITY};
-
-/// Files at least this large get a read buffer on a transparent huge page
-/// (`buffer.rs`).
-const HUGE_BUFFER_MIN_FILE: u64 = 16 << 20;
 use crate::error::{CaptureError, ErrorDetail, ErrorKind};
 use crate::format::{u16_at, u32_at, u64_at, CaptureFormat, Endian, MAX_BLOCK_LEN, MAX_FRAME_LEN};
 use crate::LinkType;
+
+/// Files at least this large get a read buffer on a transparent huge page
+/// (`buffer.rs`, decision 0233).
+const HUGE_BUFFER_MIN_FILE: u64 = 16 << 20;
 
 /// One captured frame, borrowed from the reader's buffer until the next call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
