@@ -1313,8 +1313,16 @@ fn vxlan_headers_end(frame: &[u8], udp: usize) -> usize {
     let inner_type = udp + 8 + 8 + 12;
     let inner_v6 = frame
         .get(inner_type..inner_type + 2)
-        .is_some_and(|t| u16::from_be_bytes([t[0], t[1]]) == 0x86dd);
+        .is_some_and(|t| u16::from_be_bytes([t[0], t[1]]) == ethertype::IPV6);
     udp + 8 + 8 + 14 + if inner_v6 { 40 } else { 20 } + TCP_HEADER_GUESS
+}
+
+/// Whether the UDP header at `udp` was captured up to a destination port
+/// that is one of `vxlan_ports`.
+fn on_vxlan_port(frame: &[u8], udp: usize, vxlan_ports: &[u16]) -> bool {
+    frame
+        .get(udp + 2..udp + 4)
+        .is_some_and(|b| vxlan_ports.contains(&u16::from_be_bytes([b[0], b[1]])))
 }
 
 /// [`snap`] for a frame the capture cut.
@@ -1330,11 +1338,8 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
             // inner Ethernet header is missing: that is a cut, not UDP.
             if lay.outer.is_none() && lay.l4_proto == offload::wire::Transport::Udp {
                 let udp = lay.l4_off;
-                let dport = frame
-                    .get(udp + 2..udp + 4)
-                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
                 let inner = vxlan_headers_end(frame, udp);
-                if dport.is_some_and(|d| vxlan_ports.contains(&d)) && frame.len() < inner {
+                if on_vxlan_port(frame, udp, vxlan_ports) && frame.len() < inner {
                     return cut_at(inner);
                 }
             }
@@ -1369,10 +1374,7 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
             // A UDP header cut after its destination port: a VXLAN port
             // needs the inner headers too.
             WireErrorKind::Truncated { need, .. } if e.header == "UDP" => {
-                let dport = frame
-                    .get(e.offset + 2..e.offset + 4)
-                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
-                if dport.is_some_and(|d| vxlan_ports.contains(&d)) {
+                if on_vxlan_port(frame, e.offset, vxlan_ports) {
                     cut_at(vxlan_headers_end(frame, e.offset).min(orig_len as usize))
                 } else {
                     cut_at(e.offset + need)
