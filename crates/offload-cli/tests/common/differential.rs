@@ -87,18 +87,7 @@ impl Raw {
         // SAFETY: `fd` is a fresh descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         if gso {
-            let on: libc::c_int = 1;
-            // SAFETY: PACKET_VNET_HDR takes an int of the size passed.
-            let r = unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_VNET_HDR,
-                    &on as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as u32,
-                )
-            };
-            assert_eq!(r, 0, "PACKET_VNET_HDR: {}", std::io::Error::last_os_error());
+            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1);
         }
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
