@@ -40,9 +40,11 @@ package_pattern() {
   esac
 }
 
-# The newest package of a line that apt knows.
+# The newest package of a line that apt knows; empty (not a failure, which
+# pipefail would make of grep's "no match") when apt's lists lack it, so that
+# fetch can refresh them and ask again.
 newest_package() {
-  apt-cache pkgnames linux-image- 2>/dev/null | grep -E "$(package_pattern "$1")" | sort -V | tail -1
+  { apt-cache pkgnames linux-image- 2>/dev/null || true; } | { grep -E "$(package_pattern "$1")" || true; } | sort -V | tail -1
 }
 
 # Modules loaded in every guest: the TAP, the tunnels GRO looks into, VLAN.

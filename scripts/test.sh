@@ -25,6 +25,10 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
   . "$HOME/.cargo/env"
 fi
 
+# Python packages .ci/install put in the project (Debian's python3 takes no
+# system-wide pip install).
+export PYTHONPATH="$PWD/target/python-deps${PYTHONPATH:+:$PYTHONPATH}"
+
 # `--workspace` would override a `-p`/`--package` given here (cargo tests
 # every member when both are present), so it is passed only without one.
 scope=(--workspace)
