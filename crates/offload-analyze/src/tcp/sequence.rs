@@ -767,14 +767,21 @@ fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segmen
 
 /// Analyses segment `s` of direction `fwd`; `rev` is the other direction
 /// (a fresh state when the capture has none).
+#[inline(always)]
 pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
-    use flag::*;
     if in_order(fwd, s) {
         return in_order_data(fwd, rev, s);
     }
     if advancing_ack(fwd, s) {
         return advancing_ack_only(fwd, rev, s);
     }
+    analyze_full(fwd, rev, s)
+}
+
+/// [`analyze`] for a segment neither fast path serves.
+#[inline(never)]
+fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
+    use flag::*;
     let (seq, ack, flags, len, ts) = (s.seq, s.ack, s.flags, s.len, s.ts);
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
