@@ -470,7 +470,7 @@ const SIG_NOP_NOP_TS: u32 =
     ((((SIG_START ^ 1).wrapping_mul(SIG_PRIME)) ^ 1).wrapping_mul(SIG_PRIME) ^ 8)
         .wrapping_mul(SIG_PRIME);
 
-#[inline]
+#[inline(always)]
 fn option_signature(opts: &[u8]) -> TcpOptions {
     if let [1, 1, 8, 10, a, b, c, d, _, _, _, _] = *opts {
         return TcpOptions {
@@ -666,7 +666,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
 /// Dissects one frame. `vxlan_ports` are the UDP destination ports whose
 /// payload is read as VXLAN (Geneve: `offload::wire::geneve::PORT`).
 /// Returns `None` for frames without an IP header analysis can read.
-#[inline]
+#[inline(always)]
 pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Option<Parsed> {
     if let Some(p) = parse_plain_tcp(link, frame, orig_len) {
         return Some(p);
