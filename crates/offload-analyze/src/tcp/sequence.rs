@@ -1667,7 +1667,7 @@ mod tests {
             c.seg(false, synack);
             c.seg(true, ack_seg(1001, 5001, 502));
             let mut id = start;
-            let mut ack = |c: &mut Conv, rel: u32, id: u16| {
+            let ack = |c: &mut Conv, rel: u32, id: u16| {
                 c.seg(
                     false,
                     Segment {
