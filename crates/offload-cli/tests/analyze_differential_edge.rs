@@ -25,6 +25,7 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn payload(bytes: usize) -> Vec<u8> {
@@ -445,6 +446,29 @@ fn tcp_analysis_agrees_on_edge_kernel_captures() {
             // finding: the path only drops.
             for p in [&pa, &pb] {
                 two_sided_finding(p, "loss", "lost");
+                two_sided_finding(p, "reordering", "reordered");
+            }
+        }
+        if let Impair::DuplicateAck(_) = s.ack_impair {
+            // The path copies ACKs and reorders nothing: a copy reports
+            // no hole (neither a false reordering after the capture
+            // point nor its finding), on either side.
+            let copies = counts.acks_duplicated.load(Ordering::Relaxed);
+            assert!(copies > 0, "{name}: the hop copied no ACK");
+            for p in [&pa, &pb] {
+                for (key, f) in offload(p) {
+                    let l = &f["tcp"]["loss"];
+                    let ctx = format!("{} {key:?}", p.display());
+                    eprintln!("  {ctx}: {copies} ACKs copied, loss {l}");
+                    for n in ["reordered_after_capture", "reordered_before_capture"] {
+                        if num(&l[n]) != 0.0 {
+                            fails.push(format!(
+                                "{ctx}: {n} {} on a path that only copies ACKs",
+                                l[n]
+                            ));
+                        }
+                    }
+                }
                 two_sided_finding(p, "reordering", "reordered");
             }
         }
