@@ -652,6 +652,7 @@ fn fast_path_on() -> bool {
 /// already). Any change to [`analyze`]'s rules must keep the test
 /// `in_order_fast_path_equals_the_full_analysis` green: it compares both
 /// on random conversations, state and flags after every segment.
+#[inline(always)]
 fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
     let (seq, ack, len, ts) = (s.seq, s.ack, s.len, s.ts);
@@ -742,6 +743,7 @@ fn advancing_ack(fwd: &TcpDirection, s: &Segment) -> bool {
 /// segment, keep-alive nor zero window does. What can still fire: ACKed
 /// unseen. The test `in_order_fast_path_equals_the_full_analysis` covers
 /// this path too.
+#[inline(always)]
 fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
     let (seq, ack, ts) = (s.seq, s.ack, s.ts);
