@@ -153,8 +153,9 @@ run() {
   {
     echo "cd $(printf %q "$PWD")"
     echo "export PATH=$(printf %q "$PATH") HOME=/tmp OFFLOAD_IN_VM=$line"
-    # Variables the suite reads.
-    env | grep -E '^(OFFLOAD_[A-Z_]+|RUST_BACKTRACE|RUST_TEST_THREADS)=' | while IFS= read -r kv; do
+    # Variables the suite reads (often none: grep's "no match" must not
+    # end the script under pipefail).
+    env | { grep -E '^(OFFLOAD_[A-Z_]+|RUST_BACKTRACE|RUST_TEST_THREADS)=' || true; } | while IFS= read -r kv; do
       echo "export $(printf %q "$kv")"
     done
     printf '%q ' "$@"

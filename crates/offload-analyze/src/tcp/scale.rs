@@ -2,28 +2,34 @@
 //! the window field of a SYN or SYN-ACK is never scaled; a direction's
 //! later windows are shifted by the scale its own SYN announced, but only
 //! when both SYNs carried the option (a host that receives none does not
-//! scale). A SYN whose answer was not captured is taken at its word, as
-//! Wireshark takes it. Without the direction's SYN the scale is unknown: windows are then
-//! the raw field, and the report says so (Wireshark shows "window size
-//! scaling factor: -1 (unknown)" for the same case).
+//! scale). Without the direction's SYN the scale is unknown: windows are
+//! then the raw field, and the report says so (Wireshark shows "window
+//! size scaling factor: -1 (unknown)" for the same case).
+//!
+//! Repeated and odd handshakes (a SYN resent without the option, a SYN-ACK
+//! before its SYN, options cut by the snap length) follow Wireshark's state
+//! machine, so the windows equal tshark's: `dissect_tcpopt_wscale` stores a
+//! SYN's option, `verify_tcp_window_scaling` then cancels scaling only when
+//! the direction never announced one (epan/dissectors/packet-tcp.c,
+//! Wireshark 4.0). Deliberate difference: a window-scale option in a
+//! segment without SYN is ignored, as RFC 7323 section 2.2 says and Linux
+//! does (`tcp_parse_options` in net/ipv4/tcp_input.c reads it only when
+//! `th->syn`); Wireshark would store it.
 
 use serde::Serialize;
 
 /// What the capture knows about one direction's window scale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "state", content = "shift")]
 pub enum WindowScale {
     /// No SYN of this direction in the capture: raw windows.
+    #[default]
     Unknown,
     /// The handshake was seen and does not enable scaling.
     NotUsed,
     /// Both SYNs carried the option: windows are shifted by this.
     Shift(u8),
 }
-
-/// What one direction's SYN said: `None` before a SYN was seen, else its
-/// window-scale option and whether it was the SYN-ACK.
-pub type SynSeen = Option<(Option<u8>, bool)>;
 
 /// The window-scale "option" of a SYN whose options the capture cut
 /// before one was found (`editcap -s 64` of a Linux SYN: MSS, SACK
@@ -32,23 +38,24 @@ pub type SynSeen = Option<(Option<u8>, bool)>;
 /// "window size scaling factor: -1" then. Option values are at most 14.
 pub const WSCALE_CUT: u8 = u8::MAX;
 
-/// The scale of the windows sent by the direction whose SYN is `own`,
-/// given the peer's SYN `peer`.
-pub fn scale_of(own: SynSeen, peer: SynSeen) -> WindowScale {
-    match (own, peer) {
-        // Either SYN without the option: nobody scales.
-        (Some((None, _)), _) | (_, Some((None, _))) => WindowScale::NotUsed,
-        // Either SYN cut before its options were read: unknown.
-        (Some((Some(WSCALE_CUT), _)), _) | (_, Some((Some(WSCALE_CUT), _))) => WindowScale::Unknown,
-        (Some((Some(s), _)), Some((Some(_), _))) => WindowScale::Shift(s),
-        // A SYN-ACK with the option answers a SYN that had it; a SYN with
-        // the option whose SYN-ACK was not captured (a capture of one
-        // direction) is taken at its word, as Wireshark does (the
-        // direction's `win_scale` comes from its own SYN; only a peer's
-        // SYN without the option cancels it).
-        (Some((Some(s), _)), None) => WindowScale::Shift(s),
-        // No SYN of this direction.
-        _ => WindowScale::Unknown,
+/// A SYN's (or SYN-ACK's, `synack`) effect on the scales of its own
+/// direction and of the peer, given its window-scale `option`.
+/// Wireshark's order: the option, when present, becomes the direction's
+/// shift; then a direction that never announced one turns scaling off for
+/// both, and a SYN-ACK answering a SYN without the option turns off its
+/// own. A SYN whose options the capture cut ([`WSCALE_CUT`]) changes
+/// nothing: tshark stops dissecting it at the cut, before either step.
+pub fn on_syn(own: &mut WindowScale, peer: &mut WindowScale, option: Option<u8>, synack: bool) {
+    match option {
+        Some(WSCALE_CUT) => return,
+        Some(shift) => *own = WindowScale::Shift(shift),
+        None => {}
+    }
+    if *own == WindowScale::Unknown {
+        *own = WindowScale::NotUsed;
+        *peer = WindowScale::NotUsed;
+    } else if synack && *peer == WindowScale::NotUsed {
+        *own = WindowScale::NotUsed;
     }
 }
 
@@ -71,46 +78,91 @@ impl WindowScale {
 mod tests {
     use super::*;
 
+    /// The scales after the SYNs `syns` (sender is direction 0 or 1,
+    /// option, SYN-ACK), in order.
+    fn after(syns: &[(usize, Option<u8>, bool)]) -> [WindowScale; 2] {
+        let mut scales = [WindowScale::Unknown; 2];
+        for &(dir, option, synack) in syns {
+            let [a, b] = &mut scales;
+            let (own, peer) = if dir == 0 { (a, b) } else { (b, a) };
+            on_syn(own, peer, option, synack);
+        }
+        scales
+    }
+
     #[test]
     fn the_handshake_rules() {
+        use WindowScale::*;
         // Both sides: each direction its own shift.
         assert_eq!(
-            scale_of(Some((Some(7), false)), Some((Some(9), true))),
-            WindowScale::Shift(7)
-        );
-        assert_eq!(
-            scale_of(Some((Some(9), true)), Some((Some(7), false))),
-            WindowScale::Shift(9)
+            after(&[(0, Some(7), false), (1, Some(9), true)]),
+            [Shift(7), Shift(9)]
         );
         // One side without the option: neither scales.
         assert_eq!(
-            scale_of(Some((Some(7), false)), Some((None, true))),
-            WindowScale::NotUsed
+            after(&[(0, Some(7), false), (1, None, true)]),
+            [NotUsed, NotUsed]
         );
         assert_eq!(
-            scale_of(Some((None, true)), Some((Some(7), false))),
-            WindowScale::NotUsed
+            after(&[(0, None, false), (1, Some(7), true)]),
+            [NotUsed, NotUsed]
         );
-        // A SYN-ACK with the option implies the SYN had it.
-        assert_eq!(scale_of(Some((Some(9), true)), None), WindowScale::Shift(9));
-        // A SYN alone is taken at its word (as Wireshark does); no SYN of
-        // this direction: unknown.
-        assert_eq!(
-            scale_of(Some((Some(7), false)), None),
-            WindowScale::Shift(7)
-        );
-        assert_eq!(scale_of(None, None), WindowScale::Unknown);
-        assert_eq!(scale_of(None, Some((Some(7), false))), WindowScale::Unknown);
+        // A SYN-ACK alone or a SYN alone is taken at its word (as
+        // Wireshark takes it); the other direction stays unknown.
+        assert_eq!(after(&[(1, Some(9), true)]), [Unknown, Shift(9)]);
+        assert_eq!(after(&[(0, Some(7), false)]), [Shift(7), Unknown]);
+        assert_eq!(after(&[]), [Unknown, Unknown]);
         // The SYN's own window is never scaled.
-        assert_eq!(WindowScale::Shift(7).apply(64240, true), 64240);
-        assert_eq!(WindowScale::Shift(7).apply(509, false), 509 << 7);
-        assert_eq!(WindowScale::Unknown.apply(509, false), 509);
-        // A SYN whose options the capture cut: unknown, unless the other
-        // SYN had no option (then nobody scales).
-        let cut = Some((Some(WSCALE_CUT), false));
-        assert_eq!(scale_of(cut, Some((Some(7), true))), WindowScale::Unknown);
-        assert_eq!(scale_of(Some((Some(7), true)), cut), WindowScale::Unknown);
-        assert_eq!(scale_of(cut, None), WindowScale::Unknown);
-        assert_eq!(scale_of(cut, Some((None, true))), WindowScale::NotUsed);
+        assert_eq!(Shift(7).apply(64240, true), 64240);
+        assert_eq!(Shift(7).apply(509, false), 509 << 7);
+        assert_eq!(Unknown.apply(509, false), 509);
+    }
+
+    #[test]
+    fn repeated_and_odd_handshakes_follow_wireshark() {
+        use WindowScale::*;
+        // A SYN resent without the option after one with it keeps the
+        // shift (Suricata's tests/tcp-fastopen-10-syn-data-ignore: tshark
+        // scales both directions).
+        assert_eq!(
+            after(&[
+                (0, Some(5), false),
+                (1, Some(8), true),
+                (0, None, false),
+                (1, Some(8), true)
+            ]),
+            [Shift(5), Shift(8)]
+        );
+        // A SYN-ACK without the option seen before its SYN: scaling off for
+        // both, then the SYN's option is stored for its own direction.
+        assert_eq!(
+            after(&[(1, None, true), (0, Some(7), false)]),
+            [Shift(7), NotUsed]
+        );
+        // A SYN with the option after one without: its own direction
+        // scales, the peer's stays off.
+        assert_eq!(
+            after(&[(0, None, false), (0, Some(7), false)]),
+            [Shift(7), NotUsed]
+        );
+    }
+
+    #[test]
+    fn a_cut_syn_changes_nothing() {
+        use WindowScale::*;
+        let cut = Some(WSCALE_CUT);
+        assert_eq!(
+            after(&[(0, cut, false), (1, Some(7), true)]),
+            [Unknown, Shift(7)]
+        );
+        assert_eq!(
+            after(&[(0, Some(7), false), (1, cut, true)]),
+            [Shift(7), Unknown]
+        );
+        assert_eq!(after(&[(0, cut, false)]), [Unknown, Unknown]);
+        assert_eq!(
+            after(&[(0, cut, false), (1, None, true)]),
+            [NotUsed, NotUsed]
+        );
     }
 }

@@ -23,7 +23,7 @@
 //!   capture point.
 
 use super::rtt::{RttPoint, RttStats, Unacked};
-use super::scale::{scale_of, SynSeen, WindowScale};
+use super::scale::{on_syn, WindowScale};
 use super::{seq_gt, seq_le, seq_lt, Segment, ACK, FIN, RST, SYN};
 use crate::series::Decimated;
 use serde::Serialize;
@@ -250,7 +250,10 @@ pub struct TcpDirection {
     /// This direction's flow began here (graph times are relative to it).
     first_ns: u64,
     last_ns: u64,
-    pub syn: SynSeen,
+    /// A SYN of this direction was seen: whether the last was a SYN-ACK.
+    pub syn: Option<bool>,
+    /// The scale of this direction's windows (scale.rs).
+    pub scale: WindowScale,
     /// Whether this direction's SYN permitted SACK (None: no SYN seen, or
     /// its options cut before the option was found).
     syn_sack_perm: Option<bool>,
@@ -337,9 +340,9 @@ impl TcpDirection {
         }
     }
 
-    /// The window scale of this direction given its peer's state.
-    pub fn scale(&self, peer: Option<&TcpDirection>) -> WindowScale {
-        scale_of(self.syn, peer.and_then(|p| p.syn))
+    /// The scale of this direction's windows.
+    pub fn scale(&self) -> WindowScale {
+        self.scale
     }
 
     /// Relative sequence number of `seq` (Wireshark's: 0 at the SYN, 1 at
@@ -658,8 +661,7 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
     use flag::*;
     let (seq, ack, len, ts) = (s.seq, s.ack, s.len, s.ts);
     fwd.last_ns = fwd.last_ns.max(ts);
-    let scale = scale_of(fwd.syn, rev.syn);
-    let rev_scale = scale_of(rev.syn, fwd.syn);
+    let (scale, rev_scale) = (fwd.scale, rev.scale);
     let window = scale.apply(s.window, false);
     fwd.window_scale_known = scale.known();
     fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
@@ -749,7 +751,7 @@ fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segmen
     use flag::*;
     let (seq, ack, ts) = (s.seq, s.ack, s.ts);
     fwd.last_ns = fwd.last_ns.max(ts);
-    let scale = scale_of(fwd.syn, rev.syn);
+    let scale = fwd.scale;
     let window = scale.apply(s.window, false);
     fwd.window_scale_known = scale.known();
     fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
@@ -821,7 +823,8 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
     }
     fwd.last_ns = fwd.last_ns.max(ts);
     if syn {
-        fwd.syn = Some((s.wscale, ackf));
+        fwd.syn = Some(ackf);
+        on_syn(&mut fwd.scale, &mut rev.scale, s.wscale, ackf);
         fwd.syn_sack_perm =
             (s.sack_perm || s.wscale != Some(super::scale::WSCALE_CUT)).then_some(s.sack_perm);
         if !ackf {
@@ -832,15 +835,14 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
             // test/captures/tcp-badsegments.pcap starts at time 0).
             fwd.syn_ns = (ts != 0).then_some(ts);
         }
-    } else if ackf && fwd.first_rtt_ns.is_none() && matches!(rev.syn, Some((_, true))) {
+    } else if ackf && fwd.first_rtt_ns.is_none() && rev.syn == Some(true) {
         if let Some(t0) = fwd.syn_ns {
             let r = ts.saturating_sub(t0);
             fwd.first_rtt_ns = Some(r);
             rev.first_rtt_ns = Some(r);
         }
     }
-    let scale = scale_of(fwd.syn, rev.syn);
-    let rev_scale = scale_of(rev.syn, fwd.syn);
+    let (scale, rev_scale) = (fwd.scale, rev.scale);
     let window = scale.apply(s.window, syn);
     fwd.window_scale_known = scale.known();
     if syn {
@@ -1502,7 +1504,7 @@ mod tests {
         let o = c.ack(1001, None);
         assert_eq!(o.window, 300);
         assert!(!c.b.window_scale_known);
-        assert_eq!(c.b.scale(Some(&c.a)), WindowScale::Unknown);
+        assert_eq!(c.b.scale(), WindowScale::Unknown);
     }
 
     #[test]
