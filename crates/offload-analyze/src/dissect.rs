@@ -105,6 +105,8 @@ pub struct TcpFields {
     /// Window scale option (SYN segments; `tcp::scale::WSCALE_CUT` when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
+    /// The SACK-permitted option (SYN segments, RFC 2018).
+    pub sack_perm: bool,
     /// The first three SACK blocks (left, right edges), `nsack` of them:
     /// as many as tshark 4.0 keeps for bytes in flight (dissect_tcpopt_sack
     /// stores a block while its 1-based count is below
@@ -451,6 +453,7 @@ struct TcpOptions {
     tsval: Option<u32>,
     mss: Option<u16>,
     wscale: Option<u8>,
+    sack_perm: bool,
     sack: [(u32, u32); 3],
     nsack: u8,
     sack_blocks: u8,
@@ -495,6 +498,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     let mut ts = None;
     let mut mss = None;
     let mut wscale = None;
+    let mut sack_perm = false;
     let mut sack = [(0u32, 0u32); 3];
     let mut nsack = 0u8;
     let mut sack_blocks = 0u8;
@@ -530,6 +534,11 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
                 if i + 4 <= captured {
                     mss = Some(be16(opts, i + 2))
                 }
+            }
+            4 if len == 2 => {
+                sack_perm = true;
+                // The signature as for any option: its length byte too.
+                sig = (sig ^ 2).wrapping_mul(SIG_PRIME);
             }
             3 if len == 3 => {
                 if i + 3 <= captured {
@@ -575,6 +584,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
         tsval: ts,
         mss,
         wscale,
+        sack_perm,
         sack,
         nsack,
         sack_blocks,
@@ -638,6 +648,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     tsval: o.tsval,
                     mss_opt: o.mss,
                     wscale: o.wscale,
+                    sack_perm: o.sack_perm,
                     sack: o.sack,
                     nsack: o.nsack,
                     sack_blocks: o.sack_blocks,
@@ -794,6 +805,7 @@ fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed
             tsval: o.tsval,
             mss_opt: o.mss,
             wscale: o.wscale,
+            sack_perm: o.sack_perm,
             sack: o.sack,
             nsack: o.nsack,
             sack_blocks: o.sack_blocks,
@@ -1678,6 +1690,24 @@ mod tests {
         let c = option_walk(&cut, 5);
         assert_eq!(c.wscale, Some(crate::tcp::scale::WSCALE_CUT));
         assert_eq!((c.tsval, c.nsack, c.sack_blocks), (None, 0, 0));
+    }
+
+    /// A Linux SYN's options (MSS, SACK-permitted, timestamps, NOP,
+    /// window scale): SACK is permitted, also when the capture cut the
+    /// options after it.
+    #[test]
+    fn a_syn_permits_sack() {
+        let syn = [
+            2u8, 4, 5, 180, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+        ];
+        let o = option_walk(&syn, syn.len());
+        assert!(o.sack_perm);
+        assert_eq!((o.mss, o.wscale), (Some(1460), Some(7)));
+        // Cut after the SACK-permitted option: still read.
+        let mut cut = syn;
+        cut[6..].fill(0);
+        assert!(option_walk(&cut, 6).sack_perm);
+        assert!(!option_walk(&syn[..4], 4).sack_perm);
     }
 
     /// The NOP, NOP, timestamp shortcut gives what the option walk gives.

@@ -772,6 +772,7 @@ impl FlowStats {
                     len: p.payload,
                     window: t.window,
                     wscale: t.wscale,
+                    sack_perm: t.sack_perm,
                     sack: t.sack,
                     nsack: t.nsack,
                     sack_blocks: t.sack_blocks,

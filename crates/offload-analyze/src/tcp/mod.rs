@@ -52,6 +52,8 @@ pub struct Segment {
     /// The window-scale option (SYN segments; [`scale::WSCALE_CUT`] when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
+    /// The SACK-permitted option (SYN segments).
+    pub sack_perm: bool,
     /// The first three SACK blocks and how many of them are set
     /// (`dissect::TcpFields::sack`).
     pub sack: [(u32, u32); 3],
