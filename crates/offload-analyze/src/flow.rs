@@ -57,6 +57,7 @@ pub struct HeaderTrack {
 const MIN_SEG: u32 = 64;
 
 impl HeaderTrack {
+    #[inline(always)]
     fn update(&mut self, ip: &IpFields, frame: u64, mtu: u32) {
         self.packets += 1;
         self.v6 = ip.v6;

@@ -675,6 +675,7 @@ fn fast_path_on() -> bool {
 /// already). Any change to [`analyze`]'s rules must keep the test
 /// `in_order_fast_path_equals_the_full_analysis` green: it compares both
 /// on random conversations, state and flags after every segment.
+#[inline(always)]
 fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
     let (seq, ack, len, ts) = (s.seq, s.ack, s.len, s.ts);
@@ -767,6 +768,7 @@ fn advancing_ack(fwd: &TcpDirection, s: &Segment) -> bool {
 /// segment, keep-alive nor zero window does. What can still fire: ACKed
 /// unseen. The test `in_order_fast_path_equals_the_full_analysis` covers
 /// this path too.
+#[inline(always)]
 fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
     use flag::*;
     let (seq, ack, ts) = (s.seq, s.ack, s.ts);
@@ -812,14 +814,21 @@ fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segmen
 
 /// Analyses segment `s` of direction `fwd`; `rev` is the other direction
 /// (a fresh state when the capture has none).
+#[inline(always)]
 pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
-    use flag::*;
     if in_order(fwd, s) {
         return in_order_data(fwd, rev, s);
     }
     if advancing_ack(fwd, s) {
         return advancing_ack_only(fwd, rev, s);
     }
+    analyze_full(fwd, rev, s)
+}
+
+/// [`analyze`] for a segment neither fast path serves.
+#[inline(never)]
+fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> Outcome {
+    use flag::*;
     let (seq, ack, flags, len, ts) = (s.seq, s.ack, s.flags, s.len, s.ts);
     let syn = flags & SYN != 0;
     let ackf = flags & ACK != 0;
