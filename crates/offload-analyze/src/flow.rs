@@ -770,6 +770,7 @@ impl FlowStats {
                     ack: t.ack,
                     flags: t.flags,
                     len: p.payload,
+                    ecn: ip.tos & 3,
                     window: t.window,
                     wscale: t.wscale,
                     sack_perm: t.sack_perm,

@@ -24,7 +24,7 @@
 
 use super::rtt::{RttPoint, RttStats, Unacked};
 use super::scale::{on_syn, WindowScale};
-use super::{seq_gt, seq_le, seq_lt, Segment, ACK, FIN, RST, SYN};
+use super::{seq_gt, seq_le, seq_lt, Segment, ACK, CWR, ECE, ECN_CE, FIN, RST, SYN};
 use crate::series::Decimated;
 use serde::Serialize;
 
@@ -84,6 +84,20 @@ pub struct WiresharkCounts {
     pub keep_alive_acks: u64,
     pub window_updates: u64,
     pub window_full: u64,
+}
+
+/// ECN (RFC 3168) as this direction's segments carried it, counted as
+/// tshark counts frames with `ip.dsfield.ecn == 3` (or
+/// `ipv6.tclass.ecn == 3`), `tcp.flags.ece == 1` and `tcp.flags.cwr == 1`:
+/// SYNs included (an ECN setup SYN carries both flags, its SYN-ACK ECE).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EcnCounts {
+    /// Segments a congested queue marked Congestion Experienced.
+    pub ce_marked: u64,
+    /// Segments with ECE: the receiver echoing a CE mark.
+    pub ece: u64,
+    /// Segments with CWR: the sender answering an echo.
+    pub cwr: u64,
 }
 
 /// Loss and reordering, located relative to the capture point.
@@ -311,6 +325,7 @@ pub struct TcpDirection {
     pub zero_window_episodes: u64,
     pub ws: WiresharkCounts,
     pub loss: LossCounts,
+    pub ecn: EcnCounts,
     pub first: FirstFrames,
     /// Window statistics (bytes, after scaling): the SYN's own, then the
     /// other segments'.
@@ -398,6 +413,7 @@ impl TcpDirection {
             acks_with_sack: old.acks_with_sack,
             sack_blocks: old.sack_blocks,
             dsack: old.dsack,
+            ecn: old.ecn,
             rtt: old.rtt,
             rtt_points: old.rtt_points,
             ..TcpDirection::default()
@@ -612,12 +628,14 @@ fn bytes_in_flight(fwd: &mut TcpDirection, rev: &TcpDirection, flags: u8) -> Opt
 }
 
 /// The common case, served by [`in_order_data`]: a data segment of more
-/// than one byte, ACK set and no SYN, FIN or RST, a non-zero window, no
+/// than one byte, ACK set and no SYN, FIN, RST, ECE or CWR, no CE mark
+/// (the full path counts ECN), a non-zero window, no
 /// SACK blocks, starting exactly where this direction's bytes so far end,
 /// with the handshake RTT settled (or no SYN seen).
 #[inline(always)]
 fn in_order(fwd: &TcpDirection, s: &Segment) -> bool {
-    s.flags & (SYN | FIN | RST | ACK) == ACK
+    s.flags & (SYN | FIN | RST | ACK | ECE | CWR) == ACK
+        && s.ecn != ECN_CE
         && s.len > 1
         && s.window != 0
         && s.sack_blocks == 0
@@ -720,13 +738,15 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
 }
 
 /// The other common case, served by [`advancing_ack_only`]: a pure ACK
-/// (no payload; ACK set and no SYN, FIN or RST) with a non-zero window
+/// (no payload; ACK set and no SYN, FIN, RST, ECE or CWR, no CE mark)
+/// with a non-zero window
 /// and no SACK blocks, at exactly this direction's next sequence number,
 /// acknowledging something new (its ACK differs from the last one), with
 /// the handshake RTT settled (or no SYN seen): a bulk receiver's ACKs.
 #[inline(always)]
 fn advancing_ack(fwd: &TcpDirection, s: &Segment) -> bool {
-    s.flags & (SYN | FIN | RST | ACK) == ACK
+    s.flags & (SYN | FIN | RST | ACK | ECE | CWR) == ACK
+        && s.ecn != ECN_CE
         && s.len == 0
         && s.window != 0
         && s.sack_blocks == 0
@@ -830,6 +850,11 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
             _ => {}
         }
     }
+    // ECN marks and flags: segments with any take this path (the fast
+    // paths' conditions exclude them).
+    fwd.ecn.ce_marked += u64::from(s.ecn == ECN_CE);
+    fwd.ecn.ece += u64::from(flags & ECE != 0);
+    fwd.ecn.cwr += u64::from(flags & CWR != 0);
     fwd.last_ns = fwd.last_ns.max(ts);
     if syn {
         fwd.syn = Some(ackf);
@@ -1720,6 +1745,55 @@ mod tests {
             let what = format!("start {start:#x} copy {copy}");
             assert_eq!(c.a.loss.reordered_after_capture, u64::from(!copy), "{what}");
         }
+    }
+
+    /// ECN is counted on every segment as tshark counts its fields, in
+    /// order or not: the setup SYN's ECE and CWR, the SYN-ACK's ECE, a
+    /// CE mark on in-order data, the ECE echoing it and the CWR answer.
+    #[test]
+    fn ecn_marks_and_flags_are_counted_on_every_path() {
+        let mut c = Conv::new();
+        c.seg(true, syn(1000, 0, SYN | ECE | CWR, Some(7)));
+        c.seg(false, syn(5000, 1001, SYN | ACK | ECE, Some(9)));
+        c.seg(true, ack_seg(1001, 5001, 502));
+        c.data(1, None);
+        let ce = Segment {
+            seq: 2001,
+            ack: 5001,
+            flags: ACK,
+            len: 1000,
+            window: 502,
+            ecn: ECN_CE,
+            ..Default::default()
+        };
+        c.seg(true, ce);
+        c.seg(
+            false,
+            Segment {
+                flags: ACK | ECE,
+                ..ack_seg(5001, 3001, 300)
+            },
+        );
+        c.seg(
+            true,
+            Segment {
+                seq: 3001,
+                flags: ACK | CWR,
+                ecn: 2,
+                ..ce
+            },
+        );
+        c.ack(4001, None);
+        let e = |ce_marked, ece, cwr| EcnCounts {
+            ce_marked,
+            ece,
+            cwr,
+        };
+        assert_eq!(c.a.ecn, e(1, 1, 2));
+        assert_eq!(c.b.ecn, e(0, 2, 0));
+        // Unmarked data after the marks adds nothing.
+        c.data(4001, None);
+        assert_eq!(c.a.ecn, e(1, 1, 2));
     }
 
     /// Without IP IDs (IPv6), a duplicate ACK without SACK blocks on a
