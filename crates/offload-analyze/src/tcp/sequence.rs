@@ -616,6 +616,7 @@ fn in_order(fwd: &TcpDirection, s: &Segment) -> bool {
         && s.len > 1
         && s.window != 0
         && s.sack_blocks == 0
+        && !s.tshark_stops
         && fwd.nextseq == s.seq
         && fwd.nextseq != 0
         && fwd.base.is_some()
@@ -724,6 +725,7 @@ fn advancing_ack(fwd: &TcpDirection, s: &Segment) -> bool {
         && s.len == 0
         && s.window != 0
         && s.sack_blocks == 0
+        && !s.tshark_stops
         && fwd.nextseq == s.seq
         && fwd.nextseq != 0
         && s.ack != fwd.lastack
@@ -1123,6 +1125,16 @@ pub fn analyze(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> O
         }
     }
     // Every segment's acknowledgment field, ACK flag or not ([`rtt_sample`]).
+    if s.tshark_stops {
+        // Acknowledged all the same; tshark shows no sample, no bytes in
+        // flight and no flag of it.
+        rev.unacked.acked(ack, ts);
+        return Outcome {
+            flags: fl,
+            window,
+            in_flight: None,
+        };
+    }
     rtt_sample(rev, ack, ts, s.frame);
     let in_flight = if len > 0 && fwd.valid_bif && fwd.nextseq != 0 {
         bytes_in_flight(fwd, rev, s.flags)
