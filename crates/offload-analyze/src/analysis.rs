@@ -858,6 +858,7 @@ impl FlowTable {
 
     /// Adds a frame; returns its flow's serial (order of first appearance).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn update(
         &mut self,
         p: &Parsed,

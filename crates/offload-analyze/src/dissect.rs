@@ -44,7 +44,7 @@
 
 use offload::layout::{Encap, OuterLayout};
 use offload::link::dissect_l2;
-use offload::wire::ethernet::ethertype;
+use offload::wire::ethernet::{self, ethertype};
 use offload::wire::geneve::Geneve;
 use offload::wire::gre::Gre;
 use offload::wire::ipv4::Ipv4;
@@ -105,6 +105,8 @@ pub struct TcpFields {
     /// Window scale option (SYN segments; `tcp::scale::WSCALE_CUT` when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
+    /// The SACK-permitted option (SYN segments, RFC 2018).
+    pub sack_perm: bool,
     /// The first three SACK blocks (left, right edges), `nsack` of them:
     /// as many as tshark 4.0 keeps for bytes in flight (dissect_tcpopt_sack
     /// stores a block while its 1-based count is below
@@ -501,6 +503,7 @@ struct TcpOptions {
     tsval: Option<u32>,
     mss: Option<u16>,
     wscale: Option<u8>,
+    sack_perm: bool,
     sack: [(u32, u32); 3],
     nsack: u8,
     sack_blocks: u8,
@@ -522,7 +525,7 @@ const SIG_NOP_NOP_TS: u32 =
     ((((SIG_START ^ 1).wrapping_mul(SIG_PRIME)) ^ 1).wrapping_mul(SIG_PRIME) ^ 8)
         .wrapping_mul(SIG_PRIME);
 
-#[inline]
+#[inline(always)]
 fn option_signature(opts: &[u8]) -> TcpOptions {
     if let [1, 1, 8, 10, a, b, c, d, _, _, _, _] = *opts {
         return TcpOptions {
@@ -547,6 +550,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     let mut ts = None;
     let mut mss = None;
     let mut wscale = None;
+    let mut sack_perm = false;
     let mut sack = [(0u32, 0u32); 3];
     let mut nsack = 0u8;
     let mut sack_blocks = 0u8;
@@ -583,6 +587,11 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
                 if i + 4 <= captured {
                     mss = Some(be16(opts, i + 2))
                 }
+            }
+            4 if len == 2 => {
+                sack_perm = true;
+                // The signature as for any option: its length byte too.
+                sig = (sig ^ 2).wrapping_mul(SIG_PRIME);
             }
             3 if len == 3 => {
                 if i + 3 <= captured {
@@ -629,6 +638,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
         tsval: ts,
         mss,
         wscale,
+        sack_perm,
         sack,
         nsack,
         sack_blocks,
@@ -693,6 +703,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     tsval: o.tsval,
                     mss_opt: o.mss,
                     wscale: o.wscale,
+                    sack_perm: o.sack_perm,
                     sack: o.sack,
                     nsack: o.nsack,
                     sack_blocks: o.sack_blocks,
@@ -723,7 +734,148 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
 /// Dissects one frame. `vxlan_ports` are the UDP destination ports whose
 /// payload is read as VXLAN (Geneve: `offload::wire::geneve::PORT`).
 /// Returns `None` for frames without an IP header analysis can read.
+#[inline(always)]
 pub fn parse(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Option<Parsed> {
+    if let Some(p) = parse_plain_tcp(link, frame, orig_len) {
+        return Some(p);
+    }
+    parse_full(link, frame, orig_len, vxlan_ports)
+}
+
+/// [`parse`] for the shape of nearly every frame of a TCP capture: an
+/// untagged Ethernet frame (or a raw IP packet) holding IPv4 without
+/// options and unfragmented, or IPv6 without extension headers, then a
+/// TCP header captured whole. It reads the same fields with the same
+/// accessors as [`parse_full`] but at fixed offsets, without the link
+/// walk, the tunnel test and the intermediate values (`read_ip`'s and
+/// `read_l4`'s results copied into `Parsed`): a fifth of analyze's
+/// per-frame instructions were the dissection. Any other shape returns
+/// `None`, and [`parse_full`] reads it (and names what it cannot). The
+/// test `plain_tcp_fast_path_equals_the_full_parse` compares both.
+#[inline(always)]
+fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed> {
+    let l3 = match link {
+        LinkKind::Ethernet => {
+            let et = be16(frame.get(..ethernet::HEADER_LEN)?, 12);
+            let version = match et {
+                ethertype::IPV4 => 4,
+                ethertype::IPV6 => 6,
+                _ => return None,
+            };
+            if frame.get(ethernet::HEADER_LEN)? >> 4 != version {
+                return None;
+            }
+            ethernet::HEADER_LEN
+        }
+        LinkKind::RawIp => 0,
+        LinkKind::Ipv4 if frame.first()? >> 4 == 4 => 0,
+        LinkKind::Ipv6 if frame.first()? >> 4 == 6 => 0,
+        _ => return None,
+    };
+    let orig = (orig_len as usize).max(frame.len());
+    let orig_rest = orig - l3;
+    let b = &frame[l3..];
+    let ip = match b.first()? >> 4 {
+        4 => {
+            // IHL 5, TCP, neither MF nor a fragment offset.
+            if b.len() < 20 || b[0] != 0x45 || b[9] != PROTO_TCP || be16(b, 6) & 0x3fff != 0 {
+                return None;
+            }
+            let ip = Ipv4::new_unchecked(b);
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src[..4].copy_from_slice(&ip.src());
+            dst[..4].copy_from_slice(&ip.dst());
+            let tl = ip.total_len();
+            IpFields {
+                v6: false,
+                src,
+                dst,
+                id: ip.ident(),
+                df: ip.dont_fragment(),
+                ttl: ip.ttl(),
+                tos: ip.tos(),
+                // As `read_ip`.
+                ip_len: if tl == 0 {
+                    orig_rest as u32
+                } else {
+                    (tl as usize).min(orig_rest) as u32
+                },
+                len_zero: tl == 0,
+                off: l3,
+                hdr_len: 20,
+                proto: PROTO_TCP,
+            }
+        }
+        6 => {
+            // TCP right after the fixed header (no extension header).
+            if b.len() < 40 || b[6] != PROTO_TCP {
+                return None;
+            }
+            let ip = Ipv6::new_unchecked(b);
+            let pl = ip.payload_len();
+            IpFields {
+                v6: true,
+                src: ip.src(),
+                dst: ip.dst(),
+                id: 0,
+                df: false,
+                ttl: ip.hop_limit(),
+                tos: ip.traffic_class(),
+                // As `read_ip` (no jumbo option without a hop-by-hop header).
+                ip_len: match pl {
+                    0 => orig_rest as u32,
+                    n => (40 + n as usize).min(orig_rest) as u32,
+                },
+                len_zero: pl == 0,
+                off: l3,
+                hdr_len: 40,
+                proto: PROTO_TCP,
+            }
+        }
+        _ => return None,
+    };
+    let off = l3 + ip.hdr_len;
+    let tb = frame.get(off..)?;
+    // The whole TCP header captured (a cut one: `read_l4`'s padding).
+    let hl = (*tb.get(12)? >> 4) as usize * 4;
+    if hl < 20 || tb.len() < hl {
+        return None;
+    }
+    let t = Tcp::new_unchecked(tb);
+    // Every option byte captured: `read_l4` takes `option_signature`.
+    let o = option_signature(&tb[20..hl]);
+    let l4_room = ip.ip_len.saturating_sub(ip.hdr_len as u32);
+    Some(Parsed {
+        tunnel: None,
+        ip,
+        sport: t.src_port(),
+        dport: t.dst_port(),
+        l4: L4::Tcp(TcpFields {
+            seq: t.seq(),
+            ack: t.ack(),
+            flags: t.flags(),
+            window: t.window(),
+            hdr_len: hl as u8,
+            checksum: t.checksum(),
+            opt_sig: o.sig,
+            tsval: o.tsval,
+            mss_opt: o.mss,
+            wscale: o.wscale,
+            sack_perm: o.sack_perm,
+            sack: o.sack,
+            nsack: o.nsack,
+            sack_blocks: o.sack_blocks,
+        }),
+        l4_off: off,
+        payload: l4_room.saturating_sub(hl as u32),
+        complete: orig <= frame.len(),
+        outgoing: None,
+    })
+}
+
+/// [`parse`] for every shape: the link walk, IP, tunnels, the transport.
+fn parse_full(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) -> Option<Parsed> {
     let l2 = dissect_l2(link, frame).ok()?;
     let outgoing = matches!(link, LinkKind::LinuxSll | LinkKind::LinuxSll2).then_some(l2.outgoing);
     let orig = (orig_len as usize).max(frame.len());
@@ -1597,6 +1749,24 @@ mod tests {
         assert_eq!((c.tsval, c.nsack, c.sack_blocks), (None, 0, 0));
     }
 
+    /// A Linux SYN's options (MSS, SACK-permitted, timestamps, NOP,
+    /// window scale): SACK is permitted, also when the capture cut the
+    /// options after it.
+    #[test]
+    fn a_syn_permits_sack() {
+        let syn = [
+            2u8, 4, 5, 180, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+        ];
+        let o = option_walk(&syn, syn.len());
+        assert!(o.sack_perm);
+        assert_eq!((o.mss, o.wscale), (Some(1460), Some(7)));
+        // Cut after the SACK-permitted option: still read.
+        let mut cut = syn;
+        cut[6..].fill(0);
+        assert!(option_walk(&cut, 6).sack_perm);
+        assert!(!option_walk(&syn[..4], 4).sack_perm);
+    }
+
     /// The NOP, NOP, timestamp shortcut gives what the option walk gives.
     #[test]
     fn timestamp_shortcut_matches_the_walk() {
@@ -2123,6 +2293,142 @@ mod tests {
                 let _ = k.describe(Some((1, 2)));
             }
         }
+    }
+
+    /// A frame near the plain TCP shape, each header field drawn from
+    /// values on both sides of what [`parse_plain_tcp`] accepts: link,
+    /// EtherType (VLAN too), IP version, IHL, fragment word, protocol and
+    /// lengths, IPv6 next header, TCP data offset and options, the cut.
+    #[allow(clippy::too_many_arguments)]
+    fn near_plain(
+        link: u8,
+        et: u16,
+        version: u8,
+        ihl: u8,
+        frag: u16,
+        proto: u8,
+        len_field: u16,
+        doff: u8,
+        opts: &[u8],
+        payload: usize,
+        fill: u8,
+    ) -> (LinkKind, Vec<u8>) {
+        let mut f = Vec::new();
+        let link = match link {
+            0 => {
+                f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+                f.extend_from_slice(&et.to_be_bytes());
+                if et == 0x8100 {
+                    f.extend_from_slice(&[0, 7, 0x08, 0]);
+                }
+                LinkKind::Ethernet
+            }
+            1 => LinkKind::RawIp,
+            2 => LinkKind::Ipv4,
+            3 => LinkKind::Ipv6,
+            _ => LinkKind::LinuxSll,
+        };
+        if version == 6 {
+            f.extend_from_slice(&[0x60 | (fill >> 4), fill << 4, 0, 1]);
+            f.extend_from_slice(&len_field.to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend((0..32).map(|i| i as u8 ^ fill));
+        } else {
+            f.push((version << 4) | ihl);
+            f.push(fill);
+            f.extend_from_slice(&len_field.to_be_bytes());
+            f.extend_from_slice(&[0x12, 0x34]);
+            f.extend_from_slice(&frag.to_be_bytes());
+            f.extend_from_slice(&[63, proto, 0xab, 0xcd, 10, 0, 0, 1, 10, 0, 0, 2]);
+            f.extend(std::iter::repeat_n(
+                1u8,
+                (ihl as usize * 4).saturating_sub(20),
+            ));
+        }
+        f.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 0, 1, 0, 0, 0, 2, 0]);
+        f.push(doff << 4);
+        f.extend_from_slice(&[0x18 | (fill & 0x27), 0x01, 0xf5, 0x12, 0x34, 0, 0]);
+        f.extend_from_slice(opts);
+        f.extend(std::iter::repeat_n(fill, payload));
+        (link, f)
+    }
+
+    proptest::proptest! {
+        /// Wherever the plain TCP fast path reads a frame, it reads what
+        /// the full parse does (every field of `Parsed`); and it does
+        /// read the plain shapes.
+        #[test]
+        fn plain_tcp_fast_path_equals_the_full_parse(
+            link in 0u8..5,
+            et in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x0806]),
+            version in proptest::sample::select(vec![4u8, 6, 5]),
+            ihl in proptest::sample::select(vec![5u8, 6, 4]),
+            frag in proptest::sample::select(vec![0u16, 0x4000, 0x2000, 0x0001, 0x8000]),
+            proto in proptest::sample::select(vec![6u8, 17, 0, 4, 41, 51]),
+            len_field in proptest::sample::select(vec![0u16, 40, 52, 60, 100, 1500, 65535]),
+            doff in 0u8..16,
+            opts in proptest::sample::select(vec![
+                vec![],
+                vec![1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9],
+                vec![1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 1, 5, 10, 0, 0, 1, 0, 0, 0, 2, 0],
+                vec![2, 4, 5, 180, 4, 2, 8, 10, 0, 0, 0, 7, 0, 0, 0, 0, 1, 3, 3, 7],
+                vec![0, 0, 0, 0],
+            ]),
+            payload in 0usize..80,
+            fill in proptest::num::u8::ANY,
+            cut in 0usize..200,
+            extra in 0u32..3000,
+        ) {
+            let (link, f) = near_plain(
+                link, et, version, ihl, frag, proto, len_field, doff, &opts, payload, fill,
+            );
+            let whole = f.len();
+            let f = &f[..cut.min(whole)];
+            let orig = whole as u32 + extra;
+            if let Some(p) = parse_plain_tcp(link, f, orig) {
+                proptest::prop_assert_eq!(Some(p), parse_full(link, f, orig, &[4789]));
+            }
+        }
+    }
+
+    #[test]
+    fn plain_tcp_fast_path_reads_the_plain_shapes() {
+        let ts = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9];
+        for (link, et, version) in [
+            (0, 0x0800, 4),
+            (0, 0x86dd, 6),
+            (1, 0, 4),
+            (1, 0, 6),
+            (2, 0, 4),
+            (3, 0, 6),
+        ] {
+            let (link, f) = near_plain(link, et, version, 5, 0x4000, 6, 0, 8, &ts, 100, 3);
+            let p = parse_plain_tcp(link, &f, f.len() as u32).expect("the fast path");
+            assert_eq!(Some(p), parse_full(link, &f, f.len() as u32, &[]));
+            assert_eq!(p.payload, 100);
+        }
+    }
+
+    /// Every frame of the bundled samples: `parse` (fast path or not)
+    /// equals the full parse.
+    #[test]
+    fn samples_parse_as_the_full_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples");
+        let mut fast = 0;
+        for e in std::fs::read_dir(&dir).expect("samples/") {
+            let path = e.expect("entry").path();
+            let mut r = offload_capture::CaptureReader::open(&path).expect("opens");
+            while let Some(fr) = r.next_frame().expect("reads") {
+                let link = LinkKind::from_linktype(fr.link_type.0).expect("link type");
+                let full = parse_full(link, fr.data, fr.orig_len, &[4789]);
+                if let Some(p) = parse_plain_tcp(link, fr.data, fr.orig_len) {
+                    fast += 1;
+                    assert_eq!(Some(p), full, "{} frame {}", path.display(), fr.number);
+                }
+                assert_eq!(parse(link, fr.data, fr.orig_len, &[4789]), full);
+            }
+        }
+        assert!(fast > 1000, "the fast path read {fast} frames");
     }
 
     /// An IPv6/TCP packet with the extension headers `ext` (their first

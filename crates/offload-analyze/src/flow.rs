@@ -57,6 +57,7 @@ pub struct HeaderTrack {
 const MIN_SEG: u32 = 64;
 
 impl HeaderTrack {
+    #[inline(always)]
     fn update(&mut self, ip: &IpFields, frame: u64, mtu: u32) {
         self.packets += 1;
         self.v6 = ip.v6;
@@ -769,8 +770,10 @@ impl FlowStats {
                     ack: t.ack,
                     flags: t.flags,
                     len: p.payload,
+                    ecn: ip.tos & 3,
                     window: t.window,
                     wscale: t.wscale,
+                    sack_perm: t.sack_perm,
                     sack: t.sack,
                     nsack: t.nsack,
                     sack_blocks: t.sack_blocks,

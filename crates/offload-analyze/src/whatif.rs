@@ -170,6 +170,7 @@ impl Sizes {
 
     /// Feeds `input` to every size; deliveries go to `pending`, tagged
     /// with their size index.
+    #[inline(always)]
     fn receive(
         &mut self,
         input: Input<'_>,
@@ -389,6 +390,7 @@ impl WhatIfWorker {
     /// capture whenever its checksums were valid. A frame cut inside its
     /// headers goes in as it is, and the engine passes it up unmerged
     /// (`capture-truncated`).
+    #[inline(always)]
     pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, &FlowKey)>) {
         if self.header_only
             && (input.data.len() as u64) < input.orig_len as u64

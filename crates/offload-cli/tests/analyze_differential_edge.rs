@@ -4,7 +4,7 @@
 //! resends it), a half-closed connection whose other direction keeps
 //! sending, a receiver with a 4 KB buffer, a slow reader (window full,
 //! zero-window probes, window updates), CE marks set by the hop (ECE and
-//! CWR answering them), ACKs the hop duplicates, TSO super-packets at the
+//! CWR answering them), ACKs the hop duplicates (IPv4 and IPv6), TSO super-packets at the
 //! sender through the loss hop, the handshake's last ACK carrying data,
 //! captures tcpdump cut to 96 bytes as it took them, and both capture
 //! points given to one `offload analyze` run. Same hop, captures and
@@ -242,6 +242,19 @@ fn scenarios() -> Vec<Scenario> {
             },
             truth: true,
             evidence: &["s:tcp.analysis.duplicate_ack"],
+        },
+        Scenario {
+            // No IP ID to tell the network's copy of an ACK from the
+            // receiver's own duplicate ACK: SACK in use does.
+            name: "ipv6-dup-acks",
+            setup: Setup {
+                ack_impair: Impair::DuplicateAck(20),
+                bytes: 2 << 20,
+                ipv6: true,
+                ..Setup::default()
+            },
+            truth: true,
+            evidence: &["s:ipv6 && tcp.analysis.duplicate_ack"],
         },
         Scenario {
             name: "tso-loss",

@@ -34,6 +34,12 @@ pub const SYN: u8 = 0x02;
 pub const RST: u8 = 0x04;
 pub const PSH: u8 = 0x08;
 pub const ACK: u8 = 0x10;
+/// ECN-Echo and Congestion Window Reduced (RFC 3168 section 6.1).
+pub const ECE: u8 = 0x40;
+pub const CWR: u8 = 0x80;
+/// The IP header's ECN codepoint "Congestion Experienced" (RFC 3168
+/// section 5).
+pub const ECN_CE: u8 = 3;
 
 /// One segment as the analysis reads it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -47,11 +53,16 @@ pub struct Segment {
     pub flags: u8,
     /// Payload bytes (from the IP length: right on header-only captures).
     pub len: u32,
+    /// The IP header's ECN field (the low two bits of the IPv4 TOS or
+    /// IPv6 traffic class; of the inner header in a tunnel).
+    pub ecn: u8,
     /// The window field as sent (unscaled).
     pub window: u16,
     /// The window-scale option (SYN segments; [`scale::WSCALE_CUT`] when
     /// the capture cut the options before one was found).
     pub wscale: Option<u8>,
+    /// The SACK-permitted option (SYN segments).
+    pub sack_perm: bool,
     /// The first three SACK blocks and how many of them are set
     /// (`dissect::TcpFields::sack`).
     pub sack: [(u32, u32); 3],

@@ -2,7 +2,7 @@
 //! analysis of the flow's direction and of its peer.
 
 use super::scale::WindowScale;
-use super::sequence::{FirstFrames, LossCounts, TcpDirection, WiresharkCounts};
+use super::sequence::{EcnCounts, FirstFrames, LossCounts, TcpDirection, WiresharkCounts};
 use serde::Serialize;
 
 /// The receive window this direction advertised.
@@ -58,6 +58,8 @@ pub struct TcpReport {
     pub wireshark: WiresharkCounts,
     /// Loss and reordering with where they happened.
     pub loss: LossCounts,
+    /// CE marks, ECE and CWR flags (RFC 3168).
+    pub ecn: EcnCounts,
     pub first_frames: FirstFrames,
 }
 
@@ -98,6 +100,7 @@ pub fn tcp_report(d: &TcpDirection, peer: Option<&TcpDirection>) -> TcpReport {
             gaps_open: d.gaps_open(),
             ..d.loss
         },
+        ecn: d.ecn,
         first_frames: d.first,
     }
 }

@@ -753,6 +753,17 @@ pub fn compare_against(
             0.0,
             false,
         );
+        // ECN, per direction: CE-marked segments, ECE and CWR flags
+        // (`ip.dsfield.ecn == 3`, `tcp.flags.ece`, `tcp.flags.cwr`).
+        for (ours, name) in [("ce_marked", "ecn_ce"), ("ece", "ece"), ("cwr", "cwr")] {
+            c.cmp(
+                &format!("ecn {ours}"),
+                num(&t["ecn"][ours]),
+                theirs.get(name),
+                0.0,
+                false,
+            );
+        }
         // Packets, frame bytes and payload: tshark's packet fields.
         for (ours, name) in [
             ("packets", "packets"),
@@ -984,6 +995,21 @@ pub fn compare_against(
                         } else {
                             0.0
                         },
+                        false,
+                    );
+                }
+                Impair::CeMark(_) => {
+                    // The hop marks after the sender's capture point.
+                    let n = if before {
+                        h.ce_marked.load(Ordering::Relaxed) as f64
+                    } else {
+                        0.0
+                    };
+                    c.cmp(
+                        "ecn ce_marked = the hop's marks",
+                        num(&t["ecn"]["ce_marked"]),
+                        n,
+                        0.0,
                         false,
                     );
                 }

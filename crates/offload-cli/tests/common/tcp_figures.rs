@@ -95,7 +95,8 @@ impl Figures {
 /// bytes, TCP payload, first and last timestamp (relative to the file's
 /// first frame), the window of non-SYN non-RST segments (min, max), the
 /// largest `tcp.analysis.bytes_in_flight`,
-/// frames with SACK blocks, each of [`FLAGS`], and the ACK RTT samples.
+/// frames with SACK blocks, frames marked CE and with ECE and with CWR,
+/// each of [`FLAGS`], and the ACK RTT samples.
 /// ICMP errors quoting a TCP header are left out (they are not the
 /// connection's segments); a tunnelled segment counts under its inner
 /// addresses.
@@ -125,6 +126,10 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         "ipv6.routing.src.addr",
         "tcp.hdr_len",
         "tcp.analysis.bytes_in_flight",
+        "ip.dsfield.ecn",
+        "ipv6.tclass.ecn",
+        "tcp.flags.ece",
+        "tcp.flags.cwr",
     ];
     let mut args: Vec<&str> = vec![
         "-n",
@@ -236,6 +241,12 @@ pub fn tshark_directions(path: &Path) -> BTreeMap<Dir, Figures> {
         if !v[11].is_empty() {
             f.add("sack", 1.0);
         }
+        // ECN: the codepoint of the network header before the TCP one
+        // (a tunnel's inner), the first TCP layer's flags.
+        let ecn = nth(if v6 { v[25] } else { v[24] }, at);
+        f.add("ecn_ce", f64::from(u8::from(ecn == "3")));
+        f.add("ece", f64::from(u8::from(set(&first(v[26])))));
+        f.add("cwr", f64::from(u8::from(set(&first(v[27])))));
         for (i, (name, _)) in FLAGS.iter().enumerate() {
             if !v[fields.len() + i].is_empty() {
                 f.add(name, 1.0);
