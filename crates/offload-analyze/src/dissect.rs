@@ -708,7 +708,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     nsack: o.nsack,
                     sack_blocks: o.sack_blocks,
                     tshark_stops: bogus.is_some()
-                        || (o.sack_without_block && t.flags() & 0x10 != 0),
+                        || (o.sack_without_block && t.flags() & crate::tcp::ACK != 0),
                 }),
                 off,
                 l4_room.saturating_sub(hl as u32),
@@ -866,6 +866,7 @@ fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed
             sack: o.sack,
             nsack: o.nsack,
             sack_blocks: o.sack_blocks,
+            tshark_stops: o.sack_without_block && t.flags() & crate::tcp::ACK != 0,
         }),
         l4_off: off,
         payload: l4_room.saturating_sub(hl as u32),
