@@ -118,6 +118,14 @@ pub struct TcpFields {
     /// capture cut, those whose left edge it holds): never fewer than
     /// `nsack`, so a segment carries SACK blocks when this is nonzero.
     pub sack_blocks: u8,
+    /// tshark stops dissecting this header before it shows the sequence
+    /// analysis: a data offset below 5 (dissect_tcp, "Bogus TCP header
+    /// length") or a whole SACK option without a whole block (an ACK's
+    /// `dissect_tcpopt_sack` then reads a D-SACK edge past the option and
+    /// throws: Suricata's tests/tcp-empty-sack). The analysis still runs
+    /// on the segment; tshark shows none of its flags and no RTT, and
+    /// neither does offload (epan/dissectors/packet-tcp.c, Wireshark 4.0).
+    pub tshark_stops: bool,
 }
 
 /// The transport header.
@@ -320,6 +328,11 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             let mut dst = [0u8; 16];
             src[..4].copy_from_slice(&ip.src());
             dst[..4].copy_from_slice(&ip.dst());
+            if ip.header_len() > 20 {
+                if let Some(opts) = b.get(20..ip.header_len()) {
+                    source_route_destination(opts, &mut dst[..4]);
+                }
+            }
             let tl = ip.total_len();
             let proto = if ip.is_fragment()
                 && (ip.frag_word() & 0x1fff != 0
@@ -386,6 +399,43 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             })
         }
         _ => None,
+    }
+}
+
+/// The final destination of an IPv4 packet with a loose or strict source
+/// route option (RFC 791 3.1: the header's destination is the next hop,
+/// the route's last address the final one) whose route is not complete:
+/// Wireshark's conversations and Linux's transport checksum take it (the
+/// pseudo-header names the final destination, RFC 1122 3.3.5 and 4.2.2;
+/// `ip_options_build` and `opt->faddr` in net/ipv4/ip_options.c). As
+/// packet-ip.c's `get_dst_offset` reads it: the first such option only,
+/// its pointer at least 4, a multiple of 4 and within the option, the
+/// address its last 4 bytes. Off the common path (options only).
+fn source_route_destination(opts: &[u8], dst: &mut [u8]) {
+    const LSRR: u8 = 131;
+    const SSRR: u8 = 137;
+    let mut at = 0;
+    while at < opts.len() {
+        let kind = opts[at];
+        match kind {
+            0 => return,
+            1 => at += 1,
+            _ => {
+                let Some(&len) = opts.get(at + 1) else { return };
+                let len = len as usize;
+                if len < 2 || at + len > opts.len() {
+                    return;
+                }
+                if kind == LSRR || kind == SSRR {
+                    let ptr = opts.get(at + 2).map_or(0, |&p| p as usize);
+                    if ptr >= 4 && ptr & 3 == 0 && ptr <= len {
+                        dst.copy_from_slice(&opts[at + len - 4..at + len]);
+                    }
+                    return;
+                }
+                at += len;
+            }
+        }
     }
 }
 
@@ -457,6 +507,8 @@ struct TcpOptions {
     sack: [(u32, u32); 3],
     nsack: u8,
     sack_blocks: u8,
+    /// A SACK option, captured whole, too short for one block.
+    sack_without_block: bool,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -502,6 +554,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     let mut sack = [(0u32, 0u32); 3];
     let mut nsack = 0u8;
     let mut sack_blocks = 0u8;
+    let mut sack_without_block = false;
     let mut i = 0;
     while i < opts.len() {
         let kind = opts[i];
@@ -569,6 +622,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
                 }
             }
             _ => {
+                sack_without_block |= kind == 5 && len < 10 && i + len <= captured;
                 for &byte in &opts[i + 1..i + len] {
                     sig = (sig ^ byte as u32).wrapping_mul(SIG_PRIME);
                 }
@@ -588,6 +642,7 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
         sack,
         nsack,
         sack_blocks,
+        sack_without_block,
     }
 }
 
@@ -652,6 +707,8 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
                     sack: o.sack,
                     nsack: o.nsack,
                     sack_blocks: o.sack_blocks,
+                    tshark_stops: bogus.is_some()
+                        || (o.sack_without_block && t.flags() & crate::tcp::ACK != 0),
                 }),
                 off,
                 l4_room.saturating_sub(hl as u32),
@@ -809,6 +866,7 @@ fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed
             sack: o.sack,
             nsack: o.nsack,
             sack_blocks: o.sack_blocks,
+            tshark_stops: o.sack_without_block && t.flags() & crate::tcp::ACK != 0,
         }),
         l4_off: off,
         payload: l4_room.saturating_sub(hl as u32),
@@ -2117,6 +2175,68 @@ mod tests {
         // Cut inside the 20 bytes a header has at least: not read.
         let cut = &f[..34 + 19];
         assert!(parse(LinkKind::Ethernet, cut, f.len() as u32, &[]).is_none());
+    }
+
+    #[test]
+    fn a_sack_option_without_a_block_is_where_tshark_stops() {
+        // Suricata's tcp-empty-sack: NOP, NOP, SACK of length 2 on an ACK.
+        let mut spec = tcp4();
+        spec.payload.clear();
+        if let L4Spec::Tcp(t) = &mut spec.l4 {
+            t.options = vec![1, 1, 5, 2];
+        }
+        let f = spec.build();
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("parsed");
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert!(t.tshark_stops);
+        assert_eq!(t.sack_blocks, 0);
+        // One whole block: read, and tshark shows the analysis.
+        let mut spec = tcp4();
+        if let L4Spec::Tcp(t) = &mut spec.l4 {
+            t.options = vec![1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        }
+        let f = spec.build();
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("parsed");
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert!(!t.tshark_stops);
+        assert_eq!(t.sack_blocks, 1);
+        // A data offset below 5 too.
+        let mut f = tcp4().build();
+        f[34 + 12] = (2 << 4) | (f[34 + 12] & 0x0f);
+        let p = parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("counted");
+        let L4::Tcp(t) = p.l4 else { panic!("not tcp") };
+        assert!(t.tshark_stops);
+    }
+
+    #[test]
+    fn a_source_route_names_the_final_destination() {
+        // Suricata's detect-ipopts: LSRR with pointer 4, next hop 1.2.3.4,
+        // final destination 5.6.7.8; the header's destination is the hop.
+        let with_options = |options: Vec<u8>| {
+            let mut spec = tcp4();
+            if let IpSpec::V4(ip) = &mut spec.ip {
+                ip.options = options;
+            }
+            let f = spec.build();
+            parse(LinkKind::Ethernet, &f, f.len() as u32, &[]).expect("parsed")
+        };
+        let lsrr = vec![131, 11, 4, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+        assert_eq!(with_options(lsrr.clone()).ip.dst[..4], [5, 6, 7, 8]);
+        // Strict source route alike.
+        let mut ssrr = lsrr.clone();
+        ssrr[0] = 137;
+        assert_eq!(with_options(ssrr).ip.dst[..4], [5, 6, 7, 8]);
+        // The route complete (pointer past the option): the header's.
+        let mut done = lsrr.clone();
+        done[2] = 12;
+        assert_eq!(with_options(done).ip.dst[..4], [10, 0, 0, 1]);
+        // A pointer into the middle of an address: the header's.
+        let mut odd = lsrr;
+        odd[2] = 5;
+        assert_eq!(with_options(odd).ip.dst[..4], [10, 0, 0, 1]);
+        // Other options (record route) change nothing.
+        let rr = vec![7, 11, 4, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+        assert_eq!(with_options(rr).ip.dst[..4], [10, 0, 0, 1]);
     }
 
     #[test]

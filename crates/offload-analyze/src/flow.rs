@@ -784,6 +784,7 @@ impl FlowStats {
                     sack_blocks: t.sack_blocks,
                     ip_id: (!ip.v6).then_some(ip.id),
                     tsval: t.tsval,
+                    tshark_stops: t.tshark_stops,
                 };
                 let mut scratch;
                 let peer = match peer {

@@ -174,7 +174,7 @@ pub fn readable(t: u32) -> bool {
 
 /// The frame of link type `linktype` as analysis reads it: unchanged for
 /// the engine's link types, else the IP packet it carries.
-#[inline]
+#[inline(always)]
 pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip> {
     if let Some(link) = LinkKind::from_linktype(linktype) {
         return Ok(View {
@@ -183,6 +183,13 @@ pub fn view(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip>
             orig_len,
         });
     }
+    view_other(linktype, data, orig_len)
+}
+
+/// [`view`] for a link type the engine does not read: called, not
+/// inlined into the frame loop.
+#[inline(never)]
+fn view_other(linktype: u32, data: &[u8], orig_len: u32) -> Result<View<'_>, Skip> {
     // The packet ends where the link says it ends, not at the frame's
     // last byte: an NFLOG payload TLV is followed by its padding (to 4
     // bytes) and maybe more TLVs, radiotap's FCS flag puts 4 bytes of

@@ -8,7 +8,7 @@
 
 use offload::GroConfig;
 use offload_conformance::generate::{tcp_train, vlan_tagged, Addrs, Class};
-use offload_conformance::{compare, engine_gro};
+use offload_conformance::{compare, compare_confirmed, engine_gro};
 use offload_lab::oracle::{GroKnobs, KernelGro};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,7 +49,8 @@ fn run_size(size: u32, seed_base: u64) {
         let e = engine_gro(&cfg, &train.frames);
         let entry = per_class.entry(train.class.name()).or_default();
         entry.0 += 1;
-        if let Some(diff) = compare(&k, &e) {
+        let diff = compare_confirmed(&mut kernel, &train.frames, &k, &e);
+        if let Some(diff) = diff {
             entry.1 += 1;
             failures.push(format!(
                 "seed {seed} class {} size {size}: {}\n{diff}",
@@ -160,7 +161,7 @@ fn vlan_tagged_tcp_trains_match_the_kernel() {
                 .collect();
             let k = kernel.run_train(&frames).expect("oracle run");
             let e = engine_gro(&cfg, &frames);
-            if let Some(diff) = compare(&k, &e) {
+            if let Some(diff) = compare_confirmed(&mut kernel, &frames, &k, &e) {
                 failures.push(format!(
                     "vlan seed {} class {} size {size} qinq {qinq}: {}\n{diff}",
                     500_000 + seed,

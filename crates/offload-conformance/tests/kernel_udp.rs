@@ -7,7 +7,7 @@
 
 use offload_conformance::generate::Addrs;
 use offload_conformance::generate_udp::{udp_train, vxlan_train, UdpTrain};
-use offload_conformance::{compare, engine_config, engine_gro};
+use offload_conformance::{compare_confirmed, engine_config, engine_gro};
 use offload_lab::oracle::{GroKnobs, KernelGro, VxlanConf};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,7 +40,7 @@ fn run(name: &str, knobs: GroKnobs, make: impl Fn(u64, &Addrs) -> UdpTrain) {
         let e = engine_gro(&cfg, &t.frames);
         let entry = per_class.entry(t.class).or_default();
         entry.0 += 1;
-        if let Some(diff) = compare(&k, &e) {
+        if let Some(diff) = compare_confirmed(&mut kernel, &t.frames, &k, &e) {
             entry.1 += 1;
             failures.push(format!(
                 "{name} seed {seed} class {}: {}\n{diff}",

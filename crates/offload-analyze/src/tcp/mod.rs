@@ -74,6 +74,10 @@ pub struct Segment {
     pub ip_id: Option<u16>,
     /// TCP timestamp value.
     pub tsval: Option<u32>,
+    /// tshark shows no analysis of this segment
+    /// (`dissect::TcpFields::tshark_stops`): its flags and RTT sample are
+    /// not counted; the analysis still runs on it.
+    pub tshark_stops: bool,
 }
 
 /// Sequence-space comparisons (RFC 1982 serial arithmetic on 32 bits).
