@@ -636,7 +636,24 @@ fn churn_findings(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport, w: &FlowWhatI
     let ttl = w.count(FlushReason::TtlChanged)
         + w.count(FlushReason::HopLimitChanged)
         + w.count(FlushReason::OuterTtlChanged);
-    let tos = w.count(FlushReason::TosChanged) + w.count(FlushReason::OuterTosChanged);
+    // A TCP sender with ECN on sends its retransmissions (and pure ACKs)
+    // Not-ECT and new data ECT (RFC 3168 section 6.1.5; Linux's
+    // tcp_ecn_send, net/ipv4/tcp_output.c): the ECN field then changes at
+    // every retransmission, which ends a GRO run by its sequence number
+    // all the same. With no CE mark and no DSCP change, those TOS flushes
+    // are the retransmissions' (their finding), not a TOS policy's: an ECN
+    // sender's capture (Linux 6.18) of a path that dropped 55 segments had
+    // 86 TOS changes, 54 TOS flushes and a MEDIUM TTL/TOS finding whose
+    // fix blamed CE marks or DSCP re-marking.
+    let ecn_off_retransmissions = f.inner.dscp_changes == 0
+        && f.tcp.as_ref().is_some_and(|t| t.retransmissions > 0)
+        && f.analysis.as_deref().is_some_and(|d| d.ecn.ce_marked == 0);
+    let inner_tos = if ecn_off_retransmissions {
+        0
+    } else {
+        w.count(FlushReason::TosChanged)
+    };
+    let tos = inner_tos + w.count(FlushReason::OuterTosChanged);
     let outer_changes = f
         .outer
         .as_ref()

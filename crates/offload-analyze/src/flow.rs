@@ -33,6 +33,9 @@ pub struct HeaderTrack {
     pub df_clear: u64,
     pub ttl_changes: u64,
     pub tos_changes: u64,
+    /// TOS changes in the DSCP bits (the others changed the ECN field
+    /// only: a CE mark, or a sender's ECT left off its retransmissions).
+    pub dscp_changes: u64,
     pub first_ttl_change: Option<u64>,
     pub first_tos_change: Option<u64>,
     /// `(frame, id)` around the first ID step that breaks the GRO rule
@@ -69,6 +72,7 @@ impl HeaderTrack {
                 }
                 if ip.tos != self.last_tos {
                     self.tos_changes += 1;
+                    self.dscp_changes += u64::from((ip.tos ^ self.last_tos) >> 2 != 0);
                     self.first_tos_change.get_or_insert(frame);
                 }
             }
@@ -88,6 +92,7 @@ impl HeaderTrack {
             }
             if ip.tos != self.last_tos {
                 self.tos_changes += 1;
+                self.dscp_changes += u64::from((ip.tos ^ self.last_tos) >> 2 != 0);
                 self.first_tos_change.get_or_insert(frame);
             }
             self.deltas += 1;

@@ -436,6 +436,21 @@ fn tcp_analysis_agrees_on_more_kernel_captures() {
                 .count();
             assert!(n >= 1, "{name}: no frame matches {filter:?}");
         }
+        if name == "ecn-loss" {
+            // An ECN sender resends Not-ECT (RFC 3168 section 6.1.5): its
+            // TOS changes at each retransmission, and no CE mark or DSCP
+            // policy changed it, so no TTL/TOS finding.
+            for p in [&pa, &pb] {
+                let v = common::analyze_json(p);
+                let churn = v["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|f| f["kind"] == "ttl-tos-churn")
+                    .count();
+                assert_eq!(churn, 0, "{}: a TTL/TOS finding", p.display());
+            }
+        }
         let truth = hop_is_truth(&s).then_some((&s.impair, &*counts));
         for (p, side) in [(&pa, "sender"), (&pb, "receiver")] {
             // Wireshark's flags exactly; tcptrace splits a reused
