@@ -345,7 +345,14 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             } else {
                 ip.protocol()
             };
-            Some(ipv4_fields(&ip, dst, off, orig_rest, ip.header_len(), proto))
+            Some(ipv4_fields(
+                &ip,
+                dst,
+                off,
+                orig_rest,
+                ip.header_len(),
+                proto,
+            ))
         }
         6 => {
             let ip = Ipv6::new_checked(b).ok()?;
