@@ -324,9 +324,7 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
     match b.first()? >> 4 {
         4 => {
             let ip = Ipv4::new_checked(b).ok()?;
-            let mut src = [0u8; 16];
             let mut dst = [0u8; 16];
-            src[..4].copy_from_slice(&ip.src());
             dst[..4].copy_from_slice(&ip.dst());
             if ip.header_len() > 20 {
                 if let Some(opts) = b.get(20..ip.header_len()) {
@@ -347,28 +345,14 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             } else {
                 ip.protocol()
             };
-            Some(IpFields {
-                v6: false,
-                src,
+            Some(ipv4_fields(
+                &ip,
                 dst,
-                id: ip.ident(),
-                df: ip.dont_fragment(),
-                ttl: ip.ttl(),
-                tos: ip.tos(),
-                // A total length beyond the bytes the packet had on the
-                // wire is cut to them, as tshark cuts it ("IPv4 total
-                // length exceeds packet length"); Linux drops such a
-                // packet (ip_rcv_core, net/ipv4/ip_input.c).
-                ip_len: if tl == 0 {
-                    orig_rest as u32
-                } else {
-                    (tl as usize).min(orig_rest) as u32
-                },
-                len_zero: tl == 0,
                 off,
-                hdr_len: ip.header_len(),
+                orig_rest,
+                ip.header_len(),
                 proto,
-            })
+            ))
         }
         6 => {
             let ip = Ipv6::new_checked(b).ok()?;
@@ -399,6 +383,47 @@ fn read_ip(frame: &[u8], off: usize, orig_rest: usize) -> Option<IpFields> {
             })
         }
         _ => None,
+    }
+}
+
+/// The fields of the IPv4 header `ip` at `off` (`dst` as the caller
+/// found it: the header's, or a source route's final one; `orig_rest` the
+/// bytes the packet had from `off` on the wire), for the full parse and
+/// the plain-TCP fast path alike.
+#[inline(always)]
+fn ipv4_fields(
+    ip: &Ipv4<&[u8]>,
+    dst: [u8; 16],
+    off: usize,
+    orig_rest: usize,
+    hdr_len: usize,
+    proto: u8,
+) -> IpFields {
+    let mut src = [0u8; 16];
+    src[..4].copy_from_slice(&ip.src());
+    let tl = ip.total_len();
+    IpFields {
+        v6: false,
+        src,
+        dst,
+        id: ip.ident(),
+        df: ip.dont_fragment(),
+        ttl: ip.ttl(),
+        tos: ip.tos(),
+        // A total length beyond the bytes the packet had on the wire is
+        // cut to them, as tshark cuts it ("IPv4 total length exceeds
+        // packet length"); Linux drops such a packet (ip_rcv_core,
+        // net/ipv4/ip_input.c). Zero (TSO on the sender's capture): the
+        // bytes on the wire.
+        ip_len: if tl == 0 {
+            orig_rest as u32
+        } else {
+            (tl as usize).min(orig_rest) as u32
+        },
+        len_zero: tl == 0,
+        off,
+        hdr_len,
+        proto,
     }
 }
 
@@ -782,30 +807,9 @@ fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed
                 return None;
             }
             let ip = Ipv4::new_unchecked(b);
-            let mut src = [0u8; 16];
             let mut dst = [0u8; 16];
-            src[..4].copy_from_slice(&ip.src());
             dst[..4].copy_from_slice(&ip.dst());
-            let tl = ip.total_len();
-            IpFields {
-                v6: false,
-                src,
-                dst,
-                id: ip.ident(),
-                df: ip.dont_fragment(),
-                ttl: ip.ttl(),
-                tos: ip.tos(),
-                // As `read_ip`.
-                ip_len: if tl == 0 {
-                    orig_rest as u32
-                } else {
-                    (tl as usize).min(orig_rest) as u32
-                },
-                len_zero: tl == 0,
-                off: l3,
-                hdr_len: 20,
-                proto: PROTO_TCP,
-            }
+            ipv4_fields(&ip, dst, l3, orig_rest, 20, PROTO_TCP)
         }
         6 => {
             // TCP right after the fixed header (no extension header).
