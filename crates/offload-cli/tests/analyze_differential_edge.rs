@@ -423,7 +423,8 @@ fn in_order_of(cut: &Path, whole: &Path, snap: usize) -> PathBuf {
 
 /// A report's flows with `file` equal to `file` (all of them when None),
 /// their ids removed (a joint run numbers them across files), and its
-/// findings about those flows as (severity, kind, title, detail), sorted.
+/// findings about those flows as (severity, kind, title, detail), sorted
+/// (not the run's BIG TCP verdict).
 fn flows_and_findings(v: &Value, file: Option<&str>) -> (Vec<Value>, Vec<String>) {
     let flows = v["flows"]
         .as_array()
@@ -440,7 +441,9 @@ fn flows_and_findings(v: &Value, file: Option<&str>) -> (Vec<Value>, Vec<String>
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["flow"].is_object())
+        // The BIG TCP verdict is the whole run's what-if (over every
+        // file's flows), which names its busiest flow.
+        .filter(|f| f["flow"].is_object() && f["kind"] != "big-tcp-gain")
         .filter(|f| file.is_none_or(|n| f["flow"]["capture"] == n))
         .map(|f| {
             format!(
