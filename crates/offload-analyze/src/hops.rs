@@ -13,6 +13,26 @@ use offload_report::{Evidence, Finding, Severity};
 /// destination, destination port.
 type ConnKey<'a> = (&'a str, &'a str, u16, &'a str, u16);
 
+/// "TCP 10.0.0.2:33333 -> 10.0.0.1:80", an IPv6 address in brackets, as
+/// `flows[].description` writes an endpoint (`dissect::fmt_endpoint`),
+/// so a hop names its flow as the flows of each capture do (it wrote
+/// "fd00:213::1:47472", neither the description nor readable).
+fn conn_label(key: &ConnKey<'_>) -> String {
+    let ep = |a: &str, p: u16| {
+        if a.contains(':') {
+            format!("[{a}]:{p}")
+        } else {
+            format!("{a}:{p}")
+        }
+    };
+    format!(
+        "{} {} -> {}",
+        key.0.to_uppercase(),
+        ep(key.1, key.2),
+        ep(key.3, key.4)
+    )
+}
+
 /// High findings that stop GRO for a flow.
 const BLOCKING: [&str; 5] = [
     "ip-id-rule",
@@ -162,14 +182,7 @@ pub fn compare(
             if first_unmergeable.is_none() && pair[0].mergeable && !pair[1].mergeable {
                 first_unmergeable = Some(pair[1].capture.clone());
                 let f = group.iter().find(|f| f.file == pair[1].capture).unwrap();
-                let flow = format!(
-                    "{} {}:{} -> {}:{}",
-                    key.0.to_uppercase(),
-                    key.1,
-                    key.2,
-                    key.3,
-                    key.4
-                );
+                let flow = conn_label(&key);
                 let mut finding = Finding::new(
                     Severity::High,
                     "hop",
@@ -205,14 +218,7 @@ pub fn compare(
             }
         }
         hops.push(HopReport {
-            flow: format!(
-                "{} {}:{} -> {}:{}",
-                key.0.to_uppercase(),
-                key.1,
-                key.2,
-                key.3,
-                key.4
-            ),
+            flow: conn_label(&key),
             points,
             changes,
             first_unmergeable,

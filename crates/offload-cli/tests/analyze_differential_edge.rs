@@ -421,6 +421,113 @@ fn in_order_of(cut: &Path, whole: &Path, snap: usize) -> PathBuf {
     p
 }
 
+/// A report's flows with `file` equal to `file` (all of them when None),
+/// their ids removed (a joint run numbers them across files), and its
+/// findings about those flows as (severity, kind, title, detail), sorted
+/// (not the run's BIG TCP verdict).
+fn flows_and_findings(v: &Value, file: Option<&str>) -> (Vec<Value>, Vec<String>) {
+    let flows = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| file.is_none_or(|n| f["file"] == n))
+        .map(|f| {
+            let mut f = f.clone();
+            f.as_object_mut().unwrap().remove("id");
+            f
+        })
+        .collect();
+    let mut findings: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // The BIG TCP verdict is the whole run's what-if (over every
+        // file's flows), which names its busiest flow.
+        .filter(|f| f["flow"].is_object() && f["kind"] != "big-tcp-gain")
+        .filter(|f| file.is_none_or(|n| f["flow"]["capture"] == n))
+        .map(|f| {
+            format!(
+                "{} {} {} {}",
+                f["severity"], f["kind"], f["title"], f["detail"]
+            )
+        })
+        .collect();
+    findings.sort();
+    (flows, findings)
+}
+
+/// Both capture points given to one `offload analyze` run: every flow and
+/// flow finding labelled with its capture; each capture's flows (every
+/// figure) and findings those of analyzing the file alone; and the
+/// which-hop output naming, for each direction seen at both points, the
+/// two captures in the order given with each one's packet count.
+fn both_points(pa: &Path, pb: &Path, fails: &mut Vec<String>) {
+    let (sa, sb) = (pa.to_str().unwrap(), pb.to_str().unwrap());
+    let out = common::offload(&["analyze", sa, sb, "--json"]);
+    let v = common::json_of(&out);
+    let (all, _) = flows_and_findings(&v, None);
+    for f in &all {
+        if f["file"] != sa && f["file"] != sb {
+            fails.push(format!("{sa} + {sb}: a flow labelled {}", f["file"]));
+        }
+    }
+    for name in [sa, sb] {
+        let joint = flows_and_findings(&v, Some(name));
+        let alone = flows_and_findings(&common::analyze_json(Path::new(name)), None);
+        if joint.0 != alone.0 {
+            fails.push(format!(
+                "{name}: its flows in the joint run differ from the file analyzed alone"
+            ));
+        }
+        if joint.1 != alone.1 {
+            fails.push(format!(
+                "{name}: findings {:#?} in the joint run, {:#?} alone",
+                joint.1, alone.1
+            ));
+        }
+    }
+    let packets = |file: &str, d: &str| {
+        all.iter()
+            .find(|f| f["file"] == file && f["description"] == d)
+            .map(|f| f["packets"].clone())
+    };
+    let hops = v["hops"].as_array().unwrap();
+    let mut compared = 0;
+    for f in all
+        .iter()
+        .filter(|f| f["file"] == sa && f["protocol"] == "tcp")
+    {
+        let d = f["description"].as_str().unwrap();
+        if packets(sb, d).is_none() {
+            continue;
+        }
+        compared += 1;
+        let Some(h) = hops.iter().find(|h| h["flow"] == d) else {
+            fails.push(format!("{sa} + {sb}: {d} at both points, not in hops"));
+            continue;
+        };
+        let points: Vec<(Value, Value)> = h["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["capture"].clone(), p["packets"].clone()))
+            .collect();
+        let want: Vec<(Value, Value)> = [sa, sb]
+            .iter()
+            .map(|n| (Value::from(*n), packets(n, d).unwrap()))
+            .collect();
+        if points != want {
+            fails.push(format!(
+                "{d}: hop points {points:?}, the flows say {want:?}"
+            ));
+        }
+    }
+    // Each connection's two directions pass both points.
+    if compared < 2 {
+        fails.push(format!("{sa} + {sb}: {compared} directions at both points"));
+    }
+}
+
 #[test]
 #[ignore = "needs root: scripts/test.sh runs it"]
 fn tcp_analysis_agrees_on_edge_kernel_captures() {
@@ -485,6 +592,7 @@ fn tcp_analysis_agrees_on_edge_kernel_captures() {
                 two_sided_finding(p, "reordering", "reordered");
             }
         }
+        both_points(&pa, &pb, &mut fails);
         let truth = sc.truth.then_some((&s.impair, &*counts));
         for (p, side) in [(&pa, "sender"), (&pb, "receiver")] {
             let how = How {
