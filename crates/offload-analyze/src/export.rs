@@ -54,7 +54,7 @@ pub fn write_flows_header<W: Write>(w: &mut W, sizes: &[u32]) -> io::Result<()> 
 /// flattened with `_` under the same names as `flows.parquet`'s columns
 /// (`tcp_window_scale_state` is `shift`, `not-used` or `unknown`: no
 /// handshake, windows are the raw field), empty for other protocols.
-pub const TCP_COLUMNS: [&str; 24] = [
+pub const TCP_COLUMNS: [&str; 27] = [
     "tcp_peer_captured",
     "tcp_window_scale_state",
     "tcp_window_scale_shift",
@@ -79,6 +79,9 @@ pub const TCP_COLUMNS: [&str; 24] = [
     "tcp_loss_spurious",
     "tcp_loss_reordered_before_capture",
     "tcp_loss_reordered_after_capture",
+    "tcp_ecn_ce_marked",
+    "tcp_ecn_ece",
+    "tcp_ecn_cwr",
 ];
 
 /// The [`TCP_COLUMNS`] cells of one flow (all empty for a flow without
@@ -121,6 +124,9 @@ fn tcp_cells(t: Option<&crate::tcp::report::TcpReport>) -> Vec<String> {
         l.spurious.to_string(),
         l.reordered_before_capture.to_string(),
         l.reordered_after_capture.to_string(),
+        t.ecn.ce_marked.to_string(),
+        t.ecn.ece.to_string(),
+        t.ecn.cwr.to_string(),
     ]
 }
 
