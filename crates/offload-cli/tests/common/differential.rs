@@ -969,6 +969,14 @@ pub fn compare_against(
                     } else {
                         0.0
                     };
+                    // Above the hop's count, up to 30%: on a loaded machine
+                    // a gap can be filled in two pieces, each one filler at
+                    // the receiver and one reported hole at the sender (a
+                    // CI trial: 54 reorders and 54 gaps, tshark 61 out of
+                    // order and 9 retransmissions, 69 fillers and 67 holes;
+                    // quiet runs: 54 and 49 + 5). Below it, 10%: a reorder
+                    // read as a loss is a loss the check below counts.
+                    let tol = if ours > n { 0.3 * n } else { 0.1 * n };
                     c.cmp(
                         &format!(
                             "hop reorders ~ {here}{}",
@@ -976,7 +984,7 @@ pub fn compare_against(
                         ),
                         ours,
                         n,
-                        (0.1 * n).max(read_as_resends),
+                        tol.max(read_as_resends),
                         false,
                     );
                     // Within 10% of the reorders on IPv6 (no IP ID) at
