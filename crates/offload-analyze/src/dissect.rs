@@ -671,6 +671,30 @@ fn option_walk(opts: &[u8], captured: usize) -> TcpOptions {
     }
 }
 
+/// The fields of the TCP header `t` (`hl` bytes, as read: a bogus data
+/// offset below 5 is `bogus`) with its options `o`, for the full parse and
+/// the plain-TCP fast path alike.
+#[inline(always)]
+fn tcp_fields(t: &Tcp<&[u8]>, hl: usize, o: &TcpOptions, bogus: bool) -> TcpFields {
+    TcpFields {
+        seq: t.seq(),
+        ack: t.ack(),
+        flags: t.flags(),
+        window: t.window(),
+        hdr_len: hl as u8,
+        checksum: t.checksum(),
+        opt_sig: o.sig,
+        tsval: o.tsval,
+        mss_opt: o.mss,
+        wscale: o.wscale,
+        sack_perm: o.sack_perm,
+        sack: o.sack,
+        nsack: o.nsack,
+        sack_blocks: o.sack_blocks,
+        tshark_stops: bogus || (o.sack_without_block && t.flags() & crate::tcp::ACK != 0),
+    }
+}
+
 /// Reads the transport header of the IP packet described by `ip`.
 #[inline]
 fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
@@ -717,24 +741,7 @@ fn read_l4(frame: &[u8], ip: &IpFields) -> Option<(u16, u16, L4, usize, u32)> {
             Some((
                 t.src_port(),
                 t.dst_port(),
-                L4::Tcp(TcpFields {
-                    seq: t.seq(),
-                    ack: t.ack(),
-                    flags: t.flags(),
-                    window: t.window(),
-                    hdr_len: hl as u8,
-                    checksum: t.checksum(),
-                    opt_sig: o.sig,
-                    tsval: o.tsval,
-                    mss_opt: o.mss,
-                    wscale: o.wscale,
-                    sack_perm: o.sack_perm,
-                    sack: o.sack,
-                    nsack: o.nsack,
-                    sack_blocks: o.sack_blocks,
-                    tshark_stops: bogus.is_some()
-                        || (o.sack_without_block && t.flags() & crate::tcp::ACK != 0),
-                }),
+                L4::Tcp(tcp_fields(&t, hl, &o, bogus.is_some())),
                 off,
                 l4_room.saturating_sub(hl as u32),
             ))
@@ -855,23 +862,7 @@ fn parse_plain_tcp(link: LinkKind, frame: &[u8], orig_len: u32) -> Option<Parsed
         ip,
         sport: t.src_port(),
         dport: t.dst_port(),
-        l4: L4::Tcp(TcpFields {
-            seq: t.seq(),
-            ack: t.ack(),
-            flags: t.flags(),
-            window: t.window(),
-            hdr_len: hl as u8,
-            checksum: t.checksum(),
-            opt_sig: o.sig,
-            tsval: o.tsval,
-            mss_opt: o.mss,
-            wscale: o.wscale,
-            sack_perm: o.sack_perm,
-            sack: o.sack,
-            nsack: o.nsack,
-            sack_blocks: o.sack_blocks,
-            tshark_stops: o.sack_without_block && t.flags() & crate::tcp::ACK != 0,
-        }),
+        l4: L4::Tcp(tcp_fields(&t, hl, &o, false)),
         l4_off: off,
         payload: l4_room.saturating_sub(hl as u32),
         complete: orig <= frame.len(),
