@@ -432,7 +432,8 @@ fn ipv4_fields(
 /// the route's last address the final one) whose route is not complete:
 /// Wireshark's conversations and Linux's transport checksum take it (the
 /// pseudo-header names the final destination, RFC 1122 3.3.5 and 4.2.2;
-/// `ip_options_build` and `opt->faddr` in net/ipv4/ip_options.c). As
+/// `ip_options_build` and `opt->faddr` in net/ipv4/ip_options.c, 6.1 to
+/// 6.18). As
 /// packet-ip.c's `get_dst_offset` reads it: the first such option only,
 /// its pointer at least 4, a multiple of 4 and within the option, the
 /// address its last 4 bytes. Off the common path (options only).

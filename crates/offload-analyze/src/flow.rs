@@ -800,7 +800,7 @@ impl FlowStats {
                     use crate::tcp::sequence::flag;
                     let dup = o.flags & flag::DUPLICATE_ACK != 0;
                     let zero_window = o.flags & flag::ZERO_WINDOW != 0;
-                    let window_scale_known = dir.window_scale_known;
+                    let window_scale_known = dir.scale.known();
                     self.acks
                         .push_with(dup || zero_window || t.nsack > 0, || AckPoint {
                             t: rel_ns as f64 / 1e9,

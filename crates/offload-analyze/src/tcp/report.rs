@@ -74,7 +74,7 @@ pub fn tcp_report(d: &TcpDirection, peer: Option<&TcpDirection>) -> TcpReport {
     TcpReport {
         peer_captured: peer.is_some(),
         window: WindowReport {
-            scale: d.scale(),
+            scale: d.scale,
             syn_window: d.syn_window,
             min: d.window_min,
             max: d.window_max,

@@ -337,7 +337,6 @@ pub struct TcpDirection {
     pub window_min: Option<u32>,
     pub window_max: u32,
     pub window_last: Option<u32>,
-    pub window_scale_known: bool,
     pub in_flight_max: u32,
     pub acks_with_sack: u64,
     pub sack_blocks: u64,
@@ -357,11 +356,6 @@ impl TcpDirection {
             first_ns,
             ..Default::default()
         }
-    }
-
-    /// The scale of this direction's windows.
-    pub fn scale(&self) -> WindowScale {
-        self.scale
     }
 
     /// Relative sequence number of `seq` (Wireshark's: 0 at the SYN, 1 at
@@ -412,7 +406,6 @@ impl TcpDirection {
             window_min: old.window_min,
             window_max: old.window_max,
             window_last: old.window_last,
-            window_scale_known: old.window_scale_known,
             in_flight_max: old.in_flight_max,
             acks_with_sack: old.acks_with_sack,
             sack_blocks: old.sack_blocks,
@@ -539,6 +532,16 @@ fn acked_already(rev: &TcpDirection, end: u32) -> bool {
 #[inline(always)]
 fn counter_ip_id(s: &Segment) -> Option<u16> {
     s.ip_id.filter(|&id| id != 0)
+}
+
+/// The same IPv4 ID as this direction's highest, on a sender whose IDs
+/// move: a copy the network made of its last segment (a duplicated data
+/// segment or ACK). Linux numbers every packet of a connected socket, a
+/// resend too (`ip_select_ident_segs` in include/net/ip.h, 6.1 to 6.18), so
+/// a sender never repeats an ID of its own.
+#[inline(always)]
+fn copied_by_network(fwd: &TcpDirection, s: &Segment) -> bool {
+    fwd.ids_move && counter_ip_id(s).is_some() && s.ip_id == fwd.max_ip_id
 }
 
 /// The highest IPv4 ID and TCP timestamp seen in this direction, which
@@ -687,7 +690,6 @@ fn in_order_data(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) ->
     fwd.last_ns = fwd.last_ns.max(ts);
     let (scale, rev_scale) = (fwd.scale, rev.scale);
     let window = scale.apply(s.window, false);
-    fwd.window_scale_known = scale.known();
     fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
     fwd.window_max = fwd.window_max.max(window);
     fwd.window_last = Some(window);
@@ -781,7 +783,6 @@ fn advancing_ack_only(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segmen
     fwd.last_ns = fwd.last_ns.max(ts);
     let scale = fwd.scale;
     let window = scale.apply(s.window, false);
-    fwd.window_scale_known = scale.known();
     fwd.window_min = Some(fwd.window_min.map_or(window, |m| m.min(window)));
     fwd.window_max = fwd.window_max.max(window);
     fwd.window_last = Some(window);
@@ -884,7 +885,6 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
     }
     let (scale, rev_scale) = (fwd.scale, rev.scale);
     let window = scale.apply(s.window, syn);
-    fwd.window_scale_known = scale.known();
     if syn {
         fwd.syn_window = Some(window);
     } else if flags & RST == 0 {
@@ -980,6 +980,9 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
             fl |= RETRANSMISSION;
         }
     }
+    // A copy the network made of this direction's last segment: for data,
+    // spurious, not lost; for an ACK, no new report from the peer's stack.
+    let network_copy = copied_by_network(fwd, s);
     // Where the loss or reordering happened (data segments only).
     if len > 0 && fl & (KEEP_ALIVE | ZERO_WINDOW_PROBE) == 0 {
         let end = seq.wrapping_add(len);
@@ -1029,13 +1032,11 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
                     first(&mut fwd.first.reordered_before_capture, s.frame);
                 }
             } else if fl & SPURIOUS_RETRANSMISSION != 0
-                // The same IPv4 ID as the segment before it, on a sender
-                // whose IDs move: a copy the network made (Linux numbers
-                // each of a socket's packets, a resend too), so nothing
-                // was lost. The receiver's D-SACK for it would not always
-                // tell: under load it processes two copies in one pass and
-                // sends one D-SACK (a CI trial: 50 for 54 copies).
-                || (fwd.ids_move && counter_ip_id(s).is_some() && s.ip_id == fwd.max_ip_id)
+                // A copy the network made: nothing was lost. The receiver's
+                // D-SACK for it would not always tell: under load it
+                // processes two copies in one pass and sends one D-SACK (a
+                // CI trial: 50 for 54 copies).
+                || network_copy
             {
                 fl |= RESENT_SPURIOUS;
                 fwd.loss.spurious += 1;
@@ -1060,10 +1061,6 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
             }
         }
     }
-    // The same IP ID as this direction's highest, on a sender whose IDs
-    // move: a copy the network made of its last segment (a duplicated
-    // ACK), not a new report from the peer's stack.
-    let network_copy = fwd.ids_move && counter_ip_id(s).is_some() && s.ip_id == fwd.max_ip_id;
     note_ip_id_and_tsval(fwd, s);
     // Bookkeeping, as Wireshark's. A SYN or FIN counts its sequence number
     // only when the segment joins the queue of unacknowledged ones, which
@@ -1577,8 +1574,8 @@ mod tests {
         c.data(1, None);
         let o = c.ack(1001, None);
         assert_eq!(o.window, 300);
-        assert!(!c.b.window_scale_known);
-        assert_eq!(c.b.scale(), WindowScale::Unknown);
+        assert!(!c.b.scale.known());
+        assert_eq!(c.b.scale, WindowScale::Unknown);
     }
 
     #[test]
