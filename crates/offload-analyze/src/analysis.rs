@@ -544,6 +544,10 @@ fn run_job(
         // and passed to both by reference (not copied for each).
         let key = parsed.as_ref().map(FlowKey::of);
         let parsed = parsed.as_ref().zip(key.as_ref());
+        // The table's slot of this frame's flow, when the table was
+        // updated with this frame's key: the what-if finds its own slot
+        // from it without comparing keys again.
+        let mut hint = None;
         if job.stats {
             // IP fragments count once, as the datagram they complete
             // (crate::frag, as tshark reassembles them); the what-if
@@ -552,6 +556,7 @@ fn run_job(
             // inner packet is read (tshark reassembles the outer IP first).
             let datagram: Option<(Parsed, Vec<u8>)>;
             let datagram_key: FlowKey;
+            let mut own_key = true;
             let stats = match parsed {
                 Some((p, key)) if crate::frag::is_fragment(view.data, outer_ip(p)) => {
                     let ip = outer_ip(p);
@@ -581,6 +586,7 @@ fn run_job(
                                         None => (p, d),
                                     }
                                 });
+                            own_key = false;
                             match &datagram {
                                 Some((p, d)) => {
                                     datagram_key = FlowKey::of(p);
@@ -607,6 +613,9 @@ fn run_job(
                     job.file,
                 );
                 table.note_snap(snap, frame.data.len());
+                if own_key {
+                    hint = table.hint();
+                }
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, view.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -630,6 +639,7 @@ fn run_job(
                     orig_len: view.orig_len,
                 },
                 parsed,
+                hint,
             );
         }
     }
@@ -717,6 +727,9 @@ pub struct FlowTable {
     next_serial: u64,
     pub other: OtherFlows,
     pub spill: Option<Spill>,
+    /// Evictions so far: slots keep their flow within one epoch
+    /// ([`crate::key::SlotHint`]).
+    epoch: u64,
 }
 
 impl Default for FlowTable {
@@ -740,13 +753,25 @@ impl FlowTable {
             next_serial: 0,
             other: OtherFlows::default(),
             spill: None,
+            epoch: 0,
         }
+    }
+
+    /// The slot of the flow last updated, for another table keyed by the
+    /// same key ([`crate::key::SlotHint`]).
+    #[inline]
+    pub fn hint(&self) -> Option<crate::key::SlotHint> {
+        self.recent.latest().map(|slot| crate::key::SlotHint {
+            slot,
+            epoch: self.epoch,
+        })
     }
 
     /// Evicts the least recently active flows, keeping the others' order
     /// and their links to their reverse direction.
     fn evict(&mut self) {
         self.recent.clear();
+        self.epoch += 1;
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
         let mut kept = 0u32;
