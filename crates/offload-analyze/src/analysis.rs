@@ -544,6 +544,10 @@ fn run_job(
         // and passed to both by reference (not copied for each).
         let key = parsed.as_ref().map(FlowKey::of);
         let parsed = parsed.as_ref().zip(key.as_ref());
+        // The table's slot of this frame's flow, when the table was
+        // updated with this frame's key: the what-if finds its own slot
+        // from it without comparing keys again.
+        let mut hint = None;
         if job.stats {
             // IP fragments count once, as the datagram they complete
             // (crate::frag, as tshark reassembles them); the what-if
@@ -552,6 +556,7 @@ fn run_job(
             // inner packet is read (tshark reassembles the outer IP first).
             let datagram: Option<(Parsed, Vec<u8>)>;
             let datagram_key: FlowKey;
+            let mut own_key = true;
             let stats = match parsed {
                 Some((p, key)) if crate::frag::is_fragment(view.data, outer_ip(p)) => {
                     let ip = outer_ip(p);
@@ -581,6 +586,7 @@ fn run_job(
                                         None => (p, d),
                                     }
                                 });
+                            own_key = false;
                             match &datagram {
                                 Some((p, d)) => {
                                     datagram_key = FlowKey::of(p);
@@ -607,6 +613,9 @@ fn run_job(
                     job.file,
                 );
                 table.note_snap(snap, frame.data.len());
+                if own_key {
+                    hint = table.hint();
+                }
                 if let Some(w) = pq_out.as_mut() {
                     w.push(job.file, frame.number, ts, idx, p, view.data.len())
                         .map_err(AnalyzeError::Parquet)?;
@@ -630,6 +639,7 @@ fn run_job(
                     orig_len: view.orig_len,
                 },
                 parsed,
+                hint,
             );
         }
     }
@@ -717,6 +727,9 @@ pub struct FlowTable {
     next_serial: u64,
     pub other: OtherFlows,
     pub spill: Option<Spill>,
+    /// Evictions so far: slots keep their flow within one epoch
+    /// ([`crate::key::SlotHint`]).
+    epoch: u64,
 }
 
 impl Default for FlowTable {
@@ -740,13 +753,25 @@ impl FlowTable {
             next_serial: 0,
             other: OtherFlows::default(),
             spill: None,
+            epoch: 0,
         }
+    }
+
+    /// The slot of the flow last updated, for another table keyed by the
+    /// same key ([`crate::key::SlotHint`]).
+    #[inline]
+    pub fn hint(&self) -> Option<crate::key::SlotHint> {
+        self.recent.latest().map(|slot| crate::key::SlotHint {
+            slot,
+            epoch: self.epoch,
+        })
     }
 
     /// Evicts the least recently active flows, keeping the others' order
     /// and their links to their reverse direction.
     fn evict(&mut self) {
         self.recent.clear();
+        self.epoch += 1;
         let evict = eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![u32::MAX; evict.len()];
         let mut kept = 0u32;
@@ -1140,5 +1165,95 @@ mod tests {
         let f = add(&mut t, &vxlan(20, 1, 2, 1000, 22), 1);
         let r = add(&mut t, &vxlan(21, 1, 2, 22, 1000), 2);
         assert_eq!((t.flows[f].reverse, t.flows[r].reverse), (Some(r), Some(f)));
+    }
+
+    /// The what-if's figures, per flow (by key) and in total, for frames
+    /// `(flow, payload)` of TCP flows (IPv4 and IPv6 by flow number), with
+    /// the table's slot hints (`SlotHint`, as `run_job` gives them) or
+    /// without (every flow found by its key). The table holds at most
+    /// `caps.0` flows, the worker `caps.1` (in `run_job` both have the
+    /// same cap, but IP fragments can make them evict apart).
+    fn what_if_figures(
+        segs: &[(u8, u16)],
+        caps: (usize, usize),
+        hinted: bool,
+    ) -> (Vec<String>, Vec<String>) {
+        let opts = Options::default();
+        let mut table = FlowTable::with_capacity(caps.0);
+        let mut w = crate::whatif::WhatIfWorker::new(
+            0,
+            vec![65536, 185000],
+            opts.kernel,
+            true,
+            vec![],
+            caps.1,
+            false,
+            opts.flush_timeout_ns,
+        );
+        let mut seq = [1u32; 256];
+        for (n, &(flow, len)) in segs.iter().enumerate() {
+            let tcp = TcpSpec::data(40000 + flow as u16, 5201, seq[flow as usize]);
+            seq[flow as usize] = seq[flow as usize].wrapping_add(len as u32);
+            let spec = if flow % 2 == 0 {
+                FrameSpec::tcp4([10, 0, 0, 1], [10, 0, 0, 2], tcp)
+            } else {
+                FrameSpec::tcp6([0xfd; 16], [0xfe; 16], tcp)
+            };
+            let f = spec.payload(vec![flow; len as usize]).build();
+            let number = n as u64 + 1;
+            let ts = number * 1000;
+            let link = offload::LinkKind::Ethernet;
+            let p = dissect::parse(link, &f, f.len() as u32, &[]).unwrap();
+            let key = FlowKey::of(&p);
+            let hint = if hinted {
+                table.update(&p, &key, &f, number, ts, f.len() as u32, &opts, 0);
+                table.hint()
+            } else {
+                None
+            };
+            let input = Input {
+                data: &f,
+                link,
+                timestamp_ns: ts,
+                frame: number,
+                orig_len: f.len() as u32,
+            };
+            w.feed(input, Some((&p, &key)), hint);
+        }
+        w.finish();
+        let mut flows: Vec<String> = w
+            .flows
+            .iter()
+            .map(|f| format!("{:?} {:?} {:?}", f.key, f.last_frame, f.plain))
+            .collect();
+        flows.sort();
+        (flows, w.totals.iter().map(|t| format!("{t:?}")).collect())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The what-if finds each frame's flow from the table's slot hint
+        /// exactly as by its key: the same flows kept, the same figures,
+        /// the same totals, while both tables evict (more flows than
+        /// their caps), together or apart, and their slots move.
+        #[test]
+        fn hinted_what_if_equals_lookup_by_key(
+            segs in proptest::collection::vec(
+                (0u8..24, proptest::prelude::prop_oneof![
+                    proptest::prelude::Just(1448u16), 1u16..1448
+                ]),
+                1..300,
+            ),
+            cap in 3usize..30,
+            apart in proptest::prelude::any::<bool>(),
+            other in 3usize..30,
+        ) {
+            let caps = (cap, if apart { other } else { cap });
+            proptest::prop_assert_eq!(
+                what_if_figures(&segs, caps, true),
+                what_if_figures(&segs, caps, false)
+            );
+        }
     }
 }

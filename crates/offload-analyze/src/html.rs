@@ -62,6 +62,147 @@ fn flow_section(out: &mut String, f: &FlowReport, g: &FlowGraphs, gro_size: u32)
 }
 
 /// "2026-11-22 14:30 UTC" from the system clock.
+/// The per-flow TCP figures, each of `--json`'s `flows[].tcp` (loss and
+/// its location, ECN, RTT, window and zero window, bytes in flight, SACK,
+/// Wireshark's flags, first frames): one row per TCP direction in the
+/// flows table's order, one column per group. The cells are made from the
+/// JSON record itself, so a figure added to `--json` appears here too
+/// (docs/analyze.md, "Output"); each value carries its JSON path
+/// (`data-k="loss.lost_before_capture"`) so a reader or a test can find it.
+/// Wireshark's flags and the first frames list only those that occurred.
+fn tcp_table(o: &mut String, r: &crate::report::Report, order: &[usize]) {
+    let rows: Vec<(&FlowReport, serde_json::Value)> = order
+        .iter()
+        .take(500)
+        .map(|&i| &r.flows[i])
+        .filter_map(|f| Some((f, serde_json::to_value(f.tcp.as_ref()?).ok()?)))
+        .collect();
+    let Some(serde_json::Value::Object(first)) = rows.first().map(|(_, v)| v) else {
+        return;
+    };
+    let mut groups: Vec<String> = first.keys().cloned().collect();
+    groups.sort_by(|a, b| reading_order(a).cmp(&reading_order(b)));
+    o.push_str("<h2>TCP analysis</h2><p class=\"hint\">Per direction, as in <code>--json</code> (<code>flows[].tcp</code>): loss and reordering by where they happened (before or after the capture point), ECN, round trips of the direction's data (ms), the receive window it advertised (bytes; zero window in seconds), SACK as it sent it, and Wireshark's expert flags with the first frame of each event.</p><table><tr><th>#</th><th>flow</th>");
+    for g in &groups {
+        let _ = write!(o, "<th>{}</th>", esc(&g.replace('_', " ")));
+    }
+    o.push_str("</tr>");
+    for (f, v) in &rows {
+        let _ = write!(
+            o,
+            "<tr data-flow=\"{}\"><td><a href=\"#flow-{}\">{}</a></td><td>{}</td>",
+            f.id,
+            f.id,
+            f.id,
+            esc(&f.description)
+        );
+        for g in &groups {
+            let mut lines = Vec::new();
+            let only_nonzero = g == "wireshark" || g == "first_frames";
+            tcp_cell(&mut lines, g, "", &v[g.as_str()], only_nonzero);
+            if lines.is_empty() {
+                lines.push("none".into());
+            }
+            let _ = write!(o, "<td>{}</td>", lines.join("<br>"));
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</table>");
+}
+
+/// Where a TCP figure's name goes in the table (the JSON's object keys come
+/// sorted by name): the groups as an expert reads them, loss first, and
+/// within a group from count to extremes; names not listed after them, by
+/// name.
+fn reading_order(k: &str) -> (usize, &str) {
+    const ORDER: [&str; 34] = [
+        "loss",
+        "ecn",
+        "rtt",
+        "window",
+        "bytes_in_flight_max",
+        "sack",
+        "wireshark",
+        "first_frames",
+        "peer_captured",
+        "lost_before_capture",
+        "lost_after_capture",
+        "spurious",
+        "reordered_before_capture",
+        "reordered_after_capture",
+        "gaps_open",
+        "ce_marked",
+        "ece",
+        "cwr",
+        "samples",
+        "min_ms",
+        "median_ms",
+        "mean_ms",
+        "max_ms",
+        "scale",
+        "state",
+        "shift",
+        "syn_window",
+        "min",
+        "max",
+        "last",
+        "zero_window_s",
+        "zero_window_episodes",
+        "acks_with_sack",
+        "blocks",
+    ];
+    (ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len()), k)
+}
+
+/// The lines of one TCP group's cell: `label value`, the value marked with
+/// its JSON path `path`; nested objects (the window scale) flattened.
+fn tcp_cell(
+    lines: &mut Vec<String>,
+    path: &str,
+    label: &str,
+    v: &serde_json::Value,
+    only_nonzero: bool,
+) {
+    use serde_json::Value;
+    let text = match v {
+        Value::Object(m) => {
+            let mut keys: Vec<(&String, &Value)> = m.iter().collect();
+            keys.sort_by(|a, b| reading_order(a.0).cmp(&reading_order(b.0)));
+            for (k, x) in keys {
+                let l = if label.is_empty() {
+                    k.replace('_', " ")
+                } else {
+                    format!("{label} {}", k.replace('_', " "))
+                };
+                tcp_cell(lines, &format!("{path}.{k}"), &l, x, only_nonzero);
+            }
+            return;
+        }
+        Value::Null if only_nonzero => return,
+        Value::Number(n) if only_nonzero && n.as_f64() == Some(0.0) => return,
+        Value::Null => "-".to_string(),
+        Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
+        Value::Number(n) if n.is_f64() => format!("{:.3}", n.as_f64().unwrap_or(0.0)),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let label = if label.is_empty() {
+        String::new()
+    } else {
+        format!("{} ", esc(label))
+    };
+    lines.push(format!(
+        "{label}<b data-k=\"{}\">{}</b>",
+        esc(path),
+        esc(&text)
+    ));
+}
+
 fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -319,9 +460,11 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555;margin:
             fmt_bytes(o2.bytes)
         );
     }
+    o.push_str("</table>");
+    tcp_table(&mut o, r, &order);
     let _ = write!(
         o,
-        "</table><h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values and frame number. Series are thinned to a fixed number of points per flow and each graph says how many it shows; retransmissions, duplicate ACKs, SACKs and zero windows are kept before other points, and thinned evenly (and counted) only when they alone exceed the cap.</p>",
+        "<h2>Graphs</h2><p class=\"hint\">The {} largest flows. Drag to zoom (both axes), wheel to zoom time, double-click to reset; hover a point for its values and frame number. Series are thinned to a fixed number of points per flow and each graph says how many it shows; retransmissions, duplicate ACKs, SACKs and zero windows are kept before other points, and thinned evenly (and counted) only when they alone exceed the cap.</p>",
         GRAPHED_FLOWS.min(order.len())
     );
     let gro_size = r.settings.gro_max_sizes.first().copied().unwrap_or(0);

@@ -138,6 +138,19 @@ impl Recent {
     }
 }
 
+/// Where a frame's flow sits in the pass's flow table
+/// (`analysis::FlowTable`), handed to the what-if worker so that a frame's
+/// flow is looked up once, not once per table. A table slot holds the same
+/// key until the table evicts, which starts a new `epoch`; the worker
+/// remembers its own slot for each table slot of the current epoch
+/// (`whatif::WhatIfWorker`). Given only when the table was updated with
+/// the frame's own key (not a reassembled datagram's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotHint {
+    pub slot: u32,
+    pub epoch: u64,
+}
+
 impl FlowKey {
     pub fn of(p: &Parsed) -> FlowKey {
         FlowKey {

@@ -21,7 +21,7 @@
 //!
 use crate::dissect;
 use crate::figures::{FlowWhatIf, RunTotals};
-use crate::key::FlowKey;
+use crate::key::{FlowKey, SlotHint};
 use offload::gro::FlushReason;
 use offload::gro::KernelLine;
 use offload::{Delivered, GroConfig, GroEngine, Input, LinkKind};
@@ -105,6 +105,13 @@ pub struct WhatIfWorker {
     index: crate::key::FlowMap<u32>,
     /// The last few frames' flows and slots, which skip the hash lookup.
     recent: crate::key::Recent,
+    /// This worker's slot for each slot of the pass's flow table in the
+    /// table's current epoch (`HINT_NONE` where not known yet): a frame
+    /// whose flow the table just found needs no second key comparison
+    /// ([`SlotHint`]). At most one entry per table slot, so bounded by
+    /// the table's cap.
+    by_hint: Vec<u32>,
+    hint_epoch: u64,
     pub flows: Vec<WorkerFlow>,
     pub totals: Vec<RunTotals>,
     ring: RingBox,
@@ -118,6 +125,9 @@ pub struct WhatIfWorker {
 /// A ring slot whose flow was evicted: its deliveries count in the totals
 /// only.
 const EVICTED: u32 = u32::MAX;
+
+/// A table slot whose worker slot is not known (`WhatIfWorker::by_hint`).
+const HINT_NONE: u32 = u32::MAX;
 
 struct RingBox(Ring);
 
@@ -150,6 +160,13 @@ struct Sizes {
     /// `gro_ipv4_max_size`, and 64 KiB (`GRO_LEGACY_MAX_SIZE`, the
     /// limit of UDP and of a tunnel's TCP on older lines).
     floor: usize,
+    /// While `synced`: at least the first engine's
+    /// `GroEngine::longest_held_len`. A frame of N bytes makes no held
+    /// packet longer by more than N (a merge adds its payload, a new
+    /// packet is the frame), and flushes only shorten, so the bound grows
+    /// by each frame's length and the engine's walk over its held packets
+    /// is needed only when the bound comes near `floor`.
+    held_bound: usize,
 }
 
 impl Sizes {
@@ -165,6 +182,7 @@ impl Sizes {
             engines,
             synced: true,
             floor,
+            held_bound: 0,
         }
     }
 
@@ -183,15 +201,15 @@ impl Sizes {
         if n == 0 {
             return;
         }
-        if self.synced
-            && n > 1
-            && self.engines[0].longest_held_len() + input.data.len() >= self.floor
-        {
-            let (first, rest) = self.engines.split_at_mut(1);
-            for e in rest {
-                e.catch_up(&first[0]);
+        if self.synced && n > 1 && self.held_bound + input.data.len() >= self.floor {
+            self.held_bound = self.engines[0].longest_held_len();
+            if self.held_bound + input.data.len() >= self.floor {
+                let (first, rest) = self.engines.split_at_mut(1);
+                for e in rest {
+                    e.catch_up(&first[0]);
+                }
+                self.synced = false;
             }
-            self.synced = false;
         }
         if self.synced {
             // Every engine would deliver what the first one does: its
@@ -200,6 +218,7 @@ impl Sizes {
             self.engines[0].receive_with_checksum(input, csum, &mut |d: &Delivered<'_>| {
                 pending.push(Pending::of(d, 0, last, healthy, Some(input.frame), ring));
             });
+            self.held_bound += input.data.len();
             return;
         }
         for (i, e) in self.engines.iter_mut().enumerate() {
@@ -209,6 +228,9 @@ impl Sizes {
         }
         let (first, rest) = self.engines.split_at(1);
         self.synced = rest.iter().all(|e| e.holds_same(&first[0]));
+        if self.synced {
+            self.held_bound = first[0].longest_held_len();
+        }
     }
 
     /// Completes everything held (the end of one input file).
@@ -231,6 +253,7 @@ impl Sizes {
         // Every engine is empty (or stands for one that is, `catch_up`
         // copies it before it is used): in the same state again.
         self.synced = true;
+        self.held_bound = 0;
     }
 }
 
@@ -310,6 +333,8 @@ impl WhatIfWorker {
             frames_in: 0,
             index: Default::default(),
             recent: Default::default(),
+            by_hint: Vec::new(),
+            hint_epoch: 0,
             flows: Vec::new(),
             ring: RingBox(Ring::new()),
             vxlan_ports,
@@ -323,6 +348,7 @@ impl WhatIfWorker {
     /// flow's new slot.
     fn evict(&mut self) {
         self.recent.clear();
+        self.by_hint.clear();
         let evict = crate::flow::eviction_set(self.flows.iter().map(|f| f.last_frame));
         let mut map = vec![EVICTED; evict.len()];
         let mut kept = 0u32;
@@ -346,6 +372,41 @@ impl WhatIfWorker {
                 *s = map[*s as usize];
             }
         }
+    }
+
+    /// The slot of the frame's flow: from the table's slot when given
+    /// (`hint`), else by the key.
+    #[inline(always)]
+    fn slot_hinted(&mut self, key: &FlowKey, frame: u64, hint: Option<SlotHint>) -> u32 {
+        let Some(h) = hint else {
+            return self.slot_of(key, frame);
+        };
+        if h.epoch != self.hint_epoch {
+            // The table evicted: its slots hold other flows now.
+            self.by_hint.clear();
+            self.hint_epoch = h.epoch;
+        }
+        let at = h.slot as usize;
+        if let Some(&s) = self.by_hint.get(at) {
+            if s != HINT_NONE {
+                self.flows[s as usize].last_frame = frame;
+                return s;
+            }
+        }
+        self.slot_hinted_miss(key, frame, at)
+    }
+
+    /// [`Self::slot_hinted`] for a table slot not seen in this epoch.
+    #[cold]
+    #[inline(never)]
+    fn slot_hinted_miss(&mut self, key: &FlowKey, frame: u64, at: usize) -> u32 {
+        // May evict, which forgets every remembered slot.
+        let s = self.slot_of(key, frame);
+        if self.by_hint.len() <= at {
+            self.by_hint.resize(at + 1, HINT_NONE);
+        }
+        self.by_hint[at] = s;
+        s
     }
 
     fn slot_of(&mut self, key: &FlowKey, frame: u64) -> u32 {
@@ -379,7 +440,8 @@ impl WhatIfWorker {
         s
     }
 
-    /// Feeds one frame; `parsed` is its dissection and flow key, if any.
+    /// Feeds one frame; `parsed` is its dissection and flow key, if any,
+    /// and `hint` where the pass's flow table holds that key.
     ///
     /// A frame the capture cut short after its headers (`tcpdump -s N`,
     /// [`dissect::Snap::HeadersOnly`]) is fed at its wire length
@@ -391,15 +453,20 @@ impl WhatIfWorker {
     /// headers goes in as it is, and the engine passes it up unmerged
     /// (`capture-truncated`).
     #[inline(always)]
-    pub fn feed(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, &FlowKey)>) {
+    pub fn feed(
+        &mut self,
+        input: Input<'_>,
+        parsed: Option<(&dissect::Parsed, &FlowKey)>,
+        hint: Option<SlotHint>,
+    ) {
         if self.header_only
             && (input.data.len() as u64) < input.orig_len as u64
             && dissect::snap(input.link, input.data, input.orig_len, &self.vxlan_ports)
                 .judged_from_headers()
         {
-            self.feed_padded(input, parsed);
+            self.feed_padded(input, parsed, hint);
         } else {
-            self.feed_checked(input, parsed, offload::RxChecksum::None);
+            self.feed_checked(input, parsed, hint, offload::RxChecksum::None);
         }
     }
 
@@ -407,7 +474,12 @@ impl WhatIfWorker {
     /// length, the missing payload as filler.
     #[cold]
     #[inline(never)]
-    fn feed_padded(&mut self, input: Input<'_>, parsed: Option<(&dissect::Parsed, &FlowKey)>) {
+    fn feed_padded(
+        &mut self,
+        input: Input<'_>,
+        parsed: Option<(&dissect::Parsed, &FlowKey)>,
+        hint: Option<SlotHint>,
+    ) {
         {
             let mut pad_buf = std::mem::take(&mut self.pad_buf);
             pad_buf.clear();
@@ -420,7 +492,7 @@ impl WhatIfWorker {
                 data: &pad_buf,
                 ..input
             };
-            self.feed_checked(input, parsed, csum);
+            self.feed_checked(input, parsed, hint, csum);
             self.pad_buf = pad_buf;
         }
     }
@@ -430,9 +502,10 @@ impl WhatIfWorker {
         &mut self,
         input: Input<'_>,
         parsed: Option<(&dissect::Parsed, &FlowKey)>,
+        hint: Option<SlotHint>,
         csum: offload::RxChecksum,
     ) {
-        let slot = parsed.map(|(_, key)| self.slot_of(key, input.frame));
+        let slot = parsed.map(|(_, key)| self.slot_hinted(key, input.frame, hint));
         let parsed = parsed.map(|(p, _)| p);
         if let Some(s) = slot {
             self.ring.0.put(input.frame, s);
@@ -792,7 +865,7 @@ mod tests {
             };
             let p = dissect::parse(LinkKind::Ethernet, f, f.len() as u32, &[]);
             let key = p.as_ref().map(FlowKey::of);
-            w.feed(input, p.as_ref().zip(key.as_ref()));
+            w.feed(input, p.as_ref().zip(key.as_ref()), None);
             caught_up |= !w.engines.synced;
         }
         w.finish();

@@ -202,6 +202,10 @@ struct IfFast {
 struct PcapState {
     order: Endian,
     nanos: bool,
+    /// The largest captured length read without a note or a check: the
+    /// file's snapshot length (when not 0) and [`MAX_FRAME_LEN`]
+    /// (`next_pcap`'s buffered fast path).
+    quiet_caplen: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -355,6 +359,7 @@ impl CaptureReader {
             state: State::Pcap(PcapState {
                 order: Endian::Little,
                 nanos: false,
+                quiet_caplen: 0,
             }),
             interfaces: Vec::new(),
             fast: Vec::new(),
@@ -594,13 +599,95 @@ impl CaptureReader {
             conv,
         });
         self.buf.consume(24);
-        self.state = State::Pcap(PcapState { order, nanos });
+        let quiet_caplen = match snaplen {
+            0 => MAX_FRAME_LEN,
+            n => n.min(MAX_FRAME_LEN),
+        };
+        self.state = State::Pcap(PcapState {
+            order,
+            nanos,
+            quiet_caplen,
+        });
         Ok(())
     }
 
     #[inline]
     fn next_pcap(&mut self, p: PcapState) -> Result<Option<Frame<'_>>, CaptureError> {
         let offset = self.buf.offset();
+        // Nearly every record: buffered whole, its captured length within
+        // the snapshot length and `MAX_FRAME_LEN`, inside the file's
+        // length. Every check below passes for it, with nothing to note,
+        // so it is read here without them (the same frame; the property
+        // test `pcap_fast_path_equals_checked_read` compares both).
+        let data = self.buf.data();
+        if let Some(h) = data.first_chunk::<16>() {
+            let [ts_sec, ts_frac, caplen, orig_len] = record_header(h, p.order);
+            let total = 16 + caplen as usize;
+            if caplen <= p.quiet_caplen
+                && data.len() >= total
+                && self
+                    .file_len
+                    .is_none_or(|l| offset.saturating_add(total as u64) <= l)
+            {
+                return Ok(Some(self.pcap_frame(
+                    p,
+                    offset,
+                    [ts_sec, ts_frac, orig_len],
+                    total,
+                )));
+            }
+        }
+        self.next_pcap_checked(p, offset)
+    }
+
+    /// The frame of the pcap record at `offset`, `total` bytes buffered
+    /// with its header (`[seconds, fraction, orig_len]`), every check
+    /// passed: counts and returns it.
+    #[inline(always)]
+    fn pcap_frame(
+        &mut self,
+        p: PcapState,
+        offset: u64,
+        [ts_sec, ts_frac, orig_len]: [u32; 3],
+        total: usize,
+    ) -> Frame<'_> {
+        // u32 seconds * 1e9 + u32 fraction * 1000 < 4.3e18 + 4.3e12 < i64::MAX.
+        let frac_ns = if p.nanos {
+            i64::from(ts_frac)
+        } else {
+            i64::from(ts_frac) * 1000
+        };
+        let timestamp_ns = i64::from(ts_sec) * 1_000_000_000 + frac_ns;
+        let link_type = self
+            .fast
+            .first()
+            .map_or(LinkType::ETHERNET, |i| i.link_type);
+        self.number += 1;
+        self.done = false;
+        let rec = self.buf.take(total);
+        Frame {
+            number: self.number,
+            interface: 0,
+            link_type,
+            timestamp_ns,
+            orig_len,
+            data: rec.get(16..).unwrap_or(&[]),
+            offset,
+            interface_info: self.interfaces.first().unwrap_or(&NO_INTERFACE),
+            comment: None,
+        }
+    }
+
+    /// [`Self::next_pcap`] with every check: a record not buffered whole
+    /// (read more), cut by the end of the file, or whose captured length
+    /// is above the snapshot length or `MAX_FRAME_LEN`.
+    #[cold]
+    #[inline(never)]
+    fn next_pcap_checked(
+        &mut self,
+        p: PcapState,
+        offset: u64,
+    ) -> Result<Option<Frame<'_>>, CaptureError> {
         let number = self.number + 1;
         let at = At {
             frame: Some(number),
@@ -625,9 +712,7 @@ impl CaptureReader {
             ));
         }
         let [ts_sec, ts_frac, caplen, orig_len] = record_header(self.buf.data(), p.order);
-        let iface = self.fast.first().copied();
-        let (link_type, snaplen) =
-            iface.map_or((LinkType::ETHERNET, 0), |i| (i.link_type, i.snaplen));
+        let snaplen = self.fast.first().map_or(0, |i| i.snaplen);
         if let Some(rem) = self.remaining_after(offset + 16) {
             if u64::from(caplen) > rem {
                 return Err(self.err(
@@ -679,27 +764,12 @@ impl CaptureReader {
                 },
             ));
         }
-        // u32 seconds * 1e9 + u32 fraction * 1000 < 4.3e18 + 4.3e12 < i64::MAX.
-        let frac_ns = if p.nanos {
-            i64::from(ts_frac)
-        } else {
-            i64::from(ts_frac) * 1000
-        };
-        let timestamp_ns = i64::from(ts_sec) * 1_000_000_000 + frac_ns;
-        self.number = number;
-        self.done = false;
-        let rec = self.buf.take(total);
-        Ok(Some(Frame {
-            number,
-            interface: 0,
-            link_type,
-            timestamp_ns,
-            orig_len,
-            data: rec.get(16..).unwrap_or(&[]),
+        Ok(Some(self.pcap_frame(
+            p,
             offset,
-            interface_info: self.interfaces.first().unwrap_or(&NO_INTERFACE),
-            comment: None,
-        }))
+            [ts_sec, ts_frac, orig_len],
+            total,
+        )))
     }
 
     // ----- pcapng -----
@@ -1216,6 +1286,149 @@ mod tests {
         assert_eq!(far_back.to_ns(1), (i64::MIN, true));
         let far_ahead = TsConv::new(TsResolution(6), i64::MAX).unwrap();
         assert_eq!(far_ahead.to_ns(0), (i64::MAX, true));
+    }
+
+    /// A source that hands out one byte per read: the reader never holds
+    /// a record with a captured length ahead of its header, so
+    /// `next_pcap` takes its checked path for every record with data.
+    struct OneByte(std::io::Cursor<Vec<u8>>);
+
+    impl Read for OneByte {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            let n = b.len().min(1);
+            self.0.read(&mut b[..n])
+        }
+    }
+
+    type Read1 = (u64, u32, LinkType, i64, u32, Vec<u8>, u64);
+
+    /// Every frame's fields, the error that ended the read, the frames
+    /// above the snapshot length.
+    fn read_all(mut r: CaptureReader) -> (Vec<Read1>, Option<String>, (u64, u64)) {
+        let mut frames = Vec::new();
+        let err = loop {
+            match r.next_frame() {
+                Ok(Some(f)) => frames.push((
+                    f.number,
+                    f.interface,
+                    f.link_type,
+                    f.timestamp_ns,
+                    f.orig_len,
+                    f.data.to_vec(),
+                    f.offset,
+                )),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        (frames, err, r.above_snaplen())
+    }
+
+    /// A pcap file: byte order, nanosecond magic, snapshot length, link
+    /// type, records `(seconds, fraction, captured bytes, orig_len)`.
+    fn pcap_bytes(
+        big: bool,
+        nanos: bool,
+        snaplen: u32,
+        link: u32,
+        recs: &[(u32, u32, u16, u32)],
+    ) -> Vec<u8> {
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut b = Vec::new();
+        b.extend(w32(if nanos { 0xA1B2_3C4D } else { 0xA1B2_C3D4 }));
+        b.extend(w16(2));
+        b.extend(w16(4));
+        b.extend([0u8; 8]);
+        b.extend(w32(snaplen));
+        b.extend(w32(link));
+        for (i, &(sec, frac, cap, orig)) in recs.iter().enumerate() {
+            b.extend(w32(sec));
+            b.extend(w32(frac));
+            b.extend(w32(cap as u32));
+            b.extend(w32(orig));
+            b.extend((0..cap).map(|k| (k as usize * 7 + i) as u8));
+        }
+        b
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 1000,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// `next_pcap`'s fast path (a record buffered whole, within the
+        /// snapshot length, `MAX_FRAME_LEN` and the file's length) gives
+        /// exactly what the checked path gives: the same frames, the same
+        /// error at the same frame, the same count of frames above the
+        /// snapshot length. Files of both byte orders and resolutions,
+        /// snapshot lengths 0 and below, at and above the records'
+        /// lengths, strict or not, with the file's length known (right,
+        /// or shorter as for a file cut after it was opened) or not,
+        /// mutated and cut.
+        #[test]
+        fn pcap_fast_path_equals_checked_read(
+            big in proptest::prelude::any::<bool>(),
+            nanos in proptest::prelude::any::<bool>(),
+            snaplen in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(0u32), 40u32..120, proptest::prelude::Just(65535u32)
+            ],
+            link in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(1u32), proptest::prelude::Just(101u32)
+            ],
+            recs in proptest::collection::vec(
+                (proptest::prelude::any::<u32>(), 0u32..2_000_000, 0u16..160, 0u32..400),
+                0..8,
+            ),
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+                0..3,
+            ),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+            do_cut in proptest::prelude::any::<bool>(),
+            known_len in 0u8..3,
+            strict in proptest::prelude::any::<bool>(),
+        ) {
+            let mut b = pcap_bytes(big, nanos, snaplen, link, &recs);
+            // Mutate records only (a broken file header stops both alike).
+            for (at, v) in edits {
+                if b.len() > 24 {
+                    let i = 24 + at.index(b.len() - 24);
+                    b[i] = v;
+                }
+            }
+            if do_cut {
+                let n = cut.index(b.len() + 1);
+                b.truncate(n.max(24));
+            }
+            let file_len = match known_len {
+                0 => None,
+                1 => Some(b.len() as u64),
+                _ => Some((b.len() as u64).saturating_sub(20)),
+            };
+            let open = |src: Box<dyn Read + Send>| {
+                let mut r = CaptureReader::from_source(src, "t.pcap".into(), file_len)
+                    .expect("a valid file header");
+                r.set_snaplen_check(strict);
+                r
+            };
+            let whole = read_all(open(Box::new(std::io::Cursor::new(b.clone()))));
+            let bytewise = read_all(open(Box::new(OneByte(std::io::Cursor::new(b)))));
+            proptest::prop_assert_eq!(whole, bytewise);
+        }
     }
 
     #[test]

@@ -156,3 +156,21 @@ fn a_finding_that_says_rerun_with_a_flag_names_a_flag_that_clears_it() {
     }
     assert!(checked > 0, "no finding named a flag to rerun with");
 }
+
+/// The HTML report's TCP table shows every per-flow TCP figure of
+/// `--json` (`flows[].tcp`: loss, ECN, RTT, window and zero window, SACK,
+/// Wireshark's flags), on the bundled samples.
+#[test]
+fn the_html_report_shows_every_tcp_figure_of_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples");
+    for s in ["healthy-tcp.pcapng", "gro-receiver.pcapng"] {
+        let seen = common::report_html::check_report(&samples.join(s), dir.path());
+        for k in ["rtt.samples", "window.max", "bytes_in_flight_max"] {
+            assert!(
+                seen.contains_key(k),
+                "{s}: no {k} in the HTML report: {seen:?}"
+            );
+        }
+    }
+}

@@ -13,6 +13,7 @@ pub mod capture;
 pub mod differential;
 pub mod netns;
 pub mod pcap;
+pub mod report_html;
 pub mod tcp_figures;
 
 use std::ffi::OsStr;

@@ -81,3 +81,119 @@ pub fn tcp4(
     t[20..20 + options.len()].copy_from_slice(options);
     f
 }
+
+/// The Internet checksum (RFC 1071) of `parts` concatenated, each part of
+/// even length but the last.
+fn internet_checksum(parts: &[&[u8]]) -> u16 {
+    let mut sum = 0u32;
+    for p in parts {
+        for w in p.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Copies the classic pcap `from` (Ethernet; either byte order, micro- or
+/// nanoseconds) to `to` with the sequence numbers of the TCP data sent
+/// to port `port` moved by `delta` (modulo 2^32): its segments' sequence
+/// numbers, and the ACK number and SACK edges (RFC 2018) of the segments
+/// sent from it. The TCP checksum of every whole IPv4 or IPv6 (no extension
+/// header) segment is recomputed, so the copy is the capture of the same
+/// connection with other initial sequence numbers: a way to put the 2^32
+/// wrap (RFC 793 section 3.3) where a test wants it.
+pub fn shift_sequence(from: &std::path::Path, to: &std::path::Path, port: u16, delta: u32) {
+    let d = std::fs::read(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    let le = match d.get(..4) {
+        Some([0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1]) => true,
+        Some([0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d]) => false,
+        _ => panic!("{}: not a classic pcap", from.display()),
+    };
+    let u32_at = |b: &[u8], i: usize| {
+        let w = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+        if le {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        }
+    };
+    assert_eq!(u32_at(&d, 20), 1, "{}: not Ethernet", from.display());
+    let mut out = d[..24].to_vec();
+    let mut off = 24;
+    while off + 16 <= d.len() {
+        let incl = u32_at(&d, off + 8) as usize;
+        out.extend_from_slice(&d[off..off + 16]);
+        let mut f = d[off + 16..off + 16 + incl].to_vec();
+        off += 16 + incl;
+        shift_frame(&mut f, port, delta);
+        out.extend_from_slice(&f);
+    }
+    std::fs::write(to, out).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+}
+
+/// [`shift_sequence`] of one Ethernet frame.
+fn shift_frame(f: &mut [u8], port: u16, delta: u32) {
+    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]) as usize;
+    if f.len() < 14 {
+        return;
+    }
+    // The IP header's start and end, the TCP segment's end in the IP
+    // packet's length, and the pseudo-header's addresses.
+    let (t, end, addrs) = match be16(f, 12) {
+        0x0800 if f.len() >= 34 && f[23] == 6 => {
+            let t = 14 + usize::from(f[14] & 15) * 4;
+            (t, 14 + be16(f, 16), 26..34)
+        }
+        0x86dd if f.len() >= 54 && f[20] == 6 => (54, 54 + be16(f, 18), 22..54),
+        _ => return,
+    };
+    if f.len() < t + 20 {
+        return;
+    }
+    let add = |f: &mut [u8], i: usize| {
+        let v = u32::from_be_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]).wrapping_add(delta);
+        f[i..i + 4].copy_from_slice(&v.to_be_bytes());
+    };
+    let (sport, dport) = (be16(f, t) as u16, be16(f, t + 2) as u16);
+    if dport == port {
+        add(f, t + 4);
+    } else if sport == port {
+        if f[t + 13] & 0x10 != 0 {
+            add(f, t + 8);
+        }
+        let opts_end = (t + usize::from(f[t + 12] >> 4) * 4).min(f.len());
+        let mut o = t + 20;
+        while o < opts_end {
+            match f[o] {
+                0 => break,
+                1 => o += 1,
+                kind => {
+                    let Some(&len) = f.get(o + 1) else { break };
+                    let len = usize::from(len).max(2);
+                    if kind == 5 {
+                        let mut e = o + 2;
+                        while e + 4 <= (o + len).min(opts_end) {
+                            add(f, e);
+                            e += 4;
+                        }
+                    }
+                    o += len;
+                }
+            }
+        }
+    } else {
+        return;
+    }
+    if end <= f.len() && end >= t + 20 {
+        f[t + 16..t + 18].fill(0);
+        let seg_len = ((end - t) as u32).to_be_bytes();
+        // The pseudo-header's words but the addresses: the length, then
+        // zeros and the protocol (RFC 793 section 3.1; RFC 8200 section 8.1).
+        let pseudo = [seg_len[2], seg_len[3], 0, 6];
+        let sum = internet_checksum(&[&f[addrs], &pseudo, &f[t..end]]);
+        f[t + 16..t + 18].copy_from_slice(&sum.to_be_bytes());
+    }
+}
