@@ -385,6 +385,15 @@ pub fn snap_notes(files: &[crate::analysis::FileFacts], opts: &Options) -> Vec<S
                 ),
             });
         }
+        if s.options_cut_frames > 0 {
+            notes.push(format!(
+                "{}: {} segments without payload cut inside their TCP options (snaplen {}): their SACK blocks and timestamps are unread, so SACK, D-SACK and loss-location figures are not the traffic's; a snaplen of at least {} keeps them",
+                f.path,
+                s.options_cut_frames,
+                s.snaplen_seen.unwrap_or(0),
+                s.snaplen_needed.unwrap_or(0)
+            ));
+        }
         if s.cut_in_headers_frames > 0 {
             notes.push(format!(
                 "{}: {} frames cut inside the headers GRO reads (snaplen {}): passed up unmerged; a snaplen of at least {} keeps them",

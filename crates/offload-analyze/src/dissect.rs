@@ -1465,6 +1465,12 @@ pub enum Snap {
     /// and lengths, so the frame can be judged from them and its wire
     /// length (`orig_len`).
     HeadersOnly,
+    /// A segment without payload cut inside its TCP options: GRO passes
+    /// such a segment up whatever its options, so the what-if judges it
+    /// as [`Snap::HeadersOnly`], but the TCP analysis loses what the
+    /// options said (an ACK's SACK blocks, D-SACKs, timestamps), and with
+    /// them where losses happened. `needed` keeps the whole header.
+    OptionsCut { needed: u32 },
     /// Cut inside a header GRO reads. `needed` is a snapshot length that
     /// would have kept that header (a lower bound: a header after it may
     /// need more).
@@ -1481,8 +1487,17 @@ impl Snap {
             Snap::CutInHeaders { needed } => Snap::CutInHeaders {
                 needed: needed.saturating_add(link_header.min(u32::MAX as usize) as u32),
             },
+            Snap::OptionsCut { needed } => Snap::OptionsCut {
+                needed: needed.saturating_add(link_header.min(u32::MAX as usize) as u32),
+            },
             s => s,
         }
+    }
+
+    /// Whether the what-if decides the frame from its headers and wire
+    /// length (every header GRO reads was captured).
+    pub fn judged_from_headers(self) -> bool {
+        matches!(self, Snap::HeadersOnly | Snap::OptionsCut { .. })
     }
 }
 
@@ -1556,7 +1571,9 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
                 if (e.header, e.field) == ("TCP", "options")
                     && empty_segment(link, frame, orig_len, e.offset + need, vxlan_ports) =>
             {
-                Snap::HeadersOnly
+                Snap::OptionsCut {
+                    needed: (e.offset + need).min(u32::MAX as usize) as u32,
+                }
             }
             // The TCP header cut before its data offset: its length is
             // unknown, so count the options Linux sends on every segment.
@@ -1791,7 +1808,7 @@ mod tests {
     /// is judged from its headers; with payload it could merge, and the
     /// missing options decide that.
     #[test]
-    fn segment_cut_inside_its_options_is_judged_only_without_payload() {
+    fn segment_cut_inside_its_options_is_judged_only_without_payload_and_names_its_length() {
         let mut tcp = TcpSpec::data(40000, 21, 7);
         tcp.options = [
             1u8, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10, 0, 0, 0, 9, 0, 0, 0, 10,
@@ -1802,10 +1819,12 @@ mod tests {
         };
         let empty = spec(0).build();
         assert_eq!(empty.len(), 98);
-        assert_eq!(
-            snap(LinkKind::Ethernet, &empty[..96], 98, &[]),
-            Snap::HeadersOnly
-        );
+        // ... and names the length that keeps its options, which the TCP
+        // analysis reads (SACK blocks, timestamps).
+        let s = snap(LinkKind::Ethernet, &empty[..96], 98, &[]);
+        assert_eq!(s, Snap::OptionsCut { needed: 98 });
+        assert!(s.judged_from_headers());
+        assert_eq!(s.in_frame(4), Snap::OptionsCut { needed: 102 });
         let data = spec(10).build();
         assert_eq!(
             snap(LinkKind::Ethernet, &data[..96], 108, &[]),

@@ -17,9 +17,14 @@ pub struct SnapCounts {
     /// Frames cut inside a header GRO reads: the what-if passes them up
     /// unmerged (`capture-truncated`).
     pub cut_in_headers_frames: u64,
-    /// A snapshot length that keeps every header of those frames (a lower
-    /// bound when a later header was missing too); null when none was cut
-    /// there.
+    /// Of `header_only_frames`, segments without payload (ACKs) cut inside
+    /// their TCP options: the what-if judges them (GRO merges no such
+    /// segment), but their SACK
+    /// blocks, D-SACKs and timestamps are lost to the TCP analysis.
+    pub options_cut_frames: u64,
+    /// A snapshot length that keeps every header of the frames of both
+    /// counts above (a lower bound when a later header was missing too);
+    /// null when none was cut there.
     pub snaplen_needed: Option<u32>,
     /// The largest captured length among cut frames: the capture's
     /// snapshot length as the frames show it; null when nothing was cut.
@@ -37,6 +42,12 @@ impl SnapCounts {
                 self.cut_in_headers_frames += 1;
                 self.snaplen_needed = Some(self.snaplen_needed.unwrap_or(0).max(needed));
             }
+            Snap::OptionsCut { needed } => {
+                // Judged from headers as those of the count above.
+                self.header_only_frames += 1;
+                self.options_cut_frames += 1;
+                self.snaplen_needed = Some(self.snaplen_needed.unwrap_or(0).max(needed));
+            }
         }
         self.snaplen_seen = Some(self.snaplen_seen.unwrap_or(0).max(captured));
     }
@@ -44,6 +55,7 @@ impl SnapCounts {
     pub fn merge(&mut self, o: &SnapCounts) {
         self.header_only_frames += o.header_only_frames;
         self.cut_in_headers_frames += o.cut_in_headers_frames;
+        self.options_cut_frames += o.options_cut_frames;
         self.snaplen_needed = self.snaplen_needed.max(o.snaplen_needed);
         self.snaplen_seen = self.snaplen_seen.max(o.snaplen_seen);
     }

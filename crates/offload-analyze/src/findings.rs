@@ -134,6 +134,7 @@ pub fn find(
         above_mtu(&mut cx, f, r);
         table_full(&mut cx, f, r, w);
         cut_in_headers(&mut cx, f, r);
+        options_cut(&mut cx, f, r);
         ipv6_tunnel_big_tcp(&mut cx, f, r, adj);
     }
     big_tcp(&mut cx, flows, reports, adjusted);
@@ -299,6 +300,44 @@ fn cut_in_headers(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
         vec![],
         vec![
             ("cut_in_headers_frames", s.cut_in_headers_frames),
+            ("snaplen_needed", needed as u64),
+        ],
+        format!("capture again with a snapshot length of at least {needed} bytes (`tcpdump -s {needed}`), or whole frames"),
+        0,
+    );
+}
+
+/// ACKs the capture cut inside their TCP options: GRO's figures stand
+/// (it merges no segment without payload), but the SACK blocks and
+/// D-SACKs that tell a loss from a needless resend were not captured, so
+/// the peer's loss figures are not the traffic's. Info: nothing is lost by
+/// it on the wire; the fix is a longer snapshot length.
+fn options_cut(cx: &mut Ctx<'_>, f: &FlowStats, r: &FlowReport) {
+    let s = &f.snap;
+    if s.options_cut_frames == 0 {
+        return;
+    }
+    let needed = s.snaplen_needed.unwrap_or(0);
+    cx.push(
+        Severity::Info,
+        "snaplen",
+        Some(r),
+        f.file,
+        format!(
+            "{}: capture cut the TCP options of {} segments without payload (snaplen {}, needs at least {needed})",
+            r.description,
+            s.options_cut_frames,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        format!(
+            "{} of {} frames are ACKs whose TCP options end after the {} bytes captured: their SACK blocks, D-SACKs and timestamps are unread, so the peer's SACK figures and the split of its resends into losses and needless (spurious) ones are not those of the traffic. GRO's figures stand: it merges no segment without payload.",
+            s.options_cut_frames,
+            f.packets,
+            s.snaplen_seen.unwrap_or(0)
+        ),
+        vec![],
+        vec![
+            ("options_cut_frames", s.options_cut_frames),
             ("snaplen_needed", needed as u64),
         ],
         format!("capture again with a snapshot length of at least {needed} bytes (`tcpdump -s {needed}`), or whole frames"),

@@ -462,7 +462,7 @@ impl WhatIfWorker {
         if self.header_only
             && (input.data.len() as u64) < input.orig_len as u64
             && dissect::snap(input.link, input.data, input.orig_len, &self.vxlan_ports)
-                == dissect::Snap::HeadersOnly
+                .judged_from_headers()
         {
             self.feed_padded(input, parsed, hint);
         } else {

@@ -469,6 +469,7 @@ impl CaptureReader {
 
     /// The next frame, `Ok(None)` at the end of the capture. The frame borrows
     /// the reader's buffer. On error the reader stops: later calls give `Ok(None)`.
+    #[inline(always)]
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         if self.done {
             return Ok(None);

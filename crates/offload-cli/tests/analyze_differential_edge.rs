@@ -198,6 +198,23 @@ fn scenarios() -> Vec<Scenario> {
             evidence: &["s:tcp.srcport == 5311 && tcp.len > 0"],
         },
         Scenario {
+            // The hop stalls for 400 ms mid-transfer while it drops one
+            // data segment in 40: the sender's timer expires, it resends
+            // the whole flight it marked lost while the stalled originals
+            // reach the receiver, which D-SACKs most resends a round trip
+            // later (tcp_enter_loss, net/ipv4/tcp_input.c). A CI run
+            // starved the hop this way by chance: 89 losses for 15 drops.
+            name: "timeout-loss",
+            setup: Setup {
+                impair: Impair::Drop(40),
+                traffic: Some(half_close),
+                stall: Some((150, Duration::from_millis(400))),
+                ..Setup::default()
+            },
+            truth: true,
+            evidence: &["s:tcp.options.sack.dsack", "s:tcp.analysis.retransmission"],
+        },
+        Scenario {
             name: "small-window",
             setup: Setup {
                 traffic: Some(small_window),

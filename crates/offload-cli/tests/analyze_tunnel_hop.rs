@@ -355,9 +355,11 @@ fn broken_tunnel_beside_a_healthy_one_is_named_with_the_healthy_figure_on_kernel
 /// Header-only copies of the hop's and the receiver's captures, cut by
 /// editcap itself. At 96 bytes the inner TCP header is cut: the capture
 /// names the snapshot length that keeps its headers, and a copy cut at
-/// that length, like those at 128 and 256 bytes (every header of a VXLAN
-/// frame, 116 bytes with TCP timestamps, captured), has the what-if, the
-/// outer-header verdicts and every finding of the whole capture.
+/// that length (or at the longer one a copy at it names, where an ACK's
+/// SACK blocks were cut), like those at 128 and 256 bytes (every header of
+/// a VXLAN frame, 116 bytes with TCP timestamps, captured), has the
+/// what-if, the outer-header verdicts and every finding of the whole
+/// capture.
 fn header_only_copies_keep_the_verdicts(dir: &Path, caps: &Captures) {
     for (point, whole_path) in [("hop", &caps.hop), ("receiver", &caps.receiver)] {
         let whole = analyze_files(&[whole_path]).report;
@@ -370,10 +372,26 @@ fn header_only_copies_keep_the_verdicts(dir: &Path, caps: &Captures) {
         let named = short.inputs[0].snap.snaplen_needed.unwrap_or(0);
         eprintln!("{point} cut at 96: needs {named}");
         assert!(named > 96, "{point} at 96: needs {named}");
-        for n in [named, 128, 256] {
-            let (r, _) = cut(n);
+        for first in [named, 128, 256] {
+            // Where the cut hid a header's length, the length named is a
+            // lower bound (an ACK's SACK blocks: 116 keeps a segment with
+            // timestamps, one with three SACK blocks needs 144): a copy
+            // at that length names the rest, as a new capture would.
+            let (mut n, (mut r, _)) = (first, cut(first));
+            for _ in 0..3 {
+                let s = &r.inputs[0].snap;
+                if s.cut_in_headers_frames + s.options_cut_frames == 0 {
+                    break;
+                }
+                let next = s.snaplen_needed.unwrap_or(0);
+                assert!(next > n, "{point} at {n}: cut, and needs {next}");
+                eprintln!("{point} cut at {n}: options or headers cut, needs {next}");
+                n = next;
+                r = cut(n).0;
+            }
             assert_eq!(
-                r.inputs[0].snap.cut_in_headers_frames, 0,
+                r.inputs[0].snap.cut_in_headers_frames + r.inputs[0].snap.options_cut_frames,
+                0,
                 "{point} at {n}: a header was cut"
             );
             assert!(r.inputs[0].snap.header_only_frames > 0, "{point} at {n}");

@@ -234,6 +234,81 @@ const FAST_RETRANS_NS: u64 = 20_000_000;
 /// epan/dissectors/packet-tcp.c), as tshark flags it.
 const UNSEEN_MARK: u32 = u32::MAX;
 
+/// The latest runs of contiguous retransmissions of seen bytes, most
+/// recently extended first, to find a resend again when a D-SACK reports
+/// it received (spurious, not lost). A timeout's go-back-N resends a whole
+/// flight, and after it Linux resends the segments it marked lost while
+/// new data and single resends of other holes go out between them
+/// (tcp_enter_loss then tcp_xmit_retransmit_queue, net/ipv4/tcp_output.c):
+/// a hop stalled for 400 ms gave 100 resends, 89 of them D-SACKed a round
+/// trip later, in runs broken by resends of two other holes. Runs are
+/// kept apart so such a resend does not end the run it interrupts.
+#[derive(Debug, Clone, Copy, Default)]
+struct ResentRuns {
+    runs: [ResentRun; 8],
+}
+
+/// One run: its sequence range, the segments resent in it (a segment
+/// resent twice counts twice) and how many of them D-SACKs reported.
+#[derive(Debug, Clone, Copy, Default)]
+struct ResentRun {
+    lo: u32,
+    hi: u32,
+    segments: u16,
+    dsacked: u16,
+}
+
+impl ResentRuns {
+    /// Records a resend of `[seq, end)`: it extends the run it falls in or
+    /// continues, or starts a new one in place of the least recently
+    /// extended.
+    fn push(&mut self, seq: u32, end: u32) {
+        let at = self
+            .runs
+            .iter()
+            .position(|r| r.lo != r.hi && seq_le(r.lo, seq) && seq_le(seq, r.hi))
+            .unwrap_or(self.runs.len() - 1);
+        let mut run = self.runs[at];
+        if run.lo != run.hi && seq_le(run.lo, seq) && seq_le(seq, run.hi) {
+            if seq_gt(end, run.hi) {
+                run.hi = end;
+            }
+            run.segments = run.segments.saturating_add(1);
+        } else {
+            run = ResentRun {
+                lo: seq,
+                hi: end,
+                segments: 1,
+                dsacked: 0,
+            };
+        }
+        self.runs.copy_within(..at, 1);
+        self.runs[0] = run;
+    }
+
+    /// A D-SACK for `[l, r)`: true when it reports a resend of a run not
+    /// yet fully reported (at most once per segment resent).
+    fn dsacked(&mut self, l: u32, r: u32) -> bool {
+        let run = self.runs.iter_mut().find(|run| {
+            run.lo != run.hi && seq_lt(run.lo, r) && seq_lt(l, run.hi) && run.dsacked < run.segments
+        });
+        match run {
+            Some(run) => {
+                run.dsacked += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a run covers sequence number `at`.
+    fn covers(&self, at: u32) -> bool {
+        self.runs
+            .iter()
+            .any(|r| r.lo != r.hi && seq_le(r.lo, at) && seq_lt(at, r.hi))
+    }
+}
+
 /// The analysis state of one direction.
 /// The latest eight sequence ranges (start, end) of one kind of segment
 /// (retransmissions, gap fillers), overwritten oldest first; an emptied
@@ -248,10 +323,6 @@ impl RecentRanges {
     fn push(&mut self, range: (u32, u32)) {
         self.ranges[self.recorded % 8] = range;
         self.recorded += 1;
-    }
-
-    fn recorded_mut(&mut self) -> &mut [(u32, u32)] {
-        &mut self.ranges[..self.recorded.min(8)]
     }
 
     fn any(&self, f: impl Fn((u32, u32)) -> bool) -> bool {
@@ -312,16 +383,8 @@ pub struct TcpDirection {
     ids_move: bool,
     max_tsval: Option<u32>,
     episode: Option<Episode>,
-    /// Recent retransmissions of seen bytes, to find them in a D-SACK.
-    resent: RecentRanges,
-    /// The latest run of contiguous retransmissions of seen bytes
-    /// (start, end): a go-back-N resend after a timeout (SACK off) covers
-    /// hundreds of segments, beyond the 8 of `resent`.
-    resent_run: (u32, u32),
-    /// Segments resent in `resent_run`, and how many of them a D-SACK
-    /// has since reported received (spurious, not lost).
-    resent_run_segments: u32,
-    resent_run_dsacked: u32,
+    /// Retransmissions of seen bytes, to find them in a D-SACK.
+    resent: ResentRuns,
     /// The latest segments that filled a gap in the capture.
     fillers: RecentRanges,
     zero_since: Option<u64>,
@@ -1044,15 +1107,7 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
                 fl |= LOSS_AFTER;
                 fwd.loss.lost_after_capture += 1;
                 first(&mut fwd.first.lost_after_capture, s.frame);
-                fwd.resent.push((seq, end));
-                let (lo, hi) = fwd.resent_run;
-                if lo != hi && seq_le(lo, seq) && seq_le(seq, hi) {
-                    fwd.resent_run = (lo, if seq_gt(end, hi) { end } else { hi });
-                    fwd.resent_run_segments += 1;
-                } else {
-                    fwd.resent_run = (seq, end);
-                    (fwd.resent_run_segments, fwd.resent_run_dsacked) = (1, 0);
-                }
+                fwd.resent.push(seq, end);
                 if let Some(e) = fwd.episode.as_mut() {
                     if seq_le(seq, e.at) && seq_lt(e.at, end) {
                         e.resent = true;
@@ -1128,26 +1183,10 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
             if dsack {
                 fl |= DSACK;
                 fwd.dsack += 1;
-                let overlaps = |(a, b): (u32, u32)| a != b && seq_lt(a, r) && seq_lt(l, b);
-                let in_run = overlaps(rev.resent_run);
-                let mut found = false;
-                for resent in rev.resent.recorded_mut() {
-                    if overlaps(*resent) {
-                        *resent = (0, 0);
-                        found = true;
-                        break;
-                    }
-                }
-                // A resend older than the last 8 (a timeout's go-back-N
-                // resends the whole flight, and the receiver's D-SACKs
-                // come a round trip later: a loaded CI run resent 98
-                // segments for 25 drops) is found in the run it belongs
-                // to, at most once per segment of the run.
-                let from_run = !found && in_run && rev.resent_run_dsacked < rev.resent_run_segments;
-                if in_run && (found || from_run) {
-                    rev.resent_run_dsacked += 1;
-                }
-                if found || from_run {
+                // The receiver's D-SACKs come a round trip after the
+                // resends, a timeout's whole flight of them (a loaded CI
+                // run resent 98 segments for 25 drops).
+                if rev.resent.dsacked(l, r) {
                     rev.loss.lost_after_capture = rev.loss.lost_after_capture.saturating_sub(1);
                     rev.loss.spurious += 1;
                 }
@@ -1190,8 +1229,7 @@ fn analyze_full(fwd: &mut TcpDirection, rev: &mut TcpDirection, s: &Segment) -> 
             // sender-side capture of a path that only drops: 46
             // reorderings beside 53 losses).
             let covers = |(a, b): (u32, u32)| a != b && seq_le(a, ack) && seq_lt(ack, b);
-            let resent = rev.resent.any(covers)
-                || covers(rev.resent_run)
+            let resent = rev.resent.covers(ack)
                 // Older resends (a loaded path holds a dozen holes at
                 // once): the copy still waits beside its original.
                 || rev.unacked.covered_twice(ack)
@@ -1739,6 +1777,38 @@ mod tests {
             c.ack(21001, Some((1001, 2001)));
         }
         assert_eq!(c.a.loss.lost_after_capture, 0);
+        assert_eq!(c.a.loss.spurious, 20);
+    }
+
+    /// After a timeout Linux resends the flight it marked lost with resends
+    /// of other holes between them: each run keeps its own count, so the
+    /// D-SACKs for the whole flight still find their resends (a hop
+    /// stalled 400 ms: 89 D-SACKs for 100 resends, of which the single
+    /// run kept before found 8).
+    #[test]
+    fn dsacks_find_resends_of_runs_broken_by_other_holes() {
+        let mut c = Conv::new();
+        c.handshake();
+        for i in 0..40 {
+            c.data(1 + i * 1000, None);
+        }
+        c.ack(1001, Some((2001, 3001)));
+        c.ack(1001, Some((2001, 3001)));
+        for i in 10..30 {
+            c.data(1 + i * 1000, None);
+            if i % 5 == 0 {
+                // Another hole's resend, between two of the run's.
+                c.data(1 + 30_000 + (i / 5) * 1000, None);
+            }
+        }
+        assert_eq!(c.a.loss.lost_after_capture, 24);
+        for i in 10..30 {
+            c.ack(40_001, Some((1 + i * 1000, 1001 + i * 1000)));
+        }
+        assert_eq!(c.a.loss.lost_after_capture, 4);
+        assert_eq!(c.a.loss.spurious, 20);
+        // The other holes' resends were reported nowhere: still lost.
+        c.ack(40_001, Some((12_001, 13_001)));
         assert_eq!(c.a.loss.spurious, 20);
     }
 

@@ -54,8 +54,18 @@ pub enum Impair {
 #[derive(Debug, Default)]
 pub struct HopCounts {
     pub dropped: AtomicU64,
-    /// Frames lost in the hop's socket queue (not chosen; none expected).
+    /// Of `dropped`, copies of data the hop had already passed on: a
+    /// sender's needless resend (after a timeout it resends what the
+    /// receiver holds), no hole at the receiver.
+    pub dropped_copies: AtomicU64,
+    /// Frames of the data direction (A to B) lost in the hop's socket
+    /// queue (not chosen; none expected on a quiet machine).
     pub queue_drops: AtomicU64,
+    /// The same for the ACK direction (B to A): kept apart, as a
+    /// starved hop drops the reverse flow's frames too, and those are no
+    /// losses of the data direction (a half-close run counted 6 of them
+    /// into the data direction's ground truth).
+    pub reverse_queue_drops: AtomicU64,
     pub reordered: AtomicU64,
     pub duplicated: AtomicU64,
     /// SYNs dropped ([`Impair::DropSyn`]).
@@ -258,24 +268,45 @@ fn mark_ce(f: &mut [u8]) {
 }
 
 /// Forwards frames from `from` to `to`, impairing the data segments.
-pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts: Arc<HopCounts>) {
+pub fn forward(
+    from: Raw,
+    to: Raw,
+    impair: Impair,
+    reverse: bool,
+    stall: Option<(u64, Duration)>,
+    stop: Arc<AtomicBool>,
+    counts: Arc<HopCounts>,
+) {
     let mut buf = vec![0u8; 70_000];
     let mut nth = 0u64;
     let mut nth_ack = 0u64;
+    let mut frames = 0u64;
     let mut dropped: HashSet<u32> = HashSet::new();
+    let mut passed: HashSet<u32> = HashSet::new();
     let mut held: Option<(Vec<u8>, u32)> = None;
     // The virtio_net_hdr before each frame, if any: passed on unchanged.
     let off = from.1;
     while !stop.load(Ordering::Relaxed) {
         let Some(n) = from.recv(&mut buf) else {
-            counts
-                .queue_drops
-                .fetch_add(from.drops(), Ordering::Relaxed);
+            let queue_drops = if reverse {
+                &counts.reverse_queue_drops
+            } else {
+                &counts.queue_drops
+            };
+            queue_drops.fetch_add(from.drops(), Ordering::Relaxed);
             if let Some((f, _)) = held.take() {
                 to.send(&f);
             }
             continue;
         };
+        frames += 1;
+        if let Some((at, pause)) = stall {
+            if frames == at {
+                // The hop stops forwarding for a while (a starved thread):
+                // frames queue behind it, the sender's timer expires.
+                std::thread::sleep(pause);
+            }
+        }
         let frame = &mut buf[..n];
         let eth = &frame[off..];
         let flags = tcp_flags(eth).unwrap_or(0);
@@ -305,6 +336,9 @@ pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts
             match impair {
                 Impair::Drop(k) if nth.is_multiple_of(k) && dropped.insert(seq) => {
                     counts.dropped.fetch_add(1, Ordering::Relaxed);
+                    if passed.contains(&seq) {
+                        counts.dropped_copies.fetch_add(1, Ordering::Relaxed);
+                    }
                     continue;
                 }
                 Impair::Reorder(k) if nth.is_multiple_of(k) && held.is_none() => {
@@ -322,6 +356,9 @@ pub fn forward(from: Raw, to: Raw, impair: Impair, stop: Arc<AtomicBool>, counts
                 }
                 _ => {}
             }
+        }
+        if let Some((seq, _)) = data {
+            passed.insert(seq);
         }
         to.send(frame);
         if held.as_ref().is_some_and(|h| h.1 == 0) {
@@ -359,6 +396,10 @@ pub struct Setup {
     /// The connection(s) to carry instead of one bulk transfer of `bytes`:
     /// called with A's and B's namespaces and B's listening address.
     pub traffic: Option<Traffic>,
+    /// The hop stops forwarding A's frames after this many of them, for
+    /// this long (longer than the sender's minimum retransmission timeout,
+    /// 200 ms: TCP_RTO_MIN in include/net/tcp.h).
+    pub stall: Option<(u64, Duration)>,
 }
 
 /// A scenario's own traffic from A to B (see [`Setup::traffic`]).
@@ -379,6 +420,7 @@ impl Default for Setup {
             tso_sender: false,
             snaplen: 0,
             traffic: None,
+            stall: None,
         }
     }
 }
@@ -415,12 +457,14 @@ pub fn run(name: &str, dir: &Path, s: &Setup) -> (PathBuf, PathBuf, Arc<HopCount
             n.tso_off(d).unwrap();
         }
         let (ia, ib) = (m.index(&ma).unwrap(), m.index(&mb).unwrap());
-        let gso = s.tso_sender;
-        for (from, to, imp) in [(ia, ib, s.impair), (ib, ia, s.ack_impair)] {
+        let (gso, stall) = (s.tso_sender, s.stall);
+        for (from, to, imp, reverse) in [(ia, ib, s.impair, false), (ib, ia, s.ack_impair, true)] {
             let (stop, counts) = (stop.clone(), counts.clone());
             hop_threads.push(
                 m.ns.spawn("hop", move || {
-                    forward(Raw::open(from, gso), Raw::open(to, gso), imp, stop, counts);
+                    let (from, to) = (Raw::open(from, gso), Raw::open(to, gso));
+                    let stall = if reverse { None } else { stall };
+                    forward(from, to, imp, reverse, stall, stop, counts);
                     Ok(())
                 })
                 .unwrap(),
@@ -762,12 +806,14 @@ pub fn compare_against(
     };
     if let Some((_, h)) = truth {
         eprintln!(
-            "{}: hop dropped {}, reordered {}, duplicated {}, queue drops {}",
+            "{}: hop dropped {} ({} of them copies it had passed on), reordered {}, duplicated {}, queue drops {} (ACK direction {})",
             path.display(),
             h.dropped.load(Ordering::Relaxed),
+            h.dropped_copies.load(Ordering::Relaxed),
             h.reordered.load(Ordering::Relaxed),
             h.duplicated.load(Ordering::Relaxed),
-            h.queue_drops.load(Ordering::Relaxed)
+            h.queue_drops.load(Ordering::Relaxed),
+            h.reverse_queue_drops.load(Ordering::Relaxed)
         );
     } else {
         eprintln!("{}", path.display());
@@ -949,10 +995,19 @@ pub fn compare_against(
                 0.0,
                 false,
             );
+            // tcptrace calls every segment with data, SYN or FIN a probe
+            // while the peer's last window was zero (trace.c: `win_last
+            // == 0`), segments already in flight when the window closed
+            // included; Wireshark (whose count ours is) only a 1-byte
+            // segment at the next sequence number. Every Wireshark probe
+            // is one of tcptrace's; a loaded run showed one in-flight
+            // segment more at the receiver.
+            let probes = num(&ws["zero_window_probes"]);
+            let theirs = tr.get("zwnd_probes");
             c.cmp(
-                "tcptrace zwnd probe pkts",
-                num(&ws["zero_window_probes"]),
-                tr.get("zwnd_probes"),
+                "tcptrace zwnd probe pkts, at least ours",
+                probes,
+                theirs.min(probes),
                 0.0,
                 false,
             );
@@ -970,8 +1025,17 @@ pub fn compare_against(
             let before = side == "receiver";
             match imp {
                 Impair::Drop(_) => {
-                    let n = (h.dropped.load(Ordering::Relaxed)
-                        + h.queue_drops.load(Ordering::Relaxed)) as f64;
+                    // Every copy lost is a resend the sender's capture
+                    // sees; the receiver's only holes are copies of data it
+                    // did not hold yet. The hop's socket queue drops
+                    // (a starved hop) may be either.
+                    let queue_drops = h.queue_drops.load(Ordering::Relaxed) as f64;
+                    let copies = if before {
+                        h.dropped_copies.load(Ordering::Relaxed) as f64
+                    } else {
+                        0.0
+                    };
+                    let n = h.dropped.load(Ordering::Relaxed) as f64 - copies + queue_drops;
                     let (here, there) = if before {
                         ("lost_before_capture", "lost_after_capture")
                     } else {
@@ -982,7 +1046,7 @@ pub fn compare_against(
                     // (tcp_retrans_try_collapse, net/ipv4/tcp_output.c);
                     // a loaded 2-CPU run collapsed 2 of 55, a quiet CI
                     // trial 3 of 56.
-                    let allowed = (0.05 * n).max(3.0);
+                    let allowed = (0.05 * n).max(3.0) + if before { queue_drops } else { 0.0 };
                     let v6 = f["src"].as_str().is_some_and(|a| a.contains(':'));
                     if v6 && before {
                         // No IP ID: a filler of its neighbours' timestamp
