@@ -109,18 +109,25 @@ impl Unacked {
 
     fn acked_waiting(&mut self, ack: u32, ts: u64) -> Option<(u64, u64)> {
         let mut sample = None;
-        while let Some(w) = self.q.front_mut() {
+        // The front segments the ACK covers, counted and then dropped in
+        // one step (their type has no destructor: `drain` only moves the
+        // queue's head), rather than popped one at a time.
+        let mut covered = 0;
+        for w in self.q.iter() {
             if seq_gt(w.end, ack) {
-                // Partly acknowledged: what is left starts at the ACK.
-                if seq_gt(ack, w.seq) {
-                    w.seq = ack;
-                }
                 break;
             }
             if w.end == ack && sample.is_none() {
                 sample = Some((ts.saturating_sub(w.ts), w.frame));
             }
-            self.q.pop_front();
+            covered += 1;
+        }
+        self.q.drain(..covered);
+        if let Some(w) = self.q.front_mut() {
+            // Partly acknowledged: what is left starts at the ACK.
+            if seq_gt(ack, w.seq) {
+                w.seq = ack;
+            }
         }
         if self.stragglers {
             self.acked_behind(ack, ts, &mut sample);
