@@ -572,9 +572,10 @@ fn hop_is_truth(name: &str, s: &Setup) -> bool {
 /// 3 MB transfer once in about 1,400 runs, and then tcptrace counts
 /// D-SACKs where there are none: the one cause found for a CI trial's 209
 /// against our 0, whose capture was not kept): every figure must stay the same
-/// against tshark and tcptrace, and tcptrace's D-SACK count must be off
-/// by its unsigned comparisons only (`tcptrace_dsack_rule`). Asserted to
-/// have put the wrap where tcptrace miscounts.
+/// against tshark and tcptrace, the D-SACKs must be tshark's, and
+/// tcptrace's count must be off by its unsigned comparisons only
+/// (`tcptrace_dsack_rule`). Asserted to have put the wrap where tcptrace
+/// miscounts.
 fn wrapped(
     dir: &Path,
     pa: &Path,
@@ -624,6 +625,11 @@ fn wrapped(
             .values()
             .map(|f| num(&f["tcp"]["sack"]["dsack"]))
             .sum();
+        // tshark marks a D-SACK in sequence space: its count is ours.
+        let marked = common::capture::tshark(&w, &["-n", "-Y", "tcp.options.sack.dsack_le"])
+            .lines()
+            .count() as f64;
+        assert_eq!(ours, marked, "{}: D-SACKs against tshark's", w.display());
         let theirs: f64 = tcptrace(&w).values().map(|f| f.get("dsack_pkts")).sum();
         assert!(
             theirs > ours,
