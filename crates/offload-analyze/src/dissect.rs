@@ -1571,8 +1571,12 @@ fn snap_cut(link: LinkKind, frame: &[u8], orig_len: u32, vxlan_ports: &[u16]) ->
                 if (e.header, e.field) == ("TCP", "options")
                     && empty_segment(link, frame, orig_len, e.offset + need, vxlan_ports) =>
             {
-                Snap::OptionsCut {
-                    needed: (e.offset + need).min(u32::MAX as usize) as u32,
+                if options_read_in_full(frame, e.offset) {
+                    Snap::HeadersOnly
+                } else {
+                    Snap::OptionsCut {
+                        needed: (e.offset + need).min(u32::MAX as usize) as u32,
+                    }
                 }
             }
             // The TCP header cut before its data offset: its length is
@@ -1640,6 +1644,32 @@ fn empty_segment(
     padded.resize(header_end.saturating_add(1).min(orig_len as usize), 0);
     offload::gso::layout(link, &padded, vxlan_ports)
         .is_ok_and(|l| l.l4_proto == offload::wire::Transport::Tcp && l.end == header_end)
+}
+
+/// Whether a segment without payload, its TCP header at `tcp` cut inside
+/// its options, still shows what the TCP analysis reads of them: a SYN's
+/// options whole (its window scale, SACK permission), or another segment's
+/// options up to the first SACK block's left edge (the edge that tells a
+/// D-SACK and a hole: an IPv6 ACK with timestamps and SACK cut by `tcpdump
+/// -s 96` keeps it, 6 bytes of the block captured), or up to the end of
+/// its options.
+fn options_read_in_full(frame: &[u8], tcp: usize) -> bool {
+    if frame.get(tcp + 13).is_none_or(|flags| flags & 0x02 != 0) {
+        return false;
+    }
+    let mut i = tcp + 20;
+    while let Some(&kind) = frame.get(i) {
+        match kind {
+            0 => return true,
+            1 => i += 1,
+            5 => return i + 2 + 4 <= frame.len(),
+            _ => match frame.get(i + 1) {
+                Some(&len) if len >= 2 => i += len as usize,
+                _ => return false,
+            },
+        }
+    }
+    false
 }
 
 /// Checksum state of a header, as the capture shows it.
@@ -1819,12 +1849,24 @@ mod tests {
         };
         let empty = spec(0).build();
         assert_eq!(empty.len(), 98);
-        // ... and names the length that keeps its options, which the TCP
-        // analysis reads (SACK blocks, timestamps).
-        let s = snap(LinkKind::Ethernet, &empty[..96], 98, &[]);
+        // At 96 bytes the SACK block's left edge (what the TCP analysis
+        // reads to tell a D-SACK and a hole) was captured; cut before it,
+        // the length that keeps the options is named.
+        assert_eq!(
+            snap(LinkKind::Ethernet, &empty[..96], 98, &[]),
+            Snap::HeadersOnly
+        );
+        let s = snap(LinkKind::Ethernet, &empty[..88], 98, &[]);
         assert_eq!(s, Snap::OptionsCut { needed: 98 });
         assert!(s.judged_from_headers());
         assert_eq!(s.in_frame(4), Snap::OptionsCut { needed: 102 });
+        // A SYN's options (window scale, SACK permission) are read whole.
+        let mut syn = empty.clone();
+        syn[54 + 13] |= 0x02;
+        assert_eq!(
+            snap(LinkKind::Ethernet, &syn[..96], 98, &[]),
+            Snap::OptionsCut { needed: 98 }
+        );
         let data = spec(10).build();
         assert_eq!(
             snap(LinkKind::Ethernet, &data[..96], 108, &[]),
