@@ -263,25 +263,26 @@ impl ResentRuns {
     /// continues, or starts a new one in place of the least recently
     /// extended.
     fn push(&mut self, seq: u32, end: u32) {
-        let at = self
-            .runs
-            .iter()
-            .position(|r| r.lo != r.hi && seq_le(r.lo, seq) && seq_le(seq, r.hi))
-            .unwrap_or(self.runs.len() - 1);
-        let mut run = self.runs[at];
-        if run.lo != run.hi && seq_le(run.lo, seq) && seq_le(seq, run.hi) {
-            if seq_gt(end, run.hi) {
-                run.hi = end;
+        let extends = |r: &ResentRun| r.lo != r.hi && seq_le(r.lo, seq) && seq_le(seq, r.hi);
+        let (at, run) = match self.runs.iter().position(extends) {
+            Some(at) => {
+                let mut run = self.runs[at];
+                if seq_gt(end, run.hi) {
+                    run.hi = end;
+                }
+                run.segments = run.segments.saturating_add(1);
+                (at, run)
             }
-            run.segments = run.segments.saturating_add(1);
-        } else {
-            run = ResentRun {
-                lo: seq,
-                hi: end,
-                segments: 1,
-                dsacked: 0,
-            };
-        }
+            None => {
+                let run = ResentRun {
+                    lo: seq,
+                    hi: end,
+                    segments: 1,
+                    dsacked: 0,
+                };
+                (self.runs.len() - 1, run)
+            }
+        };
         self.runs.copy_within(..at, 1);
         self.runs[0] = run;
     }
